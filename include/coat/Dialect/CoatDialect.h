@@ -1,0 +1,47 @@
+//===- CoatDialect.h - The coat dialect -------------------------*- C++ -*-===//
+
+#ifndef COAT_DIALECT_COATDIALECT_H
+#define COAT_DIALECT_COATDIALECT_H
+
+#include "coat/Numerics/Fp8.h"
+#include "coat/Numerics/Layout.h"
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "coat/Dialect/CoatDialect.h.inc"
+#include "coat/Dialect/CoatEnums.h.inc"
+
+namespace llvm {
+/// Hashing for the Scaling attribute parameter.
+inline ::llvm::hash_code hash_value(const ::coat::Scaling &s) {
+  return ::llvm::hash_combine(static_cast<int>(s.kind), s.groupSize,
+                              s.blockRows, s.blockCols);
+}
+} // namespace llvm
+namespace coat {
+using llvm::hash_value;
+} // namespace coat
+
+#define GET_ATTRDEF_CLASSES
+#include "coat/Dialect/CoatAttrs.h.inc"
+#define GET_TYPEDEF_CLASSES
+#include "coat/Dialect/CoatTypes.h.inc"
+#define GET_OP_CLASSES
+#include "coat/Dialect/CoatOps.h.inc"
+
+namespace mlir::coat {
+/// The FP8 format of an MLIR float type, or nothing if it is not one of ours.
+std::optional<::coat::Fp8Format> getFp8Format(Type t);
+/// The MLIR float type of an FP8 format.
+FloatType getFp8Type(MLIRContext *ctx, ::coat::Fp8Format f);
+/// Converts between MLIR shapes and coat layout shapes (kDynamic identical).
+std::vector<int64_t> toLayoutShape(ArrayRef<int64_t> shape);
+} // namespace mlir::coat
+
+#endif // COAT_DIALECT_COATDIALECT_H

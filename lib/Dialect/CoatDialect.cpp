@@ -1,0 +1,260 @@
+//===- CoatDialect.cpp - coat dialect, attributes and types ---------------===//
+
+#include "coat/Dialect/CoatDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::coat;
+
+#include "coat/Dialect/CoatDialect.cpp.inc"
+#include "coat/Dialect/CoatEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "coat/Dialect/CoatAttrs.cpp.inc"
+#define GET_TYPEDEF_CLASSES
+#include "coat/Dialect/CoatTypes.cpp.inc"
+
+void CoatDialect::initialize() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "coat/Dialect/CoatAttrs.cpp.inc"
+      >();
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "coat/Dialect/CoatTypes.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "coat/Dialect/CoatOps.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+std::optional<::coat::Fp8Format> mlir::coat::getFp8Format(Type t) {
+  if (isa<Float8E4M3FNType>(t))
+    return ::coat::Fp8Format::E4M3;
+  if (isa<Float8E5M2Type>(t))
+    return ::coat::Fp8Format::E5M2;
+  return std::nullopt;
+}
+
+FloatType mlir::coat::getFp8Type(MLIRContext *ctx, ::coat::Fp8Format f) {
+  if (f == ::coat::Fp8Format::E4M3)
+    return Float8E4M3FNType::get(ctx);
+  return Float8E5M2Type::get(ctx);
+}
+
+std::vector<int64_t> mlir::coat::toLayoutShape(ArrayRef<int64_t> shape) {
+  static_assert(::coat::kDynamicExtent == ShapedType::kDynamic,
+                "layout and MLIR must agree on the dynamic marker");
+  return std::vector<int64_t>(shape.begin(), shape.end());
+}
+
+//===----------------------------------------------------------------------===//
+// ScalingAttr
+//===----------------------------------------------------------------------===//
+
+FailureOr<::coat::Scaling> ScalingAttr::parseBody(AsmParser &parser) {
+  StringRef kw;
+  SMLoc loc = parser.getCurrentLocation();
+  if (parser.parseKeyword(&kw))
+    return failure();
+  ::coat::Scaling s;
+  if (kw == "per_tensor")
+    return s;
+  if (kw == "per_group" || kw == "flat_group") {
+    s.kind = kw == "per_group" ? ::coat::ScalingKind::PerGroup
+                               : ::coat::ScalingKind::FlatGroup;
+    if (parser.parseLess() || parser.parseInteger(s.groupSize) ||
+        parser.parseGreater())
+      return failure();
+    return s;
+  }
+  if (kw == "per_block") {
+    s.kind = ::coat::ScalingKind::PerBlock;
+    SmallVector<int64_t, 2> dims;
+    if (parser.parseLess() ||
+        parser.parseDimensionList(dims, /*allowDynamic=*/false,
+                                  /*withTrailingX=*/false) ||
+        parser.parseGreater())
+      return failure();
+    if (dims.size() != 2)
+      return parser.emitError(loc, "per_block expects RxC, got ")
+             << dims.size() << " extents";
+    s.blockRows = dims[0];
+    s.blockCols = dims[1];
+    return s;
+  }
+  return parser.emitError(loc, "expected per_tensor, per_group<G>, "
+                               "flat_group<G> or per_block<RxC>, got '")
+         << kw << "'";
+}
+
+void ScalingAttr::printBody(AsmPrinter &printer, const ::coat::Scaling &s) {
+  printer << ::coat::toString(s);
+}
+
+Attribute ScalingAttr::parse(AsmParser &parser, Type) {
+  SMLoc loc = parser.getCurrentLocation();
+  if (parser.parseLess())
+    return {};
+  FailureOr<::coat::Scaling> s = parseBody(parser);
+  if (failed(s) || parser.parseGreater())
+    return {};
+  return parser.getChecked<ScalingAttr>(loc, parser.getContext(), *s);
+}
+
+void ScalingAttr::print(AsmPrinter &printer) const {
+  printer << "<";
+  printBody(printer, getValue());
+  printer << ">";
+}
+
+LogicalResult ScalingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                  ::coat::Scaling value) {
+  if (auto err = ::coat::verifyScaling(value))
+    return emitError() << *err;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// QTensorType
+//===----------------------------------------------------------------------===//
+
+QTensorType QTensorType::get(ArrayRef<int64_t> shape, FloatType elementType,
+                             ScalingAttr scaling, FloatType scaleType,
+                             bool expanded) {
+  if (!scaleType)
+    scaleType = Float32Type::get(elementType.getContext());
+  return Base::get(elementType.getContext(), shape, elementType, scaling,
+                   scaleType, expanded);
+}
+
+LogicalResult QTensorType::verify(function_ref<InFlightDiagnostic()> emitError,
+                                  ArrayRef<int64_t> shape, FloatType elementType,
+                                  ScalingAttr scaling, FloatType scaleType,
+                                  bool expanded) {
+  if (!getFp8Format(elementType))
+    return emitError() << "element type must be f8E4M3FN or f8E5M2, got "
+                       << elementType;
+  if (!scaling)
+    return emitError() << "missing scaling granularity";
+  if (!isa<Float32Type, BFloat16Type>(scaleType))
+    return emitError() << "scale type must be f32 or bf16, got " << scaleType;
+  if (auto err = ::coat::verifyScalingForShape(toLayoutShape(shape),
+                                               scaling.getValue()))
+    return emitError() << *err;
+  if (expanded && !scaling.isGrouped())
+    return emitError() << "range expansion needs a grouped scaling "
+                          "(per_group or flat_group), got "
+                       << ::coat::toString(scaling.getValue());
+  if (expanded && !isa<Float32Type>(scaleType))
+    return emitError() << "an expanded tensor needs f32 scales";
+  return success();
+}
+
+Type QTensorType::parse(AsmParser &parser) {
+  SMLoc loc = parser.getCurrentLocation();
+  SmallVector<int64_t> shape;
+  Type elementType;
+  if (parser.parseLess() ||
+      parser.parseDimensionList(shape, /*allowDynamic=*/true,
+                                /*withTrailingX=*/true) ||
+      parser.parseType(elementType) || parser.parseComma())
+    return {};
+  auto floatType = dyn_cast<FloatType>(elementType);
+  if (!floatType) {
+    parser.emitError(loc, "element type must be f8E4M3FN or f8E5M2, got ")
+        << elementType;
+    return {};
+  }
+  FailureOr<::coat::Scaling> scaling = ScalingAttr::parseBody(parser);
+  if (failed(scaling))
+    return {};
+  FloatType scaleType = Float32Type::get(parser.getContext());
+  bool expanded = false;
+  while (succeeded(parser.parseOptionalComma())) {
+    SMLoc kwLoc = parser.getCurrentLocation();
+    StringRef kw;
+    if (parser.parseKeyword(&kw))
+      return {};
+    if (kw == "expand") {
+      expanded = true;
+    } else if (kw == "scale") {
+      Type t;
+      if (parser.parseEqual() || parser.parseType(t))
+        return {};
+      scaleType = dyn_cast<FloatType>(t);
+      if (!scaleType) {
+        parser.emitError(kwLoc, "scale type must be f32 or bf16, got ") << t;
+        return {};
+      }
+    } else {
+      parser.emitError(kwLoc, "expected 'scale = T' or 'expand', got '")
+          << kw << "'";
+      return {};
+    }
+  }
+  if (parser.parseGreater())
+    return {};
+  auto scalingAttr = ScalingAttr::getChecked(
+      [&] { return parser.emitError(loc); }, parser.getContext(), *scaling);
+  if (!scalingAttr)
+    return {};
+  return parser.getChecked<QTensorType>(loc, parser.getContext(), shape,
+                                        floatType, scalingAttr, scaleType,
+                                        expanded);
+}
+
+void QTensorType::print(AsmPrinter &printer) const {
+  printer << "<";
+  printer.printDimensionList(getShape());
+  printer << "x" << getElementType() << ", ";
+  ScalingAttr::printBody(printer, getScalingValue());
+  if (!isa<Float32Type>(getScaleType()))
+    printer << ", scale = " << getScaleType();
+  if (getExpanded())
+    printer << ", expand";
+  printer << ">";
+}
+
+::coat::Fp8Format QTensorType::getFormat() const {
+  return *getFp8Format(getElementType());
+}
+
+RankedTensorType QTensorType::getDataType() const {
+  return RankedTensorType::get(getShape(), getElementType());
+}
+
+RankedTensorType QTensorType::getScaleTensorType() const {
+  return RankedTensorType::get(
+      ::coat::scaleShape(toLayoutShape(getShape()), getScalingValue()),
+      getScaleType());
+}
+
+RankedTensorType QTensorType::getExpansionTensorType() const {
+  return RankedTensorType::get(
+      ::coat::scaleShape(toLayoutShape(getShape()), getScalingValue()),
+      Float32Type::get(getContext()));
+}
+
+QTensorType QTensorType::cloneWithShape(ArrayRef<int64_t> shape) const {
+  return QTensorType::get(shape, getElementType(), getScaling(), getScaleType(),
+                          getExpanded());
+}
+
+ShapedType QTensorType::cloneWith(std::optional<ArrayRef<int64_t>> shape,
+                                  Type elementType) const {
+  auto fp8 = dyn_cast<FloatType>(elementType);
+  return QTensorType::get(shape ? *shape : getShape(),
+                          fp8 ? fp8 : getElementType(), getScaling(),
+                          getScaleType(), getExpanded());
+}
+
+bool QTensorType::hasRank() const { return true; }

@@ -1,0 +1,49 @@
+# -*- Python -*-
+import os
+import shutil
+
+import lit.formats
+from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
+
+config.name = "COAT"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.coat_obj_root, "test")
+
+config.substitutions.append(("%shlibext", config.llvm_shlib_ext))
+config.substitutions.append(
+    ("%coat_plugin", os.path.join(config.coat_lib_dir, "CoatPlugin.so")))
+config.substitutions.append(("%coat_src", config.coat_src_root))
+config.substitutions.insert(0, ("%python", config.python_executable))
+
+llvm_config.with_system_environment(
+    ["HOME", "TMP", "TEMP", "CUDA_HOME", "CUDA_ROOT", "CUDA_PATH"])
+llvm_config.use_default_substitutions()
+
+# coat-opt from the build; mlir-opt, mlir-runner etc. are the stock ones.
+tools = [
+    ToolSubst("coat-opt", unresolved="fatal"),
+    ToolSubst("mlir-opt", unresolved="fatal"),
+    ToolSubst("mlir-translate", unresolved="ignore"),
+    ToolSubst("mlir-runner", unresolved="ignore"),
+]
+llvm_config.add_tool_substitutions(
+    tools, [config.coat_tools_dir, config.llvm_tools_dir])
+
+# ptxas: needed to turn PTX into a cubin.
+ptxas = shutil.which("ptxas")
+for root in ("CUDA_HOME", "CUDA_ROOT", "CUDA_PATH"):
+    if ptxas:
+        break
+    if os.environ.get(root):
+        cand = os.path.join(os.environ[root], "bin", "ptxas")
+        if os.path.exists(cand):
+            ptxas = cand
+if not ptxas and os.path.exists("/usr/local/cuda/bin/ptxas"):
+    ptxas = "/usr/local/cuda/bin/ptxas"
+if ptxas:
+    config.available_features.add("ptxas")
+    config.substitutions.append(("%cuda_toolkit", os.path.dirname(os.path.dirname(ptxas))))
