@@ -22,6 +22,8 @@ config.substitutions.insert(0, ("%python", config.python_executable))
 llvm_config.with_system_environment(
     ["HOME", "TMP", "TEMP", "CUDA_HOME", "CUDA_ROOT", "CUDA_PATH"])
 llvm_config.use_default_substitutions()
+# `not`, `count` etc. anywhere in a RUN line (not only after a pipe).
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 # coat-opt from the build; mlir-opt, mlir-runner etc. are the stock ones.
 tools = [

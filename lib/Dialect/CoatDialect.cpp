@@ -56,6 +56,25 @@ std::vector<int64_t> mlir::coat::toLayoutShape(ArrayRef<int64_t> shape) {
   return std::vector<int64_t>(shape.begin(), shape.end());
 }
 
+std::optional<std::string>
+mlir::coat::verifyLayoutLimits(ArrayRef<int64_t> shape,
+                               const ::coat::Scaling &s) {
+  constexpr int64_t kMaxElements = int64_t(1) << 48;
+  constexpr int64_t kMaxGroup = int64_t(1) << 32;
+  if (s.groupSize > kMaxGroup || s.blockRows > kMaxGroup ||
+      s.blockCols > kMaxGroup)
+    return std::string("group and block sizes must be at most 2^32");
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (ShapedType::isDynamic(d) || d <= 0)
+      continue;
+    if (d > kMaxElements || n > kMaxElements / d)
+      return std::string("a quantized tensor has at most 2^48 elements");
+    n *= d;
+  }
+  return std::nullopt;
+}
+
 //===----------------------------------------------------------------------===//
 // ScalingAttr
 //===----------------------------------------------------------------------===//
@@ -120,6 +139,8 @@ LogicalResult ScalingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                   ::coat::Scaling value) {
   if (auto err = ::coat::verifyScaling(value))
     return emitError() << *err;
+  if (auto err = verifyLayoutLimits({}, value))
+    return emitError() << *err;
   return success();
 }
 
@@ -149,6 +170,8 @@ LogicalResult QTensorType::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "scale type must be f32 or bf16, got " << scaleType;
   if (auto err = ::coat::verifyScalingForShape(toLayoutShape(shape),
                                                scaling.getValue()))
+    return emitError() << *err;
+  if (auto err = verifyLayoutLimits(shape, scaling.getValue()))
     return emitError() << *err;
   if (expanded && !scaling.isGrouped())
     return emitError() << "range expansion needs a grouped scaling "
@@ -214,8 +237,12 @@ Type QTensorType::parse(AsmParser &parser) {
 
 void QTensorType::print(AsmPrinter &printer) const {
   printer << "<";
-  printer.printDimensionList(getShape());
-  printer << "x" << getElementType() << ", ";
+  // A rank-0 tensor has no dimension list and no trailing 'x'.
+  if (!getShape().empty()) {
+    printer.printDimensionList(getShape());
+    printer << "x";
+  }
+  printer << getElementType() << ", ";
   ScalingAttr::printBody(printer, getScalingValue());
   if (!isa<Float32Type>(getScaleType()))
     printer << ", scale = " << getScaleType();
@@ -251,9 +278,10 @@ QTensorType QTensorType::cloneWithShape(ArrayRef<int64_t> shape) const {
 
 ShapedType QTensorType::cloneWith(std::optional<ArrayRef<int64_t>> shape,
                                   Type elementType) const {
-  auto fp8 = dyn_cast<FloatType>(elementType);
-  return QTensorType::get(shape ? *shape : getShape(),
-                          fp8 ? fp8 : getElementType(), getScaling(),
+  // Only an FP8 element type keeps the result a valid qtensor.
+  auto fp8 = getFp8Format(elementType) ? cast<FloatType>(elementType)
+                                       : getElementType();
+  return QTensorType::get(shape ? *shape : getShape(), fp8, getScaling(),
                           getScaleType(), getExpanded());
 }
 

@@ -20,6 +20,14 @@ static bool shapesCompatible(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
   return true;
 }
 
+/// I64Attr getters return uint64_t; a negative value must not pass as huge.
+static LogicalResult verifyExpandMin(Operation *op, uint64_t raw) {
+  int64_t v = static_cast<int64_t>(raw);
+  if (v <= 0)
+    return op->emitOpError("expand_min must be positive, got ") << v;
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // QuantizeOp
 //===----------------------------------------------------------------------===//
@@ -37,27 +45,11 @@ LogicalResult QuantizeOp::verify() {
     if (cast<RankedTensorType>(getScale().getType()).getRank() != 0)
       return emitOpError("a given scale must be a rank-0 tensor");
   }
-  if (getExpandMin() <= 0)
-    return emitOpError("expand_min must be positive, got ") << getExpandMin();
-  if (getEps().convertToFloat() < 0.0f)
+  if (failed(verifyExpandMin(*this, getExpandMin())))
+    return failure();
+  if (!(getEps().convertToFloat() >= 0.0f))
     return emitOpError("eps must be non-negative");
   return success();
-}
-
-OpFoldResult QuantizeOp::fold(FoldAdaptor) {
-  // quantize(dequantize(q)) with the same type and no given scale is q:
-  // dequantizing to f32 is exact and the scales re-derive identically only for
-  // f32, so restrict the fold to f32 round trips.
-  if (getScale())
-    return {};
-  auto deq = getInput().getDefiningOp<DequantizeOp>();
-  if (!deq || deq.getInput().getType() != getResult().getType())
-    return {};
-  if (!cast<RankedTensorType>(deq.getResult().getType()).getElementType().isF32())
-    return {};
-  if (getResult().getType().getExpanded())
-    return {};
-  return deq.getInput();
 }
 
 //===----------------------------------------------------------------------===//
@@ -87,6 +79,8 @@ LogicalResult AssembleOp::verify() {
     return emitOpError("scale type ")
            << getScale().getType() << " does not match the derived "
            << q.getScaleTensorType();
+  if (static_cast<bool>(getK()) != static_cast<bool>(getC()))
+    return emitOpError("k and c must be given together");
   if (q.getExpanded() != static_cast<bool>(getK()))
     return emitOpError(q.getExpanded()
                            ? "an expanded result needs k and c operands"
@@ -126,12 +120,13 @@ void AssembleOp::getCanonicalizationPatterns(RewritePatternSet &results,
 }
 
 LogicalResult DisassembleOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location>, ValueRange operands,
+    MLIRContext *, std::optional<Location> location, ValueRange operands,
     DictionaryAttr, OpaqueProperties, RegionRange,
     SmallVectorImpl<Type> &inferred) {
-  auto q = dyn_cast<QTensorType>(operands[0].getType());
+  auto q = operands.size() == 1 ? dyn_cast<QTensorType>(operands[0].getType())
+                                : QTensorType();
   if (!q)
-    return failure();
+    return emitOptionalError(location, "expects one !coat.qtensor operand");
   inferred.push_back(q.getDataType());
   inferred.push_back(q.getScaleTensorType());
   if (q.getExpanded()) {
@@ -199,10 +194,560 @@ LogicalResult AdamWStepOp::verify() {
     return failure();
   if (getM().getType().getScalingValue() != getV().getType().getScalingValue())
     return emitOpError("m and v must use the same group size");
-  if (getExpandMin() <= 0)
-    return emitOpError("expand_min must be positive, got ") << getExpandMin();
-  if (getMaxK().convertToFloat() < 1.0f)
+  if (failed(verifyExpandMin(*this, getExpandMin())))
+    return failure();
+  if (!(getMaxK().convertToFloat() >= 1.0f))
     return emitOpError("max_k must be at least 1");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Shared checks
+//===----------------------------------------------------------------------===//
+
+/// `128x?x16` for diagnostics.
+static std::string shapeString(ArrayRef<int64_t> shape) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  llvm::interleave(
+      shape, os,
+      [&](int64_t d) {
+        if (ShapedType::isDynamic(d))
+          os << "?";
+        else
+          os << d;
+      },
+      "x");
+  return s;
+}
+
+static StringRef formatName(::coat::Fp8Format f) {
+  return ::coat::getFp8Traits(f).mlirType;
+}
+
+static bool dimsCompatible(int64_t a, int64_t b) {
+  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
+}
+
+/// The shape of the 2-D transposed copy of a tensor viewed as
+/// `[prod(leading dims), innermost]` (COAT flattens [B, S, H] to [B*S, H]).
+static SmallVector<int64_t> transposed2DShape(ArrayRef<int64_t> shape) {
+  int64_t rows = 1;
+  for (int64_t d : shape.drop_back()) {
+    if (ShapedType::isDynamic(d)) {
+      rows = ShapedType::kDynamic;
+      break;
+    }
+    rows *= d;
+  }
+  return {shape.back(), rows};
+}
+
+/// A 1xG FP8 activation as the non-linear layers consume it (COAT.md §3.1,
+/// §3.8): per_group<G>, E4M3, not range-expanded.
+static LogicalResult verifyGroupedActivation(Operation *op, StringRef name,
+                                             QTensorType q) {
+  if (q.getScalingValue().kind != ::coat::ScalingKind::PerGroup)
+    return op->emitOpError()
+           << name << " must be a 1xG (per_group<G>) tensor, got "
+           << ::coat::toString(q.getScalingValue());
+  if (q.getExpanded())
+    return op->emitOpError() << name << " must not be range-expanded";
+  if (q.getFormat() != ::coat::Fp8Format::E4M3)
+    return op->emitOpError()
+           << name << " must be f8E4M3FN (forward activations are E4M3), got "
+           << q.getElementType();
+  return success();
+}
+
+/// A per-tensor FP8 copy of a value shaped `shape`, in `format`.
+static LogicalResult verifyPerTensorCopy(Operation *op, StringRef name,
+                                         QTensorType q, ArrayRef<int64_t> shape,
+                                         ::coat::Fp8Format format,
+                                         StringRef why) {
+  if (!q.getScaling().isPerTensor())
+    return op->emitOpError() << name << " must be per_tensor, got "
+                             << ::coat::toString(q.getScalingValue());
+  if (!shapesCompatible(q.getShape(), shape))
+    return op->emitOpError() << name << " shape " << shapeString(q.getShape())
+                             << " does not match " << shapeString(shape);
+  if (q.getFormat() != format)
+    return op->emitOpError() << name << " must be " << formatName(format)
+                             << " (" << why << "), got " << q.getElementType();
+  return success();
+}
+
+/// The optional 2-D transposed copy `t` of the per-tensor tensor `q`: the
+/// same codes and scale in `[N, M]`.
+static LogicalResult verifyTransposedCopy(Operation *op, StringRef name,
+                                          QTensorType q, QTensorType t) {
+  if (q.getRank() < 2)
+    return op->emitOpError() << name << ": a transposed copy needs a value of "
+                                        "rank >= 2";
+  QTensorType expected = q.cloneWithShape(transposed2DShape(q.getShape()));
+  if (t.getElementType() != expected.getElementType() ||
+      t.getScaling() != expected.getScaling() ||
+      t.getScaleType() != expected.getScaleType() ||
+      !shapesCompatible(t.getShape(), expected.getShape()))
+    return op->emitOpError() << name << " must be the transposed copy "
+                             << expected << ", got " << t;
+  return success();
+}
+
+/// Gradient outputs of a backward op: `dx` in the type of `grad` and shaped
+/// like `shape`, an optional per-tensor E5M2 copy and its transposed copy.
+static LogicalResult verifyGradOutputs(Operation *op, StringRef name,
+                                       ArrayRef<int64_t> shape, Value grad,
+                                       Value dx, Value dxq, Value dxqt) {
+  if (!shapesCompatible(cast<ShapedType>(grad.getType()).getShape(), shape))
+    return op->emitOpError() << "gradient shape "
+                             << shapeString(
+                                    cast<ShapedType>(grad.getType()).getShape())
+                             << " does not match the input shape "
+                             << shapeString(shape);
+  if (dx.getType() != grad.getType())
+    return op->emitOpError() << name << " must have the gradient's type "
+                             << grad.getType() << ", got " << dx.getType();
+  if (dxqt && !dxq)
+    return op->emitOpError() << "a transposed " << name
+                             << " copy needs the per_tensor copy";
+  if (dxq &&
+      failed(verifyPerTensorCopy(op, (name + " copy").str(),
+                                 cast<QTensorType>(dxq.getType()), shape,
+                                 ::coat::Fp8Format::E5M2,
+                                 "backward gradient copies are E5M2")))
+    return failure();
+  if (dxqt && failed(verifyTransposedCopy(op, (name + " transposed copy").str(),
+                                          cast<QTensorType>(dxq.getType()),
+                                          cast<QTensorType>(dxqt.getType()))))
+    return failure();
+  return success();
+}
+
+/// A per-row statistic (rstd, mean): f32 shaped like the input without its
+/// innermost dimension.
+static LogicalResult verifyRowStat(Operation *op, StringRef name,
+                                   ShapedType stat, ArrayRef<int64_t> shape) {
+  if (!shapesCompatible(stat.getShape(), shape.drop_back()))
+    return op->emitOpError()
+           << name << " must have the input shape without its innermost "
+           << "dimension (" << shapeString(shape.drop_back()) << "), got "
+           << stat;
+  return success();
+}
+
+/// A per-channel vector (norm weight or bias, or their gradients): 1-D of
+/// the input's innermost extent.
+static LogicalResult verifyChannelVector(Operation *op, StringRef name,
+                                         ShapedType v, ArrayRef<int64_t> shape) {
+  if (v.getRank() != 1 || !dimsCompatible(v.getDimSize(0), shape.back()))
+    return op->emitOpError() << name << " must be 1-D of the innermost extent "
+                             << shapeString(shape.back()) << ", got " << v;
+  return success();
+}
+
+static LogicalResult verifyEps(Operation *op, const APFloat &eps) {
+  // Also rejects NaN.
+  if (!(eps.convertToFloat() > 0.0f))
+    return op->emitOpError("eps must be positive");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// RequantizeOp / TransposeOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult RequantizeOp::verify() {
+  QTensorType in = getInput().getType(), out = getResult().getType();
+  if (!shapesCompatible(in.getShape(), out.getShape()))
+    return emitOpError("input shape ")
+           << shapeString(in.getShape()) << " does not match result shape "
+           << shapeString(out.getShape());
+  if (failed(verifyExpandMin(*this, getExpandMin())))
+    return failure();
+  if (!(getEps().convertToFloat() >= 0.0f))
+    return emitOpError("eps must be non-negative");
+  return success();
+}
+
+OpFoldResult RequantizeOp::fold(FoldAdaptor) {
+  // Defined as the identity when nothing about the representation changes.
+  if (getInput().getType() == getResult().getType())
+    return getInput();
+  return {};
+}
+
+LogicalResult TransposeOp::verify() {
+  QTensorType in = getInput().getType(), out = getResult().getType();
+  if (in.getRank() != 2)
+    return emitOpError("expects a 2-D input, got rank ") << in.getRank();
+  ::coat::Scaling s = in.getScalingValue();
+  if (s.isGrouped())
+    return emitOpError("cannot transpose a ")
+           << ::coat::toString(s)
+           << " tensor without re-quantization; use coat.requantize to "
+              "per_tensor or per_block scaling first";
+  if (s.kind == ::coat::ScalingKind::PerBlock)
+    std::swap(s.blockRows, s.blockCols);
+  QTensorType expected = QTensorType::get(
+      {in.getDimSize(1), in.getDimSize(0)}, in.getElementType(),
+      ScalingAttr::get(getContext(), s), in.getScaleType(), in.getExpanded());
+  if (out.getRank() != 2 || !shapesCompatible(out.getShape(), expected.getShape()) ||
+      out.getElementType() != expected.getElementType() ||
+      out.getScaling() != expected.getScaling() ||
+      out.getScaleType() != expected.getScaleType() ||
+      out.getExpanded() != expected.getExpanded())
+    return emitOpError("result must be ") << expected << ", got " << out;
+  return success();
+}
+
+OpFoldResult TransposeOp::fold(FoldAdaptor) {
+  // Pure data movement: transposing twice restores codes and scales exactly.
+  if (auto inner = getInput().getDefiningOp<TransposeOp>())
+    if (inner.getInput().getType() == getResult().getType())
+      return inner.getInput();
+  return {};
+}
+
+//===----------------------------------------------------------------------===//
+// AbsMaxOp / ReduceScalesOp
+//===----------------------------------------------------------------------===//
+
+static ParseResult parseScalingBody(OpAsmParser &parser, ScalingAttr &attr) {
+  SMLoc loc = parser.getCurrentLocation();
+  FailureOr<::coat::Scaling> s = ScalingAttr::parseBody(parser);
+  if (failed(s))
+    return failure();
+  attr = ScalingAttr::getChecked([&] { return parser.emitError(loc); },
+                                 parser.getContext(), *s);
+  return success(static_cast<bool>(attr));
+}
+
+static void printScalingBody(OpAsmPrinter &printer, Operation *,
+                             ScalingAttr attr) {
+  ScalingAttr::printBody(printer, attr.getValue());
+}
+
+LogicalResult AbsMaxOp::verify() {
+  auto in = cast<RankedTensorType>(getInput().getType());
+  ::coat::Scaling s = getScaling().getValue();
+  std::vector<int64_t> shape = toLayoutShape(in.getShape());
+  if (auto err = ::coat::verifyScalingForShape(shape, s))
+    return emitOpError("scaling ")
+           << ::coat::toString(s) << " does not fit the input: " << *err;
+  if (auto err = verifyLayoutLimits(in.getShape(), s))
+    return emitOpError() << *err;
+  auto expected = RankedTensorType::get(::coat::scaleShape(shape, s),
+                                        Float32Type::get(getContext()));
+  auto out = cast<RankedTensorType>(getResult().getType());
+  if (!shapesCompatible(out.getShape(), expected.getShape()))
+    return emitOpError("result must be ")
+           << expected << " (the scale shape of " << ::coat::toString(s)
+           << "), got " << out;
+  return success();
+}
+
+LogicalResult ReduceScalesOp::verify() {
+  auto in = cast<RankedTensorType>(getInput().getType());
+  auto out = cast<RankedTensorType>(getResult().getType());
+  if (out.getRank() != 0)
+    return emitOpError("result must be a rank-0 tensor, got ") << out;
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("result element type ")
+           << out.getElementType() << " differs from the input's "
+           << in.getElementType();
+  return success();
+}
+
+OpFoldResult ReduceScalesOp::fold(FoldAdaptor) {
+  // The maximum of one element is that element.
+  if (getInput().getType() == getResult().getType())
+    return getInput();
+  return {};
+}
+
+//===----------------------------------------------------------------------===//
+// LinearOp
+//===----------------------------------------------------------------------===//
+
+static ParseResult parseLinearKind(OpAsmParser &parser, LinearKindAttr &attr) {
+  SMLoc loc = parser.getCurrentLocation();
+  StringRef kw;
+  if (parser.parseKeyword(&kw))
+    return failure();
+  std::optional<LinearKind> kind = symbolizeLinearKind(kw);
+  if (!kind)
+    return parser.emitError(loc, "expected 'forward', 'dgrad' or 'wgrad', got '")
+           << kw << "'";
+  attr = LinearKindAttr::get(parser.getContext(), *kind);
+  return success();
+}
+
+static void printLinearKind(OpAsmPrinter &printer, Operation *,
+                            LinearKindAttr attr) {
+  printer << stringifyLinearKind(attr.getValue());
+}
+
+LogicalResult LinearOp::verify() {
+  QTensorType lhs = getLhs().getType(), rhs = getRhs().getType();
+  LinearKind kind = getKind();
+  if (lhs.getRank() != 2 || rhs.getRank() != 2)
+    return emitOpError("operands must be 2-D, got ") << lhs << " and " << rhs;
+  if (!dimsCompatible(lhs.getDimSize(1), rhs.getDimSize(1)))
+    return emitOpError("operands disagree on the K-major reduction dimension: ")
+           << shapeString(lhs.getShape()) << " vs "
+           << shapeString(rhs.getShape());
+  if (lhs.getExpanded() || rhs.getExpanded())
+    return emitOpError("operands must not be range-expanded");
+
+  // Formats (COAT.md §3.8, §4.1): E5M2 only for gradients.
+  auto e4m3 = ::coat::Fp8Format::E4M3;
+  switch (kind) {
+  case LinearKind::forward:
+    if (lhs.getFormat() != e4m3 || rhs.getFormat() != e4m3)
+      return emitOpError("forward operands must both be f8E4M3FN");
+    break;
+  case LinearKind::dgrad:
+    if (rhs.getFormat() != e4m3)
+      return emitOpError("the dgrad weight operand (rhs) must be f8E4M3FN");
+    break;
+  case LinearKind::wgrad:
+    if (lhs.getFormat() != e4m3 && rhs.getFormat() != e4m3)
+      return emitOpError("at most one wgrad operand may be f8E5M2");
+    break;
+  }
+
+  // Scaling: per-tensor x per-tensor, or 1x128 x 128x128 block scales.
+  ::coat::Scaling ls = lhs.getScalingValue(), rs = rhs.getScalingValue();
+  bool perTensor = lhs.getScaling().isPerTensor() && rhs.getScaling().isPerTensor();
+  bool blocked = ls == ::coat::Scaling::perGroup(128) &&
+                 rs == ::coat::Scaling::perBlock(128, 128);
+  if (!perTensor && !blocked)
+    return emitOpError("operands must both be per_tensor, or per_group<128> x "
+                       "per_block<128x128>; got ")
+           << ::coat::toString(ls) << " x " << ::coat::toString(rs);
+  if (blocked && (!lhs.getScaleType().isF32() || !rhs.getScaleType().isF32()))
+    return emitOpError("block-scaled operands need f32 scales");
+
+  SmallVector<int64_t> resultShape = {lhs.getDimSize(0), rhs.getDimSize(0)};
+  auto outShaped = cast<ShapedType>(getResult().getType());
+  if (!shapesCompatible(outShaped.getShape(), resultShape))
+    return emitOpError("result shape must be ")
+           << shapeString(resultShape) << ", got "
+           << shapeString(outShaped.getShape());
+
+  if (Value bias = getBias()) {
+    if (kind != LinearKind::forward)
+      return emitOpError("a bias is only allowed for forward");
+    auto b = cast<ShapedType>(bias.getType());
+    if (b.getRank() != 1 || !dimsCompatible(b.getDimSize(0), resultShape[1]))
+      return emitOpError("bias must be 1-D of length ")
+             << shapeString(resultShape[1]) << ", got " << b;
+  }
+
+  if (auto q = dyn_cast<QTensorType>(getResult().getType())) {
+    if (kind != LinearKind::forward || !perTensor)
+      return emitOpError("a quantized result needs kind forward with "
+                         "per_tensor operands");
+    if (q.getScalingValue() != ::coat::Scaling::perGroup(16) || q.getExpanded())
+      return emitOpError("a quantized result must be per_group<16>, got ")
+             << q;
+    if (q.getElementType() != lhs.getElementType())
+      return emitOpError("a quantized result must have the lhs format ")
+             << lhs.getElementType() << ", got " << q.getElementType();
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Precision flow
+//===----------------------------------------------------------------------===//
+
+LogicalResult SiluOp::verify() {
+  if (failed(verifyGroupedActivation(*this, "input", getInput().getType())))
+    return failure();
+  if (getResult().getType() != getInput().getType())
+    return emitOpError("result must have the input type ")
+           << getInput().getType() << ", got " << getResult().getType();
+  return success();
+}
+
+LogicalResult SiluGradOp::verify() {
+  QTensorType x = getInput().getType();
+  if (failed(verifyGroupedActivation(*this, "input", x)))
+    return failure();
+  return verifyGradOutputs(*this, "dx", x.getShape(), getGrad(), getDx(),
+                           getDxQ(), getDxQt());
+}
+
+/// Forward ops that emit a per-tensor FP8 tensor in the input format, plus an
+/// optional transposed copy.
+static LogicalResult verifyPerTensorForwardResult(Operation *op, QTensorType in,
+                                                  QTensorType out,
+                                                  Value transposed) {
+  if (failed(verifyPerTensorCopy(op, "result", out, in.getShape(),
+                                 in.getFormat(),
+                                 "the format of the input")))
+    return failure();
+  if (transposed &&
+      failed(verifyTransposedCopy(op, "transposed result", out,
+                                  cast<QTensorType>(transposed.getType()))))
+    return failure();
+  return success();
+}
+
+LogicalResult GeluOp::verify() {
+  QTensorType x = getInput().getType();
+  if (failed(verifyGroupedActivation(*this, "input", x)))
+    return failure();
+  return verifyPerTensorForwardResult(*this, x, getResult().getType(),
+                                      getResultT());
+}
+
+LogicalResult GeluGradOp::verify() {
+  QTensorType x = getInput().getType();
+  if (failed(verifyGroupedActivation(*this, "input", x)))
+    return failure();
+  return verifyGradOutputs(*this, "dx", x.getShape(), getGrad(), getDx(),
+                           getDxQ(), getDxQt());
+}
+
+static LogicalResult verifySwigluInputs(Operation *op, QTensorType a,
+                                        QTensorType b) {
+  if (failed(verifyGroupedActivation(op, "lhs", a)) ||
+      failed(verifyGroupedActivation(op, "rhs", b)))
+    return failure();
+  if (!shapesCompatible(a.getShape(), b.getShape()))
+    return op->emitOpError("operand shapes differ: ")
+           << shapeString(a.getShape()) << " vs " << shapeString(b.getShape());
+  return success();
+}
+
+LogicalResult SwigluMulOp::verify() {
+  QTensorType a = getLhs().getType(), b = getRhs().getType();
+  if (failed(verifySwigluInputs(*this, a, b)))
+    return failure();
+  return verifyPerTensorForwardResult(*this, b, getResult().getType(),
+                                      getResultT());
+}
+
+LogicalResult SwigluMulGradOp::verify() {
+  QTensorType a = getLhs().getType(), b = getRhs().getType();
+  if (failed(verifySwigluInputs(*this, a, b)))
+    return failure();
+  if (getDlhs().getType() != getGrad().getType())
+    return emitOpError("dlhs must have the gradient's type ")
+           << getGrad().getType() << ", got " << getDlhs().getType();
+  return verifyGradOutputs(*this, "drhs", a.getShape(), getGrad(), getDrhs(),
+                           getDrhsQ(), getDrhsQt());
+}
+
+/// Both inputs and the high-precision sum share one type.
+static LogicalResult verifySumOperands(Operation *op, Value a, Value b,
+                                       Value sum) {
+  if (a.getType() != b.getType())
+    return op->emitOpError("operand types differ: ")
+           << a.getType() << " vs " << b.getType();
+  if (sum.getType() != a.getType())
+    return op->emitOpError("sum must have the operand type ")
+           << a.getType() << ", got " << sum.getType();
+  return success();
+}
+
+LogicalResult ResidualAddOp::verify() {
+  if (failed(verifySumOperands(*this, getResidual(), getBranch(), getSum())))
+    return failure();
+  QTensorType q = getSumQ().getType();
+  auto shape = cast<ShapedType>(getSum().getType()).getShape();
+  if (!shapesCompatible(q.getShape(), shape))
+    return emitOpError("quantized sum shape ")
+           << shapeString(q.getShape()) << " does not match "
+           << shapeString(shape);
+  return verifyGroupedActivation(*this, "quantized sum", q);
+}
+
+LogicalResult ResidualAddGradOp::verify() {
+  if (failed(verifySumOperands(*this, getLhs(), getRhs(), getSum())))
+    return failure();
+  return verifyPerTensorCopy(*this, "quantized sum", getSumQ().getType(),
+                             cast<ShapedType>(getSum().getType()).getShape(),
+                             ::coat::Fp8Format::E5M2,
+                             "backward gradient copies are E5M2");
+}
+
+LogicalResult RMSNormOp::verify() {
+  QTensorType x = getInput().getType();
+  if (failed(verifyGroupedActivation(*this, "input", x)) ||
+      failed(verifyEps(*this, getEps())) ||
+      failed(verifyChannelVector(*this, "weight", getWeight().getType(),
+                                 x.getShape())) ||
+      failed(verifyRowStat(*this, "rstd", getRstd().getType(), x.getShape())))
+    return failure();
+  return verifyPerTensorForwardResult(*this, x, getResult().getType(),
+                                      getResultT());
+}
+
+LogicalResult RMSNormGradOp::verify() {
+  QTensorType x = getInput().getType();
+  if (failed(verifyGroupedActivation(*this, "input", x)) ||
+      failed(verifyChannelVector(*this, "weight", getWeight().getType(),
+                                 x.getShape())) ||
+      failed(verifyRowStat(*this, "rstd", getRstd().getType(), x.getShape())) ||
+      failed(verifyGradOutputs(*this, "dx", x.getShape(), getGrad(), getDx(),
+                               Value(), Value())))
+    return failure();
+  if (getDweight().getType() != getWeight().getType())
+    return emitOpError("dweight must have the weight's type ")
+           << getWeight().getType() << ", got " << getDweight().getType();
+  return success();
+}
+
+LogicalResult LayerNormOp::verify() {
+  QTensorType x = getInput().getType();
+  if (failed(verifyGroupedActivation(*this, "input", x)) ||
+      failed(verifyEps(*this, getEps())))
+    return failure();
+  if (getBias() && !getWeight())
+    return emitOpError("a bias needs a weight (affine LayerNorm)");
+  if (getWeight() &&
+      failed(verifyChannelVector(*this, "weight", getWeight().getType(),
+                                 x.getShape())))
+    return failure();
+  if (getBias() && failed(verifyChannelVector(*this, "bias",
+                                              getBias().getType(),
+                                              x.getShape())))
+    return failure();
+  if (failed(verifyRowStat(*this, "mean", getMean().getType(), x.getShape())) ||
+      failed(verifyRowStat(*this, "rstd", getRstd().getType(), x.getShape())))
+    return failure();
+  return verifyPerTensorForwardResult(*this, x, getResult().getType(),
+                                      getResultT());
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  QTensorType x = getInput().getType();
+  if (failed(verifyGroupedActivation(*this, "input", x)) ||
+      failed(verifyRowStat(*this, "mean", getMean().getType(), x.getShape())) ||
+      failed(verifyRowStat(*this, "rstd", getRstd().getType(), x.getShape())) ||
+      failed(verifyGradOutputs(*this, "dx", x.getShape(), getGrad(), getDx(),
+                               Value(), Value())))
+    return failure();
+  if (Value w = getWeight()) {
+    if (failed(verifyChannelVector(*this, "weight",
+                                   cast<ShapedType>(w.getType()),
+                                   x.getShape())))
+      return failure();
+    if (!getDweight())
+      return emitOpError("an affine LayerNorm backward must return dweight");
+    if (getDweight().getType() != w.getType())
+      return emitOpError("dweight must have the weight's type ")
+             << w.getType() << ", got " << getDweight().getType();
+    if (getDbias() && getDbias().getType() != w.getType())
+      return emitOpError("dbias must have the weight's type ")
+             << w.getType() << ", got " << getDbias().getType();
+  } else if (getDweight() || getDbias()) {
+    return emitOpError("dweight and dbias need a weight operand");
+  }
   return success();
 }
 

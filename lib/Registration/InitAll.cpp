@@ -3,6 +3,7 @@
 #include "coat/InitAll.h"
 
 #include "coat/Conversion/Passes.h"
+#include "coat/Conversion/Pipelines.h"
 #include "coat/Dialect/CoatDialect.h"
 #include "coat/Transforms/Passes.h"
 
@@ -17,6 +18,7 @@ void mlir::coat::registerCoatPasses() {
   static bool registered = [] {
     registerCoatTransformsPasses();
     registerCoatConversionPasses();
+    registerCoatPipelines();
     return true;
   }();
   (void)registered;

@@ -5,4 +5,183 @@
 
 include "mlir/Pass/PassBase.td"
 
+
+//===----------------------------------------------------------------------===//
+// Optimizer kernels (owned with lib/Conversion/OptimizerToKernels)
+//===----------------------------------------------------------------------===//
+
+def CoatLowerOptimizer : Pass<"coat-lower-optimizer", "::mlir::ModuleOp"> {
+  let summary = "Lowers kernel-spec functions holding coat.adamw_step to "
+                "GPU kernels or CPU functions";
+  let description = [{
+    A *kernel-spec function* is a public `func.func` whose body is one
+    `coat.adamw_step` followed by a `return` of its three results. Each one
+    becomes a kernel of the same name that updates its buffers in place:
+
+    - `target=gpu`: a `gpu.func` in `gpu.module @coat_kernels`; one warp-
+      aligned set of L lanes per group, each lane holding E consecutive
+      elements loaded with vector accesses, group statistics combined with
+      `gpu.shuffle xor`.
+    - `target=cpu`: a `func.func` looping over groups, one group per
+      iteration, with the same element math.
+
+    The argument list follows `docs/manifest.md`: memrefs for param, grad,
+    the codes, scales (and k, c) of m then v, then `n : i64` and the f32
+    hyperparameters. A `coat.kernel` dictionary on each kernel records that
+    ABI, the launch rule and the configuration for `coat-export-manifest`.
+
+    ```mlir
+    func.func @step(%p: tensor<?xf32>, %g: tensor<?xf32>,
+                    %m: !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>,
+                    %v: !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>,
+                    %t: f32, %lr: f32, %b1: f32, %b2: f32, %eps: f32, %wd: f32)
+        -> (tensor<?xf32>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>,
+            !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>) {
+      %0:3 = coat.adamw_step %p, %g, %m, %v, %t, %lr, %b1, %b2, %eps, %wd : ...
+      return %0#0, %0#1, %0#2 : ...
+    }
+    ```
+  }];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"gpu\"",
+           "Where the kernels run: 'gpu' or 'cpu'">,
+    Option<"elementsPerThread", "elements-per-thread", "int64_t",
+           /*default=*/"0",
+           "Elements each GPU thread holds (power of two; 0 picks "
+           "max(4, group_size/32))">,
+    Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
+           "Threads per GPU block (multiple of 32)">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
+    "::mlir::gpu::GPUDialect", "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect"];
+}
+
+def CoatExpandFp8Conversions : Pass<"coat-expand-fp8-conversions"> {
+  let summary = "Expands f8 arith.truncf/extf into integer arithmetic";
+  let description = [{
+    Rewrites `arith.truncf` to `f8E4M3FN`/`f8E5M2` (round to nearest even,
+    saturating to the largest finite value, NaN kept) and `arith.extf` from
+    them into integer bit manipulation, so targets without FP8 conversion
+    instructions (the CPU through LLVM) compute the same codes as PTX
+    `cvt.rn.satfinite`. Scalars and vectors are handled.
+
+    ```mlir
+    %q = arith.truncf %x : f32 to f8E4M3FN
+    // becomes bitcast/shift/select arithmetic on i32 and a trunci to i8
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect"];
+}
+
+def CoatExportManifest : Pass<"coat-export-manifest", "::mlir::ModuleOp"> {
+  let summary = "Writes the kernels' coat.kernel records to manifest.json";
+  let description = [{
+    Collects the `coat.kernel` dictionaries that lowerings attach to the
+    kernels they generate (in `gpu.module`s and at module level for the CPU)
+    and merges them into `<dir>/manifest.json` (format: `docs/manifest.md`).
+    Entries of the same kernel from a GPU and a CPU run are combined, so one
+    manifest describes both twins.
+  }];
+  let options = [
+    Option<"dir", "dir", "std::string", /*default=*/"\".\"",
+           "Directory that holds manifest.json">,
+    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90a\"",
+           "Target chip recorded when no #nvvm.target is attached yet">,
+    Option<"features", "features", "std::string", /*default=*/"\"+ptx80\"",
+           "Target features recorded when no #nvvm.target is attached yet">,
+  ];
+}
+
+def CoatExportBinaries : Pass<"coat-export-binaries", "::mlir::ModuleOp"> {
+  let summary = "Writes the objects of gpu.binary ops to files";
+  let description = [{
+    For each `gpu.binary @name`, writes its object to `<dir>/<name>.ptx`
+    (assembly) or `<dir>/<name>.cubin` (binary) or `<dir>/<name>.fatbin`.
+  }];
+  let options = [
+    Option<"dir", "dir", "std::string", /*default=*/"\".\"",
+           "Output directory">,
+  ];
+}
+
+//===----------------------------------------------------------------------===//
+// FP8 to NVVM (owned with lib/Conversion/Fp8ToNVVM)
+//===----------------------------------------------------------------------===//
+
+def CoatLowerFp8ToNVVM : Pass<"coat-lower-fp8-to-nvvm"> {
+  let summary = "Lowers f8E4M3FN/f8E5M2 arith.truncf/extf to NVVM cvt ops";
+  let description = [{
+    Upstream MLIR 22 has no NVVM lowering of `arith.truncf`/`arith.extf` to or
+    from `f8E4M3FN`/`f8E5M2`: `convert-gpu-to-nvvm` leaves them in place and
+    serialization fails. This pass rewrites them into the packed PTX
+    conversions, pairing adjacent vector elements (a `vector<16xf32>` becomes
+    8 `cvt.rn.satfinite.e4m3x2.f32`; an odd trailing element is paired with
+    zero). Run it inside the `gpu.module`, before `convert-gpu-to-nvvm`:
+
+    ```mlir
+    %q = arith.truncf %x : vector<2xf32> to vector<2xf8E4M3FN>
+    // becomes (element 0 lands in the low byte)
+    %p = nvvm.convert.f32x2.to.f8x2 %x1, %x0
+           {rnd = #nvvm.fp_rnd_mode<rn>, sat = #nvvm.sat_mode<satfinite>}
+           : i16(f8E4M3FN)
+    ```
+
+    | op | source | emitted |
+    |----|--------|---------|
+    | truncf | f32 | `nvvm.convert.f32x2.to.f8x2` (rn, satfinite) |
+    | truncf | f16 | `nvvm.convert.f16x2.to.f8x2` (rn, satfinite) |
+    | truncf | bf16 | exact `extf` to f32, then as f32 (PTX has no bf16x2 to e4m3/e5m2) |
+    | extf | f8 to f16 | `nvvm.convert.f8x2.to.f16x2` |
+    | extf | f8 to f32 | as f16, then exact `extf` |
+    | extf | f8 to bf16 | as f32, then exact `truncf` (every FP8 value is a bf16) |
+
+    Semantics: the conversion *saturates* (`satfinite`): values beyond the
+    format's range, infinities included, become +-448 (E4M3) / +-57344 (E5M2)
+    and NaN stays NaN, whereas `arith.truncf` leaves overflow unspecified.
+    COAT relies on this after scaling. (Checked on an H200: -896.0 -> 0xFE,
+    f16 +inf -> 0x7B as E5M2, 0.1 -> 0x1D; element i of a vector lands in
+    byte i.) A `truncf` with a rounding mode other than to-nearest-even,
+    or from another source type, is left alone and reported as an error.
+
+    The instructions need sm_89 with PTX 8.1, or sm_90 and newer; see
+    `coat-verify-nvvm-target`.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::NVVM::NVVMDialect",
+    "::mlir::vector::VectorDialect"];
+}
+
+def CoatVerifyNVVMTarget : Pass<"coat-verify-nvvm-target", "::mlir::ModuleOp"> {
+  let summary = "Rejects #nvvm.target chip/PTX combinations LLVM would abort on";
+  let description = [{
+    LLVM's NVPTX backend does not diagnose an unsupported chip/PTX pair or an
+    FP8 `cvt` on a chip without it: it aborts the process (`LLVM ERROR: Cannot
+    select: intrinsic %llvm.nvvm.e4m3x2.to.f16x2.rn`, `LLVM ERROR: PTX version
+    7.8 does not support target 'sm_90a'`), which kills a Python host. This
+    pass checks every `#nvvm.target` of every `gpu.module` up front and emits
+    an error on the `gpu.module` instead.
+
+    * Every module: the PTX ISA (the largest `+ptxNN` in `features`, or the
+      chip's minimum when none is given, as LLVM does) must be at least the
+      chip's minimum (sm_89/sm_90: 7.8, sm_90a: 8.0, sm_100(a): 8.6,
+      sm_120(a): 8.7, ...).
+    * Modules with FP8 conversions (f8 `arith.truncf`/`extf` or NVVM f8x2
+      converts; or every module with `require-fp8`): the chip must be sm_89
+      or newer, and sm_89 needs PTX 8.1.
+
+    ```mlir
+    // error: chip 'sm_89' with PTX 7.8 has no FP8 conversions: sm_89 needs +ptx81 or newer
+    gpu.module @k [#nvvm.target<chip = "sm_89", features = "+ptx78">] { ... }
+    ```
+  }];
+  let options = [
+    Option<"requireFp8", "require-fp8", "bool", /*default=*/"false",
+           "Check FP8 support even for modules without FP8 conversions">,
+  ];
+}
+
 #endif // COAT_CONVERSION_PASSES_TD

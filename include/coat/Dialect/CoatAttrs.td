@@ -51,7 +51,9 @@ def Coat_LinearKind : I32EnumAttr<"LinearKind", "which GEMM of a linear layer", 
   let cppNamespace = "::mlir::coat";
   let genSpecializedAttr = 0;
 }
-def Coat_LinearKindAttr : EnumAttr<Coat_Dialect, Coat_LinearKind, "linear_kind">;
+def Coat_LinearKindAttr : EnumAttr<Coat_Dialect, Coat_LinearKind, "linear_kind"> {
+  let assemblyFormat = "`<` $value `>`";
+}
 
 def Coat_OptimizerMode : I32EnumAttr<"OptimizerMode",
     "numerics of the FP8 optimizer", [
@@ -60,6 +62,8 @@ def Coat_OptimizerMode : I32EnumAttr<"OptimizerMode",
   let genSpecializedAttr = 0;
 }
 def Coat_OptimizerModeAttr
-    : EnumAttr<Coat_Dialect, Coat_OptimizerMode, "optimizer_mode">;
+    : EnumAttr<Coat_Dialect, Coat_OptimizerMode, "optimizer_mode"> {
+  let assemblyFormat = "`<` $value `>`";
+}
 
 #endif // COAT_ATTRS_TD

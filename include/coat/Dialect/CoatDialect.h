@@ -42,6 +42,11 @@ std::optional<::coat::Fp8Format> getFp8Format(Type t);
 FloatType getFp8Type(MLIRContext *ctx, ::coat::Fp8Format f);
 /// Converts between MLIR shapes and coat layout shapes (kDynamic identical).
 std::vector<int64_t> toLayoutShape(ArrayRef<int64_t> shape);
+/// Checks that the scale-shape derivation of `shape` under `scaling` cannot
+/// overflow int64: at most 2^48 elements and group/block sizes of at most
+/// 2^32. Returns an error message, or nothing.
+std::optional<std::string> verifyLayoutLimits(ArrayRef<int64_t> shape,
+                                              const ::coat::Scaling &scaling);
 } // namespace mlir::coat
 
 #endif // COAT_DIALECT_COATDIALECT_H

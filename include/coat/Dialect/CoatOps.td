@@ -11,6 +11,8 @@ def Coat_QTensor : Type<CPred<"::llvm::isa<::mlir::coat::QTensorType>($_self)">,
     "quantized tensor", "::mlir::coat::QTensorType">;
 def Coat_HighPrecisionTensor : RankedTensorOf<[F32, BF16, F16]>;
 def Coat_F32Scalar : TypeConstraint<F32.predicate, "f32">;
+def Coat_ScaleTensor : RankedTensorOf<[F32, BF16]>;
+def Coat_StatTensor : RankedTensorOf<[F32]>;
 
 //===----------------------------------------------------------------------===//
 // Entering and leaving the quantized representation
@@ -44,7 +46,6 @@ def Coat_QuantizeOp : Coat_Op<"quantize", [Pure]> {
     `->` qualified(type($result))
   }];
   let hasVerifier = 1;
-  let hasFolder = 1;
 }
 
 def Coat_DequantizeOp : Coat_Op<"dequantize", [Pure]> {
@@ -194,6 +195,510 @@ def Coat_AdamWStepOp : Coat_Op<"adamw_step", [Pure,
     $param `,` $grad `,` $m `,` $v `,` $step `,` $lr `,` $beta1 `,` $beta2 `,`
     $eps `,` $weight_decay attr-dict `:` type($param) `,` type($grad) `,`
     qualified(type($m)) `,` qualified(type($v))
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Changing the representation of a quantized tensor
+//===----------------------------------------------------------------------===//
+
+def Coat_RequantizeOp : Coat_Op<"requantize", [Pure]> {
+  let summary = "Re-quantizes an FP8 tensor to another format or granularity";
+  let description = [{
+    Semantically `quantize(dequantize(input))` through f32: the input is
+    dequantized (and un-expanded) and quantized to the result type, which has
+    the same shape but may differ in format, scaling granularity, scale type
+    and expansion. Scales of the result are derived from its own groups as in
+    `coat.quantize` (with `eps` and `expand_min`).
+
+    When the result type equals the input type the op is defined to be the
+    identity (codes and scales are kept), and it folds away.
+
+    This is the way to change a `per_group` tensor into something that can be
+    transposed (`per_tensor` or `per_block`).
+
+    ```mlir
+    %r = coat.requantize %q : !coat.qtensor<128x256xf8E4M3FN, per_group<16>, scale = bf16>
+           -> !coat.qtensor<128x256xf8E4M3FN, per_tensor>
+    ```
+  }];
+  let arguments = (ins Coat_QTensor:$input,
+                       DefaultValuedAttr<F32Attr, "1.0e-10">:$eps,
+                       DefaultValuedAttr<I64Attr, "16">:$expand_min);
+  let results = (outs Coat_QTensor:$result);
+  let assemblyFormat = [{
+    $input attr-dict `:` qualified(type($input)) `->` qualified(type($result))
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Coat_TransposeOp : Coat_Op<"transpose", [Pure]> {
+  let summary = "Transposes a 2-D quantized tensor without re-quantizing it";
+  let description = [{
+    Moves the FP8 codes of a 2-D tensor `[M, N]` to `[N, M]`; no value
+    changes. The scales follow the data:
+
+    - `per_tensor`: the scale is kept.
+    - `per_block<RxC>`: the block grid is transposed, giving
+      `per_block<CxR>` with the transposed scale matrix.
+    - `per_group` / `flat_group`: the groups would run along the other axis,
+      so the tensor cannot be transposed without re-quantization; use
+      `coat.requantize` to `per_tensor` or `per_block` first.
+
+    Format, scale type and expansion are unchanged. Linear layers need the
+    transposed copies because FP8 tensor cores read both operands K-major
+    (COAT.md §3.2). `transpose(transpose(x))` folds to `x`.
+
+    ```mlir
+    %t = coat.transpose %g : !coat.qtensor<128x256xf8E5M2, per_tensor>
+           -> !coat.qtensor<256x128xf8E5M2, per_tensor>
+    %w = coat.transpose %b : !coat.qtensor<512x256xf8E4M3FN, per_block<128x64>>
+           -> !coat.qtensor<256x512xf8E4M3FN, per_block<64x128>>
+    ```
+  }];
+  let arguments = (ins Coat_QTensor:$input);
+  let results = (outs Coat_QTensor:$result);
+  let assemblyFormat = [{
+    $input attr-dict `:` qualified(type($input)) `->` qualified(type($result))
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Scale computation
+//===----------------------------------------------------------------------===//
+
+def Coat_AbsMaxOp : Coat_Op<"absmax", [Pure]> {
+  let summary = "Absolute maxima of a high-precision tensor per group, block or tensor";
+  let description = [{
+    Computes `max |x|` over every group of `scaling`, in f32. The result is
+    shaped like the scale tensor of a `!coat.qtensor` with that scaling
+    (`coat::scaleShape`): rank 0 for `per_tensor`, the innermost dimension
+    divided by G for `per_group<G>`, `ceil(numel / G)` for `flat_group<G>`,
+    the two innermost dimensions divided (rounded up) by R and C for
+    `per_block<RxC>`. Partial groups and blocks take the maximum over their
+    valid elements. No epsilon is added; that is part of deriving a scale
+    (`s = (absmax + eps) / fp8max`).
+
+    The first stage of COAT's "group scaling" (COAT.md §3.1) is an `absmax`
+    with a grouped scaling; the second stage is `coat.reduce_scales`.
+
+    ```mlir
+    %g = coat.absmax %x, per_group<16> : tensor<128x256xbf16> -> tensor<128x16xf32>
+    %t = coat.absmax %x, per_tensor : tensor<128x256xbf16> -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Coat_HighPrecisionTensor:$input, Coat_ScalingAttr:$scaling);
+  let results = (outs RankedTensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $input `,` custom<ScalingBody>($scaling) attr-dict `:` type($input) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Coat_ReduceScalesOp : Coat_Op<"reduce_scales", [Pure]> {
+  let summary = "Maximum of partial maxima or scales: the second stage of group scaling";
+  let description = [{
+    Returns the maximum over all entries of `input`, as a rank-0 tensor of
+    the same element type. The entries are non-negative partial maxima (from
+    `coat.absmax`) or group scales (from `coat.disassemble`). Because
+    `s = (absmax + eps) / fp8max` is monotone, the maximum of the group scales
+    is the per-tensor scale: this is COAT's just-in-time per-tensor scaling,
+    which reads the small scale tensor instead of the whole activation
+    (COAT.md §3.1, Fig. 4b). A rank-0 input folds to itself.
+
+    ```mlir
+    %g = coat.absmax %x, per_group<16> : tensor<128x256xbf16> -> tensor<128x16xf32>
+    %m = coat.reduce_scales %g : tensor<128x16xf32> -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Coat_ScaleTensor:$input);
+  let results = (outs Coat_ScaleTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Linear layers
+//===----------------------------------------------------------------------===//
+
+def Coat_LinearOp : Coat_Op<"linear", [Pure]> {
+  let summary = "FP8 GEMM of a linear layer (forward, dgrad or wgrad)";
+  let description = [{
+    Computes `C[M, P] = (A[M, R] · B[P, R]^T) · s_A · s_B (+ bias)` with both
+    operands K-major (contiguous along the reduction dimension R), as FP8
+    tensor cores need (COAT.md §3.2). The accumulator is f32. `kind` names
+    which GEMM of a linear layer `Y = X · W^T` (X: T×K, W: N×K) this is:
+
+    | kind | lhs | rhs | result |
+    |---|---|---|---|
+    | `forward` | X `[T, K]` | W `[N, K]` | Y `[T, N]` |
+    | `dgrad` | dY `[T, N]` | W^T stored `[K, N]` | dX `[T, K]` |
+    | `wgrad` | dY^T stored `[N, T]` | X^T stored `[K, T]` | dW `[N, K]` |
+
+    Scaling: both operands `per_tensor` (COAT's Triton GEMM, §4.1), or lhs
+    `per_group<128>` (1x128) and rhs `per_block<128x128>` with f32 scales
+    (DeepSeek-style, §4.4; scales applied per 128-wide K block). Operands
+    are never range-expanded.
+
+    Formats: `forward` is E4M3 x E4M3. In the backward kinds a gradient may
+    be E5M2: `dgrad` needs an E4M3 rhs (the weight), `wgrad` allows at most
+    one E5M2 operand.
+
+    `bias` (1-D, length P, added in f32) is allowed only for `forward`. The
+    result is a bf16/f32 tensor, or, for `forward` with per-tensor operands,
+    a `per_group<16>` qtensor in the lhs format whose group scales are
+    derived in the epilogue (COAT's quantized GEMM output feeding SiLU).
+
+    ```mlir
+    %y = coat.linear forward %x, %w bias %b
+           : !coat.qtensor<128x256xf8E4M3FN, per_tensor>,
+             !coat.qtensor<512x256xf8E4M3FN, per_tensor>, tensor<512xbf16>
+           -> tensor<128x512xbf16>
+    %dx = coat.linear dgrad %dy, %wt
+           : !coat.qtensor<128x512xf8E5M2, per_tensor>,
+             !coat.qtensor<256x512xf8E4M3FN, per_tensor> -> tensor<128x256xbf16>
+    %dw = coat.linear wgrad %dyt, %xt
+           : !coat.qtensor<512x128xf8E4M3FN, per_group<128>>,
+             !coat.qtensor<256x128xf8E4M3FN, per_block<128x128>> -> tensor<512x256xf32>
+    ```
+  }];
+  let arguments = (ins Coat_LinearKindAttr:$kind, Coat_QTensor:$lhs,
+                       Coat_QTensor:$rhs,
+                       Optional<RankedTensorOf<[F32, BF16]>>:$bias);
+  let results = (outs AnyTypeOf<[RankedTensorOf<[F32, BF16]>, Coat_QTensor],
+                                "bf16/f32 tensor or quantized tensor">:$result);
+  let assemblyFormat = [{
+    custom<LinearKind>($kind) $lhs `,` $rhs (`bias` $bias^)? attr-dict `:`
+    qualified(type($lhs)) `,` qualified(type($rhs)) (`,` type($bias)^)? `->`
+    qualified(type($result))
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// FP8 precision flow: non-linear layers (COAT.md §3.4)
+//===----------------------------------------------------------------------===//
+
+def Coat_SiluOp : Coat_Op<"silu", [Pure]> {
+  let summary = "SiLU on a 1xG-quantized FP8 activation";
+  let description = [{
+    `y = x · sigmoid(x)` computed in f32 from the dequantized input and
+    re-quantized with fresh group scales. Input and result are 1xG
+    (`per_group<G>`) E4M3 and have the same type (COAT's `silu_fwd`).
+
+    ```mlir
+    %y = coat.silu %x : !coat.qtensor<128x512xf8E4M3FN, per_group<16>, scale = bf16>
+                     -> !coat.qtensor<128x512xf8E4M3FN, per_group<16>, scale = bf16>
+    ```
+  }];
+  let arguments = (ins Coat_QTensor:$input);
+  let results = (outs Coat_QTensor:$result);
+  let assemblyFormat = [{
+    $input attr-dict `:` qualified(type($input)) `->` qualified(type($result))
+  }];
+  let hasVerifier = 1;
+}
+
+def Coat_SiluGradOp : Coat_Op<"silu_grad", [Pure, AttrSizedResultSegments]> {
+  let summary = "Backward of coat.silu";
+  let description = [{
+    `dx = dy · (σ + x·σ·(1 − σ))`, `σ = sigmoid(x)`, from the saved 1xG E4M3
+    input `x` and the high-precision output gradient `dy`. Results: `dx` in
+    the type of `dy`, optionally a `per_tensor` E5M2 copy of `dx` (scaled by
+    group scaling) for the linear backward, and optionally the transposed
+    copy of that (for wgrad; 2-D `[N, M]` of `dx` viewed as `[M, N]`).
+
+    ```mlir
+    %dx, %dxq, %dxt = coat.silu_grad %x, %dy
+        : !coat.qtensor<128x512xf8E4M3FN, per_group<16>>, tensor<128x512xbf16>
+        -> tensor<128x512xbf16>, !coat.qtensor<128x512xf8E5M2, per_tensor>,
+           !coat.qtensor<512x128xf8E5M2, per_tensor>
+    ```
+  }];
+  let arguments = (ins Coat_QTensor:$input, Coat_HighPrecisionTensor:$grad);
+  let results = (outs Coat_HighPrecisionTensor:$dx,
+                      Optional<Coat_QTensor>:$dx_q,
+                      Optional<Coat_QTensor>:$dx_qt);
+  let assemblyFormat = [{
+    $input `,` $grad attr-dict `:` qualified(type($input)) `,` type($grad)
+    `->` type($dx) (`,` qualified(type($dx_q))^)? (`,` qualified(type($dx_qt))^)?
+  }];
+  let hasVerifier = 1;
+}
+
+def Coat_GeluOp : Coat_Op<"gelu", [Pure]> {
+  let summary = "Exact (erf) GELU on a 1xG-quantized FP8 activation";
+  let description = [{
+    `y = x · (1 + erf(x / sqrt(2))) / 2` in f32. The input is 1xG E4M3; the
+    result is a `per_tensor` FP8 tensor of the input format (scaled by group
+    scaling), optionally with its 2-D transposed copy (COAT's `gelu_fwd`).
+
+    ```mlir
+    %y, %yt = coat.gelu %x : !coat.qtensor<128x512xf8E4M3FN, per_group<16>>
+        -> !coat.qtensor<128x512xf8E4M3FN, per_tensor>,
+           !coat.qtensor<512x128xf8E4M3FN, per_tensor>
+    ```
+  }];
+  let arguments = (ins Coat_QTensor:$input);
+  let results = (outs Coat_QTensor:$result, Optional<Coat_QTensor>:$result_t);
+  let assemblyFormat = [{
+    $input attr-dict `:` qualified(type($input)) `->` qualified(type($result))
+    (`,` qualified(type($result_t))^)?
+  }];
+  let hasVerifier = 1;
+}
+
+def Coat_GeluGradOp : Coat_Op<"gelu_grad", [Pure, AttrSizedResultSegments]> {
+  let summary = "Backward of coat.gelu";
+  let description = [{
+    `dx = dy · (Φ(x) + x · exp(−x²/2) / sqrt(2π))` from the saved 1xG E4M3
+    input. Results as for `coat.silu_grad`: `dx` in the type of `dy`, an
+    optional `per_tensor` E5M2 copy and its optional transposed copy.
+
+    ```mlir
+    %dx, %dxq = coat.gelu_grad %x, %dy
+        : !coat.qtensor<128x512xf8E4M3FN, per_group<16>>, tensor<128x512xbf16>
+        -> tensor<128x512xbf16>, !coat.qtensor<128x512xf8E5M2, per_tensor>
+    ```
+  }];
+  let arguments = (ins Coat_QTensor:$input, Coat_HighPrecisionTensor:$grad);
+  let results = (outs Coat_HighPrecisionTensor:$dx,
+                      Optional<Coat_QTensor>:$dx_q,
+                      Optional<Coat_QTensor>:$dx_qt);
+  let assemblyFormat = [{
+    $input `,` $grad attr-dict `:` qualified(type($input)) `,` type($grad)
+    `->` type($dx) (`,` qualified(type($dx_q))^)? (`,` qualified(type($dx_qt))^)?
+  }];
+  let hasVerifier = 1;
+}
+
+def Coat_SwigluMulOp : Coat_Op<"swiglu_mul", [Pure]> {
+  let summary = "The SwiGLU product of two 1xG FP8 activations";
+  let description = [{
+    `y = x1 · x2` in f32, where `x1 = silu(gate)` and `x2 = up`, both 1xG
+    E4M3 of one shape. The product is quantized `per_tensor` in the format of
+    `x2` (scaled by group scaling) because it feeds the down projection,
+    optionally together with its 2-D transposed copy for that layer's wgrad
+    (COAT's `mul_fwd`).
+
+    ```mlir
+    %y, %yt = coat.swiglu_mul %a, %b
+        : !coat.qtensor<128x512xf8E4M3FN, per_group<16>>,
+          !coat.qtensor<128x512xf8E4M3FN, per_group<16>>
+        -> !coat.qtensor<128x512xf8E4M3FN, per_tensor>,
+           !coat.qtensor<512x128xf8E4M3FN, per_tensor>
+    ```
+  }];
+  let arguments = (ins Coat_QTensor:$lhs, Coat_QTensor:$rhs);
+  let results = (outs Coat_QTensor:$result, Optional<Coat_QTensor>:$result_t);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` qualified(type($lhs)) `,` qualified(type($rhs))
+    `->` qualified(type($result)) (`,` qualified(type($result_t))^)?
+  }];
+  let hasVerifier = 1;
+}
+
+def Coat_SwigluMulGradOp : Coat_Op<"swiglu_mul_grad", [Pure,
+    AttrSizedResultSegments]> {
+  let summary = "Backward of coat.swiglu_mul";
+  let description = [{
+    From the saved 1xG inputs and the high-precision gradient `dy` of the
+    product: `dlhs = dy · x2` (in the type of `dy`, fed to `coat.silu_grad`)
+    and `drhs = dy · x1` (in the type of `dy`), plus an optional
+    `per_tensor` E5M2 copy of `drhs` for the up projection's backward and
+    its optional transposed copy (COAT's `mul_bwd`).
+
+    ```mlir
+    %d1, %d2, %d2q, %d2t = coat.swiglu_mul_grad %a, %b, %dy
+        : !coat.qtensor<128x512xf8E4M3FN, per_group<16>>,
+          !coat.qtensor<128x512xf8E4M3FN, per_group<16>>, tensor<128x512xbf16>
+        -> tensor<128x512xbf16>, tensor<128x512xbf16>,
+           !coat.qtensor<128x512xf8E5M2, per_tensor>,
+           !coat.qtensor<512x128xf8E5M2, per_tensor>
+    ```
+  }];
+  let arguments = (ins Coat_QTensor:$lhs, Coat_QTensor:$rhs,
+                       Coat_HighPrecisionTensor:$grad);
+  let results = (outs Coat_HighPrecisionTensor:$dlhs,
+                      Coat_HighPrecisionTensor:$drhs,
+                      Optional<Coat_QTensor>:$drhs_q,
+                      Optional<Coat_QTensor>:$drhs_qt);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `,` $grad attr-dict `:` qualified(type($lhs)) `,`
+    qualified(type($rhs)) `,` type($grad) `->` type($dlhs) `,` type($drhs)
+    (`,` qualified(type($drhs_q))^)? (`,` qualified(type($drhs_qt))^)?
+  }];
+  let hasVerifier = 1;
+}
+
+def Coat_ResidualAddOp : Coat_Op<"residual_add", [Pure]> {
+  let summary = "Residual add producing the dual (high-precision, 1xG FP8) stream";
+  let description = [{
+    `sum = residual + branch` in f32. Returns the new residual stream in the
+    input type and a 1xG E4M3 copy of the same sum, the input of the next
+    norm (COAT's `add_fwd`; the residual stream travels as this pair,
+    COAT.md §3.5).
+
+    ```mlir
+    %h, %hq = coat.residual_add %r, %o : tensor<128x512xbf16>, tensor<128x512xbf16>
+        -> tensor<128x512xbf16>, !coat.qtensor<128x512xf8E4M3FN, per_group<16>, scale = bf16>
+    ```
+  }];
+  let arguments = (ins Coat_HighPrecisionTensor:$residual,
+                       Coat_HighPrecisionTensor:$branch);
+  let results = (outs Coat_HighPrecisionTensor:$sum, Coat_QTensor:$sum_q);
+  let assemblyFormat = [{
+    $residual `,` $branch attr-dict `:` type($residual) `,` type($branch)
+    `->` type($sum) `,` qualified(type($sum_q))
+  }];
+  let hasVerifier = 1;
+}
+
+def Coat_ResidualAddGradOp : Coat_Op<"residual_add_grad", [Pure]> {
+  let summary = "Sum of residual-stream gradients with its per-tensor E5M2 copy";
+  let description = [{
+    `sum = a + b` in f32. Returns the total gradient of the residual stream
+    in the input type and a `per_tensor` E5M2 copy of the same sum (scaled by
+    group scaling) that feeds the next linear layer's backward (COAT's
+    `add_bwd`, COAT.md §3.6).
+
+    ```mlir
+    %g, %gq = coat.residual_add_grad %a, %b : tensor<128x512xbf16>, tensor<128x512xbf16>
+        -> tensor<128x512xbf16>, !coat.qtensor<128x512xf8E5M2, per_tensor>
+    ```
+  }];
+  let arguments = (ins Coat_HighPrecisionTensor:$lhs,
+                       Coat_HighPrecisionTensor:$rhs);
+  let results = (outs Coat_HighPrecisionTensor:$sum, Coat_QTensor:$sum_q);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)
+    `->` type($sum) `,` qualified(type($sum_q))
+  }];
+  let hasVerifier = 1;
+}
+
+def Coat_RMSNormOp : Coat_Op<"rmsnorm", [Pure]> {
+  let summary = "RMSNorm of a 1xG FP8 activation to a per-tensor FP8 output";
+  let description = [{
+    Per row (the innermost dimension H): `rstd = 1 / sqrt(mean(x²) + eps)`,
+    `y = x · rstd · weight`, in f32 from the 1xG E4M3 input. `y` is quantized
+    `per_tensor` in the input format (scaled by group scaling over per-row
+    maxima) because it feeds linear layers; the optional transposed copy
+    serves their wgrad. `rstd` (f32, the input shape without H) is saved for
+    the backward. `eps` must be positive; COAT uses 1e-5.
+
+    ```mlir
+    %y, %rstd, %yt = coat.rmsnorm %x, %w eps = 1.000000e-05
+        : !coat.qtensor<128x512xf8E4M3FN, per_group<16>, scale = bf16>, tensor<512xbf16>
+        -> !coat.qtensor<128x512xf8E4M3FN, per_tensor>, tensor<128xf32>,
+           !coat.qtensor<512x128xf8E4M3FN, per_tensor>
+    ```
+  }];
+  let arguments = (ins Coat_QTensor:$input, RankedTensorOf<[F32, BF16]>:$weight,
+                       DefaultValuedAttr<F32Attr, "1.0e-5">:$eps);
+  let results = (outs Coat_QTensor:$result, Coat_StatTensor:$rstd,
+                      Optional<Coat_QTensor>:$result_t);
+  let assemblyFormat = [{
+    $input `,` $weight `eps` `=` $eps attr-dict `:` qualified(type($input)) `,`
+    type($weight) `->` qualified(type($result)) `,` type($rstd)
+    (`,` qualified(type($result_t))^)?
+  }];
+  let hasVerifier = 1;
+}
+
+def Coat_RMSNormGradOp : Coat_Op<"rmsnorm_grad", [Pure]> {
+  let summary = "Backward of coat.rmsnorm";
+  let description = [{
+    With `x̂ = x · rstd`: `dx = (w·dy − x̂ · mean(x̂·w·dy)) · rstd` in the type
+    of `dy`, and `dw = Σ_rows dy · x̂` in the type of the weight. `x` is the
+    saved 1xG E4M3 input and `rstd` the forward's per-row statistic.
+
+    ```mlir
+    %dx, %dw = coat.rmsnorm_grad %x, %w, %rstd, %dy
+        : !coat.qtensor<128x512xf8E4M3FN, per_group<16>>, tensor<512xbf16>,
+          tensor<128xf32>, tensor<128x512xbf16>
+        -> tensor<128x512xbf16>, tensor<512xbf16>
+    ```
+  }];
+  let arguments = (ins Coat_QTensor:$input, RankedTensorOf<[F32, BF16]>:$weight,
+                       Coat_StatTensor:$rstd, Coat_HighPrecisionTensor:$grad);
+  let results = (outs Coat_HighPrecisionTensor:$dx,
+                      RankedTensorOf<[F32, BF16]>:$dweight);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $rstd `,` $grad attr-dict `:` qualified(type($input))
+    `,` type($weight) `,` type($rstd) `,` type($grad) `->` type($dx) `,`
+    type($dweight)
+  }];
+  let hasVerifier = 1;
+}
+
+def Coat_LayerNormOp : Coat_Op<"layernorm", [Pure, AttrSizedOperandSegments]> {
+  let summary = "LayerNorm (optionally affine) of a 1xG FP8 activation";
+  let description = [{
+    Per row: `mean`, `rstd = 1 / sqrt(mean((x − mean)²) + eps)`,
+    `x̂ = (x − mean) · rstd`, `y = x̂ [· weight] [+ bias]` in f32 from the 1xG
+    E4M3 input. Without `weight` this is OLMo's non-affine LayerNorm; `bias`
+    needs `weight`. `y` is `per_tensor` in the input format with an optional
+    transposed copy, as for `coat.rmsnorm`; `mean` and `rstd` (f32, the input
+    shape without H) are saved for the backward. `eps` must be positive.
+
+    ```mlir
+    %y, %mean, %rstd = coat.layernorm %x eps = 1.000000e-05
+        : !coat.qtensor<128x512xf8E4M3FN, per_group<16>>
+        -> !coat.qtensor<128x512xf8E4M3FN, per_tensor>, tensor<128xf32>, tensor<128xf32>
+    %y2, %mean2, %rstd2 = coat.layernorm %x weight %w bias %b eps = 1.000000e-05
+        : !coat.qtensor<128x512xf8E4M3FN, per_group<16>>, tensor<512xbf16>, tensor<512xbf16>
+        -> !coat.qtensor<128x512xf8E4M3FN, per_tensor>, tensor<128xf32>, tensor<128xf32>
+    ```
+  }];
+  let arguments = (ins Coat_QTensor:$input,
+                       Optional<RankedTensorOf<[F32, BF16]>>:$weight,
+                       Optional<RankedTensorOf<[F32, BF16]>>:$bias,
+                       DefaultValuedAttr<F32Attr, "1.0e-5">:$eps);
+  let results = (outs Coat_QTensor:$result, Coat_StatTensor:$mean,
+                      Coat_StatTensor:$rstd, Optional<Coat_QTensor>:$result_t);
+  let assemblyFormat = [{
+    $input (`weight` $weight^)? (`bias` $bias^)? `eps` `=` $eps attr-dict `:`
+    qualified(type($input)) (`,` type($weight)^)? (`,` type($bias)^)? `->`
+    qualified(type($result)) `,` type($mean) `,` type($rstd)
+    (`,` qualified(type($result_t))^)?
+  }];
+  let hasVerifier = 1;
+}
+
+def Coat_LayerNormGradOp : Coat_Op<"layernorm_grad", [Pure,
+    AttrSizedResultSegments]> {
+  let summary = "Backward of coat.layernorm";
+  let description = [{
+    Non-affine: `dx = (dy − (x̂ · mean(x̂·dy) + mean(dy))) · rstd`. Affine
+    (with `weight`): `dx = (w·dy − (x̂ · mean(x̂·w·dy) + mean(w·dy))) · rstd`,
+    `dw = Σ_rows dy · x̂` and, if requested, `db = Σ_rows dy`; `dw` and `db`
+    have the weight's type. `dx` has the type of `dy`.
+
+    ```mlir
+    %dx, %dw, %db = coat.layernorm_grad %x, %mean, %rstd, %dy weight %w
+        : !coat.qtensor<128x512xf8E4M3FN, per_group<16>>, tensor<128xf32>,
+          tensor<128xf32>, tensor<128x512xbf16>, tensor<512xbf16>
+        -> tensor<128x512xbf16>, tensor<512xbf16>, tensor<512xbf16>
+    ```
+  }];
+  let arguments = (ins Coat_QTensor:$input, Coat_StatTensor:$mean,
+                       Coat_StatTensor:$rstd, Coat_HighPrecisionTensor:$grad,
+                       Optional<RankedTensorOf<[F32, BF16]>>:$weight);
+  let results = (outs Coat_HighPrecisionTensor:$dx,
+                      Optional<RankedTensorOf<[F32, BF16]>>:$dweight,
+                      Optional<RankedTensorOf<[F32, BF16]>>:$dbias);
+  let assemblyFormat = [{
+    $input `,` $mean `,` $rstd `,` $grad (`weight` $weight^)? attr-dict `:`
+    qualified(type($input)) `,` type($mean) `,` type($rstd) `,` type($grad)
+    (`,` type($weight)^)? `->` type($dx) (`,` type($dweight)^)?
+    (`,` type($dbias)^)?
   }];
   let hasVerifier = 1;
 }

@@ -40,6 +40,10 @@ constexpr Fp8Traits getFp8Traits(Fp8Format f) {
                          6.103515625e-05f, 1.52587890625e-05f};
 }
 
+/// The NaN code PTX `cvt.rn.satfinite` writes for any NaN input, in both
+/// formats (E4M3: the only NaN magnitude; E5M2: the all-ones quiet NaN).
+inline constexpr uint8_t kFp8CanonicalNaN = 0x7F;
+
 /// Parses "e4m3"/"e5m2" (also the MLIR spellings "f8E4M3FN"/"f8E5M2").
 inline std::optional<Fp8Format> parseFp8Format(std::string_view s) {
   if (s == "e4m3" || s == "E4M3" || s == "f8E4M3FN")

@@ -1,0 +1,35 @@
+// FP8 AdamW kernels: one kernel-spec function per configuration.
+// `coat-lower-optimizer` turns each into a GPU kernel (or its CPU twin)
+// of the same name that updates p, m and v in place.
+
+func.func @coat_adamw_f32_e4m3x_e4m3x_g128(%p: tensor<?xf32>, %g: tensor<?xf32>, %m: !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, %v: !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>,
+    %t: f32, %lr: f32, %b1: f32, %b2: f32, %eps: f32, %wd: f32)
+    -> (tensor<?xf32>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>) {
+  %p2, %m2, %v2 = coat.adamw_step %p, %g, %m, %v, %t, %lr, %b1, %b2, %eps, %wd
+      : tensor<?xf32>, tensor<?xf32>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>
+  return %p2, %m2, %v2 : tensor<?xf32>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>
+}
+
+func.func @coat_adamw_f32_e4m3_e4m3_g128(%p: tensor<?xf32>, %g: tensor<?xf32>, %m: !coat.qtensor<?xf8E4M3FN, flat_group<128>>, %v: !coat.qtensor<?xf8E4M3FN, flat_group<128>>,
+    %t: f32, %lr: f32, %b1: f32, %b2: f32, %eps: f32, %wd: f32)
+    -> (tensor<?xf32>, !coat.qtensor<?xf8E4M3FN, flat_group<128>>, !coat.qtensor<?xf8E4M3FN, flat_group<128>>) {
+  %p2, %m2, %v2 = coat.adamw_step %p, %g, %m, %v, %t, %lr, %b1, %b2, %eps, %wd
+      : tensor<?xf32>, tensor<?xf32>, !coat.qtensor<?xf8E4M3FN, flat_group<128>>, !coat.qtensor<?xf8E4M3FN, flat_group<128>>
+  return %p2, %m2, %v2 : tensor<?xf32>, !coat.qtensor<?xf8E4M3FN, flat_group<128>>, !coat.qtensor<?xf8E4M3FN, flat_group<128>>
+}
+
+func.func @coat_adamw_f32_e4m3x_e5m2x_g128(%p: tensor<?xf32>, %g: tensor<?xf32>, %m: !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, %v: !coat.qtensor<?xf8E5M2, flat_group<128>, expand>,
+    %t: f32, %lr: f32, %b1: f32, %b2: f32, %eps: f32, %wd: f32)
+    -> (tensor<?xf32>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E5M2, flat_group<128>, expand>) {
+  %p2, %m2, %v2 = coat.adamw_step %p, %g, %m, %v, %t, %lr, %b1, %b2, %eps, %wd
+      : tensor<?xf32>, tensor<?xf32>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E5M2, flat_group<128>, expand>
+  return %p2, %m2, %v2 : tensor<?xf32>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E5M2, flat_group<128>, expand>
+}
+
+func.func @coat_adamw_bf16_e4m3x_e4m3x_g128(%p: tensor<?xbf16>, %g: tensor<?xbf16>, %m: !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, %v: !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>,
+    %t: f32, %lr: f32, %b1: f32, %b2: f32, %eps: f32, %wd: f32)
+    -> (tensor<?xbf16>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>) {
+  %p2, %m2, %v2 = coat.adamw_step %p, %g, %m, %v, %t, %lr, %b1, %b2, %eps, %wd
+      : tensor<?xbf16>, tensor<?xbf16>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>
+  return %p2, %m2, %v2 : tensor<?xbf16>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>
+}

@@ -1,0 +1,266 @@
+//===- Reference.h - Host reference numerics for COAT FP8 training --------===//
+//
+// The oracle every later test compares against: FP8/bf16 conversion,
+// quantizers for all scaling granularities, Dynamic Range Expansion, the FP8
+// AdamW step of docs/optimizer-numerics.md (`fixed` and `reference` modes) and
+// the activation-operator formulas of COAT.md §3.4. Plain C++17 on the host, no
+// MLIR. Built with -ffp-contract=off so every a*b+c rounds twice, as written.
+//
+// FP8 format facts come from Fp8.h; scale-tensor shapes from Layout.h.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COAT_NUMERICS_REFERENCE_H
+#define COAT_NUMERICS_REFERENCE_H
+
+#include "coat/Numerics/Fp8.h"
+#include "coat/Numerics/Layout.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace coat::ref {
+
+//===----------------------------------------------------------------------===//
+// Scalar conversions
+//===----------------------------------------------------------------------===//
+
+/// What an f32 -> FP8 conversion does with values beyond the format's range.
+enum class Fp8Overflow : uint8_t {
+  /// PTX `cvt.rn.satfinite` (what COAT's CUDA and Triton kernels use):
+  /// finite overflow and +-inf clamp to +-fp8max, any NaN becomes the
+  /// canonical positive NaN (kFp8CanonicalNaN).
+  SatFinite,
+  /// torch `.to(float8_*)`: overflow becomes NaN (E4M3) or +-inf (E5M2), a
+  /// NaN keeps its sign bit (0x7F / 0xFF).
+  NonSaturating,
+};
+
+/// Rounds `x` to the nearest FP8 value, ties to even; subnormals are kept.
+uint8_t encodeFp8(float x, Fp8Format format,
+                  Fp8Overflow overflow = Fp8Overflow::SatFinite);
+
+/// Exact value of an FP8 code. NaN codes decode to the canonical positive
+/// quiet NaN, as the CUDA conversion (through f16) does.
+float decodeFp8(uint8_t code, Fp8Format format);
+
+bool isFp8NaN(uint8_t code, Fp8Format format);
+bool isFp8Inf(uint8_t code, Fp8Format format);
+
+/// The largest finite code (0x7E for E4M3, 0x7B for E5M2).
+uint8_t fp8MaxFiniteCode(Fp8Format format);
+
+/// f32 -> bf16 bits, round to nearest even; NaN stays a (quiet) NaN with its
+/// sign, overflow rounds to inf as IEEE prescribes.
+uint16_t encodeBf16(float x);
+float decodeBf16(uint16_t bits);
+inline float roundToBf16(float x) { return decodeBf16(encodeBf16(x)); }
+
+//===----------------------------------------------------------------------===//
+// Quantizers (COAT.md §1.2, §3.1)
+//===----------------------------------------------------------------------===//
+
+struct QuantizeOptions {
+  Fp8Format format = Fp8Format::E4M3;
+  /// Added to the absolute maximum before dividing by fp8max.
+  float eps = kActivationScaleEps;
+  /// COAT stores activation scales in bf16 and divides by the rounded value.
+  bool bf16Scale = false;
+  Fp8Overflow overflow = Fp8Overflow::SatFinite;
+};
+
+/// `(absMax + eps) / fp8max`, then optionally rounded to bf16.
+float scaleFromAbsMax(float absMax, const QuantizeOptions &opts);
+
+/// Index of the scale entry that covers the element at row-major position
+/// `linearIndex` of a tensor of `shape` (all extents static).
+int64_t scaleIndexOf(const std::vector<int64_t> &shape, const Scaling &scaling,
+                     int64_t linearIndex);
+
+/// Per-scale-entry absolute maxima of `x` (NaN elements ignored, as the GPU's
+/// max.f32 does; an infinity propagates).
+std::vector<float> groupAbsMax(const float *x, const std::vector<int64_t> &shape,
+                               const Scaling &scaling);
+
+/// Quantizes `x` with one scale per entry of `scaleShape(shape, scaling)`:
+/// `scales[j] = scaleFromAbsMax(absmax_j)`, `codes[i] = encode(x[i] / s)`.
+/// Returns an error message if `scaling` does not fit `shape`.
+std::optional<std::string> quantize(const float *x,
+                                    const std::vector<int64_t> &shape,
+                                    const Scaling &scaling,
+                                    const QuantizeOptions &opts,
+                                    uint8_t *codes, float *scales);
+
+/// `out[i] = decode(codes[i]) * scales[scaleIndexOf(i)]`.
+std::optional<std::string> dequantize(const uint8_t *codes, const float *scales,
+                                      const std::vector<int64_t> &shape,
+                                      const Scaling &scaling, Fp8Format format,
+                                      float *out);
+
+/// `codes[i] = encode(x[i] / scale)` with a given scale (COAT's fp8_division).
+void quantizeWithScale(const float *x, int64_t n, float scale, Fp8Format format,
+                       Fp8Overflow overflow, uint8_t *codes);
+
+/// COAT's two-stage "group scaling" per-tensor scale: the bf16 per-group
+/// scales of `groupScaling` (per_group<G>, or per_group<N> for per-row), then
+/// their maximum. `opts.bf16Scale` is honoured as given (COAT sets it).
+float twoStageTensorScale(const float *x, const std::vector<int64_t> &shape,
+                          const Scaling &groupScaling,
+                          const QuantizeOptions &opts);
+
+//===----------------------------------------------------------------------===//
+// Dynamic Range Expansion and the FP8 AdamW step (docs/optimizer-numerics.md)
+//===----------------------------------------------------------------------===//
+
+enum class AdamWMode : uint8_t { Fixed, Reference };
+
+/// Storage type of parameters and gradients.
+enum class HostFloat : uint8_t { F32, BF16 };
+
+/// How one moment is stored.
+struct MomentFormat {
+  Fp8Format format = Fp8Format::E4M3;
+  bool expand = true;
+  /// `m` is signed (sgn handling on (un)expansion), `v` is not.
+  bool isSigned = true;
+};
+
+/// Group-quantization settings shared by both moments.
+struct MomentQuantConfig {
+  int64_t groupSize = 128; ///< power of two in [32, 1024]
+  int64_t expandMin = 16;  ///< k is a multiple of 1/expandMin
+  float maxK = 16.0f;      ///< upper clamp of k (fixed mode only)
+  AdamWMode mode = AdamWMode::Fixed;
+};
+
+/// Per-group metadata written by the re-quantization.
+struct GroupMeta {
+  float scale = 0.0f;
+  float k = 1.0f;
+  float c = 1.0f;
+};
+
+/// Checks a MomentQuantConfig. Returns an error message.
+std::optional<std::string> verifyMomentQuantConfig(const MomentQuantConfig &cfg);
+
+/// The official kernel's min reduction over one group (COAT.md §2.6): a
+/// lane-by-lane simulation of `groupSize / 32` warps reducing with
+/// shfl_down at offsets 16, 8, 4, 2, 1, where a lane folds an incoming partial
+/// only if it is non-zero (`fminf(own, |in|)`) and never drops its own start
+/// value, then a second such tree over the warp results in which lanes
+/// >= groupSize/32 hold 1e9. `laneStart` holds |x| of every lane (FLT_MAX for
+/// tail lanes). `groupSize` must satisfy verifyMomentQuantConfig.
+float referenceShuffleMin(const float *laneStart, int64_t groupSize);
+
+/// The matching max reduction (fmaxf, second-stage sentinel 0).
+float referenceShuffleMax(const float *laneStart, int64_t groupSize);
+
+/// `floor(log2(UB) / log2(ratio) * expandMin) / expandMin` with
+/// `UB = fp8max^2 / 2`, host log2f/floorf; unclamped.
+float expansionExponent(float ratio, Fp8Format format, int64_t expandMin);
+
+/// Re-quantizes one group of an f32 moment (`nValid <= groupSize` valid
+/// elements) per the config's mode; writes `nValid` codes.
+GroupMeta quantizeMomentGroup(const float *x, int64_t nValid,
+                              const MomentFormat &fmt,
+                              const MomentQuantConfig &cfg, uint8_t *codes);
+
+/// Dequantizes (and un-expands) one element with its group's metadata.
+float dequantizeMomentElement(uint8_t code, const GroupMeta &meta,
+                              const MomentFormat &fmt);
+
+/// Whole flat tensor versions (flat_group<G>, partial last group). `k`/`c`
+/// may be null for a non-expanded moment.
+std::optional<std::string> quantizeMoment(const float *x, int64_t n,
+                                          const MomentFormat &fmt,
+                                          const MomentQuantConfig &cfg,
+                                          uint8_t *codes, float *scale,
+                                          float *k, float *c);
+std::optional<std::string> dequantizeMoment(const uint8_t *codes,
+                                            const float *scale, const float *k,
+                                            const float *c, int64_t n,
+                                            const MomentFormat &fmt,
+                                            int64_t groupSize, float *out);
+
+/// Mutable storage of one quantized moment (`k`/`c` only when expanded).
+struct MomentState {
+  uint8_t *codes = nullptr;
+  float *scale = nullptr;
+  float *k = nullptr;
+  float *c = nullptr;
+  MomentFormat format;
+};
+
+struct AdamWHyper {
+  float step = 1.0f; ///< t, already incremented
+  float lr = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weightDecay = 1e-2f;
+};
+
+/// One fused FP8 AdamW step over a flat tensor of `n` elements: dequantize
+/// with the previous metadata, update in f32 (COAT.md §2.4), write the
+/// parameter (rounded to bf16 once if stored as bf16), re-quantize m and v.
+/// `param`/`grad` point to float or uint16_t (bf16 bits) per their HostFloat.
+std::optional<std::string> adamwStep(int64_t n, HostFloat paramType,
+                                     void *param, HostFloat gradType,
+                                     const void *grad, MomentState m,
+                                     MomentState v,
+                                     const MomentQuantConfig &cfg,
+                                     const AdamWHyper &hyper);
+
+//===----------------------------------------------------------------------===//
+// Activation operators (COAT.md §3.4), f32 math with IEEE division
+//===----------------------------------------------------------------------===//
+
+inline constexpr float kNormEps = 1e-5f;
+
+void siluForward(const float *x, int64_t n, float *y);
+/// dx = g * (sig + x*sig*(1-sig))
+void siluBackward(const float *x, const float *g, int64_t n, float *dx);
+
+/// Exact-erf GELU: y = x * (1 + erf(x/sqrt2)) / 2.
+void geluForward(const float *x, int64_t n, float *y);
+/// dx = g * (Phi + x*exp(-x^2/2)/sqrt(2*pi))
+void geluBackward(const float *x, const float *g, int64_t n, float *dx);
+
+/// SwiGLU product y = x1 * x2 and its gradients g1 = g*x2, g2 = g*x1.
+void swigluMulForward(const float *x1, const float *x2, int64_t n, float *y);
+void swigluMulBackward(const float *x1, const float *x2, const float *g,
+                       int64_t n, float *g1, float *g2);
+
+/// Row-wise RMSNorm over `cols`: rstd = 1/sqrt(sum(x^2)/N + eps),
+/// y = x*rstd*w. `rstd` (one per row) may be null.
+void rmsNormForward(const float *x, const float *w, int64_t rows, int64_t cols,
+                    float eps, float *y, float *rstd);
+/// dx = (w*dy - xh*mean(xh*w*dy)) * rstd, dw = sum_rows dy*xh.
+void rmsNormBackward(const float *x, const float *w, const float *dy,
+                     int64_t rows, int64_t cols, float eps, float *dx,
+                     float *dw);
+
+/// Row-wise LayerNorm; `w`/`b` null means no affine transform. `mean`/`rstd`
+/// may be null.
+void layerNormForward(const float *x, const float *w, const float *b,
+                      int64_t rows, int64_t cols, float eps, float *y,
+                      float *mean, float *rstd);
+/// dx = (w*dy - (xh*mean(xh*w*dy) + mean(w*dy))) * rstd (w = 1 without
+/// affine); dw = sum dy*xh, db = sum dy (skipped when null).
+void layerNormBackward(const float *x, const float *w, const float *dy,
+                       int64_t rows, int64_t cols, float eps, float *dx,
+                       float *dw, float *db);
+
+/// COAT's residual add with dual output: s = r + b in f32, returned as bf16
+/// bits (the new residual stream) and as per_group<G> FP8 of the f32 sum with
+/// bf16 scales (eps 1e-10), the next norm's input.
+std::optional<std::string>
+residualAddForward(const float *residual, const float *branch, int64_t rows,
+                   int64_t cols, int64_t groupSize, Fp8Format format,
+                   uint16_t *sumBf16, uint8_t *codes, float *scales);
+
+} // namespace coat::ref
+
+#endif // COAT_NUMERICS_REFERENCE_H

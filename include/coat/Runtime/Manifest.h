@@ -1,0 +1,100 @@
+//===- Manifest.h - manifest.json model and launch-argument packing -------===//
+//
+// The runtime's view of docs/manifest.md: the kernels of one compiled module
+// and how their arguments are laid out. No MLIR and no CUDA dependency, so it
+// is unit-tested on machines without a GPU.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COAT_RUNTIME_MANIFEST_H
+#define COAT_RUNTIME_MANIFEST_H
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace coat::rt {
+
+/// One entry of a kernel's "args" list.
+struct ArgSpec {
+  enum class Kind { Memref, Scalar };
+  /// What a memref's size parameter is: the element count n, the number of
+  /// groups ceil(n / group_size), or a fixed number from the manifest.
+  enum class Extent { N, Groups, Fixed };
+
+  std::string name;
+  Kind kind = Kind::Memref;
+  std::string dtype; ///< one of f32 bf16 f16 e4m3 e5m2 i32 i64
+  Extent extent = Extent::N;
+  int64_t fixedExtent = 0;
+};
+
+/// One entry of the manifest's "kernels" list (the fields the runtime uses).
+struct KernelSpec {
+  std::string name;
+  std::string op;
+  std::string module;
+  std::string cubin; ///< path relative to the manifest's folder, may be empty
+  std::string ptx;   ///< idem
+  std::string cpuObject;
+  std::string cpuSymbol;
+  std::array<unsigned, 3> block = {1, 1, 1};
+  int64_t elementsPerBlock = 0;
+  unsigned sharedBytes = 0;
+  int64_t groupSize = 0; ///< config.group_size, 0 when absent
+  std::vector<ArgSpec> args;
+
+  size_t numMemrefs() const;
+  size_t numScalars() const;
+};
+
+struct Manifest {
+  int version = 0;
+  std::string chip;
+  std::string features;
+  std::string directory; ///< folder the manifest was read from
+  std::vector<KernelSpec> kernels;
+
+  const KernelSpec *find(const std::string &name) const;
+};
+
+/// Size in bytes of one element of a manifest dtype, 0 if unknown.
+int dtypeSize(const std::string &dtype);
+
+/// Parses manifest text. On failure returns false and sets `error`.
+bool parseManifest(const std::string &text, const std::string &directory,
+                   Manifest &out, std::string &error);
+
+/// Reads and parses a manifest file.
+bool loadManifest(const std::string &path, Manifest &out, std::string &error);
+
+/// Reads a whole file into `out`.
+bool readFile(const std::string &path, std::string &out, std::string &error);
+
+/// Required alignment of every buffer (docs/manifest.md).
+inline constexpr uint64_t kBufferAlignment = 16;
+
+/// The launch parameters of one kernel call, expanded per the memref calling
+/// convention: each memref becomes (allocated, aligned, 0, extent, 1).
+/// `params[i]` points into `storage`, in the layout cuLaunchKernel and the CPU
+/// twin expect.
+struct PackedLaunch {
+  std::vector<uint64_t> storage; ///< one 8-byte slot per parameter
+  std::vector<void *> params;
+  std::array<unsigned, 3> grid = {0, 1, 1};
+  std::array<unsigned, 3> block = {1, 1, 1};
+  unsigned sharedBytes = 0;
+};
+
+/// Validates a launch of `kernel` over `n` elements and packs its parameters.
+/// `buffers` are the memref arguments' device addresses in manifest order,
+/// `scalars` the scalar arguments' values in manifest order. On failure
+/// returns false and sets `error` (naming the offending argument).
+bool packLaunch(const KernelSpec &kernel, int64_t n, const uint64_t *buffers,
+                int nbuf, const double *scalars, int nscalar,
+                PackedLaunch &out, std::string &error);
+
+} // namespace coat::rt
+
+#endif // COAT_RUNTIME_MANIFEST_H

@@ -1,0 +1,671 @@
+//===- OptimizerToKernels.cpp - coat.adamw_step to GPU/CPU kernels --------===//
+//
+// Lowers kernel-spec functions holding one coat.adamw_step into a fused
+// per-group kernel: every byte of p, g, m, v and the group metadata is read
+// once and written once. The element math is emitted once against
+// GroupLane, so the GPU kernel and its CPU twin share it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "coat/Conversion/GroupKernel.h"
+#include "coat/Conversion/Passes.h"
+#include "coat/Dialect/CoatDialect.h"
+#include "coat/Numerics/Fp8.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/SymbolTable.h"
+
+#include <cmath>
+
+namespace mlir::coat {
+#define GEN_PASS_DEF_COATLOWEROPTIMIZER
+#include "coat/Conversion/Passes.h.inc"
+} // namespace mlir::coat
+
+using namespace mlir;
+using namespace mlir::coat;
+
+namespace {
+
+/// What one moment (m or v) looks like in memory.
+struct MomentSpec {
+  ::coat::Fp8Format format;
+  bool expanded;
+  bool isSigned; ///< m is signed; v >= 0
+  StringRef name;
+};
+
+/// The buffers of one moment inside the kernel.
+struct MomentBuffers {
+  Value codes, scale, k, c;
+};
+
+/// Everything the element math needs, fixed per kernel.
+struct AdamWKernelSpec {
+  Type paramType, gradType; ///< f32 or bf16
+  MomentSpec m, v;
+  int64_t groupSize;
+  int64_t expandMin;
+  float maxK;
+  OptimizerMode mode;
+};
+
+/// The kernel-argument list of docs/manifest.md.
+struct AdamWArgs {
+  Value param, grad;
+  MomentBuffers m, v;
+  Value n, step, lr, beta1, beta2, eps, weightDecay;
+};
+
+std::string dtypeName(Type t) {
+  if (t.isF32())
+    return "f32";
+  if (t.isBF16())
+    return "bf16";
+  if (t.isF16())
+    return "f16";
+  if (auto f = getFp8Format(t))
+    return ::coat::getFp8Traits(*f).name;
+  if (t.isInteger(64))
+    return "i64";
+  return "i32";
+}
+
+/// How a buffer of float type `t` is declared in the kernel: f32 as itself,
+/// narrower floats as same-width integers, reinterpreted right after loading.
+/// (LLVM has no f8, and CPU backends without native bf16 would route bf16
+/// vectors through library calls.)
+Type storageType(Type t) {
+  if (t.isF32())
+    return t;
+  return IntegerType::get(t.getContext(), t.getIntOrFloatBitWidth());
+}
+
+/// Argument types, names and manifest records in ABI order.
+struct AbiArg {
+  std::string name;
+  Type type;          ///< FP8 codes travel as i8 memrefs (LLVM has no f8)
+  std::string dtype;  ///< the manifest's element type
+  std::string extent; ///< "n", "groups" or "" for scalars
+};
+
+SmallVector<AbiArg> buildAbi(MLIRContext *ctx, const AdamWKernelSpec &spec) {
+  Type f32 = Float32Type::get(ctx);
+  auto buf = [&](Type elt) {
+    return MemRefType::get({ShapedType::kDynamic}, elt);
+  };
+  SmallVector<AbiArg> abi;
+  abi.push_back({"param", buf(storageType(spec.paramType)),
+                 dtypeName(spec.paramType), "n"});
+  abi.push_back({"grad", buf(storageType(spec.gradType)),
+                 dtypeName(spec.gradType), "n"});
+  for (const MomentSpec *mom : {&spec.m, &spec.v}) {
+    std::string p = mom->name.str();
+    abi.push_back({p + "_codes", buf(IntegerType::get(ctx, 8)),
+                   ::coat::getFp8Traits(mom->format).name, "n"});
+    abi.push_back({p + "_scale", buf(f32), "f32", "groups"});
+    if (mom->expanded) {
+      abi.push_back({p + "_k", buf(f32), "f32", "groups"});
+      abi.push_back({p + "_c", buf(f32), "f32", "groups"});
+    }
+  }
+  abi.push_back({"n", IntegerType::get(ctx, 64), "i64", ""});
+  for (const char *s :
+       {"step", "lr", "beta1", "beta2", "eps", "weight_decay"})
+    abi.push_back({s, f32, "f32", ""});
+  return abi;
+}
+
+AdamWArgs bindArgs(ValueRange args, const AdamWKernelSpec &spec) {
+  AdamWArgs a;
+  unsigned i = 0;
+  a.param = args[i++];
+  a.grad = args[i++];
+  for (auto [mom, bufs] : {std::pair{&spec.m, &a.m}, {&spec.v, &a.v}}) {
+    bufs->codes = args[i++];
+    bufs->scale = args[i++];
+    if (mom->expanded) {
+      bufs->k = args[i++];
+      bufs->c = args[i++];
+    }
+  }
+  a.n = args[i++];
+  a.step = args[i++];
+  a.lr = args[i++];
+  a.beta1 = args[i++];
+  a.beta2 = args[i++];
+  a.eps = args[i++];
+  a.weightDecay = args[i++];
+  return a;
+}
+
+//===----------------------------------------------------------------------===//
+// Element math
+//===----------------------------------------------------------------------===//
+
+/// Emits the body of one lane: load, dequantize, update, re-derive the group
+/// metadata, quantize, store.
+class AdamWLaneEmitter {
+public:
+  AdamWLaneEmitter(ImplicitLocOpBuilder &b, const AdamWKernelSpec &spec,
+                   const GroupLane &lane, const AdamWArgs &args)
+      : b(b), f(F32Emitter{b, /*approx=*/lane.onGpu}), spec(spec),
+        lane(lane), args(args) {}
+
+  void emit();
+
+private:
+  Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
+
+  /// Loads this lane's E elements of a 1-D buffer (zero beyond `n`) holding
+  /// values of float type `logical` (stored as same-width integers unless
+  /// f32) and returns them widened to f32.
+  SmallVector<Value> loadLane(Value buffer, Type logical);
+  /// Stores E f32 values, narrowed to `logical`, skipping elements beyond `n`.
+  void storeLane(Value buffer, ArrayRef<Value> values, Type logical);
+
+  /// Dequantizes the E codes of one moment with its previous metadata.
+  SmallVector<Value> dequantize(const MomentSpec &mom,
+                                const MomentBuffers &bufs,
+                                ArrayRef<Value> codes);
+  /// Derives this group's metadata from the new f32 values, stores it, and
+  /// returns the values to hand to the FP8 conversion.
+  SmallVector<Value> requantize(const MomentSpec &mom,
+                                const MomentBuffers &bufs,
+                                ArrayRef<Value> values);
+  Value loadGroupScalar(Value buffer);
+  /// A lane's chunk starts at a multiple of E elements of a 16-byte aligned
+  /// buffer, so its accesses are aligned to E * sizeof(elt), capped at 16.
+  llvm::MaybeAlign laneAlignment(Type elt) const {
+    int64_t bytes = lane.elementsPerLane * elt.getIntOrFloatBitWidth() / 8;
+    return llvm::MaybeAlign(std::min<int64_t>(std::max<int64_t>(bytes, 1), 16));
+  }
+  /// Mask of this lane's elements below `n` (only built on the tail path);
+  /// a compare of iota against n, which every target lowers.
+  Value tailMask(OpBuilder &nb, Location loc) {
+    int64_t e = lane.elementsPerLane;
+    auto i64Vec = VectorType::get({e}, nb.getI64Type());
+    SmallVector<int64_t> iota(e);
+    for (int64_t i = 0; i < e; ++i)
+      iota[i] = i;
+    Value steps = arith::ConstantOp::create(
+        nb, loc, DenseElementsAttr::get(i64Vec, ArrayRef<int64_t>(iota)));
+    Value first = arith::IndexCastOp::create(nb, loc, nb.getI64Type(),
+                                             lane.firstElement);
+    Value idx = arith::AddIOp::create(
+        nb, loc, vector::BroadcastOp::create(nb, loc, i64Vec, first), steps);
+    Value limit = vector::BroadcastOp::create(nb, loc, i64Vec, args.n);
+    return arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::ult, idx,
+                                 limit);
+  }
+  void storeGroupScalar(Value buffer, Value v);
+
+  ImplicitLocOpBuilder &b;
+  F32Emitter f;
+  const AdamWKernelSpec &spec;
+  const GroupLane &lane;
+  const AdamWArgs &args;
+  Value nIndex, fullLane, groupClamped, isGroupLeader;
+  SmallVector<Value> valid; ///< per element: index < n
+};
+
+SmallVector<Value> AdamWLaneEmitter::loadLane(Value buffer, Type logical) {
+  auto memrefType = cast<MemRefType>(buffer.getType());
+  Type elt = memrefType.getElementType();
+  auto vecType = VectorType::get({lane.elementsPerLane}, elt);
+  Value zero = arith::ConstantOp::create(b, b.getZeroAttr(elt));
+  auto ifOp = scf::IfOp::create(
+      b, fullLane,
+      [&](OpBuilder &nb, Location loc) {
+        Value v = vector::LoadOp::create(nb, loc, vecType, buffer,
+                                         ValueRange{lane.firstElement},
+                                         /*nontemporal=*/false,
+                                         laneAlignment(elt));
+        scf::YieldOp::create(nb, loc, v);
+      },
+      [&](OpBuilder &nb, Location loc) {
+        Value pass = vector::BroadcastOp::create(nb, loc, vecType, zero);
+        Value v = vector::MaskedLoadOp::create(nb, loc, vecType, buffer,
+                                               ValueRange{lane.firstElement},
+                                               tailMask(nb, loc), pass);
+        scf::YieldOp::create(nb, loc, v);
+      });
+  Value vec = ifOp.getResult(0);
+  auto f32Vec = VectorType::get({lane.elementsPerLane}, b.getF32Type());
+  if (elt != logical)
+    vec = arith::BitcastOp::create(
+        b, VectorType::get({lane.elementsPerLane}, logical), vec);
+  if (!logical.isF32())
+    vec = arith::ExtFOp::create(b, f32Vec, vec);
+  SmallVector<Value> out;
+  for (int64_t i = 0; i < lane.elementsPerLane; ++i)
+    out.push_back(vector::ExtractOp::create(b, vec, ArrayRef<int64_t>{i}));
+  return out;
+}
+
+void AdamWLaneEmitter::storeLane(Value buffer, ArrayRef<Value> values,
+                                 Type logical) {
+  auto memrefType = cast<MemRefType>(buffer.getType());
+  Type elt = memrefType.getElementType();
+  auto f32Vec = VectorType::get({lane.elementsPerLane}, b.getF32Type());
+  Value vec = vector::FromElementsOp::create(b, f32Vec, values);
+  if (!logical.isF32())
+    vec = arith::TruncFOp::create(
+        b, VectorType::get({lane.elementsPerLane}, logical), vec);
+  if (elt != logical)
+    vec = arith::BitcastOp::create(
+        b, VectorType::get({lane.elementsPerLane}, elt), vec);
+  scf::IfOp::create(
+      b, fullLane,
+      [&](OpBuilder &nb, Location loc) {
+        vector::StoreOp::create(nb, loc, vec, buffer,
+                                ValueRange{lane.firstElement},
+                                /*nontemporal=*/false, laneAlignment(elt));
+        scf::YieldOp::create(nb, loc);
+      },
+      [&](OpBuilder &nb, Location loc) {
+        vector::MaskedStoreOp::create(nb, loc, buffer,
+                                      ValueRange{lane.firstElement},
+                                      tailMask(nb, loc), vec);
+        scf::YieldOp::create(nb, loc);
+      });
+}
+
+Value AdamWLaneEmitter::loadGroupScalar(Value buffer) {
+  return memref::LoadOp::create(b, buffer, ValueRange{groupClamped});
+}
+
+void AdamWLaneEmitter::storeGroupScalar(Value buffer, Value v) {
+  scf::IfOp::create(b, isGroupLeader, [&](OpBuilder &nb, Location loc) {
+    memref::StoreOp::create(nb, loc, v, buffer, ValueRange{lane.group});
+    scf::YieldOp::create(nb, loc);
+  });
+}
+
+SmallVector<Value> AdamWLaneEmitter::dequantize(const MomentSpec &mom,
+                                                const MomentBuffers &bufs,
+                                                ArrayRef<Value> codes) {
+  Value s = loadGroupScalar(bufs.scale);
+  SmallVector<Value> out;
+  if (!mom.expanded) {
+    for (Value q : codes)
+      out.push_back(f.mul(q, s));
+    return out;
+  }
+  // x = sgn(y) |y|^(1/k) c with y = q s, in the log domain:
+  // log2|x| = (log2|q| + log2 s)/k + log2 c; the per-group part is hoisted.
+  Value k = loadGroupScalar(bufs.k);
+  Value c = loadGroupScalar(bufs.c);
+  Value invK = f.div(f.c(1.0), k);
+  Value offset = f.fma(f.log2(s), invK, f.log2(c));
+  for (Value q : codes) {
+    Value mag = f.exp2(f.fma(f.log2(f.abs(q)), invK, offset));
+    out.push_back(mom.isSigned ? f.copysign(mag, q) : mag);
+  }
+  return out;
+}
+
+SmallVector<Value> AdamWLaneEmitter::requantize(const MomentSpec &mom,
+                                                const MomentBuffers &bufs,
+                                                ArrayRef<Value> values) {
+  const ::coat::Fp8Traits traits = ::coat::getFp8Traits(mom.format);
+  const double inf = std::numeric_limits<double>::infinity();
+  // Group statistics over finite values: the max, and the min of the
+  // non-zero magnitudes (the true zero-skipping minimum).
+  Value localMax = f.c(0.0), localMin = f.c(inf);
+  SmallVector<Value> finite;
+  for (Value x : values) {
+    Value a = f.abs(x);
+    Value isFin = f.isFinite(x);
+    finite.push_back(isFin);
+    localMax = f.maxnum(localMax, f.select(isFin, a, f.c(0.0)));
+    Value nonZero = arith::AndIOp::create(b, isFin, f.gt(a, f.c(0.0)));
+    localMin = f.minnum(localMin, f.select(nonZero, a, f.c(inf)));
+  }
+  Value maxAbs = lane.allReduce(b, localMax, GroupReduceKind::MaxNum);
+  Value minAbs = lane.allReduce(b, localMin, GroupReduceKind::MinNum);
+  Value allZero = f.eq(maxAbs, f.c(0.0));
+  Value nan = f.c(std::numeric_limits<double>::quiet_NaN());
+
+  SmallVector<Value> out;
+  if (!mom.expanded) {
+    Value s = f.select(allZero, f.c(0.0), f.div(maxAbs, f.c(traits.maxFinite)));
+    Value inv =
+        f.select(allZero, f.c(0.0), f.div(f.c(traits.maxFinite), maxAbs));
+    storeGroupScalar(bufs.scale, s);
+    for (auto [x, isFin] : llvm::zip(values, finite))
+      out.push_back(f.select(isFin, f.mul(x, inv), nan));
+    return out;
+  }
+
+  // k = floor(log2(UB)/log2(M/mn) * expand_min)/expand_min, clamped; one
+  // distinct magnitude (M == mn) needs no expansion.
+  const double ub = 0.5 * double(traits.maxFinite) * traits.maxFinite;
+  double emin = double(spec.expandMin);
+  Value logMax = f.log2(maxAbs);
+  Value logMin = f.log2(minAbs);
+  Value logRatio = f.sub(logMax, logMin);
+  Value kRaw = f.div(f.c(std::log2(ub)), logRatio);
+  Value k = f.div(f.floor(f.mul(kRaw, f.c(emin))), f.c(emin));
+  k = f.minnum(f.maxnum(k, f.c(1.0 / emin)), f.c(spec.maxK));
+  Value oneMagnitude = f.le(logRatio, f.c(0.0));
+  k = f.select(arith::OrIOp::create(b, allZero, oneMagnitude), f.c(1.0), k);
+  Value c = f.mul(f.sqrt(maxAbs), f.sqrt(minAbs));
+  c = f.select(allZero, f.c(1.0), c);
+  // s = (M/c)^k / fp8max; the codes are fp8max (|x|/M)^k.
+  Value logC = f.log2(c);
+  Value s = f.div(f.exp2(f.mul(k, f.sub(logMax, logC))),
+                  f.c(traits.maxFinite));
+  s = f.select(allZero, f.c(0.0), s);
+  storeGroupScalar(bufs.scale, s);
+  storeGroupScalar(bufs.k, k);
+  storeGroupScalar(bufs.c, c);
+  Value bias = f.sub(f.c(std::log2(double(traits.maxFinite))),
+                     f.mul(k, logMax));
+  for (auto [x, isFin] : llvm::zip(values, finite)) {
+    Value mag = f.exp2(f.fma(k, f.log2(f.abs(x)), bias));
+    mag = f.select(allZero, f.c(0.0), mag);
+    Value e = mom.isSigned ? f.copysign(mag, x) : mag;
+    out.push_back(f.select(isFin, e, nan));
+  }
+  return out;
+}
+
+void AdamWLaneEmitter::emit() {
+  int64_t e = lane.elementsPerLane;
+  nIndex = arith::IndexCastOp::create(b, b.getIndexType(), args.n);
+  Value laneEnd = arith::AddIOp::create(b, lane.firstElement, idx(e));
+  fullLane = arith::CmpIOp::create(b, arith::CmpIPredicate::ule, laneEnd,
+                                   nIndex);
+  Value groups = arith::CeilDivUIOp::create(b, nIndex, idx(spec.groupSize));
+  Value lastGroup = arith::SubIOp::create(b, groups, idx(1));
+  groupClamped = arith::MinUIOp::create(b, lane.group, lastGroup);
+  Value groupInRange = arith::CmpIOp::create(b, arith::CmpIPredicate::ult,
+                                             lane.group, groups);
+  Value leaderLane = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                           lane.laneInGroup, idx(0));
+  isGroupLeader = arith::AndIOp::create(b, groupInRange, leaderLane);
+  for (int64_t i = 0; i < e; ++i) {
+    Value at = arith::AddIOp::create(b, lane.firstElement, idx(i));
+    valid.push_back(
+        arith::CmpIOp::create(b, arith::CmpIPredicate::ult, at, nIndex));
+  }
+
+  // Bias corrections, once per lane: bc1 = 1 - b1^t, bc2s = sqrt(1 - b2^t).
+  Value one = f.c(1.0);
+  Value bc1 = f.sub(one, f.pow(args.beta1, args.step));
+  Value bc2s = f.sqrt(f.sub(one, f.pow(args.beta2, args.step)));
+  Value oneMinusB1 = f.sub(one, args.beta1);
+  Value oneMinusB2 = f.sub(one, args.beta2);
+
+  SmallVector<Value> p = loadLane(args.param, spec.paramType);
+  SmallVector<Value> g = loadLane(args.grad, spec.gradType);
+  MLIRContext *ctx = b.getContext();
+  Type mFp8 = getFp8Type(ctx, spec.m.format);
+  Type vFp8 = getFp8Type(ctx, spec.v.format);
+  SmallVector<Value> m =
+      dequantize(spec.m, args.m, loadLane(args.m.codes, mFp8));
+  SmallVector<Value> v =
+      dequantize(spec.v, args.v, loadLane(args.v.codes, vFp8));
+
+  SmallVector<Value> newP, newM, newV;
+  Value zero = f.c(0.0);
+  for (int64_t i = 0; i < e; ++i) {
+    Value mi = f.add(f.mul(args.beta1, m[i]), f.mul(oneMinusB1, g[i]));
+    Value vi = f.add(f.mul(args.beta2, v[i]),
+                     f.mul(f.mul(oneMinusB2, g[i]), g[i]));
+    Value denom = f.mul(f.add(f.div(f.sqrt(vi), bc2s), args.eps), bc1);
+    Value update = f.add(f.div(mi, denom), f.mul(args.weightDecay, p[i]));
+    newP.push_back(f.sub(p[i], f.mul(args.lr, update)));
+    // Tail elements take no part in the statistics.
+    newM.push_back(f.select(valid[i], mi, zero));
+    newV.push_back(f.select(valid[i], vi, zero));
+  }
+  storeLane(args.param, newP, spec.paramType);
+  storeLane(args.m.codes, requantize(spec.m, args.m, newM), mFp8);
+  storeLane(args.v.codes, requantize(spec.v, args.v, newV), vFp8);
+}
+
+//===----------------------------------------------------------------------===//
+// Kernel shells
+//===----------------------------------------------------------------------===//
+
+struct KernelShape {
+  int64_t elementsPerLane;
+  int64_t lanesPerGroup;
+  int64_t blockSize;
+};
+
+DictionaryAttr buildManifestRecord(MLIRContext *ctx, StringRef name,
+                                   const AdamWKernelSpec &spec,
+                                   ArrayRef<AbiArg> abi, bool gpu,
+                                   const KernelShape &shape) {
+  Builder b(ctx);
+  auto str = [&](StringRef s) { return b.getStringAttr(s); };
+  auto moment = [&](const MomentSpec &mom) {
+    return b.getDictionaryAttr(
+        {b.getNamedAttr("format", str(::coat::getFp8Traits(mom.format).name)),
+         b.getNamedAttr("expand", b.getBoolAttr(mom.expanded)),
+         b.getNamedAttr("fp8max",
+                        b.getF64FloatAttr(
+                            ::coat::getFp8Traits(mom.format).maxFinite))});
+  };
+  SmallVector<NamedAttribute> config = {
+      b.getNamedAttr("param", str(dtypeName(spec.paramType))),
+      b.getNamedAttr("grad", str(dtypeName(spec.gradType))),
+      b.getNamedAttr("m", moment(spec.m)),
+      b.getNamedAttr("v", moment(spec.v)),
+      b.getNamedAttr("group_size", b.getI64IntegerAttr(spec.groupSize)),
+      b.getNamedAttr("mode", str(stringifyOptimizerMode(spec.mode))),
+      b.getNamedAttr("expand_min", b.getI64IntegerAttr(spec.expandMin)),
+      b.getNamedAttr("max_k", b.getF64FloatAttr(spec.maxK))};
+  SmallVector<Attribute> argRecords;
+  for (const AbiArg &a : abi) {
+    SmallVector<NamedAttribute> rec = {b.getNamedAttr("name", str(a.name))};
+    bool isBuffer = isa<MemRefType>(a.type);
+    rec.push_back(b.getNamedAttr("kind", str(isBuffer ? "memref" : "scalar")));
+    rec.push_back(b.getNamedAttr("dtype", str(a.dtype)));
+    if (isBuffer)
+      rec.push_back(b.getNamedAttr("extent", str(a.extent)));
+    argRecords.push_back(b.getDictionaryAttr(rec));
+  }
+  SmallVector<NamedAttribute> record = {
+      b.getNamedAttr("name", str(name)),
+      b.getNamedAttr("op", str("adamw_step")),
+      b.getNamedAttr("config", b.getDictionaryAttr(config)),
+      b.getNamedAttr("args", b.getArrayAttr(argRecords))};
+  if (gpu) {
+    int64_t perBlock =
+        shape.blockSize / shape.lanesPerGroup * spec.groupSize;
+    record.push_back(b.getNamedAttr(
+        "launch",
+        b.getDictionaryAttr(
+            {b.getNamedAttr("block", b.getI64ArrayAttr({shape.blockSize, 1, 1})),
+             b.getNamedAttr("elements_per_block",
+                            b.getI64IntegerAttr(perBlock)),
+             b.getNamedAttr("shared_bytes", b.getI64IntegerAttr(0))})));
+  }
+  return b.getDictionaryAttr(record);
+}
+
+struct CoatLowerOptimizerPass
+    : mlir::coat::impl::CoatLowerOptimizerBase<CoatLowerOptimizerPass> {
+  using Base::Base;
+
+  void runOnOperation() override;
+
+private:
+  LogicalResult lowerSpec(func::FuncOp fn, AdamWStepOp op, bool gpu,
+                          gpu::GPUModuleOp &gpuModule);
+};
+
+/// Checks that `fn` is a kernel-spec function around `op`.
+LogicalResult verifyKernelSpec(func::FuncOp fn, AdamWStepOp op) {
+  Block &body = fn.getBody().front();
+  auto ret = dyn_cast<func::ReturnOp>(body.getTerminator());
+  if (body.getOperations().size() != 2 || !ret ||
+      ret.getOperands() != op.getResults())
+    return fn.emitError("kernel-spec function @")
+           << fn.getSymName()
+           << " must hold exactly one coat.adamw_step and return its "
+              "three results";
+  for (Value operand : op.getOperands())
+    if (!isa<BlockArgument>(operand))
+      return op.emitError("operands of a kernel-spec coat.adamw_step must "
+                          "be function arguments");
+  return success();
+}
+
+LogicalResult CoatLowerOptimizerPass::lowerSpec(func::FuncOp fn,
+                                                AdamWStepOp op, bool gpu,
+                                                gpu::GPUModuleOp &gpuModule) {
+  if (failed(verifyKernelSpec(fn, op)))
+    return failure();
+  if (op.getMode() != OptimizerMode::fixed)
+    return op.emitError("mode 'reference' has no kernel lowering; the "
+                        "reference numerics live in the host library");
+  MLIRContext *ctx = &getContext();
+  QTensorType mType = op.getM().getType(), vType = op.getV().getType();
+  AdamWKernelSpec spec{
+      cast<ShapedType>(op.getParam().getType()).getElementType(),
+      cast<ShapedType>(op.getGrad().getType()).getElementType(),
+      {mType.getFormat(), mType.getExpanded(), /*isSigned=*/true, "m"},
+      {vType.getFormat(), vType.getExpanded(), /*isSigned=*/false, "v"},
+      mType.getScalingValue().groupSize,
+      static_cast<int64_t>(op.getExpandMin()),
+      op.getMaxK().convertToFloat(),
+      op.getMode()};
+
+  KernelShape shape{spec.groupSize, 1, 1};
+  if (gpu) {
+    int64_t e = elementsPerThread > 0
+                    ? elementsPerThread
+                    : std::max<int64_t>(4, spec.groupSize / 32);
+    if (!llvm::isPowerOf2_64(e) || e > spec.groupSize ||
+        spec.groupSize / e > 32)
+      return op.emitError("elements-per-thread=")
+             << e << " does not fit group size " << spec.groupSize
+             << " (need a power of two with group_size/E <= 32)";
+    if (blockSize <= 0 || blockSize % 32 != 0 || blockSize > 1024)
+      return op.emitError("block-size must be a multiple of 32 in "
+                          "[32, 1024], got ")
+             << blockSize;
+    shape = {e, spec.groupSize / e, blockSize};
+  }
+
+  SmallVector<AbiArg> abi = buildAbi(ctx, spec);
+  SmallVector<Type> argTypes;
+  for (const AbiArg &a : abi)
+    argTypes.push_back(a.type);
+  auto fnType = FunctionType::get(ctx, argTypes, {});
+  std::string name = fn.getSymName().str();
+  DictionaryAttr record =
+      buildManifestRecord(ctx, name, spec, abi, gpu, shape);
+  Location loc = fn.getLoc();
+
+  if (gpu) {
+    OpBuilder mb(ctx);
+    if (!gpuModule) {
+      mb.setInsertionPointToEnd(getOperation().getBody());
+      gpuModule = gpu::GPUModuleOp::create(mb, loc, "coat_kernels");
+    }
+    mb.setInsertionPointToEnd(gpuModule.getBody());
+    auto kernel = gpu::GPUFuncOp::create(mb, loc, name, fnType);
+    kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
+                    mb.getUnitAttr());
+    kernel.setKnownBlockSizeAttr(mb.getDenseI32ArrayAttr(
+        {static_cast<int32_t>(shape.blockSize), 1, 1}));
+    kernel->setAttr("coat.kernel", record);
+    ImplicitLocOpBuilder b(loc, ctx);
+    b.setInsertionPointToStart(&kernel.getBody().front());
+    Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+    Value bid = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+    auto cidx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
+    GroupLane lane;
+    lane.onGpu = true;
+    lane.elementsPerLane = shape.elementsPerLane;
+    lane.lanesPerGroup = shape.lanesPerGroup;
+    lane.groupSize = spec.groupSize;
+    lane.laneInGroup = arith::RemUIOp::create(b, tid, cidx(shape.lanesPerGroup));
+    Value groupInBlock =
+        arith::DivUIOp::create(b, tid, cidx(shape.lanesPerGroup));
+    Value groupsPerBlock = cidx(shape.blockSize / shape.lanesPerGroup);
+    lane.group = arith::AddIOp::create(
+        b, arith::MulIOp::create(b, bid, groupsPerBlock), groupInBlock);
+    lane.firstElement = arith::AddIOp::create(
+        b, arith::MulIOp::create(b, lane.group, cidx(spec.groupSize)),
+        arith::MulIOp::create(b, lane.laneInGroup,
+                              cidx(shape.elementsPerLane)));
+    AdamWArgs args = bindArgs(kernel.getArguments(), spec);
+    AdamWLaneEmitter(b, spec, lane, args).emit();
+    gpu::ReturnOp::create(b);
+  } else {
+    OpBuilder mb(ctx);
+    mb.setInsertionPoint(fn);
+    auto cpuFn = func::FuncOp::create(mb, loc, name + ".cpu", fnType);
+    cpuFn->setAttr("coat.kernel", record);
+    Block *entry = cpuFn.addEntryBlock();
+    ImplicitLocOpBuilder b(loc, ctx);
+    b.setInsertionPointToStart(entry);
+    AdamWArgs args = bindArgs(cpuFn.getArguments(), spec);
+    Value nIndex = arith::IndexCastOp::create(b, b.getIndexType(), args.n);
+    Value groups = arith::CeilDivUIOp::create(
+        b, nIndex, arith::ConstantIndexOp::create(b, spec.groupSize));
+    auto loop = scf::ForOp::create(b, arith::ConstantIndexOp::create(b, 0),
+                                   groups,
+                                   arith::ConstantIndexOp::create(b, 1));
+    b.setInsertionPointToStart(loop.getBody());
+    GroupLane lane;
+    lane.elementsPerLane = spec.groupSize;
+    lane.lanesPerGroup = 1;
+    lane.groupSize = spec.groupSize;
+    lane.group = loop.getInductionVar();
+    lane.laneInGroup = arith::ConstantIndexOp::create(b, 0);
+    lane.firstElement = arith::MulIOp::create(
+        b, lane.group, arith::ConstantIndexOp::create(b, spec.groupSize));
+    AdamWLaneEmitter(b, spec, lane, args).emit();
+    b.setInsertionPointToEnd(entry);
+    func::ReturnOp::create(b);
+  }
+  fn.erase();
+  return success();
+}
+
+void CoatLowerOptimizerPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  if (target != "gpu" && target != "cpu") {
+    module.emitError("coat-lower-optimizer: target must be 'gpu' or 'cpu', "
+                     "got '")
+        << target << "'";
+    return signalPassFailure();
+  }
+  bool gpu = target == "gpu";
+  SmallVector<std::pair<func::FuncOp, AdamWStepOp>> specs;
+  module.walk([&](AdamWStepOp op) {
+    auto fn = op->getParentOfType<func::FuncOp>();
+    specs.push_back({fn, op});
+  });
+  gpu::GPUModuleOp gpuModule;
+  for (auto [fn, op] : specs)
+    if (failed(lowerSpec(fn, op, gpu, gpuModule)))
+      return signalPassFailure();
+  if (gpu && gpuModule)
+    module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                    UnitAttr::get(&getContext()));
+  // CPU twins keep the spec's name.
+  if (!gpu) {
+    for (auto fn : llvm::make_early_inc_range(module.getOps<func::FuncOp>())) {
+      StringRef name = fn.getSymName();
+      if (name.ends_with(".cpu"))
+        fn.setSymName(name.drop_back(4));
+    }
+  }
+}
+
+} // namespace

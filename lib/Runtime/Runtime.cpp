@@ -1,0 +1,388 @@
+//===- Runtime.cpp - Load and launch COAT kernels with the CUDA driver API ===//
+//
+// Implements the C ABI of coat_runtime.h. Depends on the CUDA driver API only.
+// Modules are loaded per CUDA context (the one current at launch), so one
+// handle serves several devices.
+//
+//===----------------------------------------------------------------------===//
+
+#include "coat/Runtime/coat_runtime.h"
+#include "coat/Runtime/Manifest.h"
+
+#include <cuda.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <utility>
+
+using namespace coat::rt;
+
+namespace {
+
+/// A module image read at open time (cubin and/or PTX of one module).
+struct Image {
+  std::string cubinPath, ptxPath;
+  std::string cubin, ptx; // file contents; ptx is NUL-terminated on use
+};
+
+struct LoadedModule {
+  CUmodule module = nullptr;
+  bool usedPtx = false;
+};
+
+std::string cuErr(CUresult r, const char *call) {
+  const char *name = nullptr, *desc = nullptr;
+  cuGetErrorName(r, &name);
+  cuGetErrorString(r, &desc);
+  return std::string(call) + " failed: " + (name ? name : "CUDA error") + " (" +
+         std::to_string(int(r)) + ")" + (desc ? std::string(": ") + desc : "");
+}
+
+} // namespace
+
+struct coat_rt_handle {
+  Manifest manifest;
+  std::string path;
+  std::map<std::string, Image> images; // key: cubin path + '|' + ptx path
+  std::mutex mutex;
+  std::map<std::pair<CUcontext, std::string>, LoadedModule> modules;
+  std::map<std::pair<CUcontext, std::string>, CUfunction> functions;
+
+  static std::string imageKey(const KernelSpec &k) { return k.cubin + "|" + k.ptx; }
+  std::string resolve(const std::string &rel) const {
+    if (rel.empty() || rel[0] == '/')
+      return rel;
+    return manifest.directory + "/" + rel;
+  }
+};
+
+namespace {
+
+int setError(char *errbuf, size_t errlen, int status, const std::string &msg) {
+  if (errbuf && errlen > 0) {
+    size_t len = msg.size() < errlen - 1 ? msg.size() : errlen - 1;
+    std::memcpy(errbuf, msg.data(), len);
+    errbuf[len] = '\0';
+  }
+  return status;
+}
+
+int ok(char *errbuf, size_t errlen) {
+  if (errbuf && errlen > 0)
+    errbuf[0] = '\0';
+  return COAT_RT_OK;
+}
+
+/// Makes sure a context is current; retains device 0's primary context if not.
+int ensureContext(CUcontext &ctx, std::string &error) {
+  CUresult r = cuInit(0);
+  if (r != CUDA_SUCCESS) {
+    error = cuErr(r, "cuInit");
+    return COAT_RT_ERR_CUDA;
+  }
+  r = cuCtxGetCurrent(&ctx);
+  if (r != CUDA_SUCCESS) {
+    error = cuErr(r, "cuCtxGetCurrent");
+    return COAT_RT_ERR_CUDA;
+  }
+  if (ctx)
+    return COAT_RT_OK;
+  CUdevice dev;
+  if ((r = cuDeviceGet(&dev, 0)) != CUDA_SUCCESS) {
+    error = cuErr(r, "cuDeviceGet(0)");
+    return COAT_RT_ERR_CUDA;
+  }
+  if ((r = cuDevicePrimaryCtxRetain(&ctx, dev)) != CUDA_SUCCESS) {
+    error = cuErr(r, "cuDevicePrimaryCtxRetain");
+    return COAT_RT_ERR_CUDA;
+  }
+  if ((r = cuCtxSetCurrent(ctx)) != CUDA_SUCCESS) {
+    error = cuErr(r, "cuCtxSetCurrent");
+    return COAT_RT_ERR_CUDA;
+  }
+  return COAT_RT_OK;
+}
+
+/// Loads the image of `k` into `ctx`: the cubin first, the PTX (JIT) if the
+/// cubin is absent or does not load (driver or architecture mismatch).
+int loadModule(coat_rt_handle &h, CUcontext ctx, const KernelSpec &k,
+               LoadedModule *&out, std::string &error) {
+  auto key = std::make_pair(ctx, coat_rt_handle::imageKey(k));
+  auto it = h.modules.find(key);
+  if (it != h.modules.end()) {
+    out = &it->second;
+    return COAT_RT_OK;
+  }
+  Image &img = h.images.at(coat_rt_handle::imageKey(k));
+  LoadedModule lm;
+  std::string cubinError;
+  if (!img.cubin.empty()) {
+    CUresult r = cuModuleLoadData(&lm.module, img.cubin.data());
+    if (r != CUDA_SUCCESS) {
+      cubinError = cuErr(r, ("cuModuleLoadData(" + img.cubinPath + ")").c_str());
+      lm.module = nullptr;
+    }
+  }
+  if (!lm.module && !img.ptx.empty()) {
+    char log[8192] = {0};
+    CUjit_option opts[] = {CU_JIT_ERROR_LOG_BUFFER,
+                           CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void *vals[] = {log, reinterpret_cast<void *>(uintptr_t(sizeof log - 1))};
+    CUresult r = cuModuleLoadDataEx(&lm.module, img.ptx.c_str(), 2, opts, vals);
+    if (r != CUDA_SUCCESS) {
+      error = (cubinError.empty() ? "" : cubinError + "; then ") +
+              cuErr(r, ("cuModuleLoadDataEx(" + img.ptxPath + ")").c_str()) +
+              (log[0] ? std::string("; JIT log: ") + log : "");
+      return COAT_RT_ERR_CUDA;
+    }
+    lm.usedPtx = true;
+  }
+  if (!lm.module) {
+    error = cubinError.empty()
+                ? "kernel '" + k.name + "' has no GPU image (manifest gpu.cubin/gpu.ptx)"
+                : cubinError + " and the manifest names no PTX to fall back to";
+    return COAT_RT_ERR_CUDA;
+  }
+  out = &h.modules.emplace(key, lm).first->second;
+  return COAT_RT_OK;
+}
+
+int getFunction(coat_rt_handle &h, const KernelSpec &k, CUfunction &fn,
+                bool *usedPtx, std::string &error) {
+  CUcontext ctx = nullptr;
+  if (int st = ensureContext(ctx, error))
+    return st;
+  std::lock_guard<std::mutex> lock(h.mutex);
+  auto fkey = std::make_pair(ctx, k.name);
+  LoadedModule *lm = nullptr;
+  auto fit = h.functions.find(fkey);
+  if (fit != h.functions.end()) {
+    fn = fit->second;
+    if (usedPtx && loadModule(h, ctx, k, lm, error) == COAT_RT_OK)
+      *usedPtx = lm->usedPtx;
+    return COAT_RT_OK;
+  }
+  if (int st = loadModule(h, ctx, k, lm, error))
+    return st;
+  CUresult r = cuModuleGetFunction(&fn, lm->module, k.name.c_str());
+  if (r != CUDA_SUCCESS) {
+    error = cuErr(r, ("cuModuleGetFunction('" + k.name + "')").c_str());
+    return COAT_RT_ERR_CUDA;
+  }
+  // More than 48 KiB of dynamic shared memory must be opted into.
+  if (k.sharedBytes > 48 * 1024) {
+    r = cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                           int(k.sharedBytes));
+    if (r != CUDA_SUCCESS) {
+      error = cuErr(r, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+      return COAT_RT_ERR_CUDA;
+    }
+  }
+  h.functions.emplace(fkey, fn);
+  if (usedPtx)
+    *usedPtx = lm->usedPtx;
+  return COAT_RT_OK;
+}
+
+const KernelSpec *findKernel(coat_rt_handle *h, const char *name,
+                             std::string &error) {
+  if (!name) {
+    error = "kernel name is null";
+    return nullptr;
+  }
+  const KernelSpec *k = h->manifest.find(name);
+  if (!k) {
+    error = "no kernel named '" + std::string(name) + "' in " + h->path +
+            " (it has:";
+    for (const auto &kk : h->manifest.kernels)
+      error += " " + kk.name;
+    error += ")";
+  }
+  return k;
+}
+
+int checkAndPack(coat_rt_handle *h, const char *kernel_name, int64_t n,
+                 void *const *buffers, int nbuf, const double *scalars,
+                 int nscalar, const KernelSpec *&k, PackedLaunch &packed,
+                 std::string &error) {
+  if (!h) {
+    error = "null runtime handle";
+    return COAT_RT_ERR_INVALID_VALUE;
+  }
+  k = findKernel(h, kernel_name, error);
+  if (!k)
+    return COAT_RT_ERR_NOT_FOUND;
+  if (nbuf > 0 && !buffers) {
+    error = "kernel '" + k->name + "': buffer array is null";
+    return COAT_RT_ERR_ARGUMENTS;
+  }
+  std::vector<uint64_t> addrs(nbuf > 0 ? size_t(nbuf) : 1, 0);
+  for (int i = 0; i < nbuf; ++i)
+    addrs[size_t(i)] = uint64_t(reinterpret_cast<uintptr_t>(buffers[i]));
+  if (!packLaunch(*k, n, addrs.data(), nbuf, scalars, nscalar, packed, error))
+    return COAT_RT_ERR_ARGUMENTS;
+  return COAT_RT_OK;
+}
+
+} // namespace
+
+extern "C" {
+
+int coat_rt_abi_version(void) { return COAT_RT_ABI_VERSION; }
+
+const char *coat_rt_status_name(int status) {
+  switch (status) {
+  case COAT_RT_OK: return "COAT_RT_OK";
+  case COAT_RT_ERR_INVALID_VALUE: return "COAT_RT_ERR_INVALID_VALUE";
+  case COAT_RT_ERR_IO: return "COAT_RT_ERR_IO";
+  case COAT_RT_ERR_MANIFEST: return "COAT_RT_ERR_MANIFEST";
+  case COAT_RT_ERR_NOT_FOUND: return "COAT_RT_ERR_NOT_FOUND";
+  case COAT_RT_ERR_ARGUMENTS: return "COAT_RT_ERR_ARGUMENTS";
+  case COAT_RT_ERR_CUDA: return "COAT_RT_ERR_CUDA";
+  default: return "COAT_RT_UNKNOWN_STATUS";
+  }
+}
+
+int coat_rt_open(const char *manifest_path, coat_rt_handle **out_handle,
+                 char *errbuf, size_t errlen) {
+  if (!manifest_path || !out_handle)
+    return setError(errbuf, errlen, COAT_RT_ERR_INVALID_VALUE,
+                    "coat_rt_open: null manifest path or handle pointer");
+  *out_handle = nullptr;
+  std::unique_ptr<coat_rt_handle> h(new (std::nothrow) coat_rt_handle());
+  if (!h)
+    return setError(errbuf, errlen, COAT_RT_ERR_INVALID_VALUE, "out of memory");
+  h->path = manifest_path;
+  std::string error, text;
+  if (!readFile(manifest_path, text, error))
+    return setError(errbuf, errlen, COAT_RT_ERR_IO, error);
+  {
+    std::string dir = ".";
+    std::string p = manifest_path;
+    size_t slash = p.find_last_of('/');
+    if (slash != std::string::npos)
+      dir = slash == 0 ? "/" : p.substr(0, slash);
+    if (!parseManifest(text, dir, h->manifest, error))
+      return setError(errbuf, errlen, COAT_RT_ERR_MANIFEST,
+                      std::string(manifest_path) + ": " + error);
+  }
+  for (const auto &k : h->manifest.kernels) {
+    std::string key = coat_rt_handle::imageKey(k);
+    if (h->images.count(key) || (k.cubin.empty() && k.ptx.empty()))
+      continue; // kernels without a GPU image fail only when launched
+    Image img;
+    img.cubinPath = h->resolve(k.cubin);
+    img.ptxPath = h->resolve(k.ptx);
+    std::string cubinErr, ptxErr;
+    bool haveCubin = !k.cubin.empty() && readFile(img.cubinPath, img.cubin, cubinErr);
+    bool havePtx = !k.ptx.empty() && readFile(img.ptxPath, img.ptx, ptxErr);
+    if (!haveCubin && !havePtx)
+      return setError(errbuf, errlen, COAT_RT_ERR_IO,
+                      "kernel '" + k.name + "': " +
+                          (cubinErr.empty() ? "" : cubinErr) +
+                          (!cubinErr.empty() && !ptxErr.empty() ? "; " : "") +
+                          (ptxErr.empty() ? "" : ptxErr));
+    h->images.emplace(key, std::move(img));
+  }
+  *out_handle = h.release();
+  return ok(errbuf, errlen);
+}
+
+int coat_rt_prepare(coat_rt_handle *handle, const char *kernel_name,
+                    int *used_ptx, char *errbuf, size_t errlen) {
+  if (!handle)
+    return setError(errbuf, errlen, COAT_RT_ERR_INVALID_VALUE, "null runtime handle");
+  std::string error;
+  const KernelSpec *k = findKernel(handle, kernel_name, error);
+  if (!k)
+    return setError(errbuf, errlen, COAT_RT_ERR_NOT_FOUND, error);
+  if (!handle->images.count(coat_rt_handle::imageKey(*k)))
+    return setError(errbuf, errlen, COAT_RT_ERR_NOT_FOUND,
+                    "kernel '" + k->name + "' has no GPU image in the manifest");
+  CUfunction fn;
+  bool ptx = false;
+  if (int st = getFunction(*handle, *k, fn, &ptx, error))
+    return setError(errbuf, errlen, st, "kernel '" + k->name + "': " + error);
+  if (used_ptx)
+    *used_ptx = ptx ? 1 : 0;
+  return ok(errbuf, errlen);
+}
+
+int coat_rt_check_launch(coat_rt_handle *handle, const char *kernel_name,
+                         int64_t n, void *const *buffers, int nbuf,
+                         const double *scalars, int nscalar, char *errbuf,
+                         size_t errlen) {
+  const KernelSpec *k = nullptr;
+  PackedLaunch packed;
+  std::string error;
+  if (int st = checkAndPack(handle, kernel_name, n, buffers, nbuf, scalars,
+                            nscalar, k, packed, error))
+    return setError(errbuf, errlen, st, error);
+  return ok(errbuf, errlen);
+}
+
+int coat_rt_launch(coat_rt_handle *handle, const char *kernel_name, int64_t n,
+                   void *const *buffers, int nbuf, const double *scalars,
+                   int nscalar, void *stream, char *errbuf, size_t errlen) {
+  const KernelSpec *k = nullptr;
+  PackedLaunch packed;
+  std::string error;
+  if (int st = checkAndPack(handle, kernel_name, n, buffers, nbuf, scalars,
+                            nscalar, k, packed, error))
+    return setError(errbuf, errlen, st, error);
+  if (packed.grid[0] == 0)
+    return ok(errbuf, errlen); // n == 0: nothing to do
+  if (!handle->images.count(coat_rt_handle::imageKey(*k)))
+    return setError(errbuf, errlen, COAT_RT_ERR_NOT_FOUND,
+                    "kernel '" + k->name + "' has no GPU image in the manifest");
+  CUfunction fn;
+  if (int st = getFunction(*handle, *k, fn, nullptr, error))
+    return setError(errbuf, errlen, st, "kernel '" + k->name + "': " + error);
+  CUresult r = cuLaunchKernel(fn, packed.grid[0], packed.grid[1], packed.grid[2],
+                              packed.block[0], packed.block[1], packed.block[2],
+                              packed.sharedBytes, static_cast<CUstream>(stream),
+                              packed.params.data(), nullptr);
+  if (r != CUDA_SUCCESS)
+    return setError(errbuf, errlen, COAT_RT_ERR_CUDA,
+                    "kernel '" + k->name + "' (grid " + std::to_string(packed.grid[0]) +
+                        ", block " + std::to_string(packed.block[0]) + "x" +
+                        std::to_string(packed.block[1]) + "x" +
+                        std::to_string(packed.block[2]) + "): " +
+                        cuErr(r, "cuLaunchKernel"));
+  return ok(errbuf, errlen);
+}
+
+int coat_rt_num_kernels(const coat_rt_handle *handle) {
+  return handle ? int(handle->manifest.kernels.size()) : 0;
+}
+
+const char *coat_rt_kernel_name(const coat_rt_handle *handle, int index) {
+  if (!handle || index < 0 || size_t(index) >= handle->manifest.kernels.size())
+    return nullptr;
+  return handle->manifest.kernels[size_t(index)].name.c_str();
+}
+
+void coat_rt_close(coat_rt_handle *handle) {
+  if (!handle)
+    return;
+  // Unload each module in the context it was loaded into, if that context is
+  // still alive; a destroyed context already freed its modules.
+  CUcontext prev = nullptr;
+  cuCtxGetCurrent(&prev);
+  for (auto &kv : handle->modules) {
+    unsigned version = 0;
+    if (cuCtxGetApiVersion(kv.first.first, &version) != CUDA_SUCCESS)
+      continue;
+    if (cuCtxSetCurrent(kv.first.first) == CUDA_SUCCESS)
+      cuModuleUnload(kv.second.module);
+  }
+  if (!handle->modules.empty())
+    cuCtxSetCurrent(prev);
+  delete handle;
+}
+
+} // extern "C"

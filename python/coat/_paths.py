@@ -1,0 +1,78 @@
+"""Where the package finds coat-opt, the runtime library and a linker."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import List, Optional
+
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO_DIR = os.path.dirname(os.path.dirname(PACKAGE_DIR))  # python/coat -> repo
+
+
+def build_dirs() -> List[str]:
+    dirs = []
+    if os.environ.get("COAT_BUILD_DIR"):
+        dirs.append(os.environ["COAT_BUILD_DIR"])
+    dirs.append(os.path.join(REPO_DIR, "build"))
+    return dirs
+
+
+def find_coat_opt() -> Optional[str]:
+    """$COAT_OPT, then <build>/bin/coat-opt, then coat-opt on PATH."""
+    env = os.environ.get("COAT_OPT")
+    if env:
+        return env
+    for b in build_dirs():
+        p = os.path.join(b, "bin", "coat-opt")
+        if os.access(p, os.X_OK):
+            return p
+    return shutil.which("coat-opt")
+
+
+def runtime_lib_candidates() -> List[str]:
+    """$COAT_RUNTIME_LIB, else the main build's lib/ and the standalone
+    build-rt/ (cmake -S lib/Runtime -B build-rt)."""
+    env = os.environ.get("COAT_RUNTIME_LIB")
+    if env:
+        return [env]
+    out = [os.path.join(b, "lib", "libcoat_runtime.so") for b in build_dirs()]
+    out += [os.path.join(REPO_DIR, "build-rt", "libcoat_runtime.so"),
+            os.path.join(REPO_DIR, "build-rt", "lib", "libcoat_runtime.so")]
+    return out
+
+
+def find_linker() -> Optional[str]:
+    """A C compiler driver that can link a shared library: $COAT_CC, LLVM 22's
+    clang, then clang/cc/gcc on PATH (the GPU host has no LLVM)."""
+    env = os.environ.get("COAT_CC")
+    if env:
+        return env
+    for c in ("/usr/lib/llvm-22/bin/clang",):
+        if os.access(c, os.X_OK):
+            return c
+    for c in ("clang", "cc", "gcc"):
+        p = shutil.which(c)
+        if p:
+            return p
+    return None
+
+
+def default_kernel_dirs() -> List[str]:
+    """Folders searched for compiled optimizer kernels when FP8AdamW gets
+    kernels=None: $COAT_KERNELS (os.pathsep-separated), then every folder
+    under <build>/demo holding a manifest.json (scripts/demo.sh's output)."""
+    out: List[str] = []
+    env = os.environ.get("COAT_KERNELS")
+    if env:
+        out += [d for d in env.split(os.pathsep) if d]
+    for b in build_dirs():
+        demo = os.path.join(b, "demo")
+        if os.path.isfile(os.path.join(demo, "manifest.json")):
+            out.append(demo)
+        if os.path.isdir(demo):
+            for name in sorted(os.listdir(demo)):
+                d = os.path.join(demo, name)
+                if os.path.isfile(os.path.join(d, "manifest.json")):
+                    out.append(d)
+    return out

@@ -1,0 +1,133 @@
+"""coat.compile: run coat-opt in a subprocess and link the CPU twins.
+
+coat-opt runs out of process so that an LLVM fatal error (abort, crash) in the
+compiler cannot take the Python process down; it becomes a CompileError.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from typing import Optional, Sequence
+
+from . import _paths, _pipelines
+from .manifest import load_manifest
+
+
+class CompileError(RuntimeError):
+    """coat-opt (or the CPU link step) failed; ``diagnostics`` holds its
+    output, ``command`` the argv that ran."""
+
+    def __init__(self, message: str, diagnostics: str = "", command: Sequence[str] = (),
+                 returncode: Optional[int] = None):
+        full = message
+        if diagnostics.strip():
+            full += "\n" + diagnostics.rstrip()
+        super().__init__(full)
+        self.diagnostics = diagnostics
+        self.command = list(command)
+        self.returncode = returncode
+
+
+def _looks_like_path(s: str) -> bool:
+    return "\n" not in s and len(s) < 4096 and (s.endswith(".mlir") or os.path.exists(s))
+
+
+def _describe_exit(rc: int) -> str:
+    if rc < 0:
+        try:
+            return f"killed by signal {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"killed by signal {-rc}"
+    return f"exit status {rc}"
+
+
+def shared_library_for(object_path: str) -> str:
+    """foo.cpu.o -> foo.cpu.so (a .so is used as is)."""
+    if object_path.endswith(".so"):
+        return object_path
+    stem, _ = os.path.splitext(object_path)
+    return stem + ".so"
+
+
+def link_cpu_object(object_path: str, output: Optional[str] = None,
+                    linker: Optional[str] = None, timeout: float = 300) -> str:
+    """Links a CPU object from the manifest into a shared library (skipped
+    when an up-to-date one exists). Returns the library's path."""
+    out = output or shared_library_for(object_path)
+    if out == object_path:
+        return out
+    if not os.path.isfile(object_path):
+        raise CompileError(f"CPU object {object_path} does not exist")
+    if os.path.isfile(out) and os.path.getmtime(out) >= os.path.getmtime(object_path):
+        return out
+    cc = linker or _paths.find_linker()
+    if not cc:
+        raise CompileError("no C compiler to link the CPU object with; set COAT_CC")
+    cmd = [cc, *_pipelines.CPU_LINK_ARGS[:1], "-o", out + ".tmp", object_path,
+           *_pipelines.CPU_LINK_ARGS[1:]]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise CompileError(f"linking {object_path} failed: {e}", command=cmd) from None
+    if r.returncode != 0:
+        raise CompileError(f"linking {object_path} failed ({_describe_exit(r.returncode)})",
+                           r.stdout + r.stderr, cmd, r.returncode)
+    os.replace(out + ".tmp", out)  # atomic: a concurrent loader never sees half a file
+    return out
+
+
+def compile(source: str, out_dir: str, *, chip: Optional[str] = None,
+            features: Optional[str] = None, mode: Optional[str] = None,
+            coat_opt: Optional[str] = None, extra_args: Sequence[str] = (),
+            timeout: Optional[float] = 600, link_cpu: bool = True) -> str:
+    """Compiles an MLIR module (a path to a .mlir file, or its text) into
+    ``out_dir`` with coat-opt, which writes the GPU binaries, the CPU object
+    and manifest.json there. CPU objects are then linked into shared
+    libraries. Returns ``out_dir``; pass it to :func:`coat.load`.
+
+    Raises CompileError with coat-opt's diagnostics on failure.
+    """
+    os.makedirs(out_dir, exist_ok=True)
+    out_dir = os.path.abspath(out_dir)
+    if _looks_like_path(source):
+        if not os.path.isfile(source):
+            raise CompileError(f"input file {source} does not exist")
+        input_path = os.path.abspath(source)
+    else:
+        input_path = os.path.join(out_dir, "input.mlir")
+        with open(input_path, "w", encoding="utf-8") as f:
+            f.write(source)
+    tool = coat_opt or _paths.find_coat_opt()
+    if not tool:
+        raise CompileError("coat-opt not found: build it (scripts/build.sh) or set COAT_OPT")
+    cmd = _pipelines.coat_opt_command(tool, input_path, out_dir, extra_args,
+                                      chip=chip, features=features, mode=mode)
+    manifest_path = os.path.join(out_dir, "manifest.json")
+    before = os.path.getmtime(manifest_path) if os.path.exists(manifest_path) else None
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                           stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise CompileError(f"cannot execute coat-opt at {tool}", command=cmd) from None
+    except subprocess.TimeoutExpired as e:
+        diag = (e.stderr or b"")
+        diag = diag.decode(errors="replace") if isinstance(diag, bytes) else diag
+        raise CompileError(f"coat-opt timed out after {timeout} s", diag, cmd) from None
+    except OSError as e:
+        raise CompileError(f"cannot execute coat-opt at {tool}: {e}", command=cmd) from None
+    if r.returncode != 0:
+        note = "" if _pipelines.PIPELINE_CONFIRMED else (
+            " [note: the pipeline in coat/_pipelines.py is a placeholder to be confirmed]")
+        raise CompileError(f"coat-opt failed ({_describe_exit(r.returncode)}){note}",
+                           r.stderr + r.stdout, cmd, r.returncode)
+    if not os.path.isfile(manifest_path) or (
+            before is not None and os.path.getmtime(manifest_path) < before):
+        raise CompileError(f"coat-opt succeeded but wrote no manifest.json to {out_dir}",
+                           r.stderr, cmd, 0)
+    if link_cpu:
+        m = load_manifest(manifest_path)
+        for obj in sorted({k.cpu_object for k in m.kernels if k.cpu_object}):
+            link_cpu_object(obj)
+    return out_dir

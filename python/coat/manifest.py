@@ -1,0 +1,221 @@
+"""manifest.json (docs/manifest.md) as Python objects, validated the same way
+the C++ runtime validates it (lib/Runtime/Manifest.cpp)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from . import _dtypes
+
+
+class ManifestError(ValueError):
+    """A manifest that is malformed or that this version cannot read."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ArgSpec:
+    name: str
+    kind: str  # "memref" | "scalar"
+    dtype: str
+    extent: Any = None  # "n" | "groups" | int, memrefs only
+
+    @property
+    def is_memref(self) -> bool:
+        return self.kind == "memref"
+
+    def extent_for(self, n: int, group_size: int) -> int:
+        if self.extent == "n":
+            return n
+        if self.extent == "groups":
+            return -(-n // group_size)
+        return int(self.extent)
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelSpec:
+    name: str
+    op: str
+    module: str
+    cubin: Optional[str]  # absolute paths (resolved against the manifest dir)
+    ptx: Optional[str]
+    cpu_object: Optional[str]
+    cpu_symbol: Optional[str]
+    config: Mapping[str, Any]
+    block: Tuple[int, int, int]
+    elements_per_block: int
+    shared_bytes: int
+    args: Tuple[ArgSpec, ...]
+
+    @property
+    def group_size(self) -> int:
+        return int(self.config.get("group_size", 0) or 0)
+
+    @property
+    def memrefs(self) -> Tuple[ArgSpec, ...]:
+        return tuple(a for a in self.args if a.is_memref)
+
+    @property
+    def scalars(self) -> Tuple[ArgSpec, ...]:
+        return tuple(a for a in self.args if not a.is_memref)
+
+    def grid(self, n: int) -> int:
+        return -(-n // self.elements_per_block)
+
+
+@dataclasses.dataclass(frozen=True)
+class Manifest:
+    path: str
+    directory: str
+    version: int
+    target: Mapping[str, Any]
+    kernels: Tuple[KernelSpec, ...]
+    fp8: Mapping[str, _dtypes.Fp8Format]
+    raw: Mapping[str, Any]
+
+    def kernel(self, name: str) -> KernelSpec:
+        for k in self.kernels:
+            if k.name == name:
+                return k
+        raise KeyError(f"no kernel named {name!r} in {self.path} "
+                       f"(it has: {', '.join(k.name for k in self.kernels)})")
+
+
+def _fail(where: str, what: str):
+    raise ManifestError(f"manifest: {where}: {what}")
+
+
+def _get(obj: Mapping, where: str, key: str, typ, required: bool = True):
+    if key not in obj:
+        if required:
+            _fail(where, f"missing required field {key!r}")
+        return None
+    v = obj[key]
+    ok = isinstance(v, typ) and not (typ in (int, (int, float)) and isinstance(v, bool))
+    if not ok:
+        _fail(f"{where}.{key}", f"expected {getattr(typ, '__name__', typ)}, got {type(v).__name__}")
+    return v
+
+
+def _int(v, where: str, minimum: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (
+            isinstance(v, float) and (not math.isfinite(v) or v != math.floor(v))) or v < minimum:
+        _fail(where, f"expected an integer >= {minimum}")
+    return int(v)
+
+
+def _resolve(directory: str, rel: Optional[str]) -> Optional[str]:
+    if not rel:
+        return None
+    return rel if os.path.isabs(rel) else os.path.join(directory, rel)
+
+
+def _parse_kernel(k: Any, where: str, directory: str) -> KernelSpec:
+    if not isinstance(k, dict):
+        _fail(where, "expected an object")
+    name = _get(k, where, "name", str)
+    if not name:
+        _fail(f"{where}.name", "empty kernel name")
+    gpu = _get(k, where, "gpu", dict, required=False) or {}
+    cpu = _get(k, where, "cpu", dict, required=False) or {}
+    config = _get(k, where, "config", dict, required=False) or {}
+    if "group_size" in config:
+        _int(config["group_size"], f"{where}.config.group_size", 1)
+    launch = _get(k, where, "launch", dict)
+    lw = f"{where}.launch"
+    block = _get(launch, lw, "block", list)
+    if not 1 <= len(block) <= 3:
+        _fail(f"{lw}.block", "expected 1 to 3 integers")
+    b = [_int(x, f"{lw}.block[{i}]", 1) for i, x in enumerate(block)] + [1] * (3 - len(block))
+    if max(b) > 1024 or b[0] * b[1] * b[2] > 1024:
+        _fail(f"{lw}.block", "more than 1024 threads per block")
+    epb = _int(_get(launch, lw, "elements_per_block", (int, float)), f"{lw}.elements_per_block", 1)
+    shared = _int(launch.get("shared_bytes", 0), f"{lw}.shared_bytes", 0)
+    args: List[ArgSpec] = []
+    needs_groups = False
+    for i, a in enumerate(_get(k, where, "args", list)):
+        aw = f"{where}.args[{i}]"
+        if not isinstance(a, dict):
+            _fail(aw, "expected an object")
+        aname = _get(a, aw, "name", str)
+        kind = _get(a, aw, "kind", str)
+        dtype = _get(a, aw, "dtype", str)
+        aw += f" ({aname!r})"
+        if any(p.name == aname for p in args):
+            _fail(aw, "duplicate argument name")
+        if kind == "memref":
+            if dtype not in _dtypes.MEMREF_DTYPES:
+                _fail(aw, f"unknown memref dtype {dtype!r}")
+            if "extent" not in a:
+                _fail(aw, "missing required field 'extent'")
+            ext = a["extent"]
+            if ext in ("n", "groups"):
+                needs_groups |= ext == "groups"
+            elif isinstance(ext, (int, float)) and not isinstance(ext, bool):
+                ext = _int(ext, f"{aw}.extent", 0)
+            else:
+                _fail(f"{aw}.extent", 'expected "n", "groups" or an integer')
+            args.append(ArgSpec(aname, kind, dtype, ext))
+        elif kind == "scalar":
+            if dtype not in _dtypes.SCALAR_DTYPES:
+                _fail(aw, f"unsupported scalar dtype {dtype!r} (expected i64, i32 or f32)")
+            args.append(ArgSpec(aname, kind, dtype))
+        else:
+            _fail(f"{aw}.kind", f'expected "memref" or "scalar", got {kind!r}')
+    if needs_groups and not config.get("group_size"):
+        _fail(where, 'an argument has extent "groups" but config.group_size is missing')
+    return KernelSpec(
+        name=name, op=k.get("op", ""), module=k.get("module", ""),
+        cubin=_resolve(directory, gpu.get("cubin")), ptx=_resolve(directory, gpu.get("ptx")),
+        cpu_object=_resolve(directory, cpu.get("object")), cpu_symbol=cpu.get("symbol"),
+        config=config, block=tuple(b), elements_per_block=epb, shared_bytes=shared,
+        args=tuple(args))
+
+
+def parse_manifest(doc: Any, path: str = "<memory>", directory: str = ".") -> Manifest:
+    """Validates a decoded manifest document."""
+    if not isinstance(doc, dict):
+        _fail("top level", "expected an object")
+    fmt = _get(doc, "top level", "format", str)
+    if fmt != "coat-manifest":
+        _fail("format", f'expected "coat-manifest", got {fmt!r}')
+    version = _int(_get(doc, "top level", "version", (int, float)), "version", 1)
+    if version != 1:
+        _fail("version", f"unsupported manifest version {version} (this package reads 1)")
+    target = _get(doc, "top level", "target", dict, required=False) or {}
+    kernels: List[KernelSpec] = []
+    for i, k in enumerate(_get(doc, "top level", "kernels", list)):
+        ks = _parse_kernel(k, f"kernels[{i}]", directory)
+        if any(p.name == ks.name for p in kernels):
+            _fail(f"kernels[{i}]", f"duplicate kernel name {ks.name!r}")
+        kernels.append(ks)
+    try:
+        fp8 = _dtypes.fp8_formats_from_manifest(doc)
+    except (KeyError, TypeError, ValueError) as e:
+        raise ManifestError(f"manifest: formats: {e}") from None
+    return Manifest(path=path, directory=directory, version=version, target=target,
+                    kernels=tuple(kernels), fp8=fp8, raw=doc)
+
+
+def load_manifest(path: str) -> Manifest:
+    """Reads ``path`` (a manifest.json, or a folder holding one)."""
+    if os.path.isdir(path):
+        path = os.path.join(path, "manifest.json")
+    try:
+        with open(path, "r", encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise ManifestError(f"cannot read manifest {path}: {e.strerror}") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ManifestError(f"{path}: JSON parse error at line {e.lineno}, column {e.colno}: "
+                            f"{e.msg}") from None
+    try:
+        return parse_manifest(doc, path=os.path.abspath(path),
+                              directory=os.path.dirname(os.path.abspath(path)))
+    except ManifestError as e:
+        raise ManifestError(f"{path}: {e}") from None

@@ -1,0 +1,462 @@
+"""FP8AdamW: a drop-in for torch.optim.AdamW with COAT's FP8 optimizer states
+(docs/optimizer-numerics.md), stepping every tensor of a bucket with ONE
+launch of a compiled ``adamw_step`` kernel (docs/manifest.md).
+
+Layout. Parameters are grouped into buckets by (param group, dtype). Each
+bucket owns one flat buffer per field -- param, grad, m/v codes, m/v scale and,
+for expanded moments, k and c -- with every tensor padded to a multiple of
+``group_size`` (padding is zero and stays zero; no group straddles tensors).
+At construction every parameter's ``.data`` is re-pointed into the flat param
+buffer and ``.grad`` set to a view of the flat grad buffer, so backward
+accumulates in place and ``step()`` copies nothing.
+
+Differences from torch.optim.AdamW, all deliberate:
+- ``zero_grad()`` zeroes the flat grad buffers; ``set_to_none`` is ignored
+  (a None grad would detach the view). If something else set a ``.grad`` to a
+  new tensor (``model.zero_grad(set_to_none=True)`` then backward), ``step()``
+  copies it in and re-attaches the view; a parameter whose ``.grad`` is None
+  at ``step()`` is stepped with a zero gradient (torch skips it): every
+  tensor of a bucket advances together, and the step count is per group.
+- Moving the parameters afterwards (``model.to(...)``, ``.half()``) breaks the
+  aliasing; build the optimizer after the model is placed.
+- Only float32/bfloat16, dense, contiguous parameters on one device.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+
+import torch
+
+from . import _dtypes, _paths
+from .manifest import ManifestError
+from .runtime import Kernel, Module, load
+
+__all__ = ["FP8AdamW", "QuantConfig"]
+
+_MOMENTS = ("m", "v")
+# torch-convention state keys (COAT §2.2) per moment and field
+_STATE_KEYS = {
+    ("m", "codes"): "exp_avg", ("m", "scale"): "scale_exp_avg",
+    ("m", "k"): "expand_exp_avg", ("m", "c"): "sqrt_minmax_exp_avg",
+    ("v", "codes"): "exp_avg_sq", ("v", "scale"): "scale_exp_avg_sq",
+    ("v", "k"): "expand_exp_avg_sq", ("v", "c"): "sqrt_minmax_exp_avg_sq",
+}
+# initial values of the per-group metadata (docs/optimizer-numerics.md §1)
+_INIT = {"scale": 0.0, "k": 1.0, "c": 1.0}
+
+
+@dataclasses.dataclass(frozen=True)
+class QuantConfig:
+    """The optimizer-wide quantization settings, i.e. the kernel's config."""
+
+    m_format: str = "e4m3"
+    v_format: str = "e4m3"
+    m_expand: bool = True
+    v_expand: bool = True
+    group_size: int = 128
+    expand_min: int = 16
+    mode: str = "fixed"
+
+    def fmt(self, moment: str) -> str:
+        return self.m_format if moment == "m" else self.v_format
+
+    def expand(self, moment: str) -> bool:
+        return self.m_expand if moment == "m" else self.v_expand
+
+    def fields(self, moment: str) -> Tuple[str, ...]:
+        return ("codes", "scale", "k", "c") if self.expand(moment) else ("codes", "scale")
+
+    def kernel_config(self, dtype: str) -> Dict[str, Any]:
+        """What a manifest kernel's config must contain to serve this."""
+        cfg: Dict[str, Any] = {
+            "param": dtype, "grad": dtype,
+            "m": {"format": self.m_format, "expand": self.m_expand},
+            "v": {"format": self.v_format, "expand": self.v_expand},
+            "group_size": self.group_size, "mode": self.mode,
+        }
+        if self.m_expand or self.v_expand:
+            cfg["expand_min"] = self.expand_min
+        return cfg
+
+
+@dataclasses.dataclass
+class _Bucket:
+    group: int
+    dtype: str  # manifest dtype of params and grads
+    device: torch.device
+    params: List[torch.nn.Parameter]
+    indices: List[int]  # global parameter indices (state_dict numbering)
+    offsets: List[int]  # element offset of each tensor in the flat buffers
+    numel: int  # padded total = n of the launch
+    param: torch.Tensor
+    grad: torch.Tensor
+    state: Dict[Tuple[str, str], torch.Tensor]  # (moment, field) -> flat buffer
+
+    def grad_view(self, i: int) -> torch.Tensor:
+        p = self.params[i]
+        return self.grad[self.offsets[i]:self.offsets[i] + p.numel()].view_as(p)
+
+
+def _param_name(index: int, p: torch.Tensor) -> str:
+    return f"parameter {index} (shape {tuple(p.shape)})"
+
+
+def _round_up(x: int, g: int) -> int:
+    return -(-x // g) * g
+
+
+KernelSource = Union[None, str, os.PathLike, Module, Sequence[Union[str, os.PathLike, Module]]]
+
+
+class FP8AdamW(torch.optim.Optimizer):
+    """AdamW with FP8 moments, per-group scales and optional Dynamic Range
+    Expansion (COAT). ``expand`` is a bool or an (m, v) pair. ``kernels`` is a
+    compiled module (coat.Module or its folder) or a list of them holding the
+    ``adamw_step`` kernel for this configuration; None searches $COAT_KERNELS
+    and <build>/demo. The kernel is needed only by ``step()``."""
+
+    def __init__(self, params, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 1e-2, *, m_format: str = "e4m3",
+                 v_format: str = "e4m3", expand: Union[bool, Tuple[bool, bool]] = True,
+                 group_size: int = 128, expand_min: int = 16, mode: str = "fixed",
+                 kernels: KernelSource = None):
+        if not 0.0 <= float(lr):
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        for i, b in enumerate(betas):
+            if not 0.0 <= b < 1.0:
+                raise ValueError(f"Invalid beta parameter at index {i}: {b}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if isinstance(expand, (tuple, list)):
+            m_expand, v_expand = (bool(x) for x in expand)
+        else:
+            m_expand = v_expand = bool(expand)
+        if int(group_size) < 1 or int(expand_min) < 1:
+            raise ValueError("group_size and expand_min must be positive")
+        if mode not in ("fixed", "reference"):
+            raise ValueError(f"mode must be 'fixed' or 'reference', got {mode!r}")
+        self.qconfig = QuantConfig(_dtypes.normalize_fp8_name(m_format),
+                                   _dtypes.normalize_fp8_name(v_format), m_expand, v_expand,
+                                   int(group_size), int(expand_min), mode)
+        self._kernel_source = kernels
+        self._modules: Optional[List[Module]] = None
+        self._kernels: Dict[Tuple[str, str], Kernel] = {}
+        self._buckets: List[_Bucket] = []
+        self._steps: List[int] = []
+        self._step_tensors: List[torch.Tensor] = []
+        self._device: Optional[torch.device] = None
+        self._nparams = 0
+        self._ready = False
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+        super().__init__(params, defaults)
+        self._ready = True
+        for gi in range(len(self.param_groups)):
+            self._build_group(gi)
+
+    # ---- construction ------------------------------------------------------
+
+    def add_param_group(self, param_group: Dict[str, Any]) -> None:
+        super().add_param_group(param_group)
+        if self._ready:
+            self._build_group(len(self.param_groups) - 1)
+
+    def _check_param(self, index: int, p: torch.Tensor) -> str:
+        name = _param_name(index, p)
+        if not isinstance(p, torch.Tensor):
+            raise TypeError(f"{name}: expected a torch.Tensor, got {type(p).__name__}")
+        if p.is_sparse or p.layout != torch.strided:
+            raise ValueError(f"{name}: sparse parameters are not supported")
+        dtype = _dtypes.manifest_dtype_of_torch(p.dtype)
+        if dtype is None:
+            raise ValueError(f"{name}: dtype {p.dtype} is not supported "
+                             "(FP8AdamW takes float32 or bfloat16 parameters)")
+        if not p.is_contiguous():
+            raise ValueError(f"{name}: parameter is not contiguous")
+        if self._device is None:
+            self._device = p.device
+        elif p.device != self._device:
+            raise ValueError(f"{name}: on {p.device}, but earlier parameters are on "
+                             f"{self._device}; FP8AdamW needs all parameters on one device")
+        if p.grad is not None and (p.grad.is_sparse or p.grad.layout != torch.strided):
+            raise ValueError(f"{name}: sparse gradients are not supported")
+        return dtype
+
+    @torch.no_grad()
+    def _build_group(self, gi: int) -> None:
+        group = self.param_groups[gi]
+        G = self.qconfig.group_size
+        by_dtype: Dict[str, List[Tuple[int, torch.Tensor]]] = {}
+        for p in group["params"]:
+            index = self._nparams
+            self._nparams += 1
+            by_dtype.setdefault(self._check_param(index, p), []).append((index, p))
+        self._steps.append(0)
+        self._step_tensors.append(torch.zeros((), dtype=torch.float32))
+        for dtype, members in by_dtype.items():
+            offsets, total = [], 0
+            for _, p in members:
+                offsets.append(total)
+                total += _round_up(p.numel(), G)
+            dev, tdt = members[0][1].device, members[0][1].dtype
+            flat_p = torch.zeros(total, dtype=tdt, device=dev)
+            flat_g = torch.zeros(total, dtype=tdt, device=dev)
+            state: Dict[Tuple[str, str], torch.Tensor] = {}
+            for mom in _MOMENTS:
+                for field in self.qconfig.fields(mom):
+                    if field == "codes":
+                        code_dt = _dtypes.torch_code_dtype(self.qconfig.fmt(mom))
+                        t = torch.zeros(total, dtype=torch.uint8, device=dev)
+                        state[(mom, field)] = t if code_dt == torch.uint8 else t.view(code_dt)
+                    else:
+                        state[(mom, field)] = torch.full((total // G,), _INIT[field],
+                                                         dtype=torch.float32, device=dev)
+            b = _Bucket(gi, dtype, dev, [p for _, p in members], [i for i, _ in members],
+                        offsets, total, flat_p, flat_g, state)
+            for i, (_, p) in enumerate(members):
+                o, k = offsets[i], p.numel()
+                flat_p[o:o + k].copy_(p.detach().reshape(-1))
+                if p.grad is not None:
+                    flat_g[o:o + k].copy_(p.grad.reshape(-1))
+                p.data = flat_p[o:o + k].view_as(p)
+                p.grad = b.grad_view(i)
+                self.state[p] = self._param_state(b, i)
+            self._buckets.append(b)
+
+    def _param_state(self, b: _Bucket, i: int) -> Dict[str, torch.Tensor]:
+        """Per-parameter state in the torch/COAT convention: views into the
+        bucket's flat buffers (codes shaped like the parameter, metadata one
+        entry per group of this tensor) plus the group's step tensor."""
+        p, o = b.params[i], b.offsets[i]
+        G = self.qconfig.group_size
+        g0, ng = o // G, -(-p.numel() // G)
+        st: Dict[str, torch.Tensor] = {"step": self._step_tensors[b.group]}
+        for (mom, field), buf in b.state.items():
+            key = _STATE_KEYS[(mom, field)]
+            st[key] = buf[o:o + p.numel()].view_as(p) if field == "codes" else buf[g0:g0 + ng]
+        return st
+
+    # ---- kernels -----------------------------------------------------------
+
+    def _load_modules(self) -> List[Module]:
+        if self._modules is None:
+            src = self._kernel_source
+            items: List[Any]
+            if src is None:
+                items = _paths.default_kernel_dirs()
+            elif isinstance(src, (str, os.PathLike, Module)):
+                items = [src]
+            else:
+                items = list(src)
+            mods = []
+            for it in items:
+                if isinstance(it, Module):
+                    mods.append(it)
+                    continue
+                try:
+                    mods.append(load(os.fspath(it)))
+                except ManifestError:
+                    if src is not None:
+                        raise
+            self._modules = mods
+        return self._modules
+
+    def kernel_for(self, dtype: str, device_kind: str) -> Kernel:
+        """The adamw_step kernel serving this configuration for params of
+        manifest dtype ``dtype`` on ``device_kind`` ("cuda" or "cpu")."""
+        key = (dtype, device_kind)
+        if key not in self._kernels:
+            want = self.qconfig.kernel_config(dtype)
+            found = None
+            for mod in self._load_modules():
+                for k in mod.find(op="adamw_step", **want):
+                    usable = (k.spec.cubin or k.spec.ptx) if device_kind == "cuda" else (
+                        k.spec.cpu_object and k.spec.cpu_symbol)
+                    if usable:
+                        found = k
+                        break
+                if found:
+                    break
+            if found is None:
+                where = ", ".join(m.manifest.path for m in self._load_modules()) or "nothing"
+                raise RuntimeError(
+                    f"FP8AdamW: no compiled adamw_step kernel with config {want} for "
+                    f"{device_kind} (searched: {where}). Compile one (scripts/demo.sh) and pass "
+                    "kernels=<its output folder> or set COAT_KERNELS.")
+            self._kernels[key] = found
+        return self._kernels[key]
+
+    # ---- gradients ---------------------------------------------------------
+
+    @torch.no_grad()
+    def _attach_grads(self, b: _Bucket) -> None:
+        """Makes every p.grad the view of the flat grad buffer again, copying
+        in grads that were replaced and zeroing the ones that are None."""
+        for i, p in enumerate(b.params):
+            g = p.grad
+            o, k = b.offsets[i], p.numel()
+            if (g is not None and g.data_ptr() == b.grad.data_ptr() + o * b.grad.element_size()
+                    and g.shape == p.shape and g.dtype == p.dtype and g.is_contiguous()):
+                continue
+            if g is None:
+                b.grad[o:o + k].zero_()
+            else:
+                if g.is_sparse or g.layout != torch.strided:
+                    raise ValueError(f"{_param_name(b.indices[i], p)}: sparse gradients are "
+                                     "not supported")
+                if g.shape != p.shape:
+                    raise ValueError(f"{_param_name(b.indices[i], p)}: gradient shape "
+                                     f"{tuple(g.shape)} differs from the parameter's")
+                b.grad[o:o + k].copy_(g.reshape(-1))
+            p.grad = b.grad_view(i)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Zeroes the flat gradient buffers. ``set_to_none`` is accepted for
+        compatibility and ignored: the grads stay views of the flat buffer."""
+        with torch.no_grad():
+            for b in self._buckets:
+                b.grad.zero_()
+                for i, p in enumerate(b.params):
+                    if p.grad is None or p.grad.data_ptr() != (
+                            b.grad.data_ptr() + b.offsets[i] * b.grad.element_size()):
+                        p.grad = b.grad_view(i)
+
+    # ---- step ----------------------------------------------------------------
+
+    def launch_arguments(self, b: _Bucket, step: int) -> Dict[str, Any]:
+        """The named kernel arguments of one bucket's launch."""
+        group = self.param_groups[b.group]
+        beta1, beta2 = group["betas"]
+
+        def num(x):
+            return float(x.item()) if isinstance(x, torch.Tensor) else float(x)
+
+        args: Dict[str, Any] = {"param": b.param, "grad": b.grad, "step": float(step),
+                                "lr": num(group["lr"]), "beta1": num(beta1),
+                                "beta2": num(beta2), "eps": num(group["eps"]),
+                                "weight_decay": num(group["weight_decay"])}
+        for (mom, field), buf in b.state.items():
+            args[f"{mom}_{field}"] = buf
+        return args
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        # Resolve every kernel before touching any state, so a missing kernel
+        # leaves the optimizer unchanged.
+        plan = [(b, self.kernel_for(b.dtype, "cuda" if b.device.type == "cuda" else "cpu"))
+                for b in self._buckets if b.params]
+        for gi in range(len(self.param_groups)):
+            self._steps[gi] += 1
+            self._step_tensors[gi].fill_(float(self._steps[gi]))
+        for b, kernel in plan:
+            self._attach_grads(b)
+            args = self.launch_arguments(b, self._steps[b.group])
+            wanted = {a.name for a in kernel.spec.args}
+            missing = sorted(wanted - set(args) - {"n"})
+            if missing:
+                raise RuntimeError(f"FP8AdamW: kernel {kernel.name} takes argument(s) "
+                                   f"{missing} that this optimizer does not provide")
+            kernel.launch(n=b.numel, **{k: v for k, v in args.items() if k in wanted})
+        return loss
+
+    # ---- state dict ----------------------------------------------------------
+
+    def state_dict(self) -> Dict[str, Any]:
+        """torch layout ("state" keyed by parameter index, "param_groups")
+        whose per-parameter entries are views of the live FP8 state (codes
+        as float8 or uint8), plus "coat": the quantization config and the
+        per-group step counts. Save it with torch.save; it round-trips
+        bit-exactly through load_state_dict."""
+        sd = super().state_dict()
+        sd["coat"] = {"format_version": 1, "config": dataclasses.asdict(self.qconfig),
+                      "steps": list(self._steps)}
+        return sd
+
+    @torch.no_grad()
+    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
+        coat = state_dict.get("coat")
+        if coat is None:
+            raise ValueError("not an FP8AdamW state_dict (no 'coat' entry)")
+        saved_cfg = QuantConfig(**coat["config"])
+        if saved_cfg != self.qconfig:
+            raise ValueError(f"state_dict was saved with {saved_cfg}, this optimizer uses "
+                             f"{self.qconfig}")
+        groups = state_dict["param_groups"]
+        if len(groups) != len(self.param_groups):
+            raise ValueError(f"state_dict has {len(groups)} parameter groups, this optimizer "
+                             f"has {len(self.param_groups)}")
+        for gi, (saved, mine) in enumerate(zip(groups, self.param_groups)):
+            if len(saved["params"]) != len(mine["params"]):
+                raise ValueError(f"parameter group {gi}: state_dict has {len(saved['params'])} "
+                                 f"parameters, this optimizer has {len(mine['params'])}")
+        saved_state = state_dict["state"]
+        # Map saved ids to our parameters in order (torch's convention).
+        id_map = {}
+        for saved, mine in zip(groups, self.param_groups):
+            id_map.update(zip(saved["params"], mine["params"]))
+        for sid, p in id_map.items():
+            if sid not in saved_state:
+                raise ValueError(f"state_dict has no state for parameter {sid}")
+            src, dst = saved_state[sid], self.state[p]
+            for key, d in dst.items():
+                if key == "step":
+                    continue
+                if key not in src:
+                    raise ValueError(f"parameter {sid}: state_dict lacks {key!r}")
+                s = src[key]
+                if tuple(s.shape) != tuple(d.shape):
+                    raise ValueError(f"parameter {sid}: {key!r} has shape {tuple(s.shape)}, "
+                                     f"expected {tuple(d.shape)}")
+                if d.dtype in (torch.float32,):
+                    d.copy_(s)
+                else:  # FP8 codes: copy the bits, whatever dtype they were saved as
+                    _dtypes.codes_as_uint8(d).copy_(_dtypes.codes_as_uint8(s))
+        for gi, (saved, mine) in enumerate(zip(groups, self.param_groups)):
+            for k, v in saved.items():
+                if k != "params":
+                    mine[k] = v
+            self._steps[gi] = int(coat["steps"][gi])
+            self._step_tensors[gi].fill_(float(self._steps[gi]))
+
+    # ---- introspection -------------------------------------------------------
+
+    @property
+    def buckets(self) -> List[_Bucket]:
+        return list(self._buckets)
+
+    def group_steps(self) -> List[int]:
+        return list(self._steps)
+
+    def dequantized_state(self, p: torch.Tensor) -> Dict[str, torch.Tensor]:
+        """float32 exp_avg / exp_avg_sq of ``p`` reconstructed from the FP8
+        codes and group metadata (docs/optimizer-numerics.md §1), for
+        inspection and tests; the optimizer itself never calls it."""
+        st = self.state[p]
+        G = self.qconfig.group_size
+        fmts = self._fp8_formats()
+        out = {}
+        for mom, key in (("m", "exp_avg"), ("v", "exp_avg_sq")):
+            q = _dtypes.decode_fp8(st[key], fmts[self.qconfig.fmt(mom)]).reshape(-1)
+            n = q.numel()
+            rep = lambda t: t.repeat_interleave(G)[:n]  # noqa: E731
+            y = q * rep(st[_STATE_KEYS[(mom, "scale")]])
+            if self.qconfig.expand(mom):
+                k = rep(st[_STATE_KEYS[(mom, "k")]])
+                c = rep(st[_STATE_KEYS[(mom, "c")]])
+                mag = y.abs().pow(1.0 / k) * c
+                y = torch.where(torch.signbit(y), -mag, mag) if mom == "m" else mag
+            out[key] = y.view_as(p)
+        return out
+
+    def _fp8_formats(self):
+        for mod in (self._modules or []):
+            return mod.fp8
+        return _dtypes.FALLBACK_FP8

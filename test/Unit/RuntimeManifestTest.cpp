@@ -1,0 +1,142 @@
+//===- RuntimeManifestTest.cpp - manifest parsing and launch packing ------===//
+
+#include "coat/Runtime/Manifest.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+using namespace coat::rt;
+
+namespace {
+
+// A hand-written fixture in the shape of docs/manifest.md (not compiler output).
+const char *kManifest = R"({
+  "format": "coat-manifest", "version": 1,
+  "target": {"chip": "sm_90a", "features": "+ptx80"},
+  "kernels": [{
+    "name": "k", "op": "adamw_step", "module": "m",
+    "gpu": {"cubin": "m.cubin", "ptx": "m.ptx"},
+    "cpu": {"object": "m.cpu.o", "symbol": "k_cpu"},
+    "config": {"group_size": 128},
+    "launch": {"block": [256, 1, 1], "elements_per_block": 2048, "shared_bytes": 0},
+    "args": [
+      {"name": "param", "kind": "memref", "dtype": "f32", "extent": "n"},
+      {"name": "m_scale", "kind": "memref", "dtype": "f32", "extent": "groups"},
+      {"name": "n", "kind": "scalar", "dtype": "i64"},
+      {"name": "lr", "kind": "scalar", "dtype": "f32"}
+    ]}]})";
+
+Manifest parseOk(const std::string &text) {
+  Manifest m;
+  std::string err;
+  EXPECT_TRUE(parseManifest(text, "/d", m, err)) << err;
+  return m;
+}
+
+std::string parseErr(std::string text, const std::string &from,
+                     const std::string &to) {
+  size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  text.replace(at, from.size(), to);
+  Manifest m;
+  std::string err;
+  EXPECT_FALSE(parseManifest(text, "/d", m, err));
+  return err;
+}
+
+TEST(RuntimeManifest, ParsesTheDocumentedShape) {
+  Manifest m = parseOk(kManifest);
+  ASSERT_EQ(m.kernels.size(), 1u);
+  const KernelSpec &k = m.kernels[0];
+  EXPECT_EQ(m.chip, "sm_90a");
+  EXPECT_EQ(k.cubin, "m.cubin");
+  EXPECT_EQ(k.cpuSymbol, "k_cpu");
+  EXPECT_EQ(k.block[0], 256u);
+  EXPECT_EQ(k.elementsPerBlock, 2048);
+  EXPECT_EQ(k.groupSize, 128);
+  EXPECT_EQ(k.numMemrefs(), 2u);
+  EXPECT_EQ(k.numScalars(), 2u);
+  EXPECT_EQ(k.args[1].extent, ArgSpec::Extent::Groups);
+}
+
+TEST(RuntimeManifest, ReportsErrorsWithTheirPath) {
+  EXPECT_NE(parseErr(kManifest, "\"dtype\": \"f32\", \"extent\": \"n\"",
+                     "\"dtype\": \"f64\", \"extent\": \"n\"")
+                .find("kernels[0].args[0] ('param'): unknown memref dtype 'f64'"),
+            std::string::npos);
+  EXPECT_NE(parseErr(kManifest, "\"elements_per_block\": 2048,", "")
+                .find("missing required field 'elements_per_block'"),
+            std::string::npos);
+  EXPECT_NE(parseErr(kManifest, "\"config\": {\"group_size\": 128},", "")
+                .find("config.group_size is missing"),
+            std::string::npos);
+  EXPECT_NE(parseErr(kManifest, "\"version\": 1", "\"version\": 2")
+                .find("unsupported manifest version 2"),
+            std::string::npos);
+  EXPECT_NE(parseErr(kManifest, "\"kind\": \"scalar\", \"dtype\": \"f32\"",
+                     "\"kind\": \"scalar\", \"dtype\": \"bf16\"")
+                .find("unsupported scalar dtype 'bf16'"),
+            std::string::npos);
+  std::string jsonErr = parseErr(kManifest, "\"version\": 1,", "\"version\": 1");
+  EXPECT_NE(jsonErr.find("manifest: JSON parse error at line 3, column 3"),
+            std::string::npos) << jsonErr;
+  EXPECT_NE(jsonErr.find("expected ',' or '}' in object"), std::string::npos) << jsonErr;
+}
+
+TEST(RuntimeManifest, JsonEscapesAndNumbers) {
+  Manifest m = parseOk(std::string(kManifest).replace(
+      std::string(kManifest).find("\"name\": \"k\""), 11,
+      "\"name\": \"k\\u00e9\\n\""));
+  EXPECT_EQ(m.kernels[0].name, "k\xC3\xA9\n");
+}
+
+TEST(RuntimeManifest, PacksTheMemrefConvention) {
+  Manifest m = parseOk(kManifest);
+  uint64_t bufs[2] = {0x1000, 0x2000};
+  double scalars[2] = {300, 0.5};
+  PackedLaunch p;
+  std::string err;
+  ASSERT_TRUE(packLaunch(m.kernels[0], 300, bufs, 2, scalars, 2, p, err)) << err;
+  ASSERT_EQ(p.params.size(), 12u);
+  const uint64_t want[10] = {0x1000, 0x1000, 0, 300, 1, 0x2000, 0x2000, 0, 3, 1};
+  for (int i = 0; i < 10; ++i)
+    EXPECT_EQ(*static_cast<uint64_t *>(p.params[i]), want[i]) << i;
+  EXPECT_EQ(*static_cast<int64_t *>(p.params[10]), 300);
+  float lr;
+  std::memcpy(&lr, p.params[11], 4);
+  EXPECT_EQ(lr, 0.5f);
+  EXPECT_EQ(p.grid[0], 1u); // ceil(300 / 2048)
+  EXPECT_EQ(p.block[0], 256u);
+}
+
+TEST(RuntimeManifest, RejectsBadLaunchArguments) {
+  Manifest m = parseOk(kManifest);
+  const KernelSpec &k = m.kernels[0];
+  uint64_t bufs[2] = {0x1000, 0x2000};
+  double scalars[2] = {4096, 0.5};
+  PackedLaunch p;
+  std::string err;
+  EXPECT_FALSE(packLaunch(k, 4096, bufs, 1, scalars, 2, p, err));
+  EXPECT_NE(err.find("expected 2 buffer pointers"), std::string::npos) << err;
+  uint64_t misaligned[2] = {0x1008, 0x2000};
+  EXPECT_FALSE(packLaunch(k, 4096, misaligned, 2, scalars, 2, p, err));
+  EXPECT_NE(err.find("'param' (0x1008) is not 16-byte aligned"), std::string::npos) << err;
+  uint64_t null[2] = {0, 0x2000};
+  EXPECT_FALSE(packLaunch(k, 4096, null, 2, scalars, 2, p, err));
+  EXPECT_NE(err.find("'param' is null"), std::string::npos) << err;
+  double wrongN[2] = {4095, 0.5};
+  EXPECT_FALSE(packLaunch(k, 4096, bufs, 2, wrongN, 2, p, err));
+  EXPECT_NE(err.find("differs from the launch size"), std::string::npos) << err;
+  double fracN[2] = {4096.5, 0.5};
+  EXPECT_FALSE(packLaunch(k, 4096, bufs, 2, fracN, 2, p, err));
+  EXPECT_NE(err.find("must be an integer"), std::string::npos) << err;
+  double hugeLr[2] = {4096, 1e300};
+  EXPECT_FALSE(packLaunch(k, 4096, bufs, 2, hugeLr, 2, p, err));
+  EXPECT_NE(err.find("overflows f32"), std::string::npos) << err;
+  EXPECT_FALSE(packLaunch(k, -1, bufs, 2, scalars, 2, p, err));
+  ASSERT_TRUE(packLaunch(k, 4097, bufs, 2, (double[]){4097, 0.5}, 2, p, err)) << err;
+  EXPECT_EQ(p.grid[0], 3u);
+}
+
+} // namespace

@@ -1,0 +1,144 @@
+"""Manifest parsing and launch-argument validation against the hand-written
+fixture manifest (fixtures/small_manifest.json)."""
+
+import copy
+import json
+import os
+
+import numpy as np
+import pytest
+
+import coat
+from coat.manifest import ManifestError, parse_manifest
+
+from conftest import FIXTURES
+
+
+def fixture_doc():
+    with open(os.path.join(FIXTURES, "small_manifest.json")) as f:
+        return json.load(f)
+
+
+def test_parses_fixture_kernel_fields():
+    m = parse_manifest(fixture_doc(), directory="/d")
+    k = m.kernel("fixture_axpy_group_sum")
+    assert k.block == (128, 1, 1) and k.elements_per_block == 1024
+    assert k.group_size == 4
+    assert k.cubin == "/d/fixture.cubin" and k.cpu_symbol == "fixture_axpy_group_sum"
+    assert [a.name for a in k.memrefs] == ["x", "y", "codes", "sums"]
+    assert [a.name for a in k.scalars] == ["n", "alpha"]
+    assert k.grid(1025) == 2
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: d.update(format="other"), 'expected "coat-manifest"'),
+    (lambda d: d.update(version=2), "unsupported manifest version 2"),
+    (lambda d: d["kernels"][0]["args"][0].update(dtype="f64"),
+     "kernels[0].args[0] ('x'): unknown memref dtype 'f64'"),
+    (lambda d: d["kernels"][0]["args"][0].update(extent="rows"),
+     'expected "n", "groups" or an integer'),
+    (lambda d: d["kernels"][0]["config"].pop("group_size"), "config.group_size is missing"),
+    (lambda d: d["kernels"][0]["launch"].pop("elements_per_block"),
+     "missing required field 'elements_per_block'"),
+    (lambda d: d["kernels"][0]["launch"].update(block=[2048]), "more than 1024 threads"),
+    (lambda d: d["kernels"].append(copy.deepcopy(d["kernels"][0])), "duplicate kernel name"),
+    (lambda d: d["kernels"][0]["args"][5].update(dtype="bf16"), "unsupported scalar dtype"),
+])
+def test_rejects_malformed_manifest(mutate, message):
+    doc = fixture_doc()
+    mutate(doc)
+    with pytest.raises(ManifestError, match=None) as e:
+        parse_manifest(doc)
+    assert message in str(e.value)
+
+
+def test_load_reports_json_errors(tmp_path):
+    (tmp_path / "manifest.json").write_text('{"format": "coat-manifest",\n "version": 1 "x"}')
+    with pytest.raises(ManifestError, match="line 2"):
+        coat.load(str(tmp_path))
+    with pytest.raises(ManifestError, match="cannot read manifest"):
+        coat.load(str(tmp_path / "nope"))
+
+
+def test_fp8_facts_come_from_the_manifest_formats_section():
+    doc = fixture_doc()
+    doc["formats"]["e4m3"]["max_finite"] = 240.0  # pretend: the manifest is the source
+    m = parse_manifest(doc)
+    assert m.fp8["e4m3"].max_finite == 240.0
+    assert m.fp8["e5m2"].max_finite == 57344.0  # not listed: fallback mirror
+
+
+@pytest.fixture
+def kernel():
+    return coat.Module(parse_manifest(fixture_doc(), directory="/d"))["fixture_axpy_group_sum"]
+
+
+def arrays(n=10):
+    return dict(x=np.ones(n, np.float32), y=np.zeros(n, np.float32),
+                codes=np.zeros(n, np.uint8), sums=np.zeros(-(-n // 4), np.float32))
+
+
+def test_bind_infers_n_and_orders_arguments(kernel):
+    n, kind, dev, bufs, scalars = kernel.bind(alpha=2, **arrays(10))
+    assert (n, kind) == (10, "cpu")
+    assert scalars == [10, 2.0]
+    a = arrays(10)
+    args = kernel.cpu_arguments(10, [a["x"], a["y"], a["codes"], a["sums"]], [10, 2.0])
+    assert args[:5] == [a["x"].ctypes.data, a["x"].ctypes.data, 0, 10, 1]
+    assert args[15:] == [a["sums"].ctypes.data, a["sums"].ctypes.data, 0, 3, 1, 10, 2.0]
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(x=np.ones(10, np.float64)), "argument 'x': dtype float64 does not match"),
+    (dict(sums=np.zeros(4, np.float32)), "argument 'sums': has 4 elements, expected 3"),
+    (dict(y=np.zeros(20, np.float32)[::2]), "argument 'y': array is not contiguous"),
+    (dict(codes=[0] * 10), "argument 'codes': expected a torch tensor or numpy array"),
+    (dict(alpha="fast"), "scalar argument 'alpha' (f32): expected a number"),
+    (dict(bogus=1), "unknown argument(s) bogus"),
+])
+def test_bind_rejects_bad_arguments_naming_them(kernel, change, message):
+    kw = dict(arrays(10), alpha=1.0)
+    kw.update(change)
+    with pytest.raises(ValueError) as e:
+        kernel.bind(**kw)
+    assert message in str(e.value)
+
+
+def test_bind_rejects_missing_and_misaligned(kernel):
+    kw = arrays(10)
+    with pytest.raises(ValueError, match="missing argument"):
+        kernel.bind(**kw)
+    raw = np.zeros(11 * 4 + 64, np.uint8)
+    base = (-raw.ctypes.data) % 16 + 4  # 4 bytes past a 16-byte boundary
+    kw["x"] = raw[base:base + 40].view(np.float32)
+    with pytest.raises(ValueError, match="argument 'x': data pointer .* not 16-byte aligned"):
+        kernel.bind(alpha=1.0, **kw)
+    with pytest.raises(ValueError, match="argument 'x': has 10 elements, expected 9"):
+        kernel.bind(alpha=1.0, n=9, **arrays(10))
+
+
+def test_cpu_launch_through_the_twin_fixture(fixture_module_dir):
+    mod = coat.load(str(fixture_module_dir))
+    a = arrays(10)
+    a["x"][:] = np.arange(10, dtype=np.float32)
+    mod.fixture_axpy_group_sum.launch(alpha=2.0, **a)
+    assert os.path.isfile(fixture_module_dir / "fixture.cpu.so")  # linked on demand
+    np.testing.assert_array_equal(a["y"], 2.0 * np.arange(10, dtype=np.float32))
+    np.testing.assert_array_equal(a["codes"], np.arange(10))
+    np.testing.assert_array_equal(a["sums"], [12.0, 44.0, 34.0])
+
+
+def test_cpu_launch_with_torch_tensors(fixture_module_dir):
+    torch = pytest.importorskip("torch")
+    from coat import _dtypes
+
+    mod = coat.load(str(fixture_module_dir))
+    x = torch.arange(8, dtype=torch.float32)
+    y = torch.ones(8)
+    codes = torch.zeros(8, dtype=_dtypes.torch_code_dtype("e4m3"))
+    sums = torch.zeros(2)
+    mod["fixture_axpy_group_sum"].launch(x=x, y=y, codes=codes, sums=sums, alpha=0.5)
+    assert torch.equal(y, 0.5 * torch.arange(8, dtype=torch.float32) + 1)
+    assert torch.equal(_dtypes.codes_as_uint8(codes), torch.arange(8, dtype=torch.uint8))
+    with pytest.raises(ValueError, match="argument 'x': dtype torch.float64"):
+        mod["fixture_axpy_group_sum"].launch(x=x.double(), y=y, codes=codes, sums=sums, alpha=1)

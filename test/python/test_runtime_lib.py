@@ -1,0 +1,71 @@
+"""The C ABI of libcoat_runtime.so (coat_runtime.h) through ctypes. Loading
+the library needs the CUDA driver (libcuda.so.1): skipped where it is absent;
+launching needs a GPU: skipped without one."""
+
+import ctypes
+import os
+
+import pytest
+
+import coat
+from coat import runtime
+
+from conftest import FIXTURES
+
+
+def runtime_lib():
+    try:
+        return runtime._RuntimeLib.get()
+    except runtime.RuntimeError_ as e:
+        pytest.skip(f"libcoat_runtime.so not loadable here: {str(e)[:200]}")
+
+
+def open_fixture(rt, tmp_path):
+    import shutil
+
+    shutil.copy(os.path.join(FIXTURES, "small_manifest.json"), tmp_path / "manifest.json")
+    (tmp_path / "fixture.ptx").write_text("// fixture: not a real module\n")
+    return rt.open(str(tmp_path / "manifest.json"))
+
+
+def test_open_reports_missing_and_malformed_manifests(tmp_path):
+    rt = runtime_lib()
+    with pytest.raises(runtime.RuntimeError_, match="COAT_RT_ERR_IO: cannot open"):
+        rt.open(str(tmp_path / "none.json"))
+    (tmp_path / "manifest.json").write_text('{"format": "coat-manifest", "version": 7, "kernels": []}')
+    with pytest.raises(runtime.RuntimeError_, match="COAT_RT_ERR_MANIFEST: .*unsupported manifest version 7"):
+        rt.open(str(tmp_path / "manifest.json"))
+
+
+def test_check_launch_validates_arguments(tmp_path):
+    rt = runtime_lib()
+    h = open_fixture(rt, tmp_path)
+    try:
+        assert rt.lib.coat_rt_num_kernels(h) == 1
+        assert rt.lib.coat_rt_kernel_name(h, 0) == b"fixture_axpy_group_sum"
+        rt.check_launch(h, "fixture_axpy_group_sum", 8, [16, 32, 48, 64], [8, 1.5])
+        with pytest.raises(runtime.RuntimeError_, match="COAT_RT_ERR_ARGUMENTS: .*expected 4 buffer"):
+            rt.check_launch(h, "fixture_axpy_group_sum", 8, [16, 32], [8, 1.5])
+        with pytest.raises(runtime.RuntimeError_, match="'codes' \\(0x34\\) is not 16-byte aligned"):
+            rt.check_launch(h, "fixture_axpy_group_sum", 8, [16, 32, 52, 64], [8, 1.5])
+        with pytest.raises(runtime.RuntimeError_, match="COAT_RT_ERR_NOT_FOUND: no kernel named 'x'"):
+            rt.check_launch(h, "x", 8, [], [])
+    finally:
+        rt.lib.coat_rt_close(h)
+
+
+def test_gpu_launch_of_the_fixture_fails_cleanly(tmp_path):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    mod = coat.load(str(tmp_path)) if False else None  # noqa: F841
+    rt = runtime_lib()
+    h = open_fixture(rt, tmp_path)
+    try:
+        x = torch.zeros(8, device="cuda")
+        # The fixture's PTX is not a module: the error must come back, not abort.
+        with pytest.raises(runtime.RuntimeError_, match="COAT_RT_ERR_CUDA"):
+            rt.launch(h, "fixture_axpy_group_sum", 8, [x.data_ptr()] * 4, [8, 1.0],
+                      torch.cuda.current_stream().cuda_stream)
+    finally:
+        rt.lib.coat_rt_close(h)
