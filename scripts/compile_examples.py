@@ -15,6 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
 
 from coat import toolchain  # noqa: E402
+from coat.compiler import CompileError  # noqa: E402,F401
 
 
 def main() -> int:

@@ -19,6 +19,18 @@ config.substitutions.append(
 config.substitutions.append(("%coat_src", config.coat_src_root))
 config.substitutions.insert(0, ("%python", config.python_executable))
 
+# An ASan-instrumented plugin cannot be dlopen'ed by the uninstrumented
+# stock mlir-opt; plugin tests say `UNSUPPORTED: sanitizers`.
+if getattr(config, "coat_sanitizers", False):
+    config.available_features.add("sanitizers")
+    # The tools are instrumented but the prebuilt libMLIR.so is not: inline
+    # LLVM allocator code in our binaries poisons memory that the library then
+    # uses legitimately, so manual poisoning and container annotations would
+    # report false positives. Real out-of-bounds accesses are still caught.
+    config.environment["ASAN_OPTIONS"] = (
+        "allow_user_poisoning=0:detect_container_overflow=0")
+    config.environment["UBSAN_OPTIONS"] = "print_stacktrace=1"
+
 llvm_config.with_system_environment(
     ["HOME", "TMP", "TEMP", "CUDA_HOME", "CUDA_ROOT", "CUDA_PATH"])
 llvm_config.use_default_substitutions()

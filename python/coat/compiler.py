@@ -11,8 +11,7 @@ import signal
 import subprocess
 from typing import Optional, Sequence
 
-from . import _paths, _pipelines
-from .manifest import load_manifest
+from . import _paths
 
 
 class CompileError(RuntimeError):
@@ -65,8 +64,7 @@ def link_cpu_object(object_path: str, output: Optional[str] = None,
     cc = linker or _paths.find_linker()
     if not cc:
         raise CompileError("no C compiler to link the CPU object with; set COAT_CC")
-    cmd = [cc, *_pipelines.CPU_LINK_ARGS[:1], "-o", out + ".tmp", object_path,
-           *_pipelines.CPU_LINK_ARGS[1:]]
+    cmd = [cc, "-shared", "-o", out + ".tmp", object_path, "-lm"]
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -79,16 +77,17 @@ def link_cpu_object(object_path: str, output: Optional[str] = None,
 
 
 def compile(source: str, out_dir: str, *, chip: Optional[str] = None,
-            features: Optional[str] = None, mode: Optional[str] = None,
-            coat_opt: Optional[str] = None, extra_args: Sequence[str] = (),
-            timeout: Optional[float] = 600, link_cpu: bool = True) -> str:
+            features: Optional[str] = None, coat_opt: Optional[str] = None,
+            timeout: Optional[float] = 900, gpu: bool = True, cpu: bool = True) -> str:
     """Compiles an MLIR module (a path to a .mlir file, or its text) into
-    ``out_dir`` with coat-opt, which writes the GPU binaries, the CPU object
-    and manifest.json there. CPU objects are then linked into shared
-    libraries. Returns ``out_dir``; pass it to :func:`coat.load`.
+    ``out_dir``: PTX and cubin of the GPU kernels, the CPU twins as a shared
+    library, and manifest.json describing both. Returns ``out_dir``; pass it
+    to :func:`coat.load`. The pipelines are in :mod:`coat.toolchain`.
 
-    Raises CompileError with coat-opt's diagnostics on failure.
+    Raises CompileError with the compiler's diagnostics on failure.
     """
+    from .toolchain import Toolchain
+
     os.makedirs(out_dir, exist_ok=True)
     out_dir = os.path.abspath(out_dir)
     if _looks_like_path(source):
@@ -102,32 +101,7 @@ def compile(source: str, out_dir: str, *, chip: Optional[str] = None,
     tool = coat_opt or _paths.find_coat_opt()
     if not tool:
         raise CompileError("coat-opt not found: build it (scripts/build.sh) or set COAT_OPT")
-    cmd = _pipelines.coat_opt_command(tool, input_path, out_dir, extra_args,
-                                      chip=chip, features=features, mode=mode)
-    manifest_path = os.path.join(out_dir, "manifest.json")
-    before = os.path.getmtime(manifest_path) if os.path.exists(manifest_path) else None
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                           stdin=subprocess.DEVNULL)
-    except FileNotFoundError:
-        raise CompileError(f"cannot execute coat-opt at {tool}", command=cmd) from None
-    except subprocess.TimeoutExpired as e:
-        diag = (e.stderr or b"")
-        diag = diag.decode(errors="replace") if isinstance(diag, bytes) else diag
-        raise CompileError(f"coat-opt timed out after {timeout} s", diag, cmd) from None
-    except OSError as e:
-        raise CompileError(f"cannot execute coat-opt at {tool}: {e}", command=cmd) from None
-    if r.returncode != 0:
-        note = "" if _pipelines.PIPELINE_CONFIRMED else (
-            " [note: the pipeline in coat/_pipelines.py is a placeholder to be confirmed]")
-        raise CompileError(f"coat-opt failed ({_describe_exit(r.returncode)}){note}",
-                           r.stderr + r.stdout, cmd, r.returncode)
-    if not os.path.isfile(manifest_path) or (
-            before is not None and os.path.getmtime(manifest_path) < before):
-        raise CompileError(f"coat-opt succeeded but wrote no manifest.json to {out_dir}",
-                           r.stderr, cmd, 0)
-    if link_cpu:
-        m = load_manifest(manifest_path)
-        for obj in sorted({k.cpu_object for k in m.kernels if k.cpu_object}):
-            link_cpu_object(obj)
+    Toolchain(coat_opt=tool, timeout=timeout or 900).compile_file(
+        input_path, out_dir, chip=chip or "sm_90a", features=features or "+ptx80",
+        gpu=gpu, cpu=cpu)
     return out_dir

@@ -124,7 +124,10 @@ def _parse_kernel(k: Any, where: str, directory: str) -> KernelSpec:
     config = _get(k, where, "config", dict, required=False) or {}
     if "group_size" in config:
         _int(config["group_size"], f"{where}.config.group_size", 1)
-    launch = _get(k, where, "launch", dict)
+    # The launch rule is GPU-only: a CPU-only kernel may omit it.
+    launch = _get(k, where, "launch", dict, required=bool(gpu) or "launch" in k)
+    if launch is None:
+        launch = {"block": [1], "elements_per_block": max(1, int(config.get("group_size", 1)))}
     lw = f"{where}.launch"
     block = _get(launch, lw, "block", list)
     if not 1 <= len(block) <= 3:

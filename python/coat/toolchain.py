@@ -8,13 +8,15 @@ calling Python process down; it becomes a CompileError.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import List, Optional
 
-LLVM_BIN = Path("/usr/lib/llvm-22/bin")
+from . import _paths
+from .compiler import CompileError, _describe_exit
+
+LLVM_BIN = Path(os.environ.get("COAT_LLVM_BIN", "/usr/lib/llvm-22/bin"))
 
 # Kernels -> gpu.binary; {fmt} is isa (PTX) or bin (cubin, runs ptxas).
 GPU_PIPELINE = (
@@ -33,29 +35,6 @@ CPU_PIPELINE = (
     "reconcile-unrealized-casts)")
 
 
-class CompileError(RuntimeError):
-    """A compile step failed; the message carries its diagnostics."""
-
-    def __init__(self, message: str, diagnostics: str = "",
-                 command: Sequence[str] = ()):
-        full = message + ("\n" + diagnostics.rstrip() if diagnostics.strip() else "")
-        super().__init__(full)
-        self.diagnostics = diagnostics
-        self.command = list(command)
-
-
-def _find_coat_opt() -> Optional[str]:
-    env = os.environ.get("COAT_OPT")
-    if env:
-        return env
-    root = Path(__file__).resolve().parents[2]
-    for build in sorted(root.glob("build*")):
-        cand = build / "bin" / "coat-opt"
-        if cand.exists():
-            return str(cand)
-    return shutil.which("coat-opt")
-
-
 @dataclass
 class Toolchain:
     coat_opt: Optional[str] = None
@@ -63,7 +42,7 @@ class Toolchain:
     timeout: float = 900
 
     def __post_init__(self):
-        self.coat_opt = self.coat_opt or _find_coat_opt()
+        self.coat_opt = self.coat_opt or _paths.find_coat_opt()
         if not self.coat_opt:
             raise CompileError("coat-opt not found: build it (scripts/build.sh) "
                                "or set COAT_OPT")
@@ -72,12 +51,14 @@ class Toolchain:
         try:
             r = subprocess.run(cmd, capture_output=True, text=True,
                                timeout=self.timeout, stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            raise CompileError(f"{what}: {e}", command=cmd) from None
+        except subprocess.TimeoutExpired:
+            raise CompileError(f"{what} timed out after {self.timeout} s",
+                               command=cmd) from None
+        except OSError as e:
+            raise CompileError(f"cannot execute {cmd[0]}: {e}", command=cmd) from None
         if r.returncode != 0:
-            why = (f"killed by signal {-r.returncode}" if r.returncode < 0
-                   else f"exit status {r.returncode}")
-            raise CompileError(f"{what} failed ({why})", r.stderr + r.stdout, cmd)
+            raise CompileError(f"{what} failed ({_describe_exit(r.returncode)})",
+                               r.stderr + r.stdout, cmd, r.returncode)
 
     def compile_file(self, src: Path, out: Path, *, chip: str = "sm_90a",
                      features: str = "+ptx80", gpu: bool = True,
@@ -99,6 +80,10 @@ class Toolchain:
             self._run([self.coat_opt, str(src),
                        "--pass-pipeline=" + CPU_PIPELINE.format(**fmt_args),
                        "-o", str(llvm_mlir)], "coat-opt (cpu)")
+        if not manifest.exists():
+            raise CompileError(f"coat-opt wrote no manifest.json to {out}: "
+                               f"{src} holds no kernel-spec functions")
+        if cpu:
             ll = out / "coat_cpu.ll"
             self._run([str(self.llvm_bin / "mlir-translate"), "--mlir-to-llvmir",
                        str(llvm_mlir), "-o", str(ll)], "mlir-translate")
@@ -109,6 +94,4 @@ class Toolchain:
                        str(out / "coat_cpu.so"), str(obj), "-lm"], "clang (cpu link)")
             llvm_mlir.unlink()
             ll.unlink()
-        if not manifest.exists():
-            raise CompileError(f"{src}: no kernel-spec functions, nothing compiled")
         return sorted(p for p in out.iterdir() if p.is_file())

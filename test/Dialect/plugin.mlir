@@ -1,4 +1,5 @@
 // Stock mlir-opt with the coat plugin parses coat IR and runs coat passes.
+// UNSUPPORTED: sanitizers
 //
 // The dialect plugin alone registers the dialect and the coat passes:
 // RUN: mlir-opt %s --load-dialect-plugin=%coat_plugin \

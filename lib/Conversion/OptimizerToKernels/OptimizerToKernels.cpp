@@ -348,9 +348,9 @@ SmallVector<Value> AdamWLaneEmitter::requantize(const MomentSpec &mom,
   // distinct magnitude (M == mn) needs no expansion.
   const double ub = 0.5 * double(traits.maxFinite) * traits.maxFinite;
   double emin = double(spec.expandMin);
-  Value logMax = f.log2(maxAbs);
-  Value logMin = f.log2(minAbs);
-  Value logRatio = f.sub(logMax, logMin);
+  // As specified: log2 of the ratio (which may overflow to +inf, giving the
+  // smallest k), not a difference of logs.
+  Value logRatio = f.log2(f.div(maxAbs, minAbs));
   Value kRaw = f.div(f.c(std::log2(ub)), logRatio);
   Value k = f.div(f.floor(f.mul(kRaw, f.c(emin))), f.c(emin));
   k = f.minnum(f.maxnum(k, f.c(1.0 / emin)), f.c(spec.maxK));
@@ -358,18 +358,18 @@ SmallVector<Value> AdamWLaneEmitter::requantize(const MomentSpec &mom,
   k = f.select(arith::OrIOp::create(b, allZero, oneMagnitude), f.c(1.0), k);
   Value c = f.mul(f.sqrt(maxAbs), f.sqrt(minAbs));
   c = f.select(allZero, f.c(1.0), c);
-  // s = (M/c)^k / fp8max; the codes are fp8max (|x|/M)^k.
-  Value logC = f.log2(c);
-  Value s = f.div(f.exp2(f.mul(k, f.sub(logMax, logC))),
-                  f.c(traits.maxFinite));
-  s = f.select(allZero, f.c(0.0), s);
+  // s = (M/c)^k / fp8max and the codes are (|x|/c)^k / s, both through the
+  // centre c: |x|/c stays within sqrt(M/mn) of 1, where |x|/M could underflow.
+  Value invC = f.div(f.c(1.0), c);
+  Value logS = f.sub(f.mul(k, f.log2(f.mul(maxAbs, invC))),
+                     f.c(std::log2(double(traits.maxFinite))));
+  Value s = f.select(allZero, f.c(0.0), f.exp2(logS));
   storeGroupScalar(bufs.scale, s);
   storeGroupScalar(bufs.k, k);
   storeGroupScalar(bufs.c, c);
-  Value bias = f.sub(f.c(std::log2(double(traits.maxFinite))),
-                     f.mul(k, logMax));
+  Value negLogS = f.sub(f.c(0.0), logS);
   for (auto [x, isFin] : llvm::zip(values, finite)) {
-    Value mag = f.exp2(f.fma(k, f.log2(f.abs(x)), bias));
+    Value mag = f.exp2(f.fma(k, f.log2(f.mul(f.abs(x), invC)), negLogS));
     mag = f.select(allZero, f.c(0.0), mag);
     Value e = mom.isSigned ? f.copysign(mag, x) : mag;
     out.push_back(f.select(isFin, e, nan));

@@ -1,5 +1,6 @@
 // The FP8 lowering and the pipeline run in stock mlir-opt through the plugin
 // (plugin passes are reachable only through --pass-pipeline).
+// UNSUPPORTED: sanitizers
 // RUN: mlir-opt %s --load-dialect-plugin=%coat_plugin \
 // RUN:   --pass-pipeline='builtin.module(gpu.module(coat-lower-fp8-to-nvvm))' | FileCheck %s
 // RUN: mlir-opt %s --load-pass-plugin=%coat_plugin \

@@ -2,6 +2,7 @@
 // f8 loads and stores (f8 maps to i8) but leaves arith.truncf/extf to and from
 // FP8 in place, wrapped in casts, and serialization then fails. No upstream
 // pass (arith-expand, arith-emulate-unsupported-floats) lowers them either.
+// UNSUPPORTED: sanitizers
 // RUN: mlir-opt %s --pass-pipeline='builtin.module(gpu.module(convert-gpu-to-nvvm,reconcile-unrealized-casts))' \
 // RUN:   | FileCheck %s --check-prefix=LEFT
 // RUN: not mlir-opt %s --pass-pipeline='builtin.module(nvvm-attach-target{chip=sm_90a features=+ptx80},gpu.module(convert-gpu-to-nvvm,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' 2>&1 \
