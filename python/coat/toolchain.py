@@ -20,7 +20,7 @@ LLVM_BIN = Path(os.environ.get("COAT_LLVM_BIN", "/usr/lib/llvm-22/bin"))
 
 # Kernels -> gpu.binary; {fmt} is isa (PTX) or bin (cubin, runs ptxas).
 GPU_PIPELINE = (
-    "builtin.module(coat-fuse-adamw,coat-lower-optimizer{{target=gpu}},"
+    "builtin.module(coat-fuse-adamw,coat-lower-optimizer{{target=gpu {lower}}},"
     "coat-export-manifest{{dir={out} chip={chip} features={features}}},"
     "coat-gpu-to-binary{{chip={chip} features={features} format={fmt}}},"
     "coat-export-binaries{{dir={out}}})")
@@ -62,14 +62,16 @@ class Toolchain:
 
     def compile_file(self, src: Path, out: Path, *, chip: str = "sm_90a",
                      features: str = "+ptx80", gpu: bool = True,
-                     cpu: bool = True) -> List[Path]:
-        """Compiles `src` into `out`; returns the files produced."""
+                     cpu: bool = True, lower_options: str = "") -> List[Path]:
+        """Compiles `src` into `out`; returns the files produced.
+        `lower_options` go to coat-lower-optimizer for the GPU (for example
+        "elements-per-thread=8 block-size=256")."""
         src, out = Path(src).resolve(), Path(out).resolve()
         out.mkdir(parents=True, exist_ok=True)
         manifest = out / "manifest.json"
         if manifest.exists():
             manifest.unlink()  # the export passes merge into an existing one
-        fmt_args = dict(out=out, chip=chip, features=features)
+        fmt_args = dict(out=out, chip=chip, features=features, lower=lower_options)
         if gpu:
             for fmt in ("isa", "bin"):
                 self._run([self.coat_opt, str(src),

@@ -212,7 +212,6 @@ private:
   const GroupLane &lane;
   const AdamWArgs &args;
   Value nIndex, fullLane, groupClamped, isGroupLeader;
-  SmallVector<Value> valid; ///< per element: index < n
 };
 
 SmallVector<Value> AdamWLaneEmitter::loadLane(Value buffer, Type logical) {
@@ -316,40 +315,41 @@ SmallVector<Value> AdamWLaneEmitter::requantize(const MomentSpec &mom,
                                                 ArrayRef<Value> values) {
   const ::coat::Fp8Traits traits = ::coat::getFp8Traits(mom.format);
   const double inf = std::numeric_limits<double>::infinity();
-  // Group statistics over finite values: the max, and the min of the
-  // non-zero magnitudes (the true zero-skipping minimum).
+  // `x - x` is 0 for finite x and NaN for +-inf and NaN (no nnan/ninf flags,
+  // so it is not folded). Adding it poisons exactly the non-finite elements:
+  // max.f32/min.f32 skip NaN, so they leave the statistics, and the NaN
+  // reaches the FP8 conversion as the NaN code.
+  SmallVector<Value> poison, mags;
   Value localMax = f.c(0.0), localMin = f.c(inf);
-  SmallVector<Value> finite;
   for (Value x : values) {
-    Value a = f.abs(x);
-    Value isFin = f.isFinite(x);
-    finite.push_back(isFin);
-    localMax = f.maxnum(localMax, f.select(isFin, a, f.c(0.0)));
-    Value nonZero = arith::AndIOp::create(b, isFin, f.gt(a, f.c(0.0)));
-    localMin = f.minnum(localMin, f.select(nonZero, a, f.c(inf)));
+    Value nanIfNonFinite = f.sub(x, x);
+    Value a = f.add(f.abs(x), nanIfNonFinite);
+    poison.push_back(nanIfNonFinite);
+    mags.push_back(a);
+    localMax = f.maxnum(localMax, a);
+    // The true zero-skipping minimum (tail elements load as zeros).
+    localMin = f.minnum(localMin, f.select(f.gt(a, f.c(0.0)), a, f.c(inf)));
   }
   Value maxAbs = lane.allReduce(b, localMax, GroupReduceKind::MaxNum);
   Value minAbs = lane.allReduce(b, localMin, GroupReduceKind::MinNum);
   Value allZero = f.eq(maxAbs, f.c(0.0));
-  Value nan = f.c(std::numeric_limits<double>::quiet_NaN());
 
   SmallVector<Value> out;
   if (!mom.expanded) {
-    Value s = f.select(allZero, f.c(0.0), f.div(maxAbs, f.c(traits.maxFinite)));
+    Value s = f.div(maxAbs, f.c(traits.maxFinite));
     Value inv =
         f.select(allZero, f.c(0.0), f.div(f.c(traits.maxFinite), maxAbs));
     storeGroupScalar(bufs.scale, s);
-    for (auto [x, isFin] : llvm::zip(values, finite))
-      out.push_back(f.select(isFin, f.mul(x, inv), nan));
+    for (auto [x, nanIfNonFinite] : llvm::zip(values, poison))
+      out.push_back(f.add(f.mul(x, inv), nanIfNonFinite));
     return out;
   }
 
   // k = floor(log2(UB)/log2(M/mn) * expand_min)/expand_min, clamped; one
-  // distinct magnitude (M == mn) needs no expansion.
+  // distinct magnitude (M == mn) needs no expansion. As specified, log2 of
+  // the ratio (which may overflow to +inf, giving the smallest k).
   const double ub = 0.5 * double(traits.maxFinite) * traits.maxFinite;
   double emin = double(spec.expandMin);
-  // As specified: log2 of the ratio (which may overflow to +inf, giving the
-  // smallest k), not a difference of logs.
   Value logRatio = f.log2(f.div(maxAbs, minAbs));
   Value kRaw = f.div(f.c(std::log2(ub)), logRatio);
   Value k = f.div(f.floor(f.mul(kRaw, f.c(emin))), f.c(emin));
@@ -359,20 +359,20 @@ SmallVector<Value> AdamWLaneEmitter::requantize(const MomentSpec &mom,
   Value c = f.mul(f.sqrt(maxAbs), f.sqrt(minAbs));
   c = f.select(allZero, f.c(1.0), c);
   // s = (M/c)^k / fp8max and the codes are (|x|/c)^k / s, both through the
-  // centre c: |x|/c stays within sqrt(M/mn) of 1, where |x|/M could underflow.
+  // centre c: |x|/c stays within sqrt(M/mn) of 1, where |x|/M could
+  // underflow. An all-zero group keeps log2 s = 0 so its codes come out 0.
   Value invC = f.div(f.c(1.0), c);
   Value logS = f.sub(f.mul(k, f.log2(f.mul(maxAbs, invC))),
                      f.c(std::log2(double(traits.maxFinite))));
+  logS = f.select(allZero, f.c(0.0), logS);
   Value s = f.select(allZero, f.c(0.0), f.exp2(logS));
   storeGroupScalar(bufs.scale, s);
   storeGroupScalar(bufs.k, k);
   storeGroupScalar(bufs.c, c);
   Value negLogS = f.sub(f.c(0.0), logS);
-  for (auto [x, isFin] : llvm::zip(values, finite)) {
-    Value mag = f.exp2(f.fma(k, f.log2(f.mul(f.abs(x), invC)), negLogS));
-    mag = f.select(allZero, f.c(0.0), mag);
-    Value e = mom.isSigned ? f.copysign(mag, x) : mag;
-    out.push_back(f.select(isFin, e, nan));
+  for (auto [x, a] : llvm::zip(values, mags)) {
+    Value mag = f.exp2(f.fma(k, f.log2(f.mul(a, invC)), negLogS));
+    out.push_back(mom.isSigned ? f.copysign(mag, x) : mag);
   }
   return out;
 }
@@ -391,16 +391,18 @@ void AdamWLaneEmitter::emit() {
   Value leaderLane = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
                                            lane.laneInGroup, idx(0));
   isGroupLeader = arith::AndIOp::create(b, groupInRange, leaderLane);
-  for (int64_t i = 0; i < e; ++i) {
-    Value at = arith::AddIOp::create(b, lane.firstElement, idx(i));
-    valid.push_back(
-        arith::CmpIOp::create(b, arith::CmpIPredicate::ult, at, nIndex));
-  }
 
-  // Bias corrections, once per lane: bc1 = 1 - b1^t, bc2s = sqrt(1 - b2^t).
+  // Per-lane constants. The bias corrections stay accurate (1 - b^t cancels,
+  // so an approximate power would be amplified); both targets fold them into
+  // the step sizes:
+  //   p' = p - lr wd p - (lr/bc1) m' / (sqrt(v') / bc2s + eps)
+  // which is the specified update with its constants reassociated.
   Value one = f.c(1.0);
-  Value bc1 = f.sub(one, f.pow(args.beta1, args.step));
-  Value bc2s = f.sqrt(f.sub(one, f.pow(args.beta2, args.step)));
+  auto powT = [&](Value base) { return f.pow(base, args.step); };
+  Value bc1 = f.sub(one, powT(args.beta1));
+  Value invBc2s = f.div(one, f.sqrt(f.sub(one, powT(args.beta2))));
+  Value stepSize = f.div(args.lr, bc1);
+  Value decay = f.mul(args.lr, args.weightDecay);
   Value oneMinusB1 = f.sub(one, args.beta1);
   Value oneMinusB2 = f.sub(one, args.beta2);
 
@@ -414,18 +416,17 @@ void AdamWLaneEmitter::emit() {
   SmallVector<Value> v =
       dequantize(spec.v, args.v, loadLane(args.v.codes, vFp8));
 
+  // Tail elements load as zeros (p, g, codes), so m' = v' = 0 there and they
+  // drop out of the statistics by themselves.
   SmallVector<Value> newP, newM, newV;
-  Value zero = f.c(0.0);
   for (int64_t i = 0; i < e; ++i) {
-    Value mi = f.add(f.mul(args.beta1, m[i]), f.mul(oneMinusB1, g[i]));
-    Value vi = f.add(f.mul(args.beta2, v[i]),
-                     f.mul(f.mul(oneMinusB2, g[i]), g[i]));
-    Value denom = f.mul(f.add(f.div(f.sqrt(vi), bc2s), args.eps), bc1);
-    Value update = f.add(f.div(mi, denom), f.mul(args.weightDecay, p[i]));
-    newP.push_back(f.sub(p[i], f.mul(args.lr, update)));
-    // Tail elements take no part in the statistics.
-    newM.push_back(f.select(valid[i], mi, zero));
-    newV.push_back(f.select(valid[i], vi, zero));
+    Value mi = f.fma(args.beta1, m[i], f.mul(oneMinusB1, g[i]));
+    Value vi = f.fma(args.beta2, v[i], f.mul(f.mul(oneMinusB2, g[i]), g[i]));
+    Value denom = f.fma(f.sqrt(vi), invBc2s, args.eps);
+    Value pDecayed = f.sub(p[i], f.mul(decay, p[i]));
+    newP.push_back(f.sub(pDecayed, f.mul(stepSize, f.div(mi, denom))));
+    newM.push_back(mi);
+    newV.push_back(vi);
   }
   storeLane(args.param, newP, spec.paramType);
   storeLane(args.m.codes, requantize(spec.m, args.m, newM), mFp8);
