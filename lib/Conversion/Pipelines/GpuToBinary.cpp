@@ -37,6 +37,8 @@ void mlir::coat::buildGpuToBinaryPipeline(OpPassManager &pm,
   pm.addPass(createCoatVerifyNVVMTarget());
 
   OpPassManager &gpm = pm.nest(gpu::GPUModuleOp::getOperationName());
+  // afn special functions go straight to the SFU (see coat-fast-nvvm-math).
+  gpm.addPass(createCoatFastNVVMMath());
   gpm.addPass(createCoatLowerFp8ToNVVM());
   gpm.addPass(createConvertNVGPUToNVVMPass());
   gpm.addPass(createConvertVectorToSCFPass());
