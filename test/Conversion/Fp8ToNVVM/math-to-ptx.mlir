@@ -4,8 +4,10 @@
 // exp -> __nv_fast_expf), whatever its fastmath flags; gpu-module-to-binary
 // links <toolkit>/nvvm/libdevice/libdevice.10.bc and LLVM inlines it.
 // Results (sm_90a):
-//  * exp2 -> ex2.approx.f32 (libdevice's exp2f is ex2.approx; ~2 ulp), with or
-//    without afn; log2/powf -> polynomial code (no lg2.approx).
+//  * exp2 -> ex2.approx.f32 (libdevice's exp2f is ex2.approx; ~2 ulp);
+//    log2/powf -> polynomial code (no lg2.approx). With afn, coat-gpu-to-binary
+//    first maps exp2/log2/sqrt/divf to the SFU's .ftz instructions
+//    (coat-fast-nvvm-math; test/Conversion/FastMath).
 //  * sqrt -> sqrt.approx.f32 (!): libdevice's __nv_sqrtf picks the IEEE
 //    sqrt.rn.f32 only when __nvvm_reflect("__CUDA_PREC_SQRT") is 1, and MLIR
 //    does not set it. Pass `--nvvm-reflect-add=__CUDA_PREC_SQRT=1` (an LLVM
@@ -32,7 +34,7 @@
 // DEFAULT: sqrt.approx.f32
 // PRECISE-NOT: sqrt.approx
 // PRECISE: sqrt.rn.f32
-// CHECK: ex2.approx.f32
+// CHECK: ex2.approx.ftz.f32
 // CHECK: rsqrt.approx.f32
 // CHECK: ex2.approx
 // CHECK: st.global.b32
