@@ -33,3 +33,14 @@ func.func @coat_adamw_bf16_e4m3x_e4m3x_g128(%p: tensor<?xbf16>, %g: tensor<?xbf1
       : tensor<?xbf16>, tensor<?xbf16>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>
   return %p2, %m2, %v2 : tensor<?xbf16>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>
 }
+
+// The official kernel's numerics, quirks included (docs/optimizer-numerics.md
+// §4), for fidelity checks against COAT.
+func.func @coat_adamw_f32_e4m3x_e4m3x_g128_reference(%p: tensor<?xf32>, %g: tensor<?xf32>, %m: !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, %v: !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>,
+    %t: f32, %lr: f32, %b1: f32, %b2: f32, %eps: f32, %wd: f32)
+    -> (tensor<?xf32>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>) {
+  %p2, %m2, %v2 = coat.adamw_step %p, %g, %m, %v, %t, %lr, %b1, %b2, %eps, %wd
+      {mode = #coat.optimizer_mode<reference>}
+      : tensor<?xf32>, tensor<?xf32>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>
+  return %p2, %m2, %v2 : tensor<?xf32>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>
+}

@@ -14,6 +14,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "llvm/Support/Alignment.h"
 
 namespace mlir::coat {
 
@@ -30,9 +31,11 @@ struct GroupLane {
   Value firstElement;          ///< flat index of this lane's first element
   bool onGpu = false;
 
-  /// Combines `v` (f32 or i32) over the lanes of the group by a butterfly of
-  /// warp shuffles; every lane receives the result. Identity on the CPU.
-  Value allReduce(ImplicitLocOpBuilder &b, Value v, GroupReduceKind kind) const;
+  /// Combines `v` (f32 or i32) over the lanes of the group (or over aligned
+  /// clusters of `clusterLanes` lanes inside it) by a butterfly of warp
+  /// shuffles; every lane receives the result. Identity on the CPU.
+  Value allReduce(ImplicitLocOpBuilder &b, Value v, GroupReduceKind kind,
+                  int64_t clusterLanes = 0) const;
 };
 
 /// Small helpers for emitting scalar f32 arithmetic. With `approx`, divisions
@@ -63,6 +66,35 @@ struct F32Emitter {
   Value eq(Value x, Value y);
   /// True for finite values (not NaN, not +-inf).
   Value isFinite(Value x);
+};
+
+
+/// How a buffer of float type `logical` is declared in a kernel: f32 as
+/// itself, narrower floats (bf16, f16, FP8) as same-width integers that are
+/// reinterpreted right after loading. (LLVM has no f8, and CPU backends
+/// without native bf16 would route bf16 vectors through library calls.)
+Type laneStorageType(Type logical);
+
+/// Vector access to the E consecutive elements a lane holds in a 1-D buffer
+/// whose element type is `laneStorageType(logical)`. When `full` (i1) holds,
+/// one vector access with the given alignment; otherwise a masked access of
+/// the elements below `limit` (i64), which every target lowers (masked-off
+/// elements load as zero and are not stored).
+struct LaneAccess {
+  ImplicitLocOpBuilder &b;
+  Value first;      ///< index of the lane's first element
+  int64_t elements; ///< E
+  Value full;       ///< i1: all E elements are below `limit`
+  Value limit;      ///< i64: number of valid elements of the buffer
+
+  /// Loads and widens to f32.
+  SmallVector<Value> loadF32(Value buffer, Type logical,
+                             llvm::MaybeAlign align) const;
+  /// Narrows E f32 values to `logical` and stores them.
+  void storeF32(Value buffer, ArrayRef<Value> values, Type logical,
+                llvm::MaybeAlign align) const;
+  /// `first + i < limit` for i in [0, E), as vector<E x i1>.
+  Value tailMask(OpBuilder &nb, Location loc) const;
 };
 
 } // namespace mlir::coat

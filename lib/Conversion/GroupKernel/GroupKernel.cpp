@@ -5,17 +5,21 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 using namespace mlir;
 using namespace mlir::coat;
 
 Value GroupLane::allReduce(ImplicitLocOpBuilder &b, Value v,
-                           GroupReduceKind kind) const {
-  if (!onGpu || lanesPerGroup == 1)
+                           GroupReduceKind kind, int64_t clusterLanes) const {
+  int64_t lanes = clusterLanes > 0 ? std::min(clusterLanes, lanesPerGroup)
+                                   : lanesPerGroup;
+  if (!onGpu || lanes <= 1)
     return v;
   // Lanes of a group are adjacent and groups are aligned inside the warp, so
-  // xor offsets below L never leave the group.
-  for (int64_t offset = lanesPerGroup / 2; offset >= 1; offset /= 2) {
+  // xor offsets below L never leave the group (or the cluster).
+  for (int64_t offset = lanes / 2; offset >= 1; offset /= 2) {
     auto shuffle = gpu::ShuffleOp::create(b, v, static_cast<int32_t>(offset),
                                           /*width=*/32, gpu::ShuffleMode::XOR);
     Value other = shuffle.getShuffleResult();
@@ -88,4 +92,83 @@ Value F32Emitter::eq(Value x, Value y) {
 Value F32Emitter::isFinite(Value x) {
   // |x| < inf is false for NaN and for +-inf.
   return lt(abs(x), c(std::numeric_limits<float>::infinity()));
+}
+
+Type mlir::coat::laneStorageType(Type logical) {
+  if (logical.isF32())
+    return logical;
+  return IntegerType::get(logical.getContext(),
+                          logical.getIntOrFloatBitWidth());
+}
+
+Value LaneAccess::tailMask(OpBuilder &nb, Location loc) const {
+  auto i64Vec = VectorType::get({elements}, nb.getI64Type());
+  SmallVector<int64_t> iota(elements);
+  for (int64_t i = 0; i < elements; ++i)
+    iota[i] = i;
+  Value steps = arith::ConstantOp::create(
+      nb, loc, DenseElementsAttr::get(i64Vec, ArrayRef<int64_t>(iota)));
+  Value firstI64 =
+      arith::IndexCastOp::create(nb, loc, nb.getI64Type(), first);
+  Value idx = arith::AddIOp::create(
+      nb, loc, vector::BroadcastOp::create(nb, loc, i64Vec, firstI64), steps);
+  Value lim = vector::BroadcastOp::create(nb, loc, i64Vec, limit);
+  return arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::ult, idx, lim);
+}
+
+SmallVector<Value> LaneAccess::loadF32(Value buffer, Type logical,
+                                       llvm::MaybeAlign align) const {
+  Type elt = cast<MemRefType>(buffer.getType()).getElementType();
+  auto vecType = VectorType::get({elements}, elt);
+  Value zero = arith::ConstantOp::create(b, b.getZeroAttr(elt));
+  auto ifOp = scf::IfOp::create(
+      b, full,
+      [&](OpBuilder &nb, Location loc) {
+        Value v = vector::LoadOp::create(nb, loc, vecType, buffer,
+                                         ValueRange{first},
+                                         /*nontemporal=*/false, align);
+        scf::YieldOp::create(nb, loc, v);
+      },
+      [&](OpBuilder &nb, Location loc) {
+        Value pass = vector::BroadcastOp::create(nb, loc, vecType, zero);
+        Value v = vector::MaskedLoadOp::create(nb, loc, vecType, buffer,
+                                               ValueRange{first},
+                                               tailMask(nb, loc), pass);
+        scf::YieldOp::create(nb, loc, v);
+      });
+  Value vec = ifOp.getResult(0);
+  if (elt != logical)
+    vec = arith::BitcastOp::create(b, VectorType::get({elements}, logical),
+                                   vec);
+  if (!logical.isF32())
+    vec = arith::ExtFOp::create(
+        b, VectorType::get({elements}, b.getF32Type()), vec);
+  SmallVector<Value> out;
+  for (int64_t i = 0; i < elements; ++i)
+    out.push_back(vector::ExtractOp::create(b, vec, ArrayRef<int64_t>{i}));
+  return out;
+}
+
+void LaneAccess::storeF32(Value buffer, ArrayRef<Value> values, Type logical,
+                          llvm::MaybeAlign align) const {
+  Type elt = cast<MemRefType>(buffer.getType()).getElementType();
+  Value vec = vector::FromElementsOp::create(
+      b, VectorType::get({elements}, b.getF32Type()), values);
+  if (!logical.isF32())
+    vec = arith::TruncFOp::create(b, VectorType::get({elements}, logical),
+                                  vec);
+  if (elt != logical)
+    vec = arith::BitcastOp::create(b, VectorType::get({elements}, elt), vec);
+  scf::IfOp::create(
+      b, full,
+      [&](OpBuilder &nb, Location loc) {
+        vector::StoreOp::create(nb, loc, vec, buffer, ValueRange{first},
+                                /*nontemporal=*/false, align);
+        scf::YieldOp::create(nb, loc);
+      },
+      [&](OpBuilder &nb, Location loc) {
+        vector::MaskedStoreOp::create(nb, loc, buffer, ValueRange{first},
+                                      tailMask(nb, loc), vec);
+        scf::YieldOp::create(nb, loc);
+      });
 }

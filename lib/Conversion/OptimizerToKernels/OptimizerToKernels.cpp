@@ -155,8 +155,9 @@ class AdamWLaneEmitter {
 public:
   AdamWLaneEmitter(ImplicitLocOpBuilder &b, const AdamWKernelSpec &spec,
                    const GroupLane &lane, const AdamWArgs &args)
-      : b(b), f(F32Emitter{b, /*approx=*/lane.onGpu}), spec(spec),
-        lane(lane), args(args) {}
+      : b(b), f(F32Emitter{b, /*approx=*/lane.onGpu}),
+        acc(F32Emitter{b, /*approx=*/false}), spec(spec), lane(lane),
+        args(args) {}
 
   void emit();
 
@@ -179,6 +180,16 @@ private:
   SmallVector<Value> requantize(const MomentSpec &mom,
                                 const MomentBuffers &bufs,
                                 ArrayRef<Value> values);
+  /// mode = reference: the official kernel's statistics and formulas.
+  SmallVector<Value> requantizeReference(const MomentSpec &mom,
+                                         const MomentBuffers &bufs,
+                                         ArrayRef<Value> values);
+  /// The official kernel's partly zero-skipping group minimum of `w` (|x|,
+  /// FLT_MAX for tail elements), in closed form (docs/optimizer-numerics.md
+  /// §4).
+  Value referenceMinimum(ArrayRef<Value> w);
+  /// i1: element `i` of this lane lies below n.
+  Value isValid(int64_t i);
   Value loadGroupScalar(Value buffer);
   /// A lane's chunk starts at a multiple of E elements of a 16-byte aligned
   /// buffer, so its accesses are aligned to E * sizeof(elt), capped at 16.
@@ -207,11 +218,17 @@ private:
   void storeGroupScalar(Value buffer, Value v);
 
   ImplicitLocOpBuilder &b;
+  /// Per-element math: approximate (SFU, flush-to-zero) on the GPU.
   F32Emitter f;
+  /// Per-group and per-lane constants: always accurate; they are amortized
+  /// over the group and can involve subnormal extremes (tiny minima).
+  F32Emitter acc;
   const AdamWKernelSpec &spec;
   const GroupLane &lane;
   const AdamWArgs &args;
   Value nIndex, fullLane, groupClamped, isGroupLeader;
+  /// (warp index, warp result) pairs of referenceMinimum's second stage.
+  SmallVector<std::pair<Value, Value>> stage2;
 };
 
 SmallVector<Value> AdamWLaneEmitter::loadLane(Value buffer, Type logical) {
@@ -297,12 +314,24 @@ SmallVector<Value> AdamWLaneEmitter::dequantize(const MomentSpec &mom,
       out.push_back(f.mul(q, s));
     return out;
   }
-  // x = sgn(y) |y|^(1/k) c with y = q s, in the log domain:
-  // log2|x| = (log2|q| + log2 s)/k + log2 c; the per-group part is hoisted.
   Value k = loadGroupScalar(bufs.k);
   Value c = loadGroupScalar(bufs.c);
-  Value invK = f.div(f.c(1.0), k);
-  Value offset = f.fma(f.log2(s), invK, f.log2(c));
+  if (spec.mode == OptimizerMode::reference) {
+    // As the official kernel: y = q s, x = sgn(y) powf(|y|, 1/k) c with
+    // sgn = 1 - 2 signbit(y) (so -0 and -NaN give -1); v takes no sign.
+    Value invK = acc.div(acc.c(1.0), k);
+    for (Value q : codes) {
+      Value y = acc.mul(q, s);
+      Value mag = acc.mul(acc.pow(acc.abs(y), invK), c);
+      out.push_back(mom.isSigned ? acc.copysign(mag, y)
+                                 : acc.mul(acc.pow(y, invK), c));
+    }
+    return out;
+  }
+  // x = sgn(y) |y|^(1/k) c with y = q s, in the log domain:
+  // log2|x| = (log2|q| + log2 s)/k + log2 c; the per-group part is hoisted.
+  Value invK = acc.div(f.c(1.0), k);
+  Value offset = acc.fma(acc.log2(s), invK, acc.log2(c));
   for (Value q : codes) {
     Value mag = f.exp2(f.fma(f.log2(f.abs(q)), invK, offset));
     out.push_back(mom.isSigned ? f.copysign(mag, q) : mag);
@@ -313,6 +342,8 @@ SmallVector<Value> AdamWLaneEmitter::dequantize(const MomentSpec &mom,
 SmallVector<Value> AdamWLaneEmitter::requantize(const MomentSpec &mom,
                                                 const MomentBuffers &bufs,
                                                 ArrayRef<Value> values) {
+  if (spec.mode == OptimizerMode::reference)
+    return requantizeReference(mom, bufs, values);
   const ::coat::Fp8Traits traits = ::coat::getFp8Traits(mom.format);
   const double inf = std::numeric_limits<double>::infinity();
   // `x - x` is 0 for finite x and NaN for +-inf and NaN (no nnan/ninf flags,
@@ -336,9 +367,9 @@ SmallVector<Value> AdamWLaneEmitter::requantize(const MomentSpec &mom,
 
   SmallVector<Value> out;
   if (!mom.expanded) {
-    Value s = f.div(maxAbs, f.c(traits.maxFinite));
+    Value s = acc.div(maxAbs, f.c(traits.maxFinite));
     Value inv =
-        f.select(allZero, f.c(0.0), f.div(f.c(traits.maxFinite), maxAbs));
+        f.select(allZero, f.c(0.0), acc.div(f.c(traits.maxFinite), maxAbs));
     storeGroupScalar(bufs.scale, s);
     for (auto [x, nanIfNonFinite] : llvm::zip(values, poison))
       out.push_back(f.add(f.mul(x, inv), nanIfNonFinite));
@@ -350,22 +381,22 @@ SmallVector<Value> AdamWLaneEmitter::requantize(const MomentSpec &mom,
   // the ratio (which may overflow to +inf, giving the smallest k).
   const double ub = 0.5 * double(traits.maxFinite) * traits.maxFinite;
   double emin = double(spec.expandMin);
-  Value logRatio = f.log2(f.div(maxAbs, minAbs));
-  Value kRaw = f.div(f.c(std::log2(ub)), logRatio);
-  Value k = f.div(f.floor(f.mul(kRaw, f.c(emin))), f.c(emin));
+  Value logRatio = acc.log2(acc.div(maxAbs, minAbs));
+  Value kRaw = acc.div(f.c(std::log2(ub)), logRatio);
+  Value k = acc.div(acc.floor(f.mul(kRaw, f.c(emin))), f.c(emin));
   k = f.minnum(f.maxnum(k, f.c(1.0 / emin)), f.c(spec.maxK));
   Value oneMagnitude = f.le(logRatio, f.c(0.0));
   k = f.select(arith::OrIOp::create(b, allZero, oneMagnitude), f.c(1.0), k);
-  Value c = f.mul(f.sqrt(maxAbs), f.sqrt(minAbs));
+  Value c = acc.mul(acc.sqrt(maxAbs), acc.sqrt(minAbs));
   c = f.select(allZero, f.c(1.0), c);
   // s = (M/c)^k / fp8max and the codes are (|x|/c)^k / s, both through the
   // centre c: |x|/c stays within sqrt(M/mn) of 1, where |x|/M could
   // underflow. An all-zero group keeps log2 s = 0 so its codes come out 0.
-  Value invC = f.div(f.c(1.0), c);
-  Value logS = f.sub(f.mul(k, f.log2(f.mul(maxAbs, invC))),
+  Value invC = acc.div(f.c(1.0), c);
+  Value logS = acc.sub(acc.mul(k, acc.log2(acc.mul(maxAbs, invC))),
                      f.c(std::log2(double(traits.maxFinite))));
   logS = f.select(allZero, f.c(0.0), logS);
-  Value s = f.select(allZero, f.c(0.0), f.exp2(logS));
+  Value s = f.select(allZero, f.c(0.0), acc.exp2(logS));
   storeGroupScalar(bufs.scale, s);
   storeGroupScalar(bufs.k, k);
   storeGroupScalar(bufs.c, c);
@@ -373,6 +404,147 @@ SmallVector<Value> AdamWLaneEmitter::requantize(const MomentSpec &mom,
   for (auto [x, a] : llvm::zip(values, mags)) {
     Value mag = f.exp2(f.fma(k, f.log2(f.mul(a, invC)), negLogS));
     out.push_back(mom.isSigned ? f.copysign(mag, x) : mag);
+  }
+  return out;
+}
+
+Value AdamWLaneEmitter::isValid(int64_t i) {
+  Value at = arith::AddIOp::create(b, lane.firstElement, idx(i));
+  return arith::CmpIOp::create(b, arith::CmpIPredicate::ult, at, nIndex);
+}
+
+Value AdamWLaneEmitter::referenceMinimum(ArrayRef<Value> w) {
+  // The official kernel reduces a group as G/32 warps with a shfl_down tree
+  // (offsets 16..1) in which a lane folds in an incoming partial only if it
+  // is non-zero and never tests its own start value, then reduces the warp
+  // results the same way in warp 0 (lanes >= G/32 hold 1e9). Position j of a
+  // warp reaches lane 0 through the lanes j & (2^b - 1), b = 0..5; a zero
+  // start value anywhere on that chain drops it, and a zero at position 0
+  // makes the result 0. So: result = w_0 == 0 ? 0 : min of w_j over the
+  // positions whose chain holds no zero.
+  auto i32c = [&](int64_t v) {
+    return arith::ConstantIntOp::create(b, b.getI32Type(), v);
+  };
+  auto bit = [&](Value mask, Value pos) {
+    Value shifted = arith::ShRUIOp::create(b, mask, pos);
+    Value one = arith::AndIOp::create(b, shifted, i32c(1));
+    return arith::CmpIOp::create(b, arith::CmpIPredicate::ne, one, i32c(0));
+  };
+  /// i1: every position on the chain of `pos` (an i32 in [0, 32)) is set.
+  auto chainClear = [&](Value mask, Value pos) {
+    Value ok = bit(mask, pos);
+    for (int64_t bits = 0; bits < 5; ++bits) {
+      Value low = arith::AndIOp::create(b, pos, i32c((int64_t(1) << bits) - 1));
+      ok = arith::AndIOp::create(b, ok, bit(mask, low));
+    }
+    return ok;
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  int64_t e = lane.elementsPerLane;
+  int64_t numWarps = spec.groupSize / 32;
+  // Position of this lane's first element inside its warp and which warp.
+  Value laneOffset = arith::MulIOp::create(b, lane.laneInGroup, idx(e));
+  Value warpOfLane = arith::DivUIOp::create(b, laneOffset, idx(32));
+  Value posOfLane = arith::IndexCastOp::create(
+      b, b.getI32Type(), arith::RemUIOp::create(b, laneOffset, idx(32)));
+  Value warpOfLaneI32 =
+      arith::IndexCastOp::create(b, b.getI32Type(), warpOfLane);
+
+  // A lane holds elements of one warp (E <= 32) or whole warps (E = G, CPU).
+  int64_t segments = std::max<int64_t>(1, e / 32);
+  int64_t perSegment = std::min<int64_t>(e, 32);
+  int64_t lanesPerWarp = std::max<int64_t>(1, 32 / e);
+  Value warpMask2 = i32c(0);
+  for (int64_t seg = 0; seg < segments; ++seg) {
+    ArrayRef<Value> ws = w.slice(seg * perSegment, perSegment);
+    Value base = seg == 0 && segments == 1 ? posOfLane : i32c(0);
+    // Stage 1: the warp's non-zero mask, then the chain test per element.
+    Value mask = i32c(0);
+    for (auto [i, wi] : llvm::enumerate(ws)) {
+      Value nz = arith::ExtUIOp::create(
+          b, b.getI32Type(), acc.gt(acc.abs(wi), acc.c(0.0)));
+      Value pos = arith::AddIOp::create(b, base, i32c(i));
+      mask = arith::OrIOp::create(b, mask,
+                                  arith::ShLIOp::create(b, nz, pos));
+    }
+    mask = lane.allReduce(b, mask, GroupReduceKind::BitOr, lanesPerWarp);
+    Value localMin = f.c(inf);
+    for (auto [i, wi] : llvm::enumerate(ws)) {
+      Value pos = arith::AddIOp::create(b, base, i32c(i));
+      localMin = acc.minnum(localMin,
+                            acc.select(chainClear(mask, pos), wi, acc.c(inf)));
+    }
+    Value warpResult =
+        lane.allReduce(b, localMin, GroupReduceKind::MinNum, lanesPerWarp);
+    warpResult = acc.select(bit(mask, i32c(0)), warpResult, acc.c(0.0));
+    // Stage 2 inputs: this warp's slot in warp 0.
+    Value warpIndex = arith::AddIOp::create(b, warpOfLaneI32, i32c(seg));
+    Value nz = arith::ExtUIOp::create(b, b.getI32Type(),
+                                      acc.gt(warpResult, acc.c(0.0)));
+    warpMask2 = arith::OrIOp::create(
+        b, warpMask2, arith::ShLIOp::create(b, nz, warpIndex));
+    // Remember per-warp results for the chain test of stage 2.
+    stage2.push_back({warpIndex, warpResult});
+  }
+  // Stage 2: lanes >= G/32 hold 1e9 (non-zero, on every chain from 0).
+  if (numWarps < 32)
+    warpMask2 = arith::OrIOp::create(
+        b, warpMask2, i32c(~((int64_t(1) << numWarps) - 1) & 0xffffffff));
+  warpMask2 = lane.allReduce(b, warpMask2, GroupReduceKind::BitOr);
+  Value candidate = f.c(inf);
+  for (auto [warpIndex, warpResult] : stage2)
+    candidate = acc.minnum(candidate,
+                           acc.select(chainClear(warpMask2, warpIndex),
+                                      warpResult, acc.c(inf)));
+  stage2.clear();
+  candidate = lane.allReduce(b, candidate, GroupReduceKind::MinNum);
+  if (numWarps < 32)
+    candidate = acc.minnum(candidate, acc.c(1e9));
+  return acc.select(bit(warpMask2, i32c(0)), candidate, acc.c(0.0));
+}
+
+SmallVector<Value> AdamWLaneEmitter::requantizeReference(
+    const MomentSpec &mom, const MomentBuffers &bufs,
+    ArrayRef<Value> values) {
+  const ::coat::Fp8Traits traits = ::coat::getFp8Traits(mom.format);
+  const double fltMax = std::numeric_limits<float>::max();
+  SmallVector<Value> maxStart, minStart;
+  for (auto [i, x] : llvm::enumerate(values)) {
+    Value a = acc.abs(x);
+    Value valid = isValid(i);
+    maxStart.push_back(acc.select(valid, a, acc.c(0.0)));
+    minStart.push_back(acc.select(valid, a, acc.c(fltMax)));
+  }
+  Value localMax = acc.c(0.0);
+  for (Value a : maxStart)
+    localMax = acc.maxnum(localMax, a);
+  Value absMax = lane.allReduce(b, localMax, GroupReduceKind::MaxNum);
+  SmallVector<Value> out;
+  if (!mom.expanded) {
+    Value s = acc.div(acc.add(absMax, acc.c(::coat::kOptimizerScaleEps)),
+                      acc.c(traits.maxFinite));
+    storeGroupScalar(bufs.scale, s);
+    for (Value x : values)
+      out.push_back(acc.div(x, s));
+    return out;
+  }
+  Value top = acc.add(absMax, acc.c(::coat::kExpansionEps));
+  Value bottom =
+      acc.add(referenceMinimum(minStart), acc.c(::coat::kExpansionEps));
+  Value c = acc.mul(acc.sqrt(top), acc.sqrt(bottom));
+  const double ub = 0.5 * double(traits.maxFinite) * traits.maxFinite;
+  double emin = double(spec.expandMin);
+  Value kRaw = acc.div(acc.log2(acc.c(ub)), acc.log2(acc.div(top, bottom)));
+  Value k = acc.div(acc.floor(acc.mul(kRaw, acc.c(emin))), acc.c(emin));
+  Value s = acc.div(acc.pow(acc.div(top, c), k), acc.c(traits.maxFinite));
+  storeGroupScalar(bufs.scale, s);
+  storeGroupScalar(bufs.k, k);
+  storeGroupScalar(bufs.c, c);
+  for (Value x : values) {
+    Value e = mom.isSigned
+                  ? acc.copysign(acc.pow(acc.div(acc.abs(x), c), k), x)
+                  : acc.pow(acc.div(x, c), k);
+    out.push_back(acc.div(e, s));
   }
   return out;
 }
@@ -400,8 +572,8 @@ void AdamWLaneEmitter::emit() {
   Value one = f.c(1.0);
   auto powT = [&](Value base) { return f.pow(base, args.step); };
   Value bc1 = f.sub(one, powT(args.beta1));
-  Value invBc2s = f.div(one, f.sqrt(f.sub(one, powT(args.beta2))));
-  Value stepSize = f.div(args.lr, bc1);
+  Value invBc2s = acc.div(one, acc.sqrt(f.sub(one, powT(args.beta2))));
+  Value stepSize = acc.div(args.lr, bc1);
   Value decay = f.mul(args.lr, args.weightDecay);
   Value oneMinusB1 = f.sub(one, args.beta1);
   Value oneMinusB2 = f.sub(one, args.beta2);
@@ -419,7 +591,23 @@ void AdamWLaneEmitter::emit() {
   // Tail elements load as zeros (p, g, codes), so m' = v' = 0 there and they
   // drop out of the statistics by themselves.
   SmallVector<Value> newP, newM, newV;
+  bool reference = spec.mode == OptimizerMode::reference;
+  Value bc2s = reference ? acc.sqrt(acc.sub(one, powT(args.beta2))) : Value();
   for (int64_t i = 0; i < e; ++i) {
+    if (reference) {
+      // The official kernel's order of operations (COAT §2.4).
+      Value mi = acc.add(acc.mul(args.beta1, m[i]), acc.mul(oneMinusB1, g[i]));
+      Value vi = acc.add(acc.mul(args.beta2, v[i]),
+                         acc.mul(acc.mul(oneMinusB2, g[i]), g[i]));
+      Value denom =
+          acc.mul(acc.add(acc.div(acc.sqrt(vi), bc2s), args.eps), bc1);
+      Value update = acc.add(acc.div(mi, denom),
+                             acc.mul(args.weightDecay, p[i]));
+      newP.push_back(acc.sub(p[i], acc.mul(args.lr, update)));
+      newM.push_back(mi);
+      newV.push_back(vi);
+      continue;
+    }
     Value mi = f.fma(args.beta1, m[i], f.mul(oneMinusB1, g[i]));
     Value vi = f.fma(args.beta2, v[i], f.mul(f.mul(oneMinusB2, g[i]), g[i]));
     Value denom = f.fma(f.sqrt(vi), invBc2s, args.eps);
@@ -528,9 +716,6 @@ LogicalResult CoatLowerOptimizerPass::lowerSpec(func::FuncOp fn,
                                                 gpu::GPUModuleOp &gpuModule) {
   if (failed(verifyKernelSpec(fn, op)))
     return failure();
-  if (op.getMode() != OptimizerMode::fixed)
-    return op.emitError("mode 'reference' has no kernel lowering; the "
-                        "reference numerics live in the host library");
   MLIRContext *ctx = &getContext();
   QTensorType mType = op.getM().getType(), vType = op.getV().getType();
   AdamWKernelSpec spec{
