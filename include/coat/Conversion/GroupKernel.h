@@ -44,6 +44,10 @@ struct GroupLane {
 struct F32Emitter {
   ImplicitLocOpBuilder &b;
   bool approx = false;
+  /// With `approx`, whether the approximations may flush subnormal inputs
+  /// and results to zero (the bare SFU instructions). Otherwise the ops are
+  /// marked `coat.keep_subnormals` and get the subnormal-safe variants.
+  bool flushSubnormals = true;
   Value c(double v);
   Value add(Value x, Value y);
   Value sub(Value x, Value y);

@@ -31,20 +31,30 @@ Value callSfu(PatternRewriter &rewriter, Location loc, StringRef intrinsic,
       .getResult(0);
 }
 
+/// Ops marked `coat.keep_subnormals` get the non-flushing instruction.
+bool keepsSubnormals(Operation *op) {
+  return op->hasAttr("coat.keep_subnormals");
+}
+
 /// math.{exp2,log2,sqrt} with afn -> the SFU intrinsic of the same function.
 template <typename MathOp>
 struct UnarySfuLowering : OpRewritePattern<MathOp> {
-  UnarySfuLowering(MLIRContext *ctx, StringRef intrinsic)
-      : OpRewritePattern<MathOp>(ctx), intrinsic(intrinsic) {}
+  UnarySfuLowering(MLIRContext *ctx, StringRef name)
+      : OpRewritePattern<MathOp>(ctx), name(name) {}
   LogicalResult matchAndRewrite(MathOp op,
                                 PatternRewriter &rewriter) const override {
     if (!isApproxF32(op, op.getFastmath()))
       return failure();
+    // ex2 is overloaded on its type in LLVM 22; lg2 and sqrt are not.
+    StringRef keep = name == "ex2" ? ".f32" : ".f";
+    std::string intrinsic = ("llvm.nvvm." + name + ".approx" +
+                             (keepsSubnormals(op) ? keep : StringRef(".ftz.f")))
+                                .str();
     rewriter.replaceOp(op, callSfu(rewriter, op.getLoc(), intrinsic,
                                    op.getOperand()));
     return success();
   }
-  StringRef intrinsic;
+  StringRef name;
 };
 
 /// arith.divf with afn -> x * rcp(y) (just rcp(y) when x is 1).
@@ -54,6 +64,15 @@ struct DivFSfuLowering : OpRewritePattern<arith::DivFOp> {
                                 PatternRewriter &rewriter) const override {
     if (!isApproxF32(op, op.getFastmath()))
       return failure();
+    if (keepsSubnormals(op)) {
+      rewriter.replaceOp(
+          op, LLVM::CallIntrinsicOp::create(
+                  rewriter, op.getLoc(), rewriter.getF32Type(),
+                  rewriter.getStringAttr("llvm.nvvm.div.approx.f"),
+                  ValueRange{op.getLhs(), op.getRhs()})
+                  .getResult(0));
+      return success();
+    }
     Value rcp = callSfu(rewriter, op.getLoc(), "llvm.nvvm.rcp.approx.ftz.f",
                         op.getRhs());
     FloatAttr one;
@@ -72,12 +91,9 @@ struct CoatFastNVVMMathPass
   void runOnOperation() override {
     MLIRContext *ctx = &getContext();
     RewritePatternSet patterns(ctx);
-    patterns.add<UnarySfuLowering<math::Exp2Op>>(ctx,
-                                                 "llvm.nvvm.ex2.approx.ftz.f");
-    patterns.add<UnarySfuLowering<math::Log2Op>>(ctx,
-                                                 "llvm.nvvm.lg2.approx.ftz.f");
-    patterns.add<UnarySfuLowering<math::SqrtOp>>(ctx,
-                                                 "llvm.nvvm.sqrt.approx.ftz.f");
+    patterns.add<UnarySfuLowering<math::Exp2Op>>(ctx, "ex2");
+    patterns.add<UnarySfuLowering<math::Log2Op>>(ctx, "lg2");
+    patterns.add<UnarySfuLowering<math::SqrtOp>>(ctx, "sqrt");
     patterns.add<DivFSfuLowering>(ctx);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();

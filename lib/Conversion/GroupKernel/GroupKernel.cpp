@@ -47,21 +47,33 @@ Value F32Emitter::mul(Value x, Value y) { return arith::MulFOp::create(b, x, y);
 static arith::FastMathFlags fastFlags(bool approx) {
   return approx ? arith::FastMathFlags::afn : arith::FastMathFlags::none;
 }
+/// Marks an approximate op whose subnormals must survive (coat-fast-nvvm-math
+/// then picks the non-flushing SFU variant).
+static Value keepSubnormalsIf(bool mark, Value v) {
+  if (mark)
+    v.getDefiningOp()->setAttr("coat.keep_subnormals",
+                               UnitAttr::get(v.getContext()));
+  return v;
+}
 Value F32Emitter::div(Value x, Value y) {
-  return arith::DivFOp::create(b, x, y, fastFlags(approx));
+  return keepSubnormalsIf(approx && !flushSubnormals,
+                          arith::DivFOp::create(b, x, y, fastFlags(approx)));
 }
 Value F32Emitter::fma(Value x, Value y, Value z) {
   return math::FmaOp::create(b, x, y, z);
 }
 Value F32Emitter::abs(Value x) { return math::AbsFOp::create(b, x); }
 Value F32Emitter::sqrt(Value x) {
-  return math::SqrtOp::create(b, x, fastFlags(approx));
+  return keepSubnormalsIf(approx && !flushSubnormals,
+                          math::SqrtOp::create(b, x, fastFlags(approx)));
 }
 Value F32Emitter::exp2(Value x) {
-  return math::Exp2Op::create(b, x, fastFlags(approx));
+  return keepSubnormalsIf(approx && !flushSubnormals,
+                          math::Exp2Op::create(b, x, fastFlags(approx)));
 }
 Value F32Emitter::log2(Value x) {
-  return math::Log2Op::create(b, x, fastFlags(approx));
+  return keepSubnormalsIf(approx && !flushSubnormals,
+                          math::Log2Op::create(b, x, fastFlags(approx)));
 }
 Value F32Emitter::floor(Value x) { return math::FloorOp::create(b, x); }
 Value F32Emitter::pow(Value x, Value y) { return math::PowFOp::create(b, x, y); }

@@ -156,8 +156,11 @@ public:
   AdamWLaneEmitter(ImplicitLocOpBuilder &b, const AdamWKernelSpec &spec,
                    const GroupLane &lane, const AdamWArgs &args)
       : b(b), f(F32Emitter{b, /*approx=*/lane.onGpu}),
-        acc(F32Emitter{b, /*approx=*/false}), spec(spec), lane(lane),
-        args(args) {}
+        acc(F32Emitter{b,
+                       /*approx=*/lane.onGpu &&
+                           spec.mode == OptimizerMode::fixed,
+                       /*flushSubnormals=*/false}),
+        spec(spec), lane(lane), args(args) {}
 
   void emit();
 
@@ -220,8 +223,9 @@ private:
   ImplicitLocOpBuilder &b;
   /// Per-element math: approximate (SFU, flush-to-zero) on the GPU.
   F32Emitter f;
-  /// Per-group and per-lane constants: always accurate; they are amortized
-  /// over the group and can involve subnormal extremes (tiny minima).
+  /// Per-group and per-lane constants: they can involve subnormal extremes
+  /// (tiny minima), so never flushed; approximate on the GPU in fixed mode,
+  /// accurate in reference mode.
   F32Emitter acc;
   const AdamWKernelSpec &spec;
   const GroupLane &lane;

@@ -30,3 +30,17 @@ func.func @accurate(%x: f32, %d: f64) -> (f32, f32, f64) {
   %2 = math.log2 %d fastmath<afn> : f64
   return %0, %1, %2 : f32, f32, f64
 }
+
+// Ops marked coat.keep_subnormals get the non-flushing SFU variants.
+// CHECK-LABEL: func.func @keep_subnormals
+func.func @keep_subnormals(%x: f32, %y: f32) -> (f32, f32, f32, f32) {
+  // CHECK: llvm.call_intrinsic "llvm.nvvm.ex2.approx.f32"
+  %0 = math.exp2 %x fastmath<afn> {coat.keep_subnormals} : f32
+  // CHECK: llvm.call_intrinsic "llvm.nvvm.lg2.approx.f"
+  %1 = math.log2 %x fastmath<afn> {coat.keep_subnormals} : f32
+  // CHECK: llvm.call_intrinsic "llvm.nvvm.sqrt.approx.f"
+  %2 = math.sqrt %x fastmath<afn> {coat.keep_subnormals} : f32
+  // CHECK: llvm.call_intrinsic "llvm.nvvm.div.approx.f"(%arg0, %arg1)
+  %3 = arith.divf %x, %y fastmath<afn> {coat.keep_subnormals} : f32
+  return %0, %1, %2, %3 : f32, f32, f32, f32
+}
