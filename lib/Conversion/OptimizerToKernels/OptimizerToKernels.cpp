@@ -77,16 +77,6 @@ std::string dtypeName(Type t) {
   return "i32";
 }
 
-/// How a buffer of float type `t` is declared in the kernel: f32 as itself,
-/// narrower floats as same-width integers, reinterpreted right after loading.
-/// (LLVM has no f8, and CPU backends without native bf16 would route bf16
-/// vectors through library calls.)
-Type storageType(Type t) {
-  if (t.isF32())
-    return t;
-  return IntegerType::get(t.getContext(), t.getIntOrFloatBitWidth());
-}
-
 /// Argument types, names and manifest records in ABI order.
 struct AbiArg {
   std::string name;
@@ -101,13 +91,14 @@ SmallVector<AbiArg> buildAbi(MLIRContext *ctx, const AdamWKernelSpec &spec) {
     return MemRefType::get({ShapedType::kDynamic}, elt);
   };
   SmallVector<AbiArg> abi;
-  abi.push_back({"param", buf(storageType(spec.paramType)),
+  abi.push_back({"param", buf(laneStorageType(spec.paramType)),
                  dtypeName(spec.paramType), "n"});
-  abi.push_back({"grad", buf(storageType(spec.gradType)),
+  abi.push_back({"grad", buf(laneStorageType(spec.gradType)),
                  dtypeName(spec.gradType), "n"});
   for (const MomentSpec *mom : {&spec.m, &spec.v}) {
     std::string p = mom->name.str();
-    abi.push_back({p + "_codes", buf(IntegerType::get(ctx, 8)),
+    abi.push_back({p + "_codes",
+                   buf(laneStorageType(getFp8Type(ctx, mom->format))),
                    ::coat::getFp8Traits(mom->format).name, "n"});
     abi.push_back({p + "_scale", buf(f32), "f32", "groups"});
     if (mom->expanded) {
@@ -167,12 +158,17 @@ public:
 private:
   Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
 
-  /// Loads this lane's E elements of a 1-D buffer (zero beyond `n`) holding
-  /// values of float type `logical` (stored as same-width integers unless
-  /// f32) and returns them widened to f32.
-  SmallVector<Value> loadLane(Value buffer, Type logical);
-  /// Stores E f32 values, narrowed to `logical`, skipping elements beyond `n`.
-  void storeLane(Value buffer, ArrayRef<Value> values, Type logical);
+  /// This lane's E elements of a buffer holding `logical` values, as f32.
+  SmallVector<Value> loadLane(Value buffer, Type logical) {
+    return access().loadF32(buffer, logical, laneAlignment(buffer));
+  }
+  void storeLane(Value buffer, ArrayRef<Value> values, Type logical) {
+    access().storeF32(buffer, values, logical, laneAlignment(buffer));
+  }
+  LaneAccess access() {
+    return LaneAccess{b, lane.firstElement, lane.elementsPerLane, fullLane,
+                      args.n};
+  }
 
   /// Dequantizes the E codes of one moment with its previous metadata.
   SmallVector<Value> dequantize(const MomentSpec &mom,
@@ -196,27 +192,10 @@ private:
   Value loadGroupScalar(Value buffer);
   /// A lane's chunk starts at a multiple of E elements of a 16-byte aligned
   /// buffer, so its accesses are aligned to E * sizeof(elt), capped at 16.
-  llvm::MaybeAlign laneAlignment(Type elt) const {
+  llvm::MaybeAlign laneAlignment(Value buffer) const {
+    Type elt = cast<MemRefType>(buffer.getType()).getElementType();
     int64_t bytes = lane.elementsPerLane * elt.getIntOrFloatBitWidth() / 8;
     return llvm::MaybeAlign(std::min<int64_t>(std::max<int64_t>(bytes, 1), 16));
-  }
-  /// Mask of this lane's elements below `n` (only built on the tail path);
-  /// a compare of iota against n, which every target lowers.
-  Value tailMask(OpBuilder &nb, Location loc) {
-    int64_t e = lane.elementsPerLane;
-    auto i64Vec = VectorType::get({e}, nb.getI64Type());
-    SmallVector<int64_t> iota(e);
-    for (int64_t i = 0; i < e; ++i)
-      iota[i] = i;
-    Value steps = arith::ConstantOp::create(
-        nb, loc, DenseElementsAttr::get(i64Vec, ArrayRef<int64_t>(iota)));
-    Value first = arith::IndexCastOp::create(nb, loc, nb.getI64Type(),
-                                             lane.firstElement);
-    Value idx = arith::AddIOp::create(
-        nb, loc, vector::BroadcastOp::create(nb, loc, i64Vec, first), steps);
-    Value limit = vector::BroadcastOp::create(nb, loc, i64Vec, args.n);
-    return arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::ult, idx,
-                                 limit);
   }
   void storeGroupScalar(Value buffer, Value v);
 
@@ -234,68 +213,6 @@ private:
   /// (warp index, warp result) pairs of referenceMinimum's second stage.
   SmallVector<std::pair<Value, Value>> stage2;
 };
-
-SmallVector<Value> AdamWLaneEmitter::loadLane(Value buffer, Type logical) {
-  auto memrefType = cast<MemRefType>(buffer.getType());
-  Type elt = memrefType.getElementType();
-  auto vecType = VectorType::get({lane.elementsPerLane}, elt);
-  Value zero = arith::ConstantOp::create(b, b.getZeroAttr(elt));
-  auto ifOp = scf::IfOp::create(
-      b, fullLane,
-      [&](OpBuilder &nb, Location loc) {
-        Value v = vector::LoadOp::create(nb, loc, vecType, buffer,
-                                         ValueRange{lane.firstElement},
-                                         /*nontemporal=*/false,
-                                         laneAlignment(elt));
-        scf::YieldOp::create(nb, loc, v);
-      },
-      [&](OpBuilder &nb, Location loc) {
-        Value pass = vector::BroadcastOp::create(nb, loc, vecType, zero);
-        Value v = vector::MaskedLoadOp::create(nb, loc, vecType, buffer,
-                                               ValueRange{lane.firstElement},
-                                               tailMask(nb, loc), pass);
-        scf::YieldOp::create(nb, loc, v);
-      });
-  Value vec = ifOp.getResult(0);
-  auto f32Vec = VectorType::get({lane.elementsPerLane}, b.getF32Type());
-  if (elt != logical)
-    vec = arith::BitcastOp::create(
-        b, VectorType::get({lane.elementsPerLane}, logical), vec);
-  if (!logical.isF32())
-    vec = arith::ExtFOp::create(b, f32Vec, vec);
-  SmallVector<Value> out;
-  for (int64_t i = 0; i < lane.elementsPerLane; ++i)
-    out.push_back(vector::ExtractOp::create(b, vec, ArrayRef<int64_t>{i}));
-  return out;
-}
-
-void AdamWLaneEmitter::storeLane(Value buffer, ArrayRef<Value> values,
-                                 Type logical) {
-  auto memrefType = cast<MemRefType>(buffer.getType());
-  Type elt = memrefType.getElementType();
-  auto f32Vec = VectorType::get({lane.elementsPerLane}, b.getF32Type());
-  Value vec = vector::FromElementsOp::create(b, f32Vec, values);
-  if (!logical.isF32())
-    vec = arith::TruncFOp::create(
-        b, VectorType::get({lane.elementsPerLane}, logical), vec);
-  if (elt != logical)
-    vec = arith::BitcastOp::create(
-        b, VectorType::get({lane.elementsPerLane}, elt), vec);
-  scf::IfOp::create(
-      b, fullLane,
-      [&](OpBuilder &nb, Location loc) {
-        vector::StoreOp::create(nb, loc, vec, buffer,
-                                ValueRange{lane.firstElement},
-                                /*nontemporal=*/false, laneAlignment(elt));
-        scf::YieldOp::create(nb, loc);
-      },
-      [&](OpBuilder &nb, Location loc) {
-        vector::MaskedStoreOp::create(nb, loc, buffer,
-                                      ValueRange{lane.firstElement},
-                                      tailMask(nb, loc), vec);
-        scf::YieldOp::create(nb, loc);
-      });
-}
 
 Value AdamWLaneEmitter::loadGroupScalar(Value buffer) {
   return memref::LoadOp::create(b, buffer, ValueRange{groupClamped});
