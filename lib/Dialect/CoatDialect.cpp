@@ -286,3 +286,50 @@ ShapedType QTensorType::cloneWith(std::optional<ArrayRef<int64_t>> shape,
 }
 
 bool QTensorType::hasRank() const { return true; }
+
+//===----------------------------------------------------------------------===//
+// UnresolvedType
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+UnresolvedType::verify(function_ref<InFlightDiagnostic()> emitError,
+                       ArrayRef<int64_t> shape, Type elementType) {
+  if (!isa<Float32Type, BFloat16Type, Float16Type>(elementType))
+    return emitError() << "element type must be f32, bf16 or f16 (the "
+                          "high-precision source), got "
+                       << elementType;
+  for (int64_t d : shape)
+    if (!ShapedType::isDynamic(d) && d < 0)
+      return emitError() << "extents must be non-negative";
+  return success();
+}
+
+Type UnresolvedType::parse(AsmParser &parser) {
+  SMLoc loc = parser.getCurrentLocation();
+  SmallVector<int64_t> shape;
+  Type elementType;
+  if (parser.parseLess() ||
+      parser.parseDimensionList(shape, /*allowDynamic=*/true,
+                                /*withTrailingX=*/true) ||
+      parser.parseType(elementType) || parser.parseGreater())
+    return {};
+  return parser.getChecked<UnresolvedType>(loc, parser.getContext(), shape,
+                                           elementType);
+}
+
+void UnresolvedType::print(AsmPrinter &printer) const {
+  printer << "<";
+  if (!getShape().empty()) {
+    printer.printDimensionList(getShape());
+    printer << "x";
+  }
+  printer << getElementType() << ">";
+}
+
+ShapedType UnresolvedType::cloneWith(std::optional<ArrayRef<int64_t>> shape,
+                                     Type elementType) const {
+  return UnresolvedType::get(getContext(), shape ? *shape : getShape(),
+                             elementType ? elementType : getElementType());
+}
+
+bool UnresolvedType::hasRank() const { return true; }

@@ -53,6 +53,21 @@ LogicalResult QuantizeOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// QuantizeAutoOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult QuantizeAutoOp::verify() {
+  auto in = cast<RankedTensorType>(getInput().getType());
+  UnresolvedType out = getResult().getType();
+  if (!shapesCompatible(in.getShape(), out.getShape()) ||
+      in.getElementType() != out.getElementType())
+    return emitOpError("result must be !coat.unresolved of the input shape and "
+                       "element type, got ")
+           << out;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // DequantizeOp
 //===----------------------------------------------------------------------===//
 
@@ -247,6 +262,8 @@ static SmallVector<int64_t> transposed2DShape(ArrayRef<int64_t> shape) {
 /// §3.8): per_group<G>, E4M3, not range-expanded.
 static LogicalResult verifyGroupedActivation(Operation *op, StringRef name,
                                              QTensorType q) {
+  if (!q) // unresolved: coat-mixed-granularity will make it 1xG E4M3
+    return success();
   if (q.getScalingValue().kind != ::coat::ScalingKind::PerGroup)
     return op->emitOpError()
            << name << " must be a 1xG (per_group<G>) tensor, got "
@@ -353,6 +370,12 @@ static LogicalResult verifyEps(Operation *op, const APFloat &eps) {
   return success();
 }
 
+/// The quantized type of an FP8 operand, or null while it is unresolved
+/// (`!coat.unresolved`, before coat-mixed-granularity chooses its type).
+static QTensorType resolvedType(Value v) {
+  return dyn_cast<QTensorType>(v.getType());
+}
+
 //===----------------------------------------------------------------------===//
 // RequantizeOp / TransposeOp
 //===----------------------------------------------------------------------===//
@@ -378,9 +401,24 @@ OpFoldResult RequantizeOp::fold(FoldAdaptor) {
 }
 
 LogicalResult TransposeOp::verify() {
-  QTensorType in = getInput().getType(), out = getResult().getType();
-  if (in.getRank() != 2)
-    return emitOpError("expects a 2-D input, got rank ") << in.getRank();
+  ShapedType inShaped = getInput().getType(), outShaped = getResult().getType();
+  if (inShaped.getRank() != 2)
+    return emitOpError("expects a 2-D input, got rank ") << inShaped.getRank();
+  if (isa<UnresolvedType>(inShaped) || isa<UnresolvedType>(outShaped)) {
+    // Before coat-mixed-granularity: the transposed copy is as unresolved as
+    // its source and resolves with it.
+    auto expected = UnresolvedType::get(
+        getContext(), {inShaped.getDimSize(1), inShaped.getDimSize(0)},
+        inShaped.getElementType());
+    auto outU = dyn_cast<UnresolvedType>(outShaped);
+    if (!isa<UnresolvedType>(inShaped) || !outU || outU.getRank() != 2 ||
+        !shapesCompatible(outU.getShape(), expected.getShape()) ||
+        outU.getElementType() != expected.getElementType())
+      return emitOpError("result must be ")
+             << expected << " for an unresolved input, got " << outShaped;
+    return success();
+  }
+  QTensorType in = cast<QTensorType>(inShaped), out = cast<QTensorType>(outShaped);
   ::coat::Scaling s = in.getScalingValue();
   if (s.isGrouped())
     return emitOpError("cannot transpose a ")
@@ -430,6 +468,9 @@ static void printScalingBody(OpAsmPrinter &printer, Operation *,
 
 LogicalResult AbsMaxOp::verify() {
   auto in = cast<RankedTensorType>(getInput().getType());
+  if (getEpilogue() && !getInput().getDefiningOp())
+    return emitOpError("epilogue maxima need an input produced by an op, got "
+                       "a block argument");
   ::coat::Scaling s = getScaling().getValue();
   std::vector<int64_t> shape = toLayoutShape(in.getShape());
   if (auto err = ::coat::verifyScalingForShape(shape, s))
@@ -489,14 +530,44 @@ static void printLinearKind(OpAsmPrinter &printer, Operation *,
 }
 
 LogicalResult LinearOp::verify() {
-  QTensorType lhs = getLhs().getType(), rhs = getRhs().getType();
+  ShapedType lhsShaped = getLhs().getType(), rhsShaped = getRhs().getType();
   LinearKind kind = getKind();
-  if (lhs.getRank() != 2 || rhs.getRank() != 2)
-    return emitOpError("operands must be 2-D, got ") << lhs << " and " << rhs;
-  if (!dimsCompatible(lhs.getDimSize(1), rhs.getDimSize(1)))
+  if (lhsShaped.getRank() != 2 || rhsShaped.getRank() != 2)
+    return emitOpError("operands must be 2-D, got ")
+           << lhsShaped << " and " << rhsShaped;
+  if (!dimsCompatible(lhsShaped.getDimSize(1), rhsShaped.getDimSize(1)))
     return emitOpError("operands disagree on the K-major reduction dimension: ")
-           << shapeString(lhs.getShape()) << " vs "
-           << shapeString(rhs.getShape());
+           << shapeString(lhsShaped.getShape()) << " vs "
+           << shapeString(rhsShaped.getShape());
+  SmallVector<int64_t> resultShape = {lhsShaped.getDimSize(0),
+                                      rhsShaped.getDimSize(0)};
+  auto outShaped = cast<ShapedType>(getResult().getType());
+  if (!shapesCompatible(outShaped.getShape(), resultShape))
+    return emitOpError("result shape must be ")
+           << shapeString(resultShape) << ", got "
+           << shapeString(outShaped.getShape());
+  if (Value bias = getBias()) {
+    if (kind != LinearKind::forward)
+      return emitOpError("a bias is only allowed for forward");
+    auto b = cast<ShapedType>(bias.getType());
+    if (b.getRank() != 1 || !dimsCompatible(b.getDimSize(0), resultShape[1]))
+      return emitOpError("bias must be 1-D of length ")
+             << shapeString(resultShape[1]) << ", got " << b;
+  }
+
+  QTensorType lhs = resolvedType(getLhs()), rhs = resolvedType(getRhs());
+  if (!lhs || !rhs) {
+    // Formats and scalings are coat-mixed-granularity's to choose; a
+    // quantized result is only possible with per-tensor E4M3 operands.
+    if (auto q = dyn_cast<QTensorType>(getResult().getType()))
+      if (kind != LinearKind::forward ||
+          q.getScalingValue() != ::coat::Scaling::perGroup(16) ||
+          q.getExpanded() || q.getFormat() != ::coat::Fp8Format::E4M3)
+        return emitOpError("a quantized result must be per_group<16> "
+                           "f8E4M3FN of a forward GEMM, got ")
+               << q;
+    return success();
+  }
   if (lhs.getExpanded() || rhs.getExpanded())
     return emitOpError("operands must not be range-expanded");
 
@@ -529,22 +600,6 @@ LogicalResult LinearOp::verify() {
   if (blocked && (!lhs.getScaleType().isF32() || !rhs.getScaleType().isF32()))
     return emitOpError("block-scaled operands need f32 scales");
 
-  SmallVector<int64_t> resultShape = {lhs.getDimSize(0), rhs.getDimSize(0)};
-  auto outShaped = cast<ShapedType>(getResult().getType());
-  if (!shapesCompatible(outShaped.getShape(), resultShape))
-    return emitOpError("result shape must be ")
-           << shapeString(resultShape) << ", got "
-           << shapeString(outShaped.getShape());
-
-  if (Value bias = getBias()) {
-    if (kind != LinearKind::forward)
-      return emitOpError("a bias is only allowed for forward");
-    auto b = cast<ShapedType>(bias.getType());
-    if (b.getRank() != 1 || !dimsCompatible(b.getDimSize(0), resultShape[1]))
-      return emitOpError("bias must be 1-D of length ")
-             << shapeString(resultShape[1]) << ", got " << b;
-  }
-
   if (auto q = dyn_cast<QTensorType>(getResult().getType())) {
     if (kind != LinearKind::forward || !perTensor)
       return emitOpError("a quantized result needs kind forward with "
@@ -564,7 +619,19 @@ LogicalResult LinearOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult SiluOp::verify() {
-  if (failed(verifyGroupedActivation(*this, "input", getInput().getType())))
+  if (!resolvedType(getInput())) {
+    // The result fixes the 1xG E4M3 type the input will resolve to.
+    if (failed(verifyGroupedActivation(*this, "result", getResult().getType())))
+      return failure();
+    if (!shapesCompatible(getResult().getType().getShape(),
+                          getInput().getType().getShape()))
+      return emitOpError("result shape ")
+             << shapeString(getResult().getType().getShape())
+             << " does not match the input shape "
+             << shapeString(getInput().getType().getShape());
+    return success();
+  }
+  if (failed(verifyGroupedActivation(*this, "input", resolvedType(getInput()))))
     return failure();
   if (getResult().getType() != getInput().getType())
     return emitOpError("result must have the input type ")
@@ -573,8 +640,8 @@ LogicalResult SiluOp::verify() {
 }
 
 LogicalResult SiluGradOp::verify() {
-  QTensorType x = getInput().getType();
-  if (failed(verifyGroupedActivation(*this, "input", x)))
+  ShapedType x = getInput().getType();
+  if (failed(verifyGroupedActivation(*this, "input", resolvedType(getInput()))))
     return failure();
   return verifyGradOutputs(*this, "dx", x.getShape(), getGrad(), getDx(),
                            getDxQ(), getDxQt());
@@ -582,12 +649,15 @@ LogicalResult SiluGradOp::verify() {
 
 /// Forward ops that emit a per-tensor FP8 tensor in the input format, plus an
 /// optional transposed copy.
-static LogicalResult verifyPerTensorForwardResult(Operation *op, QTensorType in,
+static LogicalResult verifyPerTensorForwardResult(Operation *op, Value input,
                                                   QTensorType out,
                                                   Value transposed) {
-  if (failed(verifyPerTensorCopy(op, "result", out, in.getShape(),
-                                 in.getFormat(),
-                                 "the format of the input")))
+  // An unresolved input becomes E4M3, the format of forward activations.
+  QTensorType in = resolvedType(input);
+  if (failed(verifyPerTensorCopy(
+          op, "result", out, cast<ShapedType>(input.getType()).getShape(),
+          in ? in.getFormat() : ::coat::Fp8Format::E4M3,
+          "the format of the input")))
     return failure();
   if (transposed &&
       failed(verifyTransposedCopy(op, "transposed result", out,
@@ -597,25 +667,25 @@ static LogicalResult verifyPerTensorForwardResult(Operation *op, QTensorType in,
 }
 
 LogicalResult GeluOp::verify() {
-  QTensorType x = getInput().getType();
-  if (failed(verifyGroupedActivation(*this, "input", x)))
+  if (failed(verifyGroupedActivation(*this, "input", resolvedType(getInput()))))
     return failure();
-  return verifyPerTensorForwardResult(*this, x, getResult().getType(),
+  return verifyPerTensorForwardResult(*this, getInput(), getResult().getType(),
                                       getResultT());
 }
 
 LogicalResult GeluGradOp::verify() {
-  QTensorType x = getInput().getType();
-  if (failed(verifyGroupedActivation(*this, "input", x)))
+  ShapedType x = getInput().getType();
+  if (failed(verifyGroupedActivation(*this, "input", resolvedType(getInput()))))
     return failure();
   return verifyGradOutputs(*this, "dx", x.getShape(), getGrad(), getDx(),
                            getDxQ(), getDxQt());
 }
 
-static LogicalResult verifySwigluInputs(Operation *op, QTensorType a,
-                                        QTensorType b) {
-  if (failed(verifyGroupedActivation(op, "lhs", a)) ||
-      failed(verifyGroupedActivation(op, "rhs", b)))
+static LogicalResult verifySwigluInputs(Operation *op, Value lhs, Value rhs) {
+  ShapedType a = cast<ShapedType>(lhs.getType());
+  ShapedType b = cast<ShapedType>(rhs.getType());
+  if (failed(verifyGroupedActivation(op, "lhs", resolvedType(lhs))) ||
+      failed(verifyGroupedActivation(op, "rhs", resolvedType(rhs))))
     return failure();
   if (!shapesCompatible(a.getShape(), b.getShape()))
     return op->emitOpError("operand shapes differ: ")
@@ -624,16 +694,15 @@ static LogicalResult verifySwigluInputs(Operation *op, QTensorType a,
 }
 
 LogicalResult SwigluMulOp::verify() {
-  QTensorType a = getLhs().getType(), b = getRhs().getType();
-  if (failed(verifySwigluInputs(*this, a, b)))
+  if (failed(verifySwigluInputs(*this, getLhs(), getRhs())))
     return failure();
-  return verifyPerTensorForwardResult(*this, b, getResult().getType(),
+  return verifyPerTensorForwardResult(*this, getRhs(), getResult().getType(),
                                       getResultT());
 }
 
 LogicalResult SwigluMulGradOp::verify() {
-  QTensorType a = getLhs().getType(), b = getRhs().getType();
-  if (failed(verifySwigluInputs(*this, a, b)))
+  ShapedType a = getLhs().getType();
+  if (failed(verifySwigluInputs(*this, getLhs(), getRhs())))
     return failure();
   if (getDlhs().getType() != getGrad().getType())
     return emitOpError("dlhs must have the gradient's type ")
@@ -676,20 +745,20 @@ LogicalResult ResidualAddGradOp::verify() {
 }
 
 LogicalResult RMSNormOp::verify() {
-  QTensorType x = getInput().getType();
-  if (failed(verifyGroupedActivation(*this, "input", x)) ||
+  ShapedType x = getInput().getType();
+  if (failed(verifyGroupedActivation(*this, "input", resolvedType(getInput()))) ||
       failed(verifyEps(*this, getEps())) ||
       failed(verifyChannelVector(*this, "weight", getWeight().getType(),
                                  x.getShape())) ||
       failed(verifyRowStat(*this, "rstd", getRstd().getType(), x.getShape())))
     return failure();
-  return verifyPerTensorForwardResult(*this, x, getResult().getType(),
+  return verifyPerTensorForwardResult(*this, getInput(), getResult().getType(),
                                       getResultT());
 }
 
 LogicalResult RMSNormGradOp::verify() {
-  QTensorType x = getInput().getType();
-  if (failed(verifyGroupedActivation(*this, "input", x)) ||
+  ShapedType x = getInput().getType();
+  if (failed(verifyGroupedActivation(*this, "input", resolvedType(getInput()))) ||
       failed(verifyChannelVector(*this, "weight", getWeight().getType(),
                                  x.getShape())) ||
       failed(verifyRowStat(*this, "rstd", getRstd().getType(), x.getShape())) ||
@@ -703,8 +772,8 @@ LogicalResult RMSNormGradOp::verify() {
 }
 
 LogicalResult LayerNormOp::verify() {
-  QTensorType x = getInput().getType();
-  if (failed(verifyGroupedActivation(*this, "input", x)) ||
+  ShapedType x = getInput().getType();
+  if (failed(verifyGroupedActivation(*this, "input", resolvedType(getInput()))) ||
       failed(verifyEps(*this, getEps())))
     return failure();
   if (getBias() && !getWeight())
@@ -720,13 +789,13 @@ LogicalResult LayerNormOp::verify() {
   if (failed(verifyRowStat(*this, "mean", getMean().getType(), x.getShape())) ||
       failed(verifyRowStat(*this, "rstd", getRstd().getType(), x.getShape())))
     return failure();
-  return verifyPerTensorForwardResult(*this, x, getResult().getType(),
+  return verifyPerTensorForwardResult(*this, getInput(), getResult().getType(),
                                       getResultT());
 }
 
 LogicalResult LayerNormGradOp::verify() {
-  QTensorType x = getInput().getType();
-  if (failed(verifyGroupedActivation(*this, "input", x)) ||
+  ShapedType x = getInput().getType();
+  if (failed(verifyGroupedActivation(*this, "input", resolvedType(getInput()))) ||
       failed(verifyRowStat(*this, "mean", getMean().getType(), x.getShape())) ||
       failed(verifyRowStat(*this, "rstd", getRstd().getType(), x.getShape())) ||
       failed(verifyGradOutputs(*this, "dx", x.getShape(), getGrad(), getDx(),

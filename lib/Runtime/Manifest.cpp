@@ -17,7 +17,7 @@ using json::Value;
 size_t KernelSpec::numMemrefs() const {
   size_t k = 0;
   for (const auto &a : args)
-    k += a.kind == ArgSpec::Kind::Memref;
+    k += a.kind != ArgSpec::Kind::Scalar;
   return k;
 }
 
@@ -177,7 +177,22 @@ bool parseKernel(Reader &r, const Value &k, const std::string &where,
   if (uint64_t(out.block[0]) * out.block[1] * out.block[2] > 1024)
     return r.fail(lw + ".block", "more than 1024 threads per block");
   int64_t shared = 0;
-  if (!r.integer(*launch, lw, "elements_per_block", out.elementsPerBlock, true, 1) ||
+  if (const Value *tiles = launch->get("grid_tiles")) {
+    if (!tiles->isArray() || tiles->array.empty() || tiles->array.size() > 3)
+      return r.fail(lw + ".grid_tiles", "expected 1 to 3 [scalar, tile] pairs");
+    for (size_t i = 0; i < tiles->array.size(); ++i) {
+      const Value &t = tiles->array[i];
+      std::string tw = lw + ".grid_tiles[" + std::to_string(i) + "]";
+      int64_t tile = 0;
+      if (!t.isArray() || t.array.size() != 2 || !t.array[0].isString())
+        return r.fail(tw, "expected [\"scalar name\", tile]");
+      if (!r.toInt(t.array[1], tw + "[1]", tile, 1))
+        return false;
+      out.gridTiles.push_back({t.array[0].string, tile});
+    }
+  }
+  if (!r.integer(*launch, lw, "elements_per_block", out.elementsPerBlock,
+                 out.gridTiles.empty(), 1) ||
       !r.integer(*launch, lw, "shared_bytes", shared, false, 0))
     return false;
   if (shared > int64_t(std::numeric_limits<unsigned>::max()))
@@ -215,24 +230,87 @@ bool parseKernel(Reader &r, const Value &k, const std::string &where,
       } else if (ext->isString() && ext->string == "groups") {
         spec.extent = ArgSpec::Extent::Groups;
         needsGroups = true;
+      } else if (ext->isString() && !ext->string.empty()) {
+        // "m*n": product of scalar arguments, checked once all are read.
+        spec.extent = ArgSpec::Extent::Product;
+        std::string rest = ext->string;
+        for (size_t star; (star = rest.find('*')) != std::string::npos;
+             rest = rest.substr(star + 1))
+          spec.extentFactors.push_back(rest.substr(0, star));
+        spec.extentFactors.push_back(rest);
       } else if (ext->isNumber()) {
         spec.extent = ArgSpec::Extent::Fixed;
         if (!r.toInt(*ext, aw + ".extent", spec.fixedExtent, 0))
           return false;
       } else {
-        return r.fail(aw + ".extent", "expected \"n\", \"groups\" or an integer");
+        return r.fail(aw + ".extent",
+                      "expected \"n\", \"groups\" or an integer, or a product "
+                      "of scalar arguments like \"m*n\"");
       }
     } else if (kind == "scalar") {
       spec.kind = ArgSpec::Kind::Scalar;
       if (!isScalarDtype(spec.dtype))
         return r.fail(aw, "unsupported scalar dtype '" + spec.dtype +
                               "' (expected i64, i32 or f32)");
+    } else if (kind == "tensormap") {
+      spec.kind = ArgSpec::Kind::TensorMap;
+      if (!isMemrefDtype(spec.dtype))
+        return r.fail(aw, "unknown tensormap dtype '" + spec.dtype + "'");
+      const Value *dims = a.get("dims");
+      const Value *box = a.get("box");
+      if (!dims || !dims->isArray() || dims->array.empty() || dims->array.size() > 5)
+        return r.fail(aw + ".dims", "expected 1 to 5 scalar names or integers");
+      if (!box || !box->isArray() || box->array.size() != dims->array.size())
+        return r.fail(aw + ".box", "expected one integer per dim");
+      for (size_t d = 0; d < dims->array.size(); ++d) {
+        const Value &v = dims->array[d];
+        int64_t iv = 0;
+        if (v.isString())
+          spec.mapDims.push_back(v.string);
+        else if (r.toInt(v, aw + ".dims", iv, 1))
+          spec.mapDims.push_back(std::to_string(iv));
+        else
+          return false;
+        if (!r.toInt(box->array[d], aw + ".box", iv, 1))
+          return false;
+        if (iv > 256)
+          return r.fail(aw + ".box", "box dims are at most 256");
+        spec.mapBox.push_back(iv);
+      }
+      spec.swizzle = "none";
+      if (!r.string(a, aw, "swizzle", spec.swizzle, false))
+        return false;
+      if (spec.swizzle != "none" && spec.swizzle != "32b" && spec.swizzle != "64b" &&
+          spec.swizzle != "128b")
+        return r.fail(aw + ".swizzle", "expected none, 32b, 64b or 128b");
     } else {
-      return r.fail(aw + ".kind", "expected \"memref\" or \"scalar\", got \"" +
-                                      kind + "\"");
+      return r.fail(aw + ".kind", "expected \"memref\", \"scalar\" or "
+                                  "\"tensormap\", got \"" + kind + "\"");
     }
     out.args.push_back(std::move(spec));
   }
+  auto isScalarArg = [&](const std::string &name) {
+    for (const auto &a : out.args)
+      if (a.kind == ArgSpec::Kind::Scalar && a.name == name)
+        return true;
+    return false;
+  };
+  for (const auto &a : out.args) {
+    for (const auto &f : a.extentFactors)
+      if (!isScalarArg(f))
+        return r.fail(where, "extent of '" + a.name + "': expected \"n\", "
+                             "\"groups\" or an integer, or a product of scalar "
+                             "arguments like \"m*n\" ('" + f +
+                             "' is not a scalar argument)");
+    for (const auto &d : a.mapDims)
+      if (!(d[0] >= '0' && d[0] <= '9') && !isScalarArg(d))
+        return r.fail(where, "dims of '" + a.name + "' name '" + d +
+                                 "', which is not a scalar argument");
+  }
+  for (const auto &t : out.gridTiles)
+    if (!isScalarArg(t.first))
+      return r.fail(where, "launch.grid_tiles names '" + t.first +
+                               "', which is not a scalar argument");
   if (needsGroups && out.groupSize <= 0)
     return r.fail(where, "an argument has extent \"groups\" but config.group_size "
                          "is missing");
@@ -325,8 +403,47 @@ bool packLaunch(const KernelSpec &kernel, int64_t n, const uint64_t *buffers,
     return false;
   }
   int64_t groups = kernel.groupSize > 0 ? (n + kernel.groupSize - 1) / kernel.groupSize : 0;
-  uint64_t gridX = (uint64_t(n) + uint64_t(kernel.elementsPerBlock) - 1) /
-                   uint64_t(kernel.elementsPerBlock);
+  // Scalar values by name (integers only) for products, dims and grid tiles.
+  std::vector<std::pair<std::string, double>> named;
+  {
+    int si = 0;
+    for (const auto &a : kernel.args)
+      if (a.kind == ArgSpec::Kind::Scalar)
+        named.push_back({a.name, scalars[si++]});
+  }
+  auto scalarValue = [&](const std::string &name) -> int64_t {
+    if (!name.empty() && name[0] >= '0' && name[0] <= '9')
+      return std::stoll(name);
+    for (const auto &kv : named)
+      if (kv.first == name)
+        return int64_t(kv.second);
+    return 0;
+  };
+  std::array<unsigned, 3> grid = {0, 1, 1};
+  uint64_t gridX = 0;
+  if (kernel.gridTiles.empty()) {
+    gridX = (uint64_t(n) + uint64_t(kernel.elementsPerBlock) - 1) /
+            uint64_t(kernel.elementsPerBlock);
+  } else {
+    for (size_t i = 0; i < kernel.gridTiles.size(); ++i) {
+      int64_t v = scalarValue(kernel.gridTiles[i].first);
+      if (v < 0) {
+        error = who + "scalar '" + kernel.gridTiles[i].first + "' must be >= 0";
+        return false;
+      }
+      uint64_t g = (uint64_t(v) + kernel.gridTiles[i].second - 1) /
+                   uint64_t(kernel.gridTiles[i].second);
+      if (g > (i == 0 ? uint64_t(std::numeric_limits<int32_t>::max()) : 65535u)) {
+        error = who + "grid dimension " + std::to_string(i) + " too large";
+        return false;
+      }
+      grid[i] = unsigned(g);
+    }
+    gridX = grid[0];
+    for (unsigned g : grid)
+      if (g == 0)
+        gridX = 0;
+  }
   if (gridX > uint64_t(std::numeric_limits<int32_t>::max())) {
     error = who + "n = " + std::to_string(n) + " needs " + std::to_string(gridX) +
             " blocks, more than gridDim.x allows";
@@ -335,13 +452,58 @@ bool packLaunch(const KernelSpec &kernel, int64_t n, const uint64_t *buffers,
 
   out = PackedLaunch();
   out.storage.reserve(wantBuf * 5 + wantScalar);
+  int64_t rows = 0, cols = 0; // 2-D kernels: n is rows * cols
+  bool hasRows = false, hasCols = false;
+  // Parameter i is storage slot `slots[i]` (>= 0) or tensormap -1 - slots[i].
+  std::vector<long> slots;
   int bi = 0, si = 0;
   for (const auto &a : kernel.args) {
+    if (a.kind == ArgSpec::Kind::TensorMap) {
+      TensorMapRequest req;
+      req.name = a.name;
+      req.dtype = a.dtype;
+      req.address = buffers[bi++];
+      req.swizzle = a.swizzle;
+      uint64_t stride = uint64_t(dtypeSize(a.dtype));
+      for (size_t d = 0; d < a.mapDims.size(); ++d) {
+        int64_t v = scalarValue(a.mapDims[d]);
+        if (v <= 0) {
+          error = who + "tensormap '" + a.name + "': dim " + std::to_string(d) +
+                  " ('" + a.mapDims[d] + "') must be > 0, got " + std::to_string(v);
+          return false;
+        }
+        req.dims.push_back(uint64_t(v));
+        req.box.push_back(uint32_t(a.mapBox[d]));
+        if (d > 0)
+          req.strides.push_back(stride);
+        stride *= uint64_t(v);
+      }
+      for (uint64_t st : req.strides)
+        if (st % 16 != 0) {
+          error = who + "tensormap '" + a.name + "': row stride " +
+                  std::to_string(st) + " bytes is not a multiple of 16 (TMA)";
+          return false;
+        }
+      if (req.address == 0 || req.address % kBufferAlignment != 0) {
+        error = who + "buffer for tensormap argument '" + a.name +
+                "' is null or not 16-byte aligned";
+        return false;
+      }
+      slots.push_back(-1 - long(out.tensorMaps.size()));
+      out.tensorMaps.push_back(std::move(req));
+      continue;
+    }
+    slots.push_back(long(out.storage.size()));
     if (a.kind == ArgSpec::Kind::Memref) {
       uint64_t ptr = buffers[bi++];
       int64_t extent = a.extent == ArgSpec::Extent::N        ? n
                        : a.extent == ArgSpec::Extent::Groups ? groups
                                                              : a.fixedExtent;
+      if (a.extent == ArgSpec::Extent::Product) {
+        extent = 1;
+        for (const auto &f : a.extentFactors)
+          extent *= scalarValue(f);
+      }
       if (ptr == 0 && extent > 0) {
         error = who + "buffer for memref argument '" + a.name + "' is null";
         return false;
@@ -384,6 +546,14 @@ bool packLaunch(const KernelSpec &kernel, int64_t n, const uint64_t *buffers,
           int64_t i = static_cast<int64_t>(v);
           std::memcpy(&slot, &i, sizeof i);
         }
+        if (a.name == "rows") {
+          rows = static_cast<int64_t>(v);
+          hasRows = true;
+        }
+        if (a.name == "cols") {
+          cols = static_cast<int64_t>(v);
+          hasCols = true;
+        }
         if (a.name == "n" && static_cast<int64_t>(v) != n) {
           error = who + "scalar argument 'n' = " + std::to_string(int64_t(v)) +
                   " differs from the launch size n = " + std::to_string(n);
@@ -393,10 +563,41 @@ bool packLaunch(const KernelSpec &kernel, int64_t n, const uint64_t *buffers,
       out.storage.push_back(slot);
     }
   }
-  out.params.reserve(out.storage.size());
-  for (auto &slot : out.storage)
-    out.params.push_back(&slot);
-  out.grid = {unsigned(gridX), 1, 1};
+  if (hasRows && hasCols) {
+    bool ok = rows >= 0 && cols >= 0 &&
+              (cols == 0 ? n == 0 : n % cols == 0 && n / cols == rows);
+    if (!ok) {
+      error = who + "rows * cols = " + std::to_string(rows) + " * " +
+              std::to_string(cols) + " differs from the launch size n = " +
+              std::to_string(n);
+      return false;
+    }
+    if (kernel.groupSize > 0 && cols % kernel.groupSize != 0) {
+      error = who + "cols = " + std::to_string(cols) +
+              " is not a multiple of the group size " +
+              std::to_string(kernel.groupSize);
+      return false;
+    }
+  }
+  out.tensorMapStorage.resize(out.tensorMaps.size());
+  out.params.reserve(out.storage.size() + out.tensorMaps.size());
+  // A memref's or scalar's slots run up to the next storage-backed argument.
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i] < 0) {
+      out.params.push_back(out.tensorMapStorage[size_t(-1 - slots[i])].bytes);
+      continue;
+    }
+    size_t end = out.storage.size();
+    for (size_t j = i + 1; j < slots.size(); ++j)
+      if (slots[j] >= 0) {
+        end = size_t(slots[j]);
+        break;
+      }
+    for (size_t k = size_t(slots[i]); k < end; ++k)
+      out.params.push_back(&out.storage[k]);
+  }
+  out.grid = kernel.gridTiles.empty() ? std::array<unsigned, 3>{unsigned(gridX), 1, 1}
+                                      : grid;
   out.block = kernel.block;
   out.sharedBytes = kernel.sharedBytes;
   return true;

@@ -228,6 +228,54 @@ int checkAndPack(coat_rt_handle *h, const char *kernel_name, int64_t n,
   return COAT_RT_OK;
 }
 
+/// Encodes the tensormap arguments of a packed launch (docs/manifest.md):
+/// dense tiles, no interleave, 256-byte L2 promotion, out-of-bounds elements
+/// read as zero.
+int encodeTensorMaps(PackedLaunch &packed, std::string &error) {
+  for (size_t i = 0; i < packed.tensorMaps.size(); ++i) {
+    const TensorMapRequest &t = packed.tensorMaps[i];
+    CUtensorMapDataType dt;
+    if (t.dtype == "e4m3" || t.dtype == "e5m2")
+      dt = CU_TENSOR_MAP_DATA_TYPE_UINT8;
+    else if (t.dtype == "bf16")
+      dt = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    else if (t.dtype == "f16")
+      dt = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    else if (t.dtype == "f32")
+      dt = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+    else if (t.dtype == "i32")
+      dt = CU_TENSOR_MAP_DATA_TYPE_INT32;
+    else {
+      error = "tensormap '" + t.name + "': unsupported dtype " + t.dtype;
+      return COAT_RT_ERR_ARGUMENTS;
+    }
+    CUtensorMapSwizzle sw = t.swizzle == "128b"  ? CU_TENSOR_MAP_SWIZZLE_128B
+                            : t.swizzle == "64b" ? CU_TENSOR_MAP_SWIZZLE_64B
+                            : t.swizzle == "32b" ? CU_TENSOR_MAP_SWIZZLE_32B
+                                                 : CU_TENSOR_MAP_SWIZZLE_NONE;
+    cuuint64_t dims[5], strides[5];
+    cuuint32_t box[5], elementStrides[5];
+    cuuint32_t rank = cuuint32_t(t.dims.size());
+    for (cuuint32_t d = 0; d < rank; ++d) {
+      dims[d] = t.dims[d];
+      box[d] = t.box[d];
+      elementStrides[d] = 1;
+      if (d + 1 < rank)
+        strides[d] = t.strides[d];
+    }
+    CUresult r = cuTensorMapEncodeTiled(
+        reinterpret_cast<CUtensorMap *>(packed.tensorMapStorage[i].bytes), dt, rank,
+        reinterpret_cast<void *>(uintptr_t(t.address)), dims, strides, box,
+        elementStrides, CU_TENSOR_MAP_INTERLEAVE_NONE, sw,
+        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) {
+      error = "tensormap '" + t.name + "': " + cuErr(r, "cuTensorMapEncodeTiled");
+      return COAT_RT_ERR_CUDA;
+    }
+  }
+  return COAT_RT_OK;
+}
+
 } // namespace
 
 extern "C" {
@@ -341,6 +389,8 @@ int coat_rt_launch(coat_rt_handle *handle, const char *kernel_name, int64_t n,
                     "kernel '" + k->name + "' has no GPU image in the manifest");
   CUfunction fn;
   if (int st = getFunction(*handle, *k, fn, nullptr, error))
+    return setError(errbuf, errlen, st, "kernel '" + k->name + "': " + error);
+  if (int st = encodeTensorMaps(packed, error))
     return setError(errbuf, errlen, st, "kernel '" + k->name + "': " + error);
   CUresult r = cuLaunchKernel(fn, packed.grid[0], packed.grid[1], packed.grid[2],
                               packed.block[0], packed.block[1], packed.block[2],

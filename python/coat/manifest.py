@@ -19,19 +19,37 @@ class ManifestError(ValueError):
 @dataclasses.dataclass(frozen=True)
 class ArgSpec:
     name: str
-    kind: str  # "memref" | "scalar"
+    kind: str  # "memref" | "scalar" | "tensormap"
     dtype: str
-    extent: Any = None  # "n" | "groups" | int, memrefs only
+    extent: Any = None  # "n" | "groups" | "m*n" | int, memrefs only
+    # tensormap only: global dims innermost first (scalar names or ints), box, swizzle
+    dims: Tuple[Any, ...] = ()
+    box: Tuple[int, ...] = ()
+    swizzle: str = "none"
 
     @property
     def is_memref(self) -> bool:
-        return self.kind == "memref"
+        """Takes one buffer: memrefs and tensormaps (the runtime encodes the
+        CUtensorMap from the buffer's address)."""
+        return self.kind in ("memref", "tensormap")
 
-    def extent_for(self, n: int, group_size: int) -> int:
+    def extent_for(self, n: int, group_size: int, scalars: Optional[Mapping[str, int]] = None) -> int:
+        scalars = dict(scalars or {})
+        scalars.setdefault("n", n)
+        if self.kind == "tensormap":
+            out = 1
+            for d in self.dims:
+                out *= int(d) if isinstance(d, int) else int(scalars[d])
+            return out
         if self.extent == "n":
             return n
         if self.extent == "groups":
             return -(-n // group_size)
+        if isinstance(self.extent, str):
+            out = 1
+            for f in self.extent.split("*"):
+                out *= int(scalars[f])
+            return out
         return int(self.extent)
 
 
@@ -49,6 +67,7 @@ class KernelSpec:
     elements_per_block: int
     shared_bytes: int
     args: Tuple[ArgSpec, ...]
+    grid_tiles: Tuple[Tuple[str, int], ...] = ()  # launch.grid_tiles
 
     @property
     def group_size(self) -> int:
@@ -62,7 +81,13 @@ class KernelSpec:
     def scalars(self) -> Tuple[ArgSpec, ...]:
         return tuple(a for a in self.args if not a.is_memref)
 
-    def grid(self, n: int) -> int:
+    def grid(self, n: int, scalars: Optional[Mapping[str, int]] = None):
+        """gridDim.x, or with launch.grid_tiles the (x, y, z) grid."""
+        if self.grid_tiles:
+            sc = dict(scalars or {})
+            sc.setdefault("n", n)
+            g = [-(-int(sc[name]) // tile) for name, tile in self.grid_tiles]
+            return tuple(g + [1] * (3 - len(g)))
         return -(-n // self.elements_per_block)
 
 
@@ -135,7 +160,13 @@ def _parse_kernel(k: Any, where: str, directory: str) -> KernelSpec:
     b = [_int(x, f"{lw}.block[{i}]", 1) for i, x in enumerate(block)] + [1] * (3 - len(block))
     if max(b) > 1024 or b[0] * b[1] * b[2] > 1024:
         _fail(f"{lw}.block", "more than 1024 threads per block")
-    epb = _int(_get(launch, lw, "elements_per_block", (int, float)), f"{lw}.elements_per_block", 1)
+    tiles = launch.get("grid_tiles") or []
+    if not isinstance(tiles, list) or len(tiles) > 3 or not all(
+            isinstance(t, list) and len(t) == 2 and isinstance(t[0], str) for t in tiles):
+        _fail(f"{lw}.grid_tiles", 'expected up to 3 ["scalar name", tile] pairs')
+    grid_tiles = tuple((t[0], _int(t[1], f"{lw}.grid_tiles", 1)) for t in tiles)
+    epb = (_int(_get(launch, lw, "elements_per_block", (int, float)), f"{lw}.elements_per_block", 1)
+           if not grid_tiles or "elements_per_block" in launch else 0)
     shared = _int(launch.get("shared_bytes", 0), f"{lw}.shared_bytes", 0)
     args: List[ArgSpec] = []
     needs_groups = False
@@ -157,17 +188,46 @@ def _parse_kernel(k: Any, where: str, directory: str) -> KernelSpec:
             ext = a["extent"]
             if ext in ("n", "groups"):
                 needs_groups |= ext == "groups"
+            elif isinstance(ext, str) and ext:
+                pass  # "m*n": product of scalar arguments
             elif isinstance(ext, (int, float)) and not isinstance(ext, bool):
                 ext = _int(ext, f"{aw}.extent", 0)
             else:
-                _fail(f"{aw}.extent", 'expected "n", "groups" or an integer')
+                _fail(f"{aw}.extent", 'expected "n", "groups" or an integer, or a product of '
+                  'scalar arguments like "m*n"')
             args.append(ArgSpec(aname, kind, dtype, ext))
         elif kind == "scalar":
             if dtype not in _dtypes.SCALAR_DTYPES:
                 _fail(aw, f"unsupported scalar dtype {dtype!r} (expected i64, i32 or f32)")
             args.append(ArgSpec(aname, kind, dtype))
+        elif kind == "tensormap":
+            if dtype not in _dtypes.MEMREF_DTYPES:
+                _fail(aw, f"unknown tensormap dtype {dtype!r}")
+            dims, box = _get(a, aw, "dims", list), _get(a, aw, "box", list)
+            if not 1 <= len(dims) <= 5 or len(box) != len(dims):
+                _fail(aw, "expected 1 to 5 dims and one box size per dim")
+            dims = tuple(d if isinstance(d, str) else _int(d, f"{aw}.dims", 1) for d in dims)
+            box = tuple(_int(x, f"{aw}.box", 1) for x in box)
+            swz = a.get("swizzle", "none")
+            if swz not in ("none", "32b", "64b", "128b"):
+                _fail(f"{aw}.swizzle", "expected none, 32b, 64b or 128b")
+            args.append(ArgSpec(aname, kind, dtype, None, dims, box, swz))
         else:
-            _fail(f"{aw}.kind", f'expected "memref" or "scalar", got {kind!r}')
+            _fail(f"{aw}.kind", f'expected "memref", "scalar" or "tensormap", got {kind!r}')
+    scalar_names = {a.name for a in args if a.kind == "scalar"}
+    for a in args:
+        if isinstance(a.extent, str) and a.extent not in ("n", "groups"):
+            for f in a.extent.split("*"):
+                if f not in scalar_names:
+                    _fail(f"{where}.args ({a.name!r}).extent",
+                          'expected "n", "groups" or an integer, or a product of scalar '
+                          f'arguments like "m*n" ({f!r} is not a scalar argument)')
+        for d in a.dims:
+            if isinstance(d, str) and d not in scalar_names:
+                _fail(f"{where}.args ({a.name!r}).dims", f"{d!r} is not a scalar argument")
+    for name, _ in grid_tiles:
+        if name not in scalar_names:
+            _fail(f"{lw}.grid_tiles", f"{name!r} is not a scalar argument")
     if needs_groups and not config.get("group_size"):
         _fail(where, 'an argument has extent "groups" but config.group_size is missing')
     return KernelSpec(
@@ -175,7 +235,7 @@ def _parse_kernel(k: Any, where: str, directory: str) -> KernelSpec:
         cubin=_resolve(directory, gpu.get("cubin")), ptx=_resolve(directory, gpu.get("ptx")),
         cpu_object=_resolve(directory, cpu.get("object")), cpu_symbol=cpu.get("symbol"),
         config=config, block=tuple(b), elements_per_block=epb, shared_bytes=shared,
-        args=tuple(args))
+        args=tuple(args), grid_tiles=grid_tiles)
 
 
 def parse_manifest(doc: Any, path: str = "<memory>", directory: str = ".") -> Manifest:

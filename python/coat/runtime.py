@@ -177,6 +177,7 @@ class Kernel:
         kind = device = None
         first_name = None
         buffers: List[Any] = []
+        sizes: List[Any] = []  # checked once the scalars are known
         for a in spec.memrefs:
             x = kwargs[a.name]
             where = f"{spec.name}: argument '{a.name}'"
@@ -208,11 +209,7 @@ class Kernel:
                 kind, device, first_name = k, dev, a.name
             elif (k, str(dev)) != (kind, str(device)):
                 raise ValueError(f"{where}: on {dev}, but '{first_name}' is on {device}")
-            extent = a.extent_for(n, spec.group_size)
-            if numel != extent:
-                what = {"n": "n", "groups": f"ceil(n / {spec.group_size})"}.get(a.extent, "fixed")
-                raise ValueError(f"{where}: has {numel} elements, expected {extent} "
-                                 f"(extent {what}, n = {n})")
+            sizes.append((a, where, numel))
             if ptr % ALIGNMENT:
                 raise ValueError(f"{where}: data pointer {ptr:#x} is not {ALIGNMENT}-byte aligned")
             buffers.append(x)
@@ -240,6 +237,23 @@ class Kernel:
                     scalars.append(float(v))
                 except (TypeError, ValueError):
                     raise ValueError(f"{where}: expected a number, got {v!r}") from None
+        named = {a.name: v for a, v in zip(spec.scalars, scalars)}
+        for a, where, numel in sizes:
+            extent = a.extent_for(n, spec.group_size, named)
+            if numel != extent:
+                what = {"n": "n", "groups": f"ceil(n / {spec.group_size})"}.get(
+                    a.extent, a.extent if isinstance(a.extent, str) else
+                    "*".join(map(str, a.dims)) if a.kind == "tensormap" else "fixed")
+                raise ValueError(f"{where}: has {numel} elements, expected {extent} "
+                                 f"(extent {what}, n = {n})")
+        if "rows" in named and "cols" in named:  # 2-D kernels: n = rows * cols
+            rows, cols = named["rows"], named["cols"]
+            if rows < 0 or cols < 0 or rows * cols != n:
+                raise ValueError(f"{spec.name}: rows * cols = {rows} * {cols} differs from "
+                                 f"n = {n}")
+            if spec.group_size and cols % spec.group_size:
+                raise ValueError(f"{spec.name}: cols = {cols} is not a multiple of the group "
+                                 f"size {spec.group_size}")
         if kind is None:
             kind, device = "cpu", "cpu"
         return n, kind, device, buffers, scalars

@@ -21,13 +21,22 @@ LLVM_BIN = Path(os.environ.get("COAT_LLVM_BIN", "/usr/lib/llvm-22/bin"))
 # Kernels -> gpu.binary; {fmt} is isa (PTX) or bin (cubin, runs ptxas).
 GPU_PIPELINE = (
     "builtin.module(coat-fuse-adamw,coat-lower-optimizer{{target=gpu {lower}}},"
+    "coat-lower-activations{{target=gpu}},"
     "coat-export-manifest{{dir={out} chip={chip} features={features}}},"
     "coat-gpu-to-binary{{chip={chip} features={features} format={fmt}}},"
     "coat-export-binaries{{dir={out}}})")
 
+# FP8 GEMM kernels (coat-lower-linear, GPU only); the manifest is written
+# before the gpu.module becomes a gpu.binary.
+LINEAR_PIPELINE = (
+    "builtin.module(coat-lower-linear{{{lower}}},"
+    "coat-export-manifest{{dir={out} chip={chip} features={features}}},"
+    "coat-gpu-to-binary{{chip={chip} features={features} format={fmt}}},"
+    "coat-export-binaries{{dir={out}}})")
 # The same kernels for the CPU, down to the LLVM dialect.
 CPU_PIPELINE = (
     "builtin.module(coat-fuse-adamw,coat-lower-optimizer{{target=cpu}},"
+    "coat-lower-activations{{target=cpu}},"
     "coat-export-manifest{{dir={out} chip={chip} features={features}}},"
     "coat-expand-fp8-conversions,arith-expand{{include-bf16=true}},canonicalize,cse,"
     "convert-vector-to-scf,"
@@ -97,3 +106,22 @@ class Toolchain:
             llvm_mlir.unlink()
             ll.unlink()
         return sorted(p for p in out.iterdir() if p.is_file())
+
+    def compile_linear(self, src: Path, out: Path, *, chip: str = "sm_90a",
+                       features: str = "+ptx80", lower_options: str = "") -> Path:
+        """Compiles the coat.linear kernel specs of `src` (PTX and cubin) into
+        `out`; returns the manifest. `lower_options` go to coat-lower-linear
+        (for example "tile-n=128 stages=3")."""
+        src, out = Path(src).resolve(), Path(out).resolve()
+        out.mkdir(parents=True, exist_ok=True)
+        manifest = out / "manifest.json"
+        if manifest.exists():
+            manifest.unlink()
+        for fmt in ("isa", "bin"):
+            self._run([self.coat_opt, str(src), "--pass-pipeline=" + LINEAR_PIPELINE.format(
+                fmt=fmt, out=out, chip=chip, features=features, lower=lower_options),
+                "-o", os.devnull], f"coat-opt (linear, {fmt})")
+        if not manifest.exists():
+            raise CompileError(f"coat-opt wrote no manifest.json to {out}: "
+                               f"{src} holds no coat.linear kernel specs")
+        return manifest

@@ -140,3 +140,54 @@ TEST(RuntimeManifest, RejectsBadLaunchArguments) {
 }
 
 } // namespace
+
+namespace {
+// The GEMM shape of docs/manifest.md: tensormap arguments and grid_tiles.
+const char *kGemmManifest = R"({
+  "format": "coat-manifest", "version": 1,
+  "kernels": [{
+    "name": "g", "op": "linear", "gpu": {"cubin": "g.cubin"},
+    "launch": {"block": [256, 1, 1], "grid_tiles": [["n", 256], ["m", 128]],
+               "shared_bytes": 197696},
+    "args": [
+      {"name": "a", "kind": "tensormap", "dtype": "e4m3", "dims": ["k", "m"],
+       "box": [128, 128], "swizzle": "128b"},
+      {"name": "b", "kind": "tensormap", "dtype": "e4m3", "dims": ["k", "n"],
+       "box": [128, 256], "swizzle": "128b"},
+      {"name": "out", "kind": "memref", "dtype": "bf16", "extent": "m*n"},
+      {"name": "a_scale", "kind": "memref", "dtype": "f32", "extent": 1},
+      {"name": "m", "kind": "scalar", "dtype": "i64"},
+      {"name": "n", "kind": "scalar", "dtype": "i64"},
+      {"name": "k", "kind": "scalar", "dtype": "i64"}
+    ]}]})";
+} // namespace
+
+TEST(RuntimeManifest, PacksTensorMapsAndTileGrids) {
+  Manifest m = parseOk(kGemmManifest);
+  const KernelSpec &k = m.kernels[0];
+  EXPECT_EQ(k.numMemrefs(), 4u); // two tensormaps take buffers too
+  EXPECT_EQ(k.numScalars(), 3u);
+  uint64_t bufs[4] = {0x1000, 0x2000, 0x3000, 0x4000};
+  double scalars[3] = {300, 200, 4112};
+  PackedLaunch p;
+  std::string err;
+  ASSERT_TRUE(packLaunch(k, 200, bufs, 4, scalars, 3, p, err)) << err;
+  EXPECT_EQ(p.grid[0], 1u); // ceil(200 / 256)
+  EXPECT_EQ(p.grid[1], 3u); // ceil(300 / 128)
+  ASSERT_EQ(p.tensorMaps.size(), 2u);
+  EXPECT_EQ(p.tensorMaps[0].dims, (std::vector<uint64_t>{4112, 300}));
+  EXPECT_EQ(p.tensorMaps[0].strides, (std::vector<uint64_t>{4112}));
+  EXPECT_EQ(p.tensorMaps[1].box, (std::vector<uint32_t>{128, 256}));
+  // 2 maps + 2 memrefs x 5 + 3 scalars, maps passed by address of their bytes.
+  ASSERT_EQ(p.params.size(), 15u);
+  EXPECT_EQ(p.params[0], p.tensorMapStorage[0].bytes);
+  EXPECT_EQ(p.params[1], p.tensorMapStorage[1].bytes);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p.params[0]) % 64, 0u);
+  EXPECT_EQ(*static_cast<uint64_t *>(p.params[2]), 0x3000u);
+  EXPECT_EQ(*static_cast<uint64_t *>(p.params[5]), 60000u); // m*n
+  EXPECT_EQ(*static_cast<uint64_t *>(p.params[14]), 4112u);
+  // TMA needs 16-byte row strides.
+  double odd[3] = {300, 200, 100};
+  EXPECT_FALSE(packLaunch(k, 200, bufs, 4, odd, 3, p, err));
+  EXPECT_NE(err.find("multiple of 16"), std::string::npos) << err;
+}

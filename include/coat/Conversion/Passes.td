@@ -195,7 +195,9 @@ def CoatFastNVVMMath : Pass<"coat-fast-nvvm-math"> {
     and rescaling around the SFU instruction) costs four to six extra
     instructions; the optimizer kernels issue about ten of these per element.
     Ops without `afn` are left alone. Subnormal inputs and results of the
-    rewritten ops flush to zero.
+    rewritten ops flush to zero, except on ops marked `coat.keep_subnormals`,
+    which get the non-flushing variants (`ex2.approx.f32`, `lg2.approx.f32`,
+    `sqrt.approx.f32`, `div.approx.f32`; a few instructions more each).
 
     ```mlir
     %y = math.exp2 %x fastmath<afn> : f32
@@ -204,6 +206,146 @@ def CoatFastNVVMMath : Pass<"coat-fast-nvvm-math"> {
     ```
   }];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
+//===----------------------------------------------------------------------===//
+// Activation kernels (owned with lib/Conversion/ActivationToKernels)
+//===----------------------------------------------------------------------===//
+
+def CoatLowerActivations : Pass<"coat-lower-activations", "::mlir::ModuleOp"> {
+  let summary = "Lowers kernel-spec functions holding activation quantization "
+                "ops to GPU kernels or CPU functions";
+  let description = [{
+    A *kernel-spec function* holds one op on a 2-D `[rows, cols]` operand
+    (dynamic extents allowed) and returns its result(s); each becomes a kernel
+    of the same name (`target=gpu`: a `gpu.func` in
+    `gpu.module @coat_activation_kernels`; `target=cpu`: a `func.func` twin
+    with the same ABI). Supported bodies:
+
+    | body | kernel (`op` in the manifest) | arguments |
+    |---|---|---|
+    | `coat.quantize` to `per_group<G>` | `quantize` | input, codes, scale, rows, cols |
+    | `coat.quantize ... scale %s` to `per_tensor` | `quantize` | input, scale, codes, rows, cols |
+    | the same + `coat.transpose`, returning both | `quantize_transpose` | input, scale, codes, codes_t, rows, cols |
+    | `coat.dequantize` of `per_group<G>` / `per_tensor` | `dequantize` | codes, scale, output, rows, cols |
+    | `coat.absmax` with `per_group<G>` | `absmax` | input, absmax, rows, cols |
+
+    Numerics follow COAT (COAT.md §1.2, §3): `s = (absmax + eps) / fp8max`,
+    rounded to bf16 for `scale = bf16`, then `q = cvt.rn.satfinite(x / s)`
+    with the rounded `s`; the division is IEEE on both targets (Triton's
+    `div.full.f32` in COAT can differ by an ulp), unless `approx-division`.
+
+    Grouped kernels index groups of the row-major flattened tensor, which are
+    the `per_group<G>` groups because G divides `cols`; on the GPU a lane
+    holds E consecutive elements (16-byte accesses), G/E adjacent lanes form
+    a group and combine the group maximum with `gpu.shuffle xor`. Tails are
+    masked: any `rows x cols`. The transpose kernel moves T x T tiles through
+    workgroup memory (`gpu.barrier` between the row-major and the transposed
+    pass). Every kernel is launched with `gridDim.x = ceil(rows * cols /
+    elements_per_block)`.
+
+    ```mlir
+    func.func @q(%x: tensor<?x?xbf16>)
+        -> !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16> {
+      %q = coat.quantize %x : tensor<?x?xbf16>
+             -> !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>
+      return %q : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>
+    }
+    ```
+  }];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"gpu\"",
+           "Where the kernels run: 'gpu' or 'cpu'">,
+    Option<"elementsPerThread", "elements-per-thread", "int64_t",
+           /*default=*/"0",
+           "Elements each GPU thread holds (power of two; 0 picks 16 for "
+           "bf16/f16 and 8 for f32 data, at most the group size)">,
+    Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
+           "Threads per GPU block (multiple of 32)">,
+    Option<"tile", "tile", "int64_t", /*default=*/"64",
+           "Square tile of the quantize+transpose kernel: 32 or 64">,
+    Option<"approxDivision", "approx-division", "bool", /*default=*/"false",
+           "GPU: multiply by an approximate reciprocal of the scale instead "
+           "of an IEEE division (faster; codes may move by one FP8 step)">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
+    "::mlir::gpu::GPUDialect", "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect"];
+}
+
+//===----------------------------------------------------------------------===//
+// FP8 GEMM (owned with lib/Conversion/LinearToNVGPU)
+//===----------------------------------------------------------------------===//
+
+def CoatLowerLinear : Pass<"coat-lower-linear", "::mlir::ModuleOp"> {
+  let summary = "Lowers kernel-spec functions holding coat.linear to Hopper "
+                "TMA + wgmma kernels";
+  let description = [{
+    A kernel-spec function is a public `func.func` whose body holds one
+    `coat.linear forward` with per-tensor E4M3 operands (A: M x K, B: N x K,
+    both K-major) and a bf16 result. It becomes a `gpu.func` of the same name
+    in `gpu.module @coat_linear` computing `C = (A . B^T) * s_A * s_B (+ bias)`:
+
+    - one CTA per `tile-m x tile-n` output tile (grid x over N, y over M);
+    - K in slices of 128 (128 e4m3 bytes, the 128B swizzle span) loaded by
+      TMA (`cp.async.bulk.tensor`, out-of-bounds boxes zero-filled) into a
+      ring of `stages` shared-memory buffers, each completing on an mbarrier;
+    - `warpgroups` warpgroups each issue `wgmma.mma_async m64nNk32 e4m3.e4m3`
+      on their `tile-m / warpgroups` rows into f32 registers, keeping one
+      wgmma group in flight; a stage is refilled once every warpgroup has
+      arrived on its "empty" mbarrier;
+    - the epilogue multiplies by `s_A * s_B` (read from two 1-element f32
+      buffers), adds the bias in f32, converts to bf16 and stores with
+      bounds checks (any M, N; K must be a multiple of 16 for TMA strides).
+
+    Parameters (docs/manifest.md): tensormaps `a`, `b` (CUtensorMap by value,
+    grid constants; see `coat-mark-grid-constants`), memrefs `out` (bf16,
+    m*n), `a_scale`, `b_scale` (f32, 1), optional `bias` (n), then i64 `m`,
+    `n`, `k`. A `coat.kernel` dictionary records them for the manifest.
+
+    ```mlir
+    func.func @fp8_linear(%x: !coat.qtensor<?x?xf8E4M3FN, per_tensor>,
+                          %w: !coat.qtensor<?x?xf8E4M3FN, per_tensor>)
+        -> tensor<?x?xbf16> {
+      %y = coat.linear forward %x, %w
+             : !coat.qtensor<?x?xf8E4M3FN, per_tensor>,
+               !coat.qtensor<?x?xf8E4M3FN, per_tensor> -> tensor<?x?xbf16>
+      return %y : tensor<?x?xbf16>
+    }
+    ```
+  }];
+  let options = [
+    Option<"tileM", "tile-m", "int64_t", /*default=*/"128",
+           "Output rows per CTA (multiple of 64 * warpgroups, <= 256)">,
+    Option<"tileN", "tile-n", "int64_t", /*default=*/"256",
+           "Output columns per CTA (wgmma N: multiple of 8, <= 256)">,
+    Option<"stages", "stages", "int64_t", /*default=*/"4",
+           "Shared-memory pipeline depth over K (>= 2)">,
+    Option<"warpgroups", "warpgroups", "int64_t", /*default=*/"2",
+           "Warpgroups (128 threads each) issuing wgmma">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",
+    "::mlir::LLVM::LLVMDialect", "::mlir::NVVM::NVVMDialect",
+    "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect"];
+}
+
+def CoatMarkGridConstants : Pass<"coat-mark-grid-constants"> {
+  let summary = "Makes marked kernel parameters byval nvvm.grid_constant";
+  let description = [{
+    `nvvm.grid_constant` is only accepted on `llvm.func` kernels and
+    `convert-gpu-to-nvvm` drops `llvm.byval` from `gpu.func` arguments, so
+    lowerings mark a `gpu.func` with `coat.grid_constant = array<i32: ...>`
+    (indices of `!llvm.ptr` parameters) and this pass, run after
+    `convert-gpu-to-nvvm`, gives those `llvm.func` parameters
+    `llvm.byval = !llvm.array<128 x i8>`, `nvvm.grid_constant` and
+    `llvm.align = 64`. PTX then declares `.param .align 64 .b8 p[128]` and
+    takes its address with `cvta.param` (a CUtensorMap passed by value).
+  }];
+  let dependentDialects = ["::mlir::NVVM::NVVMDialect"];
 }
 
 #endif // COAT_CONVERSION_PASSES_TD

@@ -66,4 +66,15 @@ def Coat_OptimizerModeAttr
   let assemblyFormat = "`<` $value `>`";
 }
 
+def Coat_FlowDirection : I32EnumAttr<"FlowDirection",
+    "whether a tensor belongs to the forward or the backward pass", [
+    I32EnumAttrCase<"forward", 0>, I32EnumAttrCase<"backward", 1>]> {
+  let cppNamespace = "::mlir::coat";
+  let genSpecializedAttr = 0;
+}
+def Coat_FlowDirectionAttr
+    : EnumAttr<Coat_Dialect, Coat_FlowDirection, "direction"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
 #endif // COAT_ATTRS_TD

@@ -9,6 +9,14 @@ include "mlir/Interfaces/InferTypeOpInterface.td"
 
 def Coat_QTensor : Type<CPred<"::llvm::isa<::mlir::coat::QTensorType>($_self)">,
     "quantized tensor", "::mlir::coat::QTensorType">;
+def Coat_Unresolved : Type<CPred<"::llvm::isa<::mlir::coat::UnresolvedType>($_self)">,
+    "unresolved FP8 copy", "::mlir::coat::UnresolvedType">;
+/// An FP8 operand: a quantized tensor, or before coat-mixed-granularity an
+/// unresolved one whose format and granularity are still to be chosen.
+def Coat_Fp8Operand : Type<Or<[
+    CPred<"::llvm::isa<::mlir::coat::QTensorType>($_self)">,
+    CPred<"::llvm::isa<::mlir::coat::UnresolvedType>($_self)">]>,
+    "quantized tensor or unresolved FP8 copy", "::mlir::ShapedType">;
 def Coat_HighPrecisionTensor : RankedTensorOf<[F32, BF16, F16]>;
 def Coat_F32Scalar : TypeConstraint<F32.predicate, "f32">;
 def Coat_ScaleTensor : RankedTensorOf<[F32, BF16]>;
@@ -44,6 +52,35 @@ def Coat_QuantizeOp : Coat_Op<"quantize", [Pure]> {
   let assemblyFormat = [{
     $input (`scale` $scale^)? attr-dict `:` type($input) (`,` type($scale)^)?
     `->` qualified(type($result))
+  }];
+  let hasVerifier = 1;
+}
+
+def Coat_QuantizeAutoOp : Coat_Op<"quantize_auto", [Pure]> {
+  let summary = "Quantizes to FP8 with format and granularity chosen from the consumers";
+  let description = [{
+    Marks the point where a high-precision tensor enters FP8 without fixing
+    how: the result is an `!coat.unresolved` value that FP8 consumers accept.
+    `coat-mixed-granularity` replaces the op by `coat.quantize` (and, when
+    consumers need two granularities, `coat.requantize`) following COAT's
+    mixed-granularity rules (COAT.md §3.1, §3.8): per-tensor for linear-layer
+    operands, per-group 1xG for non-linear layers; E4M3 in the forward and
+    E5M2 for gradients. The consumers decide the direction unless
+    `direction` states it.
+
+    ```mlir
+    %u = coat.quantize_auto %x : tensor<4096x11008xbf16> -> !coat.unresolved<4096x11008xbf16>
+    %s = coat.silu %u : !coat.unresolved<4096x11008xbf16>
+        -> !coat.qtensor<4096x11008xf8E4M3FN, per_group<16>, scale = bf16>
+    %g = coat.quantize_auto %dy {direction = #coat.direction<backward>}
+        : tensor<4096x4096xbf16> -> !coat.unresolved<4096x4096xbf16>
+    ```
+  }];
+  let arguments = (ins Coat_HighPrecisionTensor:$input,
+                       OptionalAttr<Coat_FlowDirectionAttr>:$direction);
+  let results = (outs Coat_Unresolved:$result);
+  let assemblyFormat = [{
+    $input attr-dict `:` type($input) `->` qualified(type($result))
   }];
   let hasVerifier = 1;
 }
@@ -251,6 +288,10 @@ def Coat_TransposeOp : Coat_Op<"transpose", [Pure]> {
     transposed copies because FP8 tensor cores read both operands K-major
     (COAT.md §3.2). `transpose(transpose(x))` folds to `x`.
 
+    Before `coat-mixed-granularity`, the input may be `!coat.unresolved`; the
+    result is then the unresolved `[N, M]` copy, and it resolves to the
+    transpose of the per-tensor copy.
+
     ```mlir
     %t = coat.transpose %g : !coat.qtensor<128x256xf8E5M2, per_tensor>
            -> !coat.qtensor<256x128xf8E5M2, per_tensor>
@@ -258,8 +299,8 @@ def Coat_TransposeOp : Coat_Op<"transpose", [Pure]> {
            -> !coat.qtensor<256x512xf8E4M3FN, per_block<64x128>>
     ```
   }];
-  let arguments = (ins Coat_QTensor:$input);
-  let results = (outs Coat_QTensor:$result);
+  let arguments = (ins Coat_Fp8Operand:$input);
+  let results = (outs Coat_Fp8Operand:$result);
   let assemblyFormat = [{
     $input attr-dict `:` qualified(type($input)) `->` qualified(type($result))
   }];
@@ -286,16 +327,26 @@ def Coat_AbsMaxOp : Coat_Op<"absmax", [Pure]> {
     The first stage of COAT's "group scaling" (COAT.md §3.1) is an `absmax`
     with a grouped scaling; the second stage is `coat.reduce_scales`.
 
+    `epilogue` says that the maxima are computed by the op that produces
+    `input`, in its epilogue while the values are still in registers, so no
+    kernel reads `input` again just to find its maxima. The input must then
+    be an op result; `coat-group-scaling` creates such ops and a lowering
+    must fuse them into the producer.
+
     ```mlir
     %g = coat.absmax %x, per_group<16> : tensor<128x256xbf16> -> tensor<128x16xf32>
+    %y = coat.linear forward %a, %w : !coat.qtensor<128x64xf8E4M3FN, per_tensor>,
+           !coat.qtensor<256x64xf8E4M3FN, per_tensor> -> tensor<128x256xbf16>
+    %p = coat.absmax %y, per_group<16> epilogue : tensor<128x256xbf16> -> tensor<128x16xf32>
     %t = coat.absmax %x, per_tensor : tensor<128x256xbf16> -> tensor<f32>
     ```
   }];
-  let arguments = (ins Coat_HighPrecisionTensor:$input, Coat_ScalingAttr:$scaling);
+  let arguments = (ins Coat_HighPrecisionTensor:$input, Coat_ScalingAttr:$scaling,
+                       UnitAttr:$epilogue);
   let results = (outs RankedTensorOf<[F32]>:$result);
   let assemblyFormat = [{
-    $input `,` custom<ScalingBody>($scaling) attr-dict `:` type($input) `->`
-    type($result)
+    $input `,` custom<ScalingBody>($scaling) (`epilogue` $epilogue^)? attr-dict
+    `:` type($input) `->` type($result)
   }];
   let hasVerifier = 1;
 }
@@ -368,8 +419,8 @@ def Coat_LinearOp : Coat_Op<"linear", [Pure]> {
              !coat.qtensor<256x128xf8E4M3FN, per_block<128x128>> -> tensor<512x256xf32>
     ```
   }];
-  let arguments = (ins Coat_LinearKindAttr:$kind, Coat_QTensor:$lhs,
-                       Coat_QTensor:$rhs,
+  let arguments = (ins Coat_LinearKindAttr:$kind, Coat_Fp8Operand:$lhs,
+                       Coat_Fp8Operand:$rhs,
                        Optional<RankedTensorOf<[F32, BF16]>>:$bias);
   let results = (outs AnyTypeOf<[RankedTensorOf<[F32, BF16]>, Coat_QTensor],
                                 "bf16/f32 tensor or quantized tensor">:$result);
@@ -397,7 +448,7 @@ def Coat_SiluOp : Coat_Op<"silu", [Pure]> {
                      -> !coat.qtensor<128x512xf8E4M3FN, per_group<16>, scale = bf16>
     ```
   }];
-  let arguments = (ins Coat_QTensor:$input);
+  let arguments = (ins Coat_Fp8Operand:$input);
   let results = (outs Coat_QTensor:$result);
   let assemblyFormat = [{
     $input attr-dict `:` qualified(type($input)) `->` qualified(type($result))
@@ -421,7 +472,7 @@ def Coat_SiluGradOp : Coat_Op<"silu_grad", [Pure, AttrSizedResultSegments]> {
            !coat.qtensor<512x128xf8E5M2, per_tensor>
     ```
   }];
-  let arguments = (ins Coat_QTensor:$input, Coat_HighPrecisionTensor:$grad);
+  let arguments = (ins Coat_Fp8Operand:$input, Coat_HighPrecisionTensor:$grad);
   let results = (outs Coat_HighPrecisionTensor:$dx,
                       Optional<Coat_QTensor>:$dx_q,
                       Optional<Coat_QTensor>:$dx_qt);
@@ -445,7 +496,7 @@ def Coat_GeluOp : Coat_Op<"gelu", [Pure]> {
            !coat.qtensor<512x128xf8E4M3FN, per_tensor>
     ```
   }];
-  let arguments = (ins Coat_QTensor:$input);
+  let arguments = (ins Coat_Fp8Operand:$input);
   let results = (outs Coat_QTensor:$result, Optional<Coat_QTensor>:$result_t);
   let assemblyFormat = [{
     $input attr-dict `:` qualified(type($input)) `->` qualified(type($result))
@@ -467,7 +518,7 @@ def Coat_GeluGradOp : Coat_Op<"gelu_grad", [Pure, AttrSizedResultSegments]> {
         -> tensor<128x512xbf16>, !coat.qtensor<128x512xf8E5M2, per_tensor>
     ```
   }];
-  let arguments = (ins Coat_QTensor:$input, Coat_HighPrecisionTensor:$grad);
+  let arguments = (ins Coat_Fp8Operand:$input, Coat_HighPrecisionTensor:$grad);
   let results = (outs Coat_HighPrecisionTensor:$dx,
                       Optional<Coat_QTensor>:$dx_q,
                       Optional<Coat_QTensor>:$dx_qt);
@@ -495,7 +546,7 @@ def Coat_SwigluMulOp : Coat_Op<"swiglu_mul", [Pure]> {
            !coat.qtensor<512x128xf8E4M3FN, per_tensor>
     ```
   }];
-  let arguments = (ins Coat_QTensor:$lhs, Coat_QTensor:$rhs);
+  let arguments = (ins Coat_Fp8Operand:$lhs, Coat_Fp8Operand:$rhs);
   let results = (outs Coat_QTensor:$result, Optional<Coat_QTensor>:$result_t);
   let assemblyFormat = [{
     $lhs `,` $rhs attr-dict `:` qualified(type($lhs)) `,` qualified(type($rhs))
@@ -523,7 +574,7 @@ def Coat_SwigluMulGradOp : Coat_Op<"swiglu_mul_grad", [Pure,
            !coat.qtensor<512x128xf8E5M2, per_tensor>
     ```
   }];
-  let arguments = (ins Coat_QTensor:$lhs, Coat_QTensor:$rhs,
+  let arguments = (ins Coat_Fp8Operand:$lhs, Coat_Fp8Operand:$rhs,
                        Coat_HighPrecisionTensor:$grad);
   let results = (outs Coat_HighPrecisionTensor:$dlhs,
                       Coat_HighPrecisionTensor:$drhs,
@@ -600,7 +651,7 @@ def Coat_RMSNormOp : Coat_Op<"rmsnorm", [Pure]> {
            !coat.qtensor<512x128xf8E4M3FN, per_tensor>
     ```
   }];
-  let arguments = (ins Coat_QTensor:$input, RankedTensorOf<[F32, BF16]>:$weight,
+  let arguments = (ins Coat_Fp8Operand:$input, RankedTensorOf<[F32, BF16]>:$weight,
                        DefaultValuedAttr<F32Attr, "1.0e-5">:$eps);
   let results = (outs Coat_QTensor:$result, Coat_StatTensor:$rstd,
                       Optional<Coat_QTensor>:$result_t);
@@ -626,7 +677,7 @@ def Coat_RMSNormGradOp : Coat_Op<"rmsnorm_grad", [Pure]> {
         -> tensor<128x512xbf16>, tensor<512xbf16>
     ```
   }];
-  let arguments = (ins Coat_QTensor:$input, RankedTensorOf<[F32, BF16]>:$weight,
+  let arguments = (ins Coat_Fp8Operand:$input, RankedTensorOf<[F32, BF16]>:$weight,
                        Coat_StatTensor:$rstd, Coat_HighPrecisionTensor:$grad);
   let results = (outs Coat_HighPrecisionTensor:$dx,
                       RankedTensorOf<[F32, BF16]>:$dweight);
@@ -657,7 +708,7 @@ def Coat_LayerNormOp : Coat_Op<"layernorm", [Pure, AttrSizedOperandSegments]> {
         -> !coat.qtensor<128x512xf8E4M3FN, per_tensor>, tensor<128xf32>, tensor<128xf32>
     ```
   }];
-  let arguments = (ins Coat_QTensor:$input,
+  let arguments = (ins Coat_Fp8Operand:$input,
                        Optional<RankedTensorOf<[F32, BF16]>>:$weight,
                        Optional<RankedTensorOf<[F32, BF16]>>:$bias,
                        DefaultValuedAttr<F32Attr, "1.0e-5">:$eps);
@@ -688,7 +739,7 @@ def Coat_LayerNormGradOp : Coat_Op<"layernorm_grad", [Pure,
         -> tensor<128x512xbf16>, tensor<512xbf16>, tensor<512xbf16>
     ```
   }];
-  let arguments = (ins Coat_QTensor:$input, Coat_StatTensor:$mean,
+  let arguments = (ins Coat_Fp8Operand:$input, Coat_StatTensor:$mean,
                        Coat_StatTensor:$rstd, Coat_HighPrecisionTensor:$grad,
                        Optional<RankedTensorOf<[F32, BF16]>>:$weight);
   let results = (outs Coat_HighPrecisionTensor:$dx,

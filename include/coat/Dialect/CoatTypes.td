@@ -67,4 +67,33 @@ def Coat_QTensorType : TypeDef<Coat_Dialect, "QTensor", [
   }];
 }
 
+def Coat_UnresolvedType : TypeDef<Coat_Dialect, "Unresolved", [
+    DeclareTypeInterfaceMethods<ShapedTypeInterface, ["cloneWith"]>]> {
+  let mnemonic = "unresolved";
+  let summary = "An FP8 copy of a tensor whose format and granularity are not chosen yet";
+  let description = [{
+    The result of `coat.quantize_auto`: the promise of an FP8 copy of a
+    high-precision tensor of this shape and element type, whose FP8 format
+    and scaling granularity `coat-mixed-granularity` chooses from the
+    consumers (COAT.md §3.8). FP8 consumers (`coat.linear`, `coat.transpose`
+    and the precision-flow ops) accept it in place of a `!coat.qtensor`; their
+    verifiers then check shapes only. No lowering accepts it: the pass
+    replaces every value of this type by `!coat.qtensor` values.
+
+    Syntax: `!coat.unresolved<SHAPE x T>`, T the source type (f32, bf16, f16).
+
+    ```mlir
+    !coat.unresolved<4096x11008xbf16>
+    ```
+  }];
+  let parameters = (ins ArrayRefParameter<"int64_t">:$shape,
+                        "::mlir::Type":$elementType);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    using ::mlir::ShapedType::Trait<UnresolvedType>::getRank;
+    using ::mlir::ShapedType::Trait<UnresolvedType>::getDimSize;
+  }];
+}
+
 #endif // COAT_TYPES_TD

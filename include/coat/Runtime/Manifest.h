@@ -18,16 +18,27 @@ namespace coat::rt {
 
 /// One entry of a kernel's "args" list.
 struct ArgSpec {
-  enum class Kind { Memref, Scalar };
+  /// A tensormap is a CUtensorMap (128 bytes, passed by value) that the
+  /// runtime encodes from a buffer pointer; it takes one `buffers` entry like
+  /// a memref.
+  enum class Kind { Memref, Scalar, TensorMap };
   /// What a memref's size parameter is: the element count n, the number of
-  /// groups ceil(n / group_size), or a fixed number from the manifest.
-  enum class Extent { N, Groups, Fixed };
+  /// groups ceil(n / group_size), a fixed number from the manifest, or the
+  /// product of named scalar arguments ("m*n").
+  enum class Extent { N, Groups, Fixed, Product };
 
   std::string name;
   Kind kind = Kind::Memref;
   std::string dtype; ///< one of f32 bf16 f16 e4m3 e5m2 i32 i64
   Extent extent = Extent::N;
   int64_t fixedExtent = 0;
+  std::vector<std::string> extentFactors; ///< Extent::Product: scalar names
+  /// TensorMap: global dims, innermost first (scalar names or integers as
+  /// strings), the box (innermost first) and the swizzle ("none", "32b",
+  /// "64b", "128b"). The tensor is dense: stride[i] = prod(dims[0..i]) * size.
+  std::vector<std::string> mapDims;
+  std::vector<int64_t> mapBox;
+  std::string swizzle;
 };
 
 /// One entry of the manifest's "kernels" list (the fields the runtime uses).
@@ -41,10 +52,14 @@ struct KernelSpec {
   std::string cpuSymbol;
   std::array<unsigned, 3> block = {1, 1, 1};
   int64_t elementsPerBlock = 0;
+  /// launch.grid_tiles: gridDim[i] = ceil(scalar[name_i] / tile_i); when set,
+  /// elements_per_block is unused.
+  std::vector<std::pair<std::string, int64_t>> gridTiles;
   unsigned sharedBytes = 0;
   int64_t groupSize = 0; ///< config.group_size, 0 when absent
   std::vector<ArgSpec> args;
 
+  /// Arguments that take one `buffers` entry: memrefs and tensormaps.
   size_t numMemrefs() const;
   size_t numScalars() const;
 };
@@ -79,8 +94,24 @@ inline constexpr uint64_t kBufferAlignment = 16;
 /// convention: each memref becomes (allocated, aligned, 0, extent, 1).
 /// `params[i]` points into `storage`, in the layout cuLaunchKernel and the CPU
 /// twin expect.
+/// What cuTensorMapEncodeTiled needs for one tensormap argument.
+struct TensorMapRequest {
+  std::string name;
+  std::string dtype;
+  uint64_t address = 0;
+  std::vector<uint64_t> dims;    ///< innermost first
+  std::vector<uint64_t> strides; ///< bytes, dims 1.. (rank - 1 entries)
+  std::vector<uint32_t> box;
+  std::string swizzle;
+};
+/// Storage of one encoded CUtensorMap (the driver wants 64-byte alignment).
+struct alignas(64) TensorMapBytes {
+  unsigned char bytes[128] = {};
+};
 struct PackedLaunch {
-  std::vector<uint64_t> storage; ///< one 8-byte slot per parameter
+  std::vector<uint64_t> storage; ///< one 8-byte slot per scalar/memref parameter
+  std::vector<TensorMapRequest> tensorMaps; ///< filled by packLaunch
+  std::vector<TensorMapBytes> tensorMapStorage; ///< encoded by the runtime
   std::vector<void *> params;
   std::array<unsigned, 3> grid = {0, 1, 1};
   std::array<unsigned, 3> block = {1, 1, 1};

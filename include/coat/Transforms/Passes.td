@@ -31,4 +31,106 @@ def CoatFuseAdamW : Pass<"coat-fuse-adamw"> {
   let dependentDialects = ["::mlir::coat::CoatDialect"];
 }
 
+def CoatMixedGranularity : Pass<"coat-mixed-granularity"> {
+  let summary = "Chooses FP8 format and granularity of every coat.quantize_auto";
+  let description = [{
+    COAT's mixed-granularity activation quantization (COAT.md §3.1, §3.8).
+    The input marks each point where a high-precision tensor enters FP8 with
+    `coat.quantize_auto`, whose `!coat.unresolved` result FP8 consumers
+    accept. From the consumers the pass chooses, for each such value:
+
+    - **Granularity.** Operands of `coat.linear` (directly, or through
+      `coat.transpose` for the wgrad copies) are quantized `per_tensor`, as
+      the FP8 GEMM needs one scalar scale per operand. Inputs of the
+      non-linear precision-flow ops (`silu`, `gelu`, `swiglu_mul`,
+      `rmsnorm`, `layernorm` and the saved inputs of their `_grad` ops) are
+      quantized `per_group<G>` (1xG along the innermost dimension).
+    - **Format.** Forward tensors (activations, weights, saved inputs) get
+      `forward-format`, gradients get `backward-format`. A `linear dgrad`
+      lhs and a `linear wgrad` lhs are gradients (dY, dY^T); every other
+      consumer reads a forward tensor. `direction` on the op overrides this.
+    - **Scales** are bf16, as in COAT.
+
+    A value with both kinds of consumers is read once: it is quantized 1xG
+    and the per-tensor copy is re-quantized from that FP8 copy (the per-tensor
+    scale is the maximum of the group scales), so the high-precision tensor
+    is not read a second time. A value needed only as 1xG E4M3 that a
+    forward `coat.linear` with per-tensor operands produces is quantized in
+    the GEMM epilogue (the linear returns `per_group<16>` directly) when G is
+    16. Transposes of an unresolved value become transposes of its
+    per-tensor copy, and `coat.silu` results take the input's type.
+
+    ```mlir
+    %u = coat.quantize_auto %x : tensor<128x256xbf16> -> !coat.unresolved<128x256xbf16>
+    %y, %r = coat.rmsnorm %u, %w eps = 1.000000e-05 : !coat.unresolved<128x256xbf16>, tensor<256xbf16>
+        -> !coat.qtensor<128x256xf8E4M3FN, per_tensor, scale = bf16>, tensor<128xf32>
+    %o = coat.linear forward %u, %wq : !coat.unresolved<128x256xbf16>, ... -> tensor<128x64xbf16>
+    ```
+
+    becomes
+
+    ```mlir
+    %g = coat.quantize %x : tensor<128x256xbf16> -> !coat.qtensor<128x256xf8E4M3FN, per_group<16>, scale = bf16>
+    %t = coat.requantize %g : !coat.qtensor<128x256xf8E4M3FN, per_group<16>, scale = bf16>
+           -> !coat.qtensor<128x256xf8E4M3FN, per_tensor, scale = bf16>
+    ```
+
+    with the rmsnorm reading `%g` and the linear reading `%t`. Each choice
+    is reported as a remark on the `coat.quantize_auto`. It is an error
+    (with the value's location) when a value has no FP8 consumer, a consumer
+    the pass does not know, consumers that need different formats (or
+    differ from `direction`), or a 1xG consumer whose innermost extent G
+    does not divide.
+  }];
+  let options = [
+    Option<"groupSize", "group-size", "int64_t", /*default=*/"16",
+           "G of the 1xG groups of non-linear-layer inputs">,
+    Option<"forwardFormat", "forward-format", "std::string",
+           /*default=*/"\"e4m3\"",
+           "FP8 format of forward tensors: 'e4m3' or 'e5m2'">,
+    Option<"backwardFormat", "backward-format", "std::string",
+           /*default=*/"\"e5m2\"",
+           "FP8 format of gradients: 'e4m3' or 'e5m2'">,
+  ];
+  let dependentDialects = ["::mlir::coat::CoatDialect"];
+}
+
+def CoatGroupScaling : Pass<"coat-group-scaling"> {
+  let summary = "Takes per-tensor scales from partial maxima computed by the producer";
+  let description = [{
+    COAT's "group scaling" (COAT.md §3.1, Fig. 4b): instead of reading a
+    whole tensor to find its maximum before quantizing it per-tensor, the op
+    that produces the tensor also writes its per-group (1xG) or per-row
+    maxima, and the per-tensor scale is the maximum of that small tensor.
+
+    A per-tensor `coat.quantize` without a given scale, whose input is
+    produced by a coat op (not a block argument or a foreign op, which have
+    no kernel epilogue to compute maxima in), is rewritten to
+
+    ```mlir
+    %y = coat.linear forward %a, %w : ... -> tensor<128x256xbf16>
+    %p = coat.absmax %y, per_group<16> epilogue : tensor<128x256xbf16> -> tensor<128x16xf32>
+    %m = coat.reduce_scales %p : tensor<128x16xf32> -> tensor<f32>
+    %s = arith.mulf ...   // (max + eps) / fp8max, in f32
+    %q = coat.quantize %y scale %s : tensor<128x256xbf16>, tensor<f32>
+           -> !coat.qtensor<128x256xf8E4M3FN, per_tensor>
+    ```
+
+    `epilogue` marks the `coat.absmax` as part of the producer's kernel:
+    the maxima come out of its epilogue while the values are in registers,
+    and the only full read of `%y` left is the quantization itself. Groups
+    are 1xG along the innermost dimension when G divides it, whole rows
+    (`per_group<H>`) otherwise; rank-0 tensors and tensors with a dynamic
+    innermost extent are left alone. The scale is derived exactly as
+    `coat.quantize` derives it: `(max + eps) / fp8max` in f32, rounded to
+    the result's scale type.
+  }];
+  let options = [
+    Option<"groupSize", "group-size", "int64_t", /*default=*/"16",
+           "G of the partial maxima (per row when G does not divide)">,
+  ];
+  let dependentDialects = ["::mlir::coat::CoatDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
 #endif // COAT_TRANSFORMS_PASSES_TD

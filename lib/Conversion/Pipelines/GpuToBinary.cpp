@@ -46,6 +46,8 @@ void mlir::coat::buildGpuToBinaryPipeline(OpPassManager &pm,
   gpm.addPass(memref::createExpandStridedMetadataPass());
   gpm.addPass(createLowerAffinePass());
   gpm.addPass(createConvertGpuOpsToNVVMOps());
+  // CUtensorMap parameters by value (coat-lower-linear).
+  gpm.addPass(createCoatMarkGridConstants());
   // Inline-PTX NVVM ops (wgmma, mbarrier waits) need their own lowering.
   gpm.addPass(createConvertNVVMToLLVMPass());
   gpm.addPass(LLVM::createNVVMOptimizeForTargetPass());

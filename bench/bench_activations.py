@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""Activation quantization kernels (coat-lower-activations) on the GPU against
+torch.compile equivalents timed in the same run, with the device-to-device
+copy bandwidth measured in the same run as the ceiling.
+
+  python bench/bench_activations.py --kernels DIR [DIR ...] [--shapes 8192x8192 ...]
+
+Each DIR is a compiled module (scripts/compile_examples.py output, e.g.
+build/demo/quantize); every quantize / dequantize / absmax /
+quantize_transpose kernel in it is timed on each shape. "ideal" is the bytes
+that must move (every buffer read or written once: inputs, codes, scales, the
+transposed copy) at the copy bandwidth; "%" is ideal time / measured time.
+Prints one line per measurement as it goes and a table last; --json writes
+all figures.
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
+import coat  # noqa: E402
+
+OPS = ("quantize", "quantize_transpose", "dequantize", "absmax")
+DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
+FP8 = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
+FP8MAX = {"e4m3": 448.0, "e5m2": 57344.0}
+SIZE = {"f32": 4, "bf16": 2, "f16": 2, "e4m3": 1, "e5m2": 1}
+
+
+def time_ms(fn, warmup=3, iters=20):
+    """Mean time per call over `iters` back-to-back calls between two events
+    (after a warm-up), so host launch overhead overlaps the GPU work."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(iters):
+        fn()
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b) / iters
+
+
+def graphed(fn):
+    """fn replayed from a CUDA graph when it can be captured (no host launch
+    cost in the timing), else fn itself."""
+    try:
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            fn()
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            fn()
+        return g.replay, True
+    except Exception:  # noqa: BLE001 - any capture failure: time it directly
+        torch.cuda.synchronize()
+        return fn, False
+
+
+def copy_bandwidth(nbytes=2 << 30):
+    x = torch.empty(nbytes // 4, dtype=torch.float32, device="cuda").uniform_()
+    y = torch.empty_like(x)
+    ms = time_ms(lambda: y.copy_(x))
+    return 2 * nbytes / (ms * 1e-3)
+
+
+def buffers(kernel, rows, cols):
+    """Arguments of one launch, and the bytes they hold (read + written)."""
+    spec, cfg = kernel.spec, kernel.config
+    n = rows * cols
+    G = spec.group_size
+    args, nbytes = {}, 0
+    for a in spec.memrefs:
+        extent = a.extent_for(n, G)
+        if a.dtype in DTYPES:
+            t = torch.randn(extent, device="cuda").to(DTYPES[a.dtype])
+            if a.name == "scale":
+                t = torch.full((extent,), 0.01, device="cuda").to(DTYPES[a.dtype])
+        else:  # FP8 codes as bytes; input codes are random finite values
+            t = torch.randint(0, 0x70, (extent,), dtype=torch.uint8, device="cuda")
+        args[a.name] = t
+        nbytes += extent * SIZE.get(a.dtype, 4)
+    if "scale" in args and cfg.get("scaling") == "per_tensor" and spec.op != "dequantize":
+        args["scale"].fill_(0.01)
+    return args, nbytes
+
+
+def torch_equivalent(kernel, args, rows, cols):
+    """The same computation as a torch.compile'd function of the same buffers."""
+    spec, cfg = kernel.spec, kernel.config
+    G = spec.group_size
+    op = spec.op
+    if op in ("quantize", "quantize_transpose", "absmax"):
+        x = args["input"].view(rows, cols)
+    if op == "absmax":
+        def f(x):
+            return x.view(-1, G).abs().amax(-1).float()
+        fn = torch.compile(f)
+        return lambda: fn(x)
+    fmt = cfg["format"]
+    fp8, fmax = FP8[fmt], FP8MAX[fmt]
+    sdt = DTYPES[cfg["scale"]]
+    if op == "quantize" and cfg["scaling"] == "per_group":
+        def f(x):
+            xf = x.float().view(-1, G)
+            s = ((xf.abs().amax(-1, keepdim=True) + 1e-10) / fmax).to(sdt)
+            q = (xf / s.float()).clamp(-fmax, fmax).to(fp8)
+            return q.view(rows, cols), s.view(rows, cols // G)
+        fn = torch.compile(f)
+        return lambda: fn(x)
+    if op in ("quantize", "quantize_transpose"):
+        s = args["scale"]
+        transpose = op == "quantize_transpose"
+
+        def f(x, s):
+            q = (x.float() / s.float()).clamp(-fmax, fmax).to(fp8)
+            return (q, q.t().contiguous()) if transpose else q
+        fn = torch.compile(f)
+        return lambda: fn(x, s)
+    # dequantize
+    codes = args["codes"].view(fp8).view(rows, cols)
+    s = args["scale"]
+    out_dt = DTYPES[cfg["output"]]
+    if cfg["scaling"] == "per_group":
+        def f(q, s):
+            y = q.float().view(-1, G) * s.float().view(-1, 1)
+            return y.to(out_dt).view(rows, cols)
+    else:
+        def f(q, s):
+            return (q.float() * s.float()).to(out_dt)
+    fn = torch.compile(f)
+    return lambda: fn(codes, s)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kernels", nargs="+", required=True)
+    ap.add_argument("--shapes", nargs="+", default=["8192x8192", "16384x4096", "16384x11008"])
+    ap.add_argument("--only", default="", help="substring filter on kernel names")
+    ap.add_argument("--no-torch", action="store_true", help="skip the torch.compile anchors")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("bench_activations.py needs a CUDA device")
+
+    kernels = []
+    for d in args.kernels:
+        mod = coat.load(d)
+        kernels += [k for k in mod.kernels.values()
+                    if k.spec.op in OPS and (k.spec.cubin or k.spec.ptx) and args.only in k.name]
+    if not kernels:
+        sys.exit("no activation kernels with a GPU binary in " + " ".join(args.kernels))
+    bw = copy_bandwidth()
+    print(f"copy bandwidth (read + write): {bw / 1e12:.2f} TB/s on {torch.cuda.get_device_name()}")
+    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes]
+
+    rows = []
+    for k in kernels:
+        for (m, n) in shapes:
+            if k.spec.group_size and n % k.spec.group_size:
+                continue
+            bufs, nbytes = buffers(k, m, n)
+            ideal_ms = nbytes / bw * 1e3
+            fn, graph = graphed(lambda: k.launch(rows=m, cols=n, **bufs))
+            ms = time_ms(fn)
+            t_ms = None
+            if not args.no_torch:
+                try:
+                    tfn, _ = graphed(torch_equivalent(k, bufs, m, n))
+                    t_ms = time_ms(tfn)
+                except Exception as e:  # noqa: BLE001 - report and go on
+                    print(f"  torch.compile anchor failed for {k.name}: {e}")
+            row = dict(kernel=k.name, op=k.spec.op, shape=f"{m}x{n}", bytes=nbytes,
+                       ideal_ms=ideal_ms, coat_ms=ms, coat_pct=100 * ideal_ms / ms,
+                       torch_ms=t_ms, torch_pct=(100 * ideal_ms / t_ms) if t_ms else None,
+                       speedup=(t_ms / ms) if t_ms else None, graph=graph)
+            rows.append(row)
+            print(f"{k.name:40s} {m:>6d}x{n:<6d} coat {ms:8.4f} ms ({row['coat_pct']:5.1f}%)"
+                  + (f"  torch.compile {t_ms:8.4f} ms ({row['torch_pct']:5.1f}%)" if t_ms else ""),
+                  flush=True)
+
+    print()
+    print(f"ideal = bytes read + written at {bw / 1e12:.2f} TB/s (copy, same run); "
+          "speedup = torch.compile ms / coat ms")
+    hdr = (f"{'kernel':40s} {'shape':>12s} {'ideal ms':>9s} {'coat ms':>9s} {'coat %':>7s} "
+           f"{'torch ms':>9s} {'torch %':>8s} {'speedup':>8s}")
+    print(hdr)
+    print("-" * len(hdr))
+    for r in rows:
+        t = (f"{r['torch_ms']:9.4f} {r['torch_pct']:7.1f}% {r['speedup']:7.2f}x"
+             if r["torch_ms"] else f"{'-':>9s} {'-':>8s} {'-':>8s}")
+        print(f"{r['kernel']:40s} {r['shape']:>12s} {r['ideal_ms']:9.4f} {r['coat_ms']:9.4f} "
+              f"{r['coat_pct']:6.1f}% {t}" + ("" if r["graph"] else "  (no graph)"))
+    if args.json:
+        Path(args.json).write_text(json.dumps(dict(copy_bandwidth=bw, rows=rows), indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,935 @@
+//===- ActivationToKernels.cpp - activation quantization to GPU/CPU kernels ===//
+//
+// Lowers kernel-spec functions holding one activation op (coat.quantize,
+// coat.dequantize, coat.absmax; coat.quantize + coat.transpose) on a 2-D
+// [rows, cols] tensor into a GPU kernel and a CPU twin with the same ABI.
+// Grouped kernels are flat: a per_group<G> group (G divides cols) is G
+// consecutive elements of the row-major tensor, so the lanes of GroupLane
+// cover rows*cols elements with one masked tail. The transpose kernel moves
+// tiles through workgroup memory.
+//
+//===----------------------------------------------------------------------===//
+
+#include "coat/Conversion/GroupKernel.h"
+#include "coat/Conversion/Passes.h"
+#include "coat/Dialect/CoatDialect.h"
+#include "coat/Numerics/Fp8.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+namespace mlir::coat {
+#define GEN_PASS_DEF_COATLOWERACTIVATIONS
+#include "coat/Conversion/Passes.h.inc"
+} // namespace mlir::coat
+
+using namespace mlir;
+using namespace mlir::coat;
+
+namespace {
+
+enum class ActKind { QuantizeGroup, QuantizeScaled, QuantizeTranspose,
+                     Dequantize, AbsMax };
+
+/// Everything the element math needs, fixed per kernel.
+struct ActSpec {
+  ActKind kind;
+  Type hpType;              ///< the bf16/f16/f32 side (input or output)
+  ::coat::Fp8Format format = ::coat::Fp8Format::E4M3;
+  bool perTensor = false;   ///< one scale (given, or of a per_tensor input)
+  int64_t groupSize = 0;    ///< G of grouped kinds
+  Type scaleType;           ///< f32 or bf16
+  float eps = 1e-10f;
+
+  bool grouped() const { return groupSize > 0; }
+  StringRef opName() const {
+    switch (kind) {
+    case ActKind::QuantizeGroup:
+    case ActKind::QuantizeScaled:
+      return "quantize";
+    case ActKind::QuantizeTranspose:
+      return "quantize_transpose";
+    case ActKind::Dequantize:
+      return "dequantize";
+    case ActKind::AbsMax:
+      return "absmax";
+    }
+    return "";
+  }
+  float fp8Max() const { return ::coat::getFp8Traits(format).maxFinite; }
+};
+
+std::string dtypeName(Type t) {
+  if (t.isF32())
+    return "f32";
+  if (t.isBF16())
+    return "bf16";
+  if (t.isF16())
+    return "f16";
+  if (auto f = getFp8Format(t))
+    return ::coat::getFp8Traits(*f).name;
+  return "i64";
+}
+
+/// One argument of the kernel ABI (docs/manifest.md), in order.
+struct AbiArg {
+  std::string name;
+  Type type;          ///< memref of the storage type, or the scalar type
+  std::string dtype;  ///< the manifest's element type
+  std::string extent; ///< "n" (= rows*cols), "groups", "1"; "" for scalars
+};
+
+SmallVector<AbiArg> buildAbi(MLIRContext *ctx, const ActSpec &spec) {
+  auto buf = [&](Type logical) {
+    return MemRefType::get({ShapedType::kDynamic}, laneStorageType(logical));
+  };
+  Type fp8 = getFp8Type(ctx, spec.format);
+  Type f32 = Float32Type::get(ctx);
+  std::string scaleExtent = spec.perTensor ? "1" : "groups";
+  AbiArg hp{"", buf(spec.hpType), dtypeName(spec.hpType), "n"};
+  AbiArg codes{"codes", buf(fp8), dtypeName(fp8), "n"};
+  AbiArg scale{"scale", buf(spec.scaleType), dtypeName(spec.scaleType),
+               scaleExtent};
+  SmallVector<AbiArg> abi;
+  switch (spec.kind) {
+  case ActKind::QuantizeGroup:
+    hp.name = "input";
+    abi = {hp, codes, scale};
+    break;
+  case ActKind::QuantizeScaled:
+    hp.name = "input";
+    abi = {hp, scale, codes};
+    break;
+  case ActKind::QuantizeTranspose: {
+    hp.name = "input";
+    AbiArg codesT = codes;
+    codesT.name = "codes_t";
+    abi = {hp, scale, codes, codesT};
+    break;
+  }
+  case ActKind::Dequantize:
+    hp.name = "output";
+    abi = {codes, scale, hp};
+    break;
+  case ActKind::AbsMax:
+    hp.name = "input";
+    abi = {hp, {"absmax", buf(f32), "f32", "groups"}};
+    break;
+  }
+  Type i64 = IntegerType::get(ctx, 64);
+  abi.push_back({"rows", i64, "i64", ""});
+  abi.push_back({"cols", i64, "i64", ""});
+  return abi;
+}
+
+/// The kernel's arguments by role.
+struct ActArgs {
+  Value input, codes, codesT, scale, output, absmax, rows, cols;
+};
+
+ActArgs bindArgs(ValueRange args, ArrayRef<AbiArg> abi) {
+  ActArgs a;
+  for (auto [v, arg] : llvm::zip(args, abi)) {
+    Value *slot = llvm::StringSwitch<Value *>(arg.name)
+                      .Case("input", &a.input)
+                      .Case("codes", &a.codes)
+                      .Case("codes_t", &a.codesT)
+                      .Case("scale", &a.scale)
+                      .Case("output", &a.output)
+                      .Case("absmax", &a.absmax)
+                      .Case("rows", &a.rows)
+                      .Case("cols", &a.cols)
+                      .Default(nullptr);
+    *slot = v;
+  }
+  return a;
+}
+
+/// Loads scale[idx] (f32, or bf16 stored as i16) as f32.
+Value loadScale(ImplicitLocOpBuilder &b, Value buffer, Type logical,
+                Value idx) {
+  Value v = memref::LoadOp::create(b, buffer, ValueRange{idx});
+  if (logical.isF32())
+    return v;
+  v = arith::BitcastOp::create(b, logical, v);
+  return arith::ExtFOp::create(b, b.getF32Type(), v);
+}
+
+/// Stores an f32 value that is exact in `logical` to buffer[idx].
+void storeScale(OpBuilder &b, Location loc, Value buffer, Type logical,
+                Value v, Value idx) {
+  if (!logical.isF32()) {
+    v = arith::TruncFOp::create(b, loc, logical, v);
+    v = arith::BitcastOp::create(b, loc, laneStorageType(logical), v);
+  }
+  memref::StoreOp::create(b, loc, v, buffer, ValueRange{idx});
+}
+
+/// Rounds an f32 scale to the scale type (bf16: RNE) and back to f32.
+Value roundScale(ImplicitLocOpBuilder &b, Value s, Type scaleType) {
+  if (scaleType.isF32())
+    return s;
+  Value narrow = arith::TruncFOp::create(b, scaleType, s);
+  return arith::ExtFOp::create(b, b.getF32Type(), narrow);
+}
+
+/// `x / s`, as an IEEE division, or as `x * rcp(s)` with `inv` given.
+Value divideByScale(F32Emitter &f, Value x, Value s, Value inv) {
+  return inv ? f.mul(x, inv) : f.div(x, s);
+}
+
+//===----------------------------------------------------------------------===//
+// Flat (grouped or element-wise) kernels
+//===----------------------------------------------------------------------===//
+
+/// Emits the body of one lane of a flat kernel.
+class FlatLaneEmitter {
+public:
+  FlatLaneEmitter(ImplicitLocOpBuilder &b, const ActSpec &spec,
+                  const GroupLane &lane, const ActArgs &args,
+                  bool approxDivision)
+      : b(b), f(F32Emitter{b, /*approx=*/approxDivision}), spec(spec),
+        lane(lane), args(args), approxDivision(approxDivision) {}
+
+  void emit();
+
+private:
+  Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
+  /// A lane's chunk starts at a multiple of E elements of a 16-byte aligned
+  /// buffer (docs/manifest.md), so it is aligned to E * sizeof(elt) <= 16.
+  llvm::MaybeAlign alignment(Value buffer) const {
+    Type elt = cast<MemRefType>(buffer.getType()).getElementType();
+    int64_t bytes = lane.elementsPerLane * elt.getIntOrFloatBitWidth() / 8;
+    return llvm::MaybeAlign(
+        std::min<int64_t>(std::max<int64_t>(bytes, 1), 16));
+  }
+  /// Stores `v` to buffer[group] from the group's first lane.
+  void storeFromLeader(Value buffer, Type logical, Value v) {
+    scf::IfOp::create(b, isGroupLeader, [&](OpBuilder &nb, Location loc) {
+      storeScale(nb, loc, buffer, logical, v, lane.group);
+      scf::YieldOp::create(nb, loc);
+    });
+  }
+  Value groupMaxAbs(ArrayRef<Value> xs) {
+    Value m = f.c(0.0);
+    for (Value x : xs)
+      m = f.maxnum(m, f.abs(x)); // NaN is skipped, as fmax does
+    return lane.allReduce(b, m, GroupReduceKind::MaxNum);
+  }
+
+  ImplicitLocOpBuilder &b;
+  F32Emitter f;
+  const ActSpec &spec;
+  const GroupLane &lane;
+  const ActArgs &args;
+  bool approxDivision;
+  Value isGroupLeader;
+};
+
+void FlatLaneEmitter::emit() {
+  int64_t e = lane.elementsPerLane;
+  Value n = arith::MulIOp::create(b, args.rows, args.cols);
+  Value nIndex = arith::IndexCastOp::create(b, b.getIndexType(), n);
+  Value laneEnd = arith::AddIOp::create(b, lane.firstElement, idx(e));
+  Value full =
+      arith::CmpIOp::create(b, arith::CmpIPredicate::ule, laneEnd, nIndex);
+  LaneAccess access{b, lane.firstElement, e, full, n};
+  if (spec.grouped()) {
+    Value groups = arith::CeilDivUIOp::create(b, nIndex, idx(spec.groupSize));
+    Value inRange = arith::CmpIOp::create(b, arith::CmpIPredicate::ult,
+                                          lane.group, groups);
+    Value leader = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                         lane.laneInGroup, idx(0));
+    isGroupLeader = arith::AndIOp::create(b, inRange, leader);
+  }
+  MLIRContext *ctx = b.getContext();
+  Type fp8 = getFp8Type(ctx, spec.format);
+
+  switch (spec.kind) {
+  case ActKind::QuantizeGroup: {
+    SmallVector<Value> x = access.loadF32(args.input, spec.hpType,
+                                          alignment(args.input));
+    Value amax = groupMaxAbs(x);
+    // IEEE on both targets: the scale is stored, so it must match exactly.
+    Value s = arith::DivFOp::create(
+        b, f.add(amax, f.c(spec.eps)), f.c(spec.fp8Max()));
+    s = roundScale(b, s, spec.scaleType);
+    Value inv = approxDivision ? f.div(f.c(1.0), s) : Value();
+    SmallVector<Value> q;
+    for (Value xi : x)
+      q.push_back(divideByScale(f, xi, s, inv));
+    access.storeF32(args.codes, q, fp8, alignment(args.codes));
+    storeFromLeader(args.scale, spec.scaleType, s);
+    return;
+  }
+  case ActKind::QuantizeScaled: {
+    SmallVector<Value> x = access.loadF32(args.input, spec.hpType,
+                                          alignment(args.input));
+    Value s = loadScale(b, args.scale, spec.scaleType, idx(0));
+    Value inv = approxDivision ? f.div(f.c(1.0), s) : Value();
+    SmallVector<Value> q;
+    for (Value xi : x)
+      q.push_back(divideByScale(f, xi, s, inv));
+    access.storeF32(args.codes, q, fp8, alignment(args.codes));
+    return;
+  }
+  case ActKind::Dequantize: {
+    SmallVector<Value> q = access.loadF32(args.codes, fp8,
+                                          alignment(args.codes));
+    Value sIdx = spec.perTensor ? idx(0) : lane.group;
+    if (!spec.perTensor) {
+      // Lanes past the end read the last group's scale (never stored).
+      Value groups =
+          arith::CeilDivUIOp::create(b, arith::IndexCastOp::create(
+                                            b, b.getIndexType(), n),
+                                     idx(spec.groupSize));
+      Value last = arith::SubIOp::create(
+          b, arith::MaxUIOp::create(b, groups, idx(1)), idx(1));
+      sIdx = arith::MinUIOp::create(b, lane.group, last);
+    }
+    Value s = loadScale(b, args.scale, spec.scaleType, sIdx);
+    SmallVector<Value> x;
+    for (Value qi : q)
+      x.push_back(f.mul(qi, s));
+    access.storeF32(args.output, x, spec.hpType, alignment(args.output));
+    return;
+  }
+  case ActKind::AbsMax: {
+    SmallVector<Value> x = access.loadF32(args.input, spec.hpType,
+                                          alignment(args.input));
+    storeFromLeader(args.absmax, b.getF32Type(), groupMaxAbs(x));
+    return;
+  }
+  case ActKind::QuantizeTranspose:
+    break;
+  }
+  llvm_unreachable("not a flat kernel");
+}
+
+//===----------------------------------------------------------------------===//
+// Quantize + transpose
+//===----------------------------------------------------------------------===//
+
+struct TileShape {
+  int64_t tile;       ///< T
+  int64_t blockSize;  ///< threads
+  int64_t inVector;   ///< input elements per row-major access (16 bytes)
+  int64_t outVector;  ///< codes per transposed store (16 bytes)
+};
+
+/// `mask[i] = base + i < limit` as vector<V x i1> (index operands).
+Value rangeMask(ImplicitLocOpBuilder &b, Value base, int64_t v, Value limit) {
+  auto idxVec = VectorType::get({v}, b.getIndexType());
+  SmallVector<APInt> steps;
+  for (int64_t i = 0; i < v; ++i)
+    steps.push_back(APInt(64, i));
+  Value iota = arith::ConstantOp::create(
+      b, DenseElementsAttr::get(idxVec, ArrayRef<APInt>(steps)));
+  Value at = arith::AddIOp::create(
+      b, vector::BroadcastOp::create(b, idxVec, base), iota);
+  return arith::CmpIOp::create(b, arith::CmpIPredicate::ult, at,
+                               vector::BroadcastOp::create(b, idxVec, limit));
+}
+
+/// GPU: one T x T tile per iteration of a block-strided loop over tiles.
+/// Pass 1 reads rows of the tile with 16-byte loads, quantizes, stores the
+/// row-major codes and keeps them in workgroup memory; after a barrier,
+/// pass 2 gathers columns of the tile and stores them as rows of q^T.
+void emitTransposeGpu(ImplicitLocOpBuilder &b, const ActSpec &spec,
+                      const ActArgs &args, Value shared, const TileShape &ts,
+                      bool approxDivision) {
+  F32Emitter f{b, approxDivision};
+  auto cidx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
+  auto toIndex = [&](Value v) {
+    return arith::IndexCastOp::create(b, b.getIndexType(), v);
+  };
+  MLIRContext *ctx = b.getContext();
+  Type fp8 = getFp8Type(ctx, spec.format);
+  Type i8 = b.getI8Type();
+  Type storage = laneStorageType(spec.hpType);
+  const int64_t T = ts.tile;
+
+  Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+  Value bid = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+  Value nBlocks = gpu::GridDimOp::create(b, gpu::Dimension::x);
+  Value rows = toIndex(args.rows), cols = toIndex(args.cols);
+  Value tilesR = arith::CeilDivUIOp::create(b, rows, cidx(T));
+  Value tilesC = arith::CeilDivUIOp::create(b, cols, cidx(T));
+  Value numTiles = arith::MulIOp::create(b, tilesR, tilesC);
+  // 16-byte accesses need 16-byte aligned rows of q and of q^T.
+  auto divisible = [&](Value v, int64_t by) {
+    return arith::CmpIOp::create(
+        b, arith::CmpIPredicate::eq,
+        arith::RemUIOp::create(b, v, cidx(by)), cidx(0));
+  };
+  Value aligned = arith::AndIOp::create(b, divisible(cols, 16),
+                                        divisible(rows, 16));
+  Value s = loadScale(b, args.scale, spec.scaleType, cidx(0));
+  Value inv = approxDivision ? f.div(f.c(1.0), s) : Value();
+
+  auto loop = scf::ForOp::create(b, bid, numTiles, nBlocks);
+  b.setInsertionPointToStart(loop.getBody());
+  Value t = loop.getInductionVar();
+  Value r0 = arith::MulIOp::create(
+      b, arith::DivUIOp::create(b, t, tilesC), cidx(T));
+  Value c0 = arith::MulIOp::create(
+      b, arith::RemUIOp::create(b, t, tilesC), cidx(T));
+  Value full = arith::AndIOp::create(
+      b, aligned,
+      arith::AndIOp::create(
+          b,
+          arith::CmpIOp::create(b, arith::CmpIPredicate::ule,
+                                arith::AddIOp::create(b, r0, cidx(T)), rows),
+          arith::CmpIOp::create(b, arith::CmpIPredicate::ule,
+                                arith::AddIOp::create(b, c0, cidx(T)),
+                                cols)));
+
+  // Runs `body(item)` for items tid, tid + B, ... below `count`.
+  auto forItems = [&](int64_t count, function_ref<void(Value)> body) {
+    for (int64_t k = 0; k * ts.blockSize < count; ++k) {
+      Value item = arith::AddIOp::create(b, tid, cidx(k * ts.blockSize));
+      if ((k + 1) * ts.blockSize <= count) {
+        body(item);
+        continue;
+      }
+      auto guard = scf::IfOp::create(
+          b, arith::CmpIOp::create(b, arith::CmpIPredicate::ult, item,
+                                   cidx(count)),
+          /*withElseRegion=*/false);
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(guard.thenBlock());
+      body(item);
+    }
+  };
+  auto ifFull = [&](function_ref<void()> fast, function_ref<void()> slow) {
+    auto op = scf::IfOp::create(b, full, /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(op.thenBlock());
+    fast();
+    b.setInsertionPointToStart(op.elseBlock());
+    slow();
+  };
+
+  // Pass 1: row-major.
+  const int64_t v1 = ts.inVector;
+  auto inVec = VectorType::get({v1}, storage);
+  auto codeVec1 = VectorType::get({v1}, i8);
+  forItems(T * T / v1, [&](Value item) {
+    Value lr = arith::DivUIOp::create(b, item, cidx(T / v1));
+    Value lc = arith::MulIOp::create(
+        b, arith::RemUIOp::create(b, item, cidx(T / v1)), cidx(v1));
+    Value gr = arith::AddIOp::create(b, r0, lr);
+    Value gc = arith::AddIOp::create(b, c0, lc);
+    Value at = arith::AddIOp::create(b, arith::MulIOp::create(b, gr, cols), gc);
+    Value rowOk = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, gr, rows);
+    auto mask = [&]() {
+      Value m = rangeMask(b, gc, v1, cols);
+      return arith::AndIOp::create(
+          b, m, vector::BroadcastOp::create(
+                    b, VectorType::get({v1}, b.getI1Type()), rowOk));
+    };
+    auto ld = scf::IfOp::create(
+        b, full,
+        [&](OpBuilder &nb, Location loc) {
+          Value v = vector::LoadOp::create(
+              nb, loc, inVec, args.input, ValueRange{at},
+              /*nontemporal=*/false, llvm::MaybeAlign(16));
+          scf::YieldOp::create(nb, loc, v);
+        },
+        [&](OpBuilder &nb, Location loc) {
+          ImplicitLocOpBuilder ib(loc, nb);
+          Value zero = arith::ConstantOp::create(ib, ib.getZeroAttr(inVec));
+          Value v = vector::MaskedLoadOp::create(ib, inVec, args.input,
+                                                 ValueRange{at}, mask(), zero);
+          scf::YieldOp::create(nb, loc, v);
+        });
+    Value x = ld.getResult(0);
+    if (storage != spec.hpType)
+      x = arith::BitcastOp::create(b, VectorType::get({v1}, spec.hpType), x);
+    if (!spec.hpType.isF32())
+      x = arith::ExtFOp::create(b, VectorType::get({v1}, b.getF32Type()), x);
+    Value sv = vector::BroadcastOp::create(b, x.getType(), inv ? inv : s);
+    Value scaled = inv ? f.mul(x, sv) : f.div(x, sv);
+    Value q = arith::TruncFOp::create(b, VectorType::get({v1}, fp8), scaled);
+    q = arith::BitcastOp::create(b, codeVec1, q);
+    ifFull(
+        [&] {
+          vector::StoreOp::create(b, q, args.codes, ValueRange{at},
+                                  /*nontemporal=*/false,
+                                  llvm::MaybeAlign(v1));
+        },
+        [&] {
+          vector::MaskedStoreOp::create(b, args.codes, ValueRange{at}, mask(),
+                                        q);
+        });
+    vector::StoreOp::create(b, q, shared, ValueRange{lr, lc},
+                            /*nontemporal=*/false, llvm::MaybeAlign(v1));
+  });
+  gpu::BarrierOp::create(b);
+
+  // Pass 2: columns of the tile become rows of q^T.
+  const int64_t v2 = ts.outVector;
+  forItems(T * T / v2, [&](Value item) {
+    Value lc = arith::RemUIOp::create(b, item, cidx(T));
+    Value lr = arith::MulIOp::create(
+        b, arith::DivUIOp::create(b, item, cidx(T)), cidx(v2));
+    SmallVector<Value> bytes;
+    for (int64_t i = 0; i < v2; ++i)
+      bytes.push_back(memref::LoadOp::create(
+          b, shared,
+          ValueRange{arith::AddIOp::create(b, lr, cidx(i)), lc}));
+    Value q = vector::FromElementsOp::create(b, VectorType::get({v2}, i8),
+                                             bytes);
+    Value gc = arith::AddIOp::create(b, c0, lc);
+    Value gr = arith::AddIOp::create(b, r0, lr);
+    Value at = arith::AddIOp::create(b, arith::MulIOp::create(b, gc, rows), gr);
+    ifFull(
+        [&] {
+          vector::StoreOp::create(b, q, args.codesT, ValueRange{at},
+                                  /*nontemporal=*/false,
+                                  llvm::MaybeAlign(16));
+        },
+        [&] {
+          Value colOk =
+              arith::CmpIOp::create(b, arith::CmpIPredicate::ult, gc, cols);
+          Value mask = arith::AndIOp::create(
+              b, rangeMask(b, gr, v2, rows),
+              vector::BroadcastOp::create(
+                  b, VectorType::get({v2}, b.getI1Type()), colOk));
+          vector::MaskedStoreOp::create(b, args.codesT, ValueRange{at}, mask,
+                                        q);
+        });
+  });
+  // The next tile reuses the workgroup buffer.
+  gpu::BarrierOp::create(b);
+  b.setInsertionPointAfter(loop);
+}
+
+/// CPU: a plain loop over the elements, writing both layouts.
+void emitTransposeCpu(ImplicitLocOpBuilder &b, const ActSpec &spec,
+                      const ActArgs &args) {
+  F32Emitter f{b, /*approx=*/false};
+  auto cidx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
+  Value rows = arith::IndexCastOp::create(b, b.getIndexType(), args.rows);
+  Value cols = arith::IndexCastOp::create(b, b.getIndexType(), args.cols);
+  Value s = loadScale(b, args.scale, spec.scaleType, cidx(0));
+  Type fp8 = getFp8Type(b.getContext(), spec.format);
+  auto outer = scf::ForOp::create(b, cidx(0), rows, cidx(1));
+  b.setInsertionPointToStart(outer.getBody());
+  Value i = outer.getInductionVar();
+  auto inner = scf::ForOp::create(b, cidx(0), cols, cidx(1));
+  b.setInsertionPointToStart(inner.getBody());
+  Value j = inner.getInductionVar();
+  Value at = arith::AddIOp::create(b, arith::MulIOp::create(b, i, cols), j);
+  Value x = memref::LoadOp::create(b, args.input, ValueRange{at});
+  if (!spec.hpType.isF32()) {
+    x = arith::BitcastOp::create(b, spec.hpType, x);
+    x = arith::ExtFOp::create(b, b.getF32Type(), x);
+  }
+  Value q = arith::TruncFOp::create(b, fp8, f.div(x, s));
+  q = arith::BitcastOp::create(b, b.getI8Type(), q);
+  memref::StoreOp::create(b, q, args.codes, ValueRange{at});
+  Value atT = arith::AddIOp::create(b, arith::MulIOp::create(b, j, rows), i);
+  memref::StoreOp::create(b, q, args.codesT, ValueRange{atT});
+  b.setInsertionPointAfter(outer);
+}
+
+//===----------------------------------------------------------------------===//
+// The pass
+//===----------------------------------------------------------------------===//
+
+struct FlatShape {
+  int64_t elementsPerLane;
+  int64_t lanesPerGroup;
+  int64_t groupSize; ///< G, or E for element-wise kernels
+};
+
+DictionaryAttr buildManifestRecord(MLIRContext *ctx, StringRef name,
+                                   const ActSpec &spec, ArrayRef<AbiArg> abi,
+                                   std::optional<int64_t> blockSize,
+                                   int64_t elementsPerBlock, int64_t tile) {
+  Builder b(ctx);
+  auto str = [&](StringRef s) { return b.getStringAttr(s); };
+  Type fp8 = getFp8Type(ctx, spec.format);
+  SmallVector<NamedAttribute> config;
+  bool toFp8 = spec.kind != ActKind::Dequantize;
+  config.push_back(b.getNamedAttr(toFp8 ? "input" : "output",
+                                  str(dtypeName(spec.hpType))));
+  if (spec.kind != ActKind::AbsMax) {
+    config.push_back(b.getNamedAttr("format", str(dtypeName(fp8))));
+    config.push_back(
+        b.getNamedAttr("fp8max", b.getF64FloatAttr(spec.fp8Max())));
+    config.push_back(b.getNamedAttr("scale", str(dtypeName(spec.scaleType))));
+  }
+  config.push_back(b.getNamedAttr(
+      "scaling", str(spec.perTensor ? "per_tensor" : "per_group")));
+  if (spec.grouped())
+    config.push_back(
+        b.getNamedAttr("group_size", b.getI64IntegerAttr(spec.groupSize)));
+  if (spec.kind == ActKind::QuantizeGroup)
+    config.push_back(b.getNamedAttr("eps", b.getF64FloatAttr(spec.eps)));
+  if (spec.kind == ActKind::QuantizeScaled ||
+      spec.kind == ActKind::QuantizeTranspose)
+    config.push_back(b.getNamedAttr("given_scale", b.getBoolAttr(true)));
+  if (spec.kind == ActKind::QuantizeTranspose)
+    config.push_back(b.getNamedAttr("tile", b.getI64IntegerAttr(tile)));
+
+  SmallVector<Attribute> argRecords;
+  for (const AbiArg &a : abi) {
+    SmallVector<NamedAttribute> rec = {b.getNamedAttr("name", str(a.name))};
+    bool isBuffer = isa<MemRefType>(a.type);
+    rec.push_back(b.getNamedAttr("kind", str(isBuffer ? "memref" : "scalar")));
+    rec.push_back(b.getNamedAttr("dtype", str(a.dtype)));
+    if (isBuffer) {
+      if (a.extent == "1")
+        rec.push_back(b.getNamedAttr("extent", b.getI64IntegerAttr(1)));
+      else
+        rec.push_back(b.getNamedAttr("extent", str(a.extent)));
+    }
+    argRecords.push_back(b.getDictionaryAttr(rec));
+  }
+  SmallVector<NamedAttribute> record = {
+      b.getNamedAttr("name", str(name)),
+      b.getNamedAttr("op", str(spec.opName())),
+      b.getNamedAttr("config", b.getDictionaryAttr(config)),
+      b.getNamedAttr("args", b.getArrayAttr(argRecords))};
+  if (blockSize)
+    record.push_back(b.getNamedAttr(
+        "launch",
+        b.getDictionaryAttr(
+            {b.getNamedAttr("block", b.getI64ArrayAttr({*blockSize, 1, 1})),
+             b.getNamedAttr("elements_per_block",
+                            b.getI64IntegerAttr(elementsPerBlock)),
+             b.getNamedAttr("shared_bytes", b.getI64IntegerAttr(0))})));
+  return b.getDictionaryAttr(record);
+}
+
+struct CoatLowerActivationsPass
+    : mlir::coat::impl::CoatLowerActivationsBase<CoatLowerActivationsPass> {
+  using Base::Base;
+
+  void runOnOperation() override;
+
+private:
+  FailureOr<ActSpec> analyze(func::FuncOp fn);
+  LogicalResult lowerSpec(func::FuncOp fn, const ActSpec &spec, bool gpu,
+                          gpu::GPUModuleOp &gpuModule);
+};
+
+LogicalResult checkMatrix(Operation *op, Type t) {
+  auto shaped = dyn_cast<ShapedType>(t);
+  if (!shaped || shaped.getRank() != 2)
+    return op->emitError("activation kernels take 2-D [rows, cols] tensors, "
+                         "got ")
+           << t;
+  return success();
+}
+
+LogicalResult checkGroup(Operation *op, const ::coat::Scaling &scaling) {
+  if (scaling.kind != ::coat::ScalingKind::PerGroup)
+    return op->emitError("activation kernels support per_group<G> and "
+                         "per_tensor scaling only");
+  if (!llvm::isPowerOf2_64(scaling.groupSize) || scaling.groupSize > 1024)
+    return op->emitError("group size ")
+           << scaling.groupSize << " has no kernel: need a power of two "
+                                   "<= 1024";
+  return success();
+}
+
+FailureOr<ActSpec> CoatLowerActivationsPass::analyze(func::FuncOp fn) {
+  Block &body = fn.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  SmallVector<Operation *> ops;
+  for (Operation &op : body.without_terminator())
+    ops.push_back(&op);
+  auto shapeError = [&]() {
+    return fn.emitError("kernel-spec function @")
+           << fn.getSymName()
+           << " must hold one coat.quantize, coat.dequantize or coat.absmax "
+              "(or a coat.quantize with a scale and a coat.transpose of it) "
+              "and return its results";
+  };
+  for (Operation *op : ops)
+    for (Value operand : op->getOperands())
+      if (!isa<BlockArgument>(operand) &&
+          !(isa<TransposeOp>(op) && operand.getDefiningOp() == ops.front()))
+        return op->emitError("operands of a kernel-spec op must be function "
+                             "arguments");
+
+  ActSpec spec;
+  if (ops.size() == 1 && ret.getOperands() == ops[0]->getResults()) {
+    Operation *op = ops[0];
+    if (auto q = dyn_cast<QuantizeOp>(op)) {
+      auto rt = dyn_cast<QTensorType>(q.getResult().getType());
+      if (!rt)
+        return op->emitError("the result must be a !coat.qtensor");
+      if (failed(checkMatrix(op, q.getInput().getType())))
+        return failure();
+      if (rt.getExpanded())
+        return op->emitError("range-expanded activations have no kernel");
+      spec.hpType = cast<ShapedType>(q.getInput().getType()).getElementType();
+      spec.format = rt.getFormat();
+      spec.scaleType = rt.getScaleType();
+      spec.eps = q.getEps().convertToFloat();
+      if (q.getScale()) {
+        spec.kind = ActKind::QuantizeScaled;
+        spec.perTensor = true;
+        spec.scaleType =
+            cast<ShapedType>(q.getScale().getType()).getElementType();
+        return spec;
+      }
+      if (rt.getScaling().isPerTensor())
+        return op->emitError("a per_tensor coat.quantize kernel needs its "
+                             "scale as an operand: derive it from "
+                             "coat.absmax per_group<G> + coat.reduce_scales");
+      if (failed(checkGroup(op, rt.getScalingValue())))
+        return failure();
+      spec.kind = ActKind::QuantizeGroup;
+      spec.groupSize = rt.getScalingValue().groupSize;
+      return spec;
+    }
+    if (auto d = dyn_cast<DequantizeOp>(op)) {
+      auto it = dyn_cast<QTensorType>(d.getInput().getType());
+      if (!it)
+        return op->emitError("the input must be a !coat.qtensor");
+      if (failed(checkMatrix(op, it)))
+        return failure();
+      if (it.getExpanded())
+        return op->emitError("range-expanded activations have no kernel");
+      spec.kind = ActKind::Dequantize;
+      spec.hpType = cast<ShapedType>(d.getResult().getType()).getElementType();
+      spec.format = it.getFormat();
+      spec.scaleType = it.getScaleType();
+      if (it.getScaling().isPerTensor()) {
+        spec.perTensor = true;
+        return spec;
+      }
+      if (failed(checkGroup(op, it.getScalingValue())))
+        return failure();
+      spec.groupSize = it.getScalingValue().groupSize;
+      return spec;
+    }
+    if (auto a = dyn_cast<AbsMaxOp>(op)) {
+      if (failed(checkMatrix(op, a.getInput().getType())))
+        return failure();
+      if (failed(checkGroup(op, a.getScaling().getValue())))
+        return failure();
+      spec.kind = ActKind::AbsMax;
+      spec.hpType = cast<ShapedType>(a.getInput().getType()).getElementType();
+      spec.scaleType = Float32Type::get(fn.getContext());
+      spec.groupSize = a.getScaling().getValue().groupSize;
+      return spec;
+    }
+    return shapeError();
+  }
+  if (ops.size() == 2) {
+    auto q = dyn_cast<QuantizeOp>(ops[0]);
+    auto t = dyn_cast<TransposeOp>(ops[1]);
+    if (!q || !t || t.getInput() != q.getResult() ||
+        ret.getNumOperands() != 2 || ret.getOperand(0) != q.getResult() ||
+        ret.getOperand(1) != t.getResult())
+      return shapeError();
+    if (!q.getScale())
+      return q.emitError("quantize+transpose kernels take a given per-tensor "
+                         "scale (coat.quantize ... scale %s)");
+    if (failed(checkMatrix(q, q.getInput().getType())))
+      return failure();
+    spec.kind = ActKind::QuantizeTranspose;
+    spec.perTensor = true;
+    spec.hpType = cast<ShapedType>(q.getInput().getType()).getElementType();
+    spec.format = cast<QTensorType>(q.getResult().getType()).getFormat();
+    spec.scaleType = cast<ShapedType>(q.getScale().getType()).getElementType();
+    return spec;
+  }
+  return shapeError();
+}
+
+LogicalResult CoatLowerActivationsPass::lowerSpec(func::FuncOp fn,
+                                                  const ActSpec &spec,
+                                                  bool gpu,
+                                                  gpu::GPUModuleOp &gpuModule) {
+  MLIRContext *ctx = &getContext();
+  Operation *anchor = &fn.getBody().front().front();
+  int64_t hpBytes = spec.hpType.getIntOrFloatBitWidth() / 8;
+
+  // Flat kernels: E elements per lane, L lanes per group.
+  FlatShape flat{1, 1, 1};
+  TileShape tiles{tile, blockSize, 16 / hpBytes, 16};
+  int64_t elementsPerBlock = 0;
+  if (blockSize <= 0 || blockSize % 32 != 0 || blockSize > 1024)
+    return anchor->emitError("block-size must be a multiple of 32 in "
+                             "[32, 1024], got ")
+           << static_cast<int64_t>(blockSize);
+  if (spec.kind == ActKind::QuantizeTranspose) {
+    if (tile != 32 && tile != 64)
+      return anchor->emitError("tile must be 32 or 64, got ")
+             << static_cast<int64_t>(tile);
+    elementsPerBlock = tile * tile;
+  } else {
+    int64_t e = elementsPerThread > 0 ? elementsPerThread
+                                      : (hpBytes >= 4 ? 8 : 16);
+    if (spec.grouped())
+      e = std::min(e, spec.groupSize);
+    if (!llvm::isPowerOf2_64(e) ||
+        (spec.grouped() && spec.groupSize / e > 32))
+      return anchor->emitError("elements-per-thread=")
+             << e << " does not fit group size " << spec.groupSize
+             << " (need a power of two with group_size/E <= 32)";
+    int64_t g = spec.grouped() ? spec.groupSize : e;
+    if (!gpu) {
+      // The CPU twin holds a whole group (or 16 elements) per iteration.
+      e = spec.grouped() ? spec.groupSize : 16;
+      g = e;
+    }
+    flat = {e, g / e, g};
+    elementsPerBlock = blockSize * e;
+  }
+
+  SmallVector<AbiArg> abi = buildAbi(ctx, spec);
+  SmallVector<Type> argTypes;
+  for (const AbiArg &a : abi)
+    argTypes.push_back(a.type);
+  auto fnType = FunctionType::get(ctx, argTypes, {});
+  std::string name = fn.getSymName().str();
+  DictionaryAttr record = buildManifestRecord(
+      ctx, name, spec, abi,
+      gpu ? std::optional<int64_t>(blockSize) : std::nullopt,
+      elementsPerBlock, tile);
+  Location loc = fn.getLoc();
+
+  auto makeLane = [&](ImplicitLocOpBuilder &b, Value laneIndex,
+                      bool onGpu) {
+    auto cidx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
+    GroupLane lane;
+    lane.onGpu = onGpu;
+    lane.elementsPerLane = flat.elementsPerLane;
+    lane.lanesPerGroup = flat.lanesPerGroup;
+    lane.groupSize = flat.groupSize;
+    lane.laneInGroup =
+        arith::RemUIOp::create(b, laneIndex, cidx(flat.lanesPerGroup));
+    lane.group = arith::DivUIOp::create(b, laneIndex, cidx(flat.lanesPerGroup));
+    lane.firstElement =
+        arith::MulIOp::create(b, laneIndex, cidx(flat.elementsPerLane));
+    return lane;
+  };
+
+  if (gpu) {
+    OpBuilder mb(ctx);
+    if (!gpuModule) {
+      mb.setInsertionPointToEnd(getOperation().getBody());
+      gpuModule = gpu::GPUModuleOp::create(mb, loc, "coat_activation_kernels");
+    }
+    mb.setInsertionPointToEnd(gpuModule.getBody());
+    SmallVector<Type> workgroup;
+    if (spec.kind == ActKind::QuantizeTranspose)
+      workgroup.push_back(MemRefType::get(
+          {tile, tile}, IntegerType::get(ctx, 8), AffineMap(),
+          gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup)));
+    auto kernel = gpu::GPUFuncOp::create(mb, loc, name, fnType, workgroup);
+    kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
+                    mb.getUnitAttr());
+    kernel.setKnownBlockSizeAttr(
+        mb.getDenseI32ArrayAttr({static_cast<int32_t>(blockSize), 1, 1}));
+    kernel->setAttr("coat.kernel", record);
+    // The tile is written with vector stores: align it like one.
+    if (!workgroup.empty())
+      kernel.setWorkgroupAttributionAttr(0, "llvm.align",
+                                         mb.getI64IntegerAttr(16));
+    ImplicitLocOpBuilder b(loc, ctx);
+    b.setInsertionPointToStart(&kernel.getBody().front());
+    ActArgs args = bindArgs(kernel.getArguments(), abi);
+    if (spec.kind == ActKind::QuantizeTranspose) {
+      emitTransposeGpu(b, spec, args, kernel.getWorkgroupAttributions()[0],
+                       tiles, approxDivision);
+    } else {
+      Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+      Value bid = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+      Value laneIndex = arith::AddIOp::create(
+          b,
+          arith::MulIOp::create(b, bid,
+                                arith::ConstantIndexOp::create(b, blockSize)),
+          tid);
+      GroupLane lane = makeLane(b, laneIndex, /*onGpu=*/true);
+      FlatLaneEmitter(b, spec, lane, args, approxDivision).emit();
+    }
+    gpu::ReturnOp::create(b);
+  } else {
+    OpBuilder mb(ctx);
+    mb.setInsertionPoint(fn);
+    auto cpuFn = func::FuncOp::create(mb, loc, name + ".cpu", fnType);
+    cpuFn->setAttr("coat.kernel", record);
+    Block *entry = cpuFn.addEntryBlock();
+    ImplicitLocOpBuilder b(loc, ctx);
+    b.setInsertionPointToStart(entry);
+    ActArgs args = bindArgs(cpuFn.getArguments(), abi);
+    if (spec.kind == ActKind::QuantizeTranspose) {
+      emitTransposeCpu(b, spec, args);
+    } else {
+      Value n = arith::IndexCastOp::create(
+          b, b.getIndexType(), arith::MulIOp::create(b, args.rows, args.cols));
+      Value lanes = arith::CeilDivUIOp::create(
+          b, n, arith::ConstantIndexOp::create(b, flat.elementsPerLane));
+      auto loop = scf::ForOp::create(b, arith::ConstantIndexOp::create(b, 0),
+                                     lanes,
+                                     arith::ConstantIndexOp::create(b, 1));
+      b.setInsertionPointToStart(loop.getBody());
+      GroupLane lane = makeLane(b, loop.getInductionVar(), /*onGpu=*/false);
+      FlatLaneEmitter(b, spec, lane, args, /*approxDivision=*/false).emit();
+    }
+    b.setInsertionPointToEnd(entry);
+    func::ReturnOp::create(b);
+  }
+  return success();
+}
+
+void CoatLowerActivationsPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  if (target != "gpu" && target != "cpu") {
+    module.emitError("coat-lower-activations: target must be 'gpu' or "
+                     "'cpu', got '")
+        << target << "'";
+    return signalPassFailure();
+  }
+  bool gpu = target == "gpu";
+  // Kernel-spec functions are those holding one of our ops.
+  SmallVector<func::FuncOp> specs;
+  for (auto fn : module.getOps<func::FuncOp>()) {
+    if (fn.isExternal())
+      continue;
+    bool ours = false;
+    fn.walk([&](Operation *op) {
+      ours |= isa<QuantizeOp, DequantizeOp, AbsMaxOp>(op);
+    });
+    if (ours)
+      specs.push_back(fn);
+  }
+  gpu::GPUModuleOp gpuModule;
+  bool failedAny = false;
+  for (func::FuncOp fn : specs) {
+    FailureOr<ActSpec> spec = analyze(fn);
+    if (failed(spec) || failed(lowerSpec(fn, *spec, gpu, gpuModule))) {
+      failedAny = true;
+      continue;
+    }
+    fn.erase();
+  }
+  if (failedAny)
+    return signalPassFailure();
+  if (gpu && gpuModule)
+    module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                    UnitAttr::get(&getContext()));
+  if (!gpu) {
+    for (auto fn : llvm::make_early_inc_range(module.getOps<func::FuncOp>())) {
+      StringRef name = fn.getSymName();
+      if (name.ends_with(".cpu") && fn->hasAttr("coat.kernel"))
+        fn.setSymName(name.drop_back(4));
+    }
+  }
+}
+
+} // namespace

@@ -1,0 +1,48 @@
+// RUN: coat-opt %s -split-input-file -verify-diagnostics -coat-lower-activations='target=gpu'
+
+func.func @per_tensor_needs_scale(%x: tensor<?x?xbf16>) -> !coat.qtensor<?x?xf8E4M3FN, per_tensor> {
+  // expected-error @+1 {{a per_tensor coat.quantize kernel needs its scale as an operand}}
+  %q = coat.quantize %x : tensor<?x?xbf16> -> !coat.qtensor<?x?xf8E4M3FN, per_tensor>
+  return %q : !coat.qtensor<?x?xf8E4M3FN, per_tensor>
+}
+
+// -----
+
+func.func @group_not_power_of_two(%x: tensor<?x?xbf16>) -> !coat.qtensor<?x?xf8E4M3FN, per_group<48>> {
+  // expected-error @+1 {{group size 48 has no kernel: need a power of two <= 1024}}
+  %q = coat.quantize %x : tensor<?x?xbf16> -> !coat.qtensor<?x?xf8E4M3FN, per_group<48>>
+  return %q : !coat.qtensor<?x?xf8E4M3FN, per_group<48>>
+}
+
+// -----
+
+func.func @not_a_matrix(%x: tensor<?x?x?xbf16>) -> !coat.qtensor<?x?x?xf8E4M3FN, per_group<16>> {
+  // expected-error @+1 {{activation kernels take 2-D [rows, cols] tensors}}
+  %q = coat.quantize %x : tensor<?x?x?xbf16> -> !coat.qtensor<?x?x?xf8E4M3FN, per_group<16>>
+  return %q : !coat.qtensor<?x?x?xf8E4M3FN, per_group<16>>
+}
+
+// -----
+
+func.func @flat_groups(%x: tensor<?x?xf32>) -> !coat.qtensor<?x?xf8E4M3FN, flat_group<128>> {
+  // expected-error @+1 {{activation kernels support per_group<G> and per_tensor scaling only}}
+  %q = coat.quantize %x : tensor<?x?xf32> -> !coat.qtensor<?x?xf8E4M3FN, flat_group<128>>
+  return %q : !coat.qtensor<?x?xf8E4M3FN, flat_group<128>>
+}
+
+// -----
+
+func.func @expanded(%x: tensor<?x?xf32>) -> !coat.qtensor<?x?xf8E4M3FN, per_group<128>, expand> {
+  // expected-error @+1 {{range-expanded activations have no kernel}}
+  %q = coat.quantize %x : tensor<?x?xf32> -> !coat.qtensor<?x?xf8E4M3FN, per_group<128>, expand>
+  return %q : !coat.qtensor<?x?xf8E4M3FN, per_group<128>, expand>
+}
+
+// -----
+
+// expected-error @+1 {{kernel-spec function @two_ops must hold one coat.quantize, coat.dequantize or coat.absmax}}
+func.func @two_ops(%x: tensor<?x?xbf16>) -> (!coat.qtensor<?x?xf8E4M3FN, per_group<16>>, !coat.qtensor<?x?xf8E5M2, per_group<16>>) {
+  %q = coat.quantize %x : tensor<?x?xbf16> -> !coat.qtensor<?x?xf8E4M3FN, per_group<16>>
+  %r = coat.quantize %x : tensor<?x?xbf16> -> !coat.qtensor<?x?xf8E5M2, per_group<16>>
+  return %q, %r : !coat.qtensor<?x?xf8E4M3FN, per_group<16>>, !coat.qtensor<?x?xf8E5M2, per_group<16>>
+}

@@ -1,0 +1,60 @@
+// The PTX that matters: 16-byte global accesses, the hardware FP8 conversion,
+// shuffles for groups spanning lanes, bar.sync around the transpose tile,
+// IEEE divisions, and no local-memory spills.
+// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-activations{target=gpu},coat-gpu-to-binary{format=isa})' \
+// RUN:   | sed -e 's/\\0A/\n/g' -e 's/\\09/ /g' | FileCheck %s
+
+// CHECK-LABEL: .visible .entry q_g128(
+// CHECK-NOT: .local
+// CHECK: ld.global.v4.b32
+// CHECK: shfl.sync.bfly.b32 {{.*}}, 4, 31, -1;
+// CHECK: shfl.sync.bfly.b32 {{.*}}, 2, 31, -1;
+// CHECK: shfl.sync.bfly.b32 {{.*}}, 1, 31, -1;
+// CHECK: div.rn.f32 {{.*}}, 0f43E00000;
+// CHECK: cvt.rn.bf16.f32
+// CHECK: div.rn.f32
+// CHECK: cvt.rn.satfinite.e4m3x2.f32
+// CHECK: st.global.v4.b32
+// CHECK-NOT: .local
+// CHECK-LABEL: .visible .entry q_g16(
+func.func @q_g128(%x: tensor<?x?xbf16>) -> !coat.qtensor<?x?xf8E4M3FN, per_group<128>, scale = bf16> {
+  %q = coat.quantize %x : tensor<?x?xbf16> -> !coat.qtensor<?x?xf8E4M3FN, per_group<128>, scale = bf16>
+  return %q : !coat.qtensor<?x?xf8E4M3FN, per_group<128>, scale = bf16>
+}
+
+// One group per thread: no shuffles.
+// CHECK-NOT: shfl
+// CHECK: cvt.rn.satfinite.e5m2x2.f32
+// CHECK-NOT: .local
+// CHECK-LABEL: .visible .entry q_t(
+func.func @q_g16(%x: tensor<?x?xbf16>) -> !coat.qtensor<?x?xf8E5M2, per_group<16>, scale = bf16> {
+  %q = coat.quantize %x : tensor<?x?xbf16> -> !coat.qtensor<?x?xf8E5M2, per_group<16>, scale = bf16>
+  return %q : !coat.qtensor<?x?xf8E5M2, per_group<16>, scale = bf16>
+}
+
+// CHECK: .shared .align 16 .b8 __wg_q_t_0[4096];
+// CHECK-DAG: ld.global.v4.b32
+// CHECK-DAG: cvt.rn.satfinite.e4m3x2.f32
+// CHECK-DAG: st.shared.v2.b32
+// CHECK-DAG: bar.sync 0;
+// CHECK-DAG: bar.sync 0;
+// CHECK-DAG: ld.shared.b8
+// CHECK-DAG: st.global.v4.b32
+// CHECK-NOT: .local
+// CHECK-LABEL: .visible .entry dq(
+func.func @q_t(%x: tensor<?x?xbf16>, %s: tensor<bf16>)
+    -> (!coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>, !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>) {
+  %q = coat.quantize %x scale %s : tensor<?x?xbf16>, tensor<bf16> -> !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>
+  %t = coat.transpose %q : !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16> -> !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>
+  return %q, %t : !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>, !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>
+}
+
+// CHECK: ld.global.v4.b32
+// CHECK: cvt.rn.f16x2.e4m3x2
+// CHECK: cvt.rn.bf16x2.f32
+// CHECK: st.global.v4.b32
+// CHECK-NOT: .local
+func.func @dq(%q: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>) -> tensor<?x?xbf16> {
+  %x = coat.dequantize %q : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16> -> tensor<?x?xbf16>
+  return %x : tensor<?x?xbf16>
+}

@@ -1,0 +1,89 @@
+// RUN: coat-opt %s -coat-lower-activations='target=gpu' | FileCheck %s --check-prefix=GPU
+// RUN: coat-opt %s -coat-lower-activations='target=cpu' | FileCheck %s --check-prefix=CPU
+
+// 1x128 groups of bf16: 16 elements per thread, 8 lanes per group, the group
+// maximum through a shuffle butterfly, an IEEE scale rounded to bf16.
+// GPU: gpu.module @coat_activation_kernels
+// GPU-LABEL: gpu.func @q_g128(%{{.*}}: memref<?xi16>, %{{.*}}: memref<?xi8>, %{{.*}}: memref<?xi16>, %{{.*}}: i64, %{{.*}}: i64) kernel
+// GPU-SAME: extent = "groups", kind = "memref", name = "scale"
+// GPU-SAME: group_size = 128
+// GPU-SAME: elements_per_block = 4096
+// GPU-SAME: op = "quantize"
+// GPU: vector.load %{{.*}} {alignment = 16 : i64} : memref<?xi16>, vector<16xi16>
+// GPU: vector.maskedload
+// GPU: gpu.shuffle  xor %{{.*}}, %c4_i32
+// GPU: gpu.shuffle  xor %{{.*}}, %c2_i32
+// GPU: gpu.shuffle  xor %{{.*}}, %c1_i32
+// GPU: %[[SUM:.*]] = arith.addf %{{.*}}, %cst{{.*}} : f32
+// GPU: %[[S:.*]] = arith.divf %[[SUM]], %cst{{.*}} : f32
+// GPU: %[[SB:.*]] = arith.truncf %[[S]] : f32 to bf16
+// GPU: %[[SR:.*]] = arith.extf %[[SB]] : bf16 to f32
+// GPU: arith.divf %{{.*}}, %[[SR]] : f32
+// GPU: arith.truncf %{{.*}} : vector<16xf32> to vector<16xf8E4M3FN>
+// GPU: vector.store %{{.*}} {alignment = 16 : i64} : memref<?xi8>, vector<16xi8>
+// GPU: vector.maskedstore
+// CPU-LABEL: func.func @q_g128(%{{.*}}: memref<?xi16>, %{{.*}}: memref<?xi8>, %{{.*}}: memref<?xi16>, %{{.*}}: i64, %{{.*}}: i64)
+// CPU-NOT: gpu.
+// CPU: scf.for
+// CPU: vector.load %{{.*}} : memref<?xi16>, vector<128xi16>
+func.func @q_g128(%x: tensor<?x?xbf16>) -> !coat.qtensor<?x?xf8E4M3FN, per_group<128>, scale = bf16> {
+  %q = coat.quantize %x : tensor<?x?xbf16> -> !coat.qtensor<?x?xf8E4M3FN, per_group<128>, scale = bf16>
+  return %q : !coat.qtensor<?x?xf8E4M3FN, per_group<128>, scale = bf16>
+}
+
+// A given scale (rank 0) is one f32 load; no group statistics.
+// GPU-LABEL: gpu.func @q_scaled(%{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xi8>, %{{.*}}: i64, %{{.*}}: i64) kernel
+// GPU-SAME: extent = 1 : i64, kind = "memref", name = "scale"
+// GPU-SAME: given_scale = true
+// GPU-NOT: gpu.shuffle
+// GPU: vector.load %{{.*}} {alignment = 16 : i64} : memref<?xf32>, vector<8xf32>
+// GPU: memref.load %{{.*}}[%c0{{.*}}] : memref<?xf32>
+// GPU: arith.truncf %{{.*}} : vector<8xf32> to vector<8xf8E5M2>
+// GPU: vector.store %{{.*}} {alignment = 8 : i64} : memref<?xi8>, vector<8xi8>
+func.func @q_scaled(%x: tensor<?x?xf32>, %s: tensor<f32>) -> !coat.qtensor<?x?xf8E5M2, per_tensor> {
+  %q = coat.quantize %x scale %s : tensor<?x?xf32>, tensor<f32> -> !coat.qtensor<?x?xf8E5M2, per_tensor>
+  return %q : !coat.qtensor<?x?xf8E5M2, per_tensor>
+}
+
+// Quantize + transpose: a 64x64 i8 tile in workgroup memory, two barriers.
+// GPU-LABEL: gpu.func @q_t(
+// GPU-SAME: workgroup(%[[TILE:[^ ]*]] : memref<64x64xi8, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
+// GPU-SAME: name = "codes_t"
+// GPU-SAME: op = "quantize_transpose"
+// GPU: scf.for
+// GPU: vector.store %{{.*}}, %[[TILE]][{{.*}}] {alignment = 8 : i64}
+// GPU: gpu.barrier
+// GPU: memref.load %[[TILE]]
+// GPU: vector.store %{{.*}} {alignment = 16 : i64} : memref<?xi8>, vector<16xi8>
+// GPU: gpu.barrier
+// CPU-LABEL: func.func @q_t(
+// CPU: scf.for
+// CPU: scf.for
+// CPU: arith.truncf %{{.*}} : f32 to f8E4M3FN
+func.func @q_t(%x: tensor<?x?xbf16>, %s: tensor<bf16>)
+    -> (!coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>, !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>) {
+  %q = coat.quantize %x scale %s : tensor<?x?xbf16>, tensor<bf16> -> !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>
+  %t = coat.transpose %q : !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16> -> !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>
+  return %q, %t : !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>, !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>
+}
+
+// Dequantize 1x16: codes in, one scale per group, bf16 out.
+// GPU-LABEL: gpu.func @dq(%{{.*}}: memref<?xi8>, %{{.*}}: memref<?xi16>, %{{.*}}: memref<?xi16>, %{{.*}}: i64, %{{.*}}: i64) kernel
+// GPU-SAME: op = "dequantize"
+// GPU: arith.extf %{{.*}} : vector<16xf8E4M3FN> to vector<16xf32>
+// GPU: arith.mulf
+// GPU: arith.truncf %{{.*}} : vector<16xf32> to vector<16xbf16>
+func.func @dq(%q: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>) -> tensor<?x?xbf16> {
+  %x = coat.dequantize %q : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16> -> tensor<?x?xbf16>
+  return %x : tensor<?x?xbf16>
+}
+
+// Stage one of group scaling: f32 maxima per 1x16 group.
+// GPU-LABEL: gpu.func @amax(
+// GPU-SAME: dtype = "f32", extent = "groups", kind = "memref", name = "absmax"
+// GPU: arith.maxnumf
+// GPU: memref.store %{{.*}} : memref<?xf32>
+func.func @amax(%x: tensor<?x?xbf16>) -> tensor<?x?xf32> {
+  %a = coat.absmax %x, per_group<16> : tensor<?x?xbf16> -> tensor<?x?xf32>
+  return %a : tensor<?x?xf32>
+}

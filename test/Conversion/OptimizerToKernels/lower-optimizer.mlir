@@ -1,0 +1,52 @@
+// RUN: coat-opt %s --coat-lower-optimizer=target=gpu | FileCheck %s --check-prefix=GPU
+// RUN: coat-opt %s --coat-lower-optimizer=target=cpu | FileCheck %s --check-prefix=CPU
+// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-optimizer{target=gpu elements-per-thread=8},coat-gpu-to-binary{format=isa})' \
+// RUN:   | sed -e 's/\\0A/\n/g' -e 's/\\09/ /g' | FileCheck %s --check-prefix=PTX
+
+!q = !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>
+
+// The kernel-spec function becomes a kernel of the same name with the
+// manifest ABI: p, g, codes/scale/k/c of m then v, n, hyperparameters.
+// GPU: module attributes {gpu.container_module}
+// GPU: gpu.module @coat_kernels
+// GPU: gpu.func @step(%{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xi8>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xi8>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: i64, %{{.*}}: f32, %{{.*}}: f32, %{{.*}}: f32, %{{.*}}: f32, %{{.*}}: f32, %{{.*}}: f32) kernel
+// GPU-SAME: coat.kernel = {args = [{dtype = "f32", extent = "n", kind = "memref", name = "param"}
+// GPU-SAME: launch = {block = [256, 1, 1], elements_per_block = 1024
+// GPU-SAME: known_block_size = array<i32: 256, 1, 1>
+// 4 elements per thread by default: 16-byte loads of p and g, 4-byte codes.
+// GPU: vector.load %{{.*}} {alignment = 16 : i64} : memref<?xf32>, vector<4xf32>
+// GPU: vector.maskedload
+// GPU: vector.load %{{.*}} {alignment = 4 : i64} : memref<?xi8>, vector<4xi8>
+// GPU: arith.bitcast %{{.*}} : vector<4xi8> to vector<4xf8E4M3FN>
+// GPU: arith.extf %{{.*}} : vector<4xf8E4M3FN> to vector<4xf32>
+// Group statistics: a butterfly over the 32 lanes of a group.
+// GPU: gpu.shuffle  xor %{{.*}}, %c16_i32, %c32_i32{{.*}} : f32
+// GPU: gpu.shuffle  xor %{{.*}}, %c1_i32, %c32_i32{{.*}} : f32
+// GPU: math.exp2 %{{.*}} fastmath<afn> : f32
+// GPU: arith.truncf %{{.*}} : vector<4xf32> to vector<4xf8E4M3FN>
+// GPU-NOT: func.func @step
+
+// CPU: func.func @step(%{{.*}}: memref<?xf32>
+// CPU-SAME: coat.kernel
+// CPU-NOT: launch
+// CPU: scf.for
+// CPU: vector.load %{{.*}} : memref<?xf32>, vector<128xf32>
+// CPU-NOT: gpu.shuffle
+// CPU-NOT: fastmath<afn>
+// CPU: return
+
+// PTX-LABEL: .visible .entry step(
+// PTX: ld.global.v4.b32
+// PTX: cvt.rn.f16x2.e4m3x2
+// PTX: shfl.sync.bfly.b32
+// PTX: lg2.approx.ftz.f32
+// PTX: ex2.approx.ftz.f32
+// PTX: cvt.rn.satfinite.e4m3x2.f32
+// PTX-NOT: .local
+func.func @step(%p: tensor<?xf32>, %g: tensor<?xf32>, %m: !q, %v: !q,
+    %t: f32, %lr: f32, %b1: f32, %b2: f32, %eps: f32, %wd: f32)
+    -> (tensor<?xf32>, !q, !q) {
+  %p2, %m2, %v2 = coat.adamw_step %p, %g, %m, %v, %t, %lr, %b1, %b2, %eps, %wd
+      : tensor<?xf32>, tensor<?xf32>, !q, !q
+  return %p2, %m2, %v2 : tensor<?xf32>, !q, !q
+}
