@@ -28,8 +28,8 @@ def kernel_dirs():
     from coat.toolchain import Toolchain
 
     out = tempfile.mkdtemp(prefix="coat-linear-")
-    Toolchain().compile_linear(os.path.join(os.path.dirname(HERE), "examples", "linear",
-                                            "fp8_linear.mlir"), out)
+    Toolchain().compile_file(os.path.join(os.path.dirname(HERE), "examples", "linear",
+                                          "fp8_linear.mlir"), out, cpu=False)
     return [out]
 
 

@@ -21,18 +21,14 @@ LLVM_BIN = Path(os.environ.get("COAT_LLVM_BIN", "/usr/lib/llvm-22/bin"))
 # Kernels -> gpu.binary; {fmt} is isa (PTX) or bin (cubin, runs ptxas).
 GPU_PIPELINE = (
     "builtin.module(coat-fuse-adamw,coat-lower-optimizer{{target=gpu {lower}}},"
-    "coat-lower-activations{{target=gpu}},"
+    "coat-lower-activations{{target=gpu}},coat-lower-linear{{{linear}}},"
     "coat-export-manifest{{dir={out} chip={chip} features={features}}},"
     "coat-gpu-to-binary{{chip={chip} features={features} format={fmt}}},"
     "coat-export-binaries{{dir={out}}})")
 
-# FP8 GEMM kernels (coat-lower-linear, GPU only); the manifest is written
-# before the gpu.module becomes a gpu.binary.
-LINEAR_PIPELINE = (
-    "builtin.module(coat-lower-linear{{{lower}}},"
-    "coat-export-manifest{{dir={out} chip={chip} features={features}}},"
-    "coat-gpu-to-binary{{chip={chip} features={features} format={fmt}}},"
-    "coat-export-binaries{{dir={out}}})")
+# FP8 GEMMs (coat.linear) have a GPU lowering only: a module holding them
+# gets no CPU twins.
+GPU_ONLY_OPS = ("coat.linear",)
 # The same kernels for the CPU, down to the LLVM dialect.
 CPU_PIPELINE = (
     "builtin.module(coat-fuse-adamw,coat-lower-optimizer{{target=cpu}},"
@@ -71,16 +67,21 @@ class Toolchain:
 
     def compile_file(self, src: Path, out: Path, *, chip: str = "sm_90a",
                      features: str = "+ptx80", gpu: bool = True,
-                     cpu: bool = True, lower_options: str = "") -> List[Path]:
+                     cpu: bool = True, lower_options: str = "",
+                     linear_options: str = "") -> List[Path]:
         """Compiles `src` into `out`; returns the files produced.
         `lower_options` go to coat-lower-optimizer for the GPU (for example
-        "elements-per-thread=8 block-size=256")."""
+        "elements-per-thread=8 block-size=256"), `linear_options` to
+        coat-lower-linear (for example "tile-n=128 stages=3"). A module with
+        GPU-only ops (GPU_ONLY_OPS) gets no CPU twins."""
         src, out = Path(src).resolve(), Path(out).resolve()
+        cpu = cpu and not any(op in src.read_text() for op in GPU_ONLY_OPS)
         out.mkdir(parents=True, exist_ok=True)
         manifest = out / "manifest.json"
         if manifest.exists():
             manifest.unlink()  # the export passes merge into an existing one
-        fmt_args = dict(out=out, chip=chip, features=features, lower=lower_options)
+        fmt_args = dict(out=out, chip=chip, features=features, lower=lower_options,
+                        linear=linear_options)
         if gpu:
             for fmt in ("isa", "bin"):
                 self._run([self.coat_opt, str(src),
@@ -106,22 +107,3 @@ class Toolchain:
             llvm_mlir.unlink()
             ll.unlink()
         return sorted(p for p in out.iterdir() if p.is_file())
-
-    def compile_linear(self, src: Path, out: Path, *, chip: str = "sm_90a",
-                       features: str = "+ptx80", lower_options: str = "") -> Path:
-        """Compiles the coat.linear kernel specs of `src` (PTX and cubin) into
-        `out`; returns the manifest. `lower_options` go to coat-lower-linear
-        (for example "tile-n=128 stages=3")."""
-        src, out = Path(src).resolve(), Path(out).resolve()
-        out.mkdir(parents=True, exist_ok=True)
-        manifest = out / "manifest.json"
-        if manifest.exists():
-            manifest.unlink()
-        for fmt in ("isa", "bin"):
-            self._run([self.coat_opt, str(src), "--pass-pipeline=" + LINEAR_PIPELINE.format(
-                fmt=fmt, out=out, chip=chip, features=features, lower=lower_options),
-                "-o", os.devnull], f"coat-opt (linear, {fmt})")
-        if not manifest.exists():
-            raise CompileError(f"coat-opt wrote no manifest.json to {out}: "
-                               f"{src} holds no coat.linear kernel specs")
-        return manifest

@@ -29,7 +29,7 @@ def linear_kernel_dirs():
     from coat.toolchain import Toolchain
 
     out = tempfile.mkdtemp(prefix="coat-linear-")
-    Toolchain().compile_linear(SPEC, out)
+    Toolchain().compile_file(SPEC, out, cpu=False)
     return [out]
 
 
