@@ -225,9 +225,9 @@ def _parse_kernel(k: Any, where: str, directory: str) -> KernelSpec:
         for d in a.dims:
             if isinstance(d, str) and d not in scalar_names:
                 _fail(f"{where}.args ({a.name!r}).dims", f"{d!r} is not a scalar argument")
-    for name, _ in grid_tiles:
-        if name not in scalar_names:
-            _fail(f"{lw}.grid_tiles", f"{name!r} is not a scalar argument")
+    for tile_dim, _ in grid_tiles:
+        if tile_dim not in scalar_names:
+            _fail(f"{lw}.grid_tiles", f"{tile_dim!r} is not a scalar argument")
     if needs_groups and not config.get("group_size"):
         _fail(where, 'an argument has extent "groups" but config.group_size is missing')
     return KernelSpec(

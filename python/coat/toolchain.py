@@ -26,6 +26,10 @@ GPU_PIPELINE = (
     "coat-gpu-to-binary{{chip={chip} features={features} format={fmt}}},"
     "coat-export-binaries{{dir={out}}})")
 
+# libdevice picks IEEE sqrt (sqrt.rn.f32, nvcc's default) only when told to;
+# ops that asked for approximations (afn) are not affected.
+GPU_LLVM_FLAGS = ("--nvvm-reflect-add=__CUDA_PREC_SQRT=1",)
+
 # FP8 GEMMs (coat.linear) have a GPU lowering only: a module holding them
 # gets no CPU twins.
 GPU_ONLY_OPS = ("coat.linear",)
@@ -84,7 +88,7 @@ class Toolchain:
                         linear=linear_options)
         if gpu:
             for fmt in ("isa", "bin"):
-                self._run([self.coat_opt, str(src),
+                self._run([self.coat_opt, str(src), *GPU_LLVM_FLAGS,
                            "--pass-pipeline=" + GPU_PIPELINE.format(fmt=fmt, **fmt_args),
                            "-o", os.devnull], f"coat-opt (gpu, {fmt})")
         if cpu:

@@ -254,7 +254,8 @@ SmallVector<Value> AdamWLaneEmitter::dequantize(const MomentSpec &mom,
   Value invK = acc.div(f.c(1.0), k);
   Value offset = acc.fma(acc.log2(s), invK, acc.log2(c));
   for (Value q : codes) {
-    Value mag = f.exp2(f.fma(f.log2(f.abs(q)), invK, offset));
+    // The result may be subnormal (tiny moments): no flush on this exp2.
+    Value mag = acc.exp2(f.fma(f.log2(f.abs(q)), invK, offset));
     out.push_back(mom.isSigned ? f.copysign(mag, q) : mag);
   }
   return out;
