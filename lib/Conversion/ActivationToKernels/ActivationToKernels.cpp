@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "coat/Conversion/GroupKernel.h"
+#include "coat/Conversion/KernelRecord.h"
 #include "coat/Conversion/Passes.h"
 #include "coat/Dialect/CoatDialect.h"
 #include "coat/Numerics/Fp8.h"
@@ -64,26 +65,6 @@ struct ActSpec {
   float fp8Max() const { return ::coat::getFp8Traits(format).maxFinite; }
 };
 
-std::string dtypeName(Type t) {
-  if (t.isF32())
-    return "f32";
-  if (t.isBF16())
-    return "bf16";
-  if (t.isF16())
-    return "f16";
-  if (auto f = getFp8Format(t))
-    return ::coat::getFp8Traits(*f).name;
-  return "i64";
-}
-
-/// One argument of the kernel ABI (docs/manifest.md), in order.
-struct AbiArg {
-  std::string name;
-  Type type;          ///< memref of the storage type, or the scalar type
-  std::string dtype;  ///< the manifest's element type
-  std::string extent; ///< "n" (= rows*cols), "groups", "1"; "" for scalars
-};
-
 SmallVector<AbiArg> buildAbi(MLIRContext *ctx, const ActSpec &spec) {
   auto buf = [&](Type logical) {
     return MemRefType::get({ShapedType::kDynamic}, laneStorageType(logical));
@@ -91,9 +72,9 @@ SmallVector<AbiArg> buildAbi(MLIRContext *ctx, const ActSpec &spec) {
   Type fp8 = getFp8Type(ctx, spec.format);
   Type f32 = Float32Type::get(ctx);
   std::string scaleExtent = spec.perTensor ? "1" : "groups";
-  AbiArg hp{"", buf(spec.hpType), dtypeName(spec.hpType), "n"};
-  AbiArg codes{"codes", buf(fp8), dtypeName(fp8), "n"};
-  AbiArg scale{"scale", buf(spec.scaleType), dtypeName(spec.scaleType),
+  AbiArg hp{"", buf(spec.hpType), manifestDtype(spec.hpType), "n"};
+  AbiArg codes{"codes", buf(fp8), manifestDtype(fp8), "n"};
+  AbiArg scale{"scale", buf(spec.scaleType), manifestDtype(spec.scaleType),
                scaleExtent};
   SmallVector<AbiArg> abi;
   switch (spec.kind) {
@@ -559,12 +540,12 @@ DictionaryAttr buildManifestRecord(MLIRContext *ctx, StringRef name,
   SmallVector<NamedAttribute> config;
   bool toFp8 = spec.kind != ActKind::Dequantize;
   config.push_back(b.getNamedAttr(toFp8 ? "input" : "output",
-                                  str(dtypeName(spec.hpType))));
+                                  str(manifestDtype(spec.hpType))));
   if (spec.kind != ActKind::AbsMax) {
-    config.push_back(b.getNamedAttr("format", str(dtypeName(fp8))));
+    config.push_back(b.getNamedAttr("format", str(manifestDtype(fp8))));
     config.push_back(
         b.getNamedAttr("fp8max", b.getF64FloatAttr(spec.fp8Max())));
-    config.push_back(b.getNamedAttr("scale", str(dtypeName(spec.scaleType))));
+    config.push_back(b.getNamedAttr("scale", str(manifestDtype(spec.scaleType))));
   }
   config.push_back(b.getNamedAttr(
       "scaling", str(spec.perTensor ? "per_tensor" : "per_group")));
@@ -579,34 +560,10 @@ DictionaryAttr buildManifestRecord(MLIRContext *ctx, StringRef name,
   if (spec.kind == ActKind::QuantizeTranspose)
     config.push_back(b.getNamedAttr("tile", b.getI64IntegerAttr(tile)));
 
-  SmallVector<Attribute> argRecords;
-  for (const AbiArg &a : abi) {
-    SmallVector<NamedAttribute> rec = {b.getNamedAttr("name", str(a.name))};
-    bool isBuffer = isa<MemRefType>(a.type);
-    rec.push_back(b.getNamedAttr("kind", str(isBuffer ? "memref" : "scalar")));
-    rec.push_back(b.getNamedAttr("dtype", str(a.dtype)));
-    if (isBuffer) {
-      if (a.extent == "1")
-        rec.push_back(b.getNamedAttr("extent", b.getI64IntegerAttr(1)));
-      else
-        rec.push_back(b.getNamedAttr("extent", str(a.extent)));
-    }
-    argRecords.push_back(b.getDictionaryAttr(rec));
-  }
-  SmallVector<NamedAttribute> record = {
-      b.getNamedAttr("name", str(name)),
-      b.getNamedAttr("op", str(spec.opName())),
-      b.getNamedAttr("config", b.getDictionaryAttr(config)),
-      b.getNamedAttr("args", b.getArrayAttr(argRecords))};
+  std::optional<LaunchRule> launch;
   if (blockSize)
-    record.push_back(b.getNamedAttr(
-        "launch",
-        b.getDictionaryAttr(
-            {b.getNamedAttr("block", b.getI64ArrayAttr({*blockSize, 1, 1})),
-             b.getNamedAttr("elements_per_block",
-                            b.getI64IntegerAttr(elementsPerBlock)),
-             b.getNamedAttr("shared_bytes", b.getI64IntegerAttr(0))})));
-  return b.getDictionaryAttr(record);
+    launch = LaunchRule{*blockSize, elementsPerBlock};
+  return buildKernelRecord(ctx, name, spec.opName(), config, abi, launch);
 }
 
 struct CoatLowerActivationsPass

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "coat/Conversion/GroupKernel.h"
+#include "coat/Conversion/KernelRecord.h"
 #include "coat/Conversion/Passes.h"
 #include "coat/Dialect/CoatDialect.h"
 #include "coat/Numerics/Fp8.h"
@@ -63,27 +64,7 @@ struct AdamWArgs {
   Value n, step, lr, beta1, beta2, eps, weightDecay;
 };
 
-std::string dtypeName(Type t) {
-  if (t.isF32())
-    return "f32";
-  if (t.isBF16())
-    return "bf16";
-  if (t.isF16())
-    return "f16";
-  if (auto f = getFp8Format(t))
-    return ::coat::getFp8Traits(*f).name;
-  if (t.isInteger(64))
-    return "i64";
-  return "i32";
-}
-
 /// Argument types, names and manifest records in ABI order.
-struct AbiArg {
-  std::string name;
-  Type type;          ///< FP8 codes travel as i8 memrefs (LLVM has no f8)
-  std::string dtype;  ///< the manifest's element type
-  std::string extent; ///< "n", "groups" or "" for scalars
-};
 
 SmallVector<AbiArg> buildAbi(MLIRContext *ctx, const AdamWKernelSpec &spec) {
   Type f32 = Float32Type::get(ctx);
@@ -92,9 +73,9 @@ SmallVector<AbiArg> buildAbi(MLIRContext *ctx, const AdamWKernelSpec &spec) {
   };
   SmallVector<AbiArg> abi;
   abi.push_back({"param", buf(laneStorageType(spec.paramType)),
-                 dtypeName(spec.paramType), "n"});
+                 manifestDtype(spec.paramType), "n"});
   abi.push_back({"grad", buf(laneStorageType(spec.gradType)),
-                 dtypeName(spec.gradType), "n"});
+                 manifestDtype(spec.gradType), "n"});
   for (const MomentSpec *mom : {&spec.m, &spec.v}) {
     std::string p = mom->name.str();
     abi.push_back({p + "_codes",
@@ -568,41 +549,20 @@ DictionaryAttr buildManifestRecord(MLIRContext *ctx, StringRef name,
                             ::coat::getFp8Traits(mom.format).maxFinite))});
   };
   SmallVector<NamedAttribute> config = {
-      b.getNamedAttr("param", str(dtypeName(spec.paramType))),
-      b.getNamedAttr("grad", str(dtypeName(spec.gradType))),
+      b.getNamedAttr("param", str(manifestDtype(spec.paramType))),
+      b.getNamedAttr("grad", str(manifestDtype(spec.gradType))),
       b.getNamedAttr("m", moment(spec.m)),
       b.getNamedAttr("v", moment(spec.v)),
       b.getNamedAttr("group_size", b.getI64IntegerAttr(spec.groupSize)),
       b.getNamedAttr("mode", str(stringifyOptimizerMode(spec.mode))),
       b.getNamedAttr("expand_min", b.getI64IntegerAttr(spec.expandMin)),
       b.getNamedAttr("max_k", b.getF64FloatAttr(spec.maxK))};
-  SmallVector<Attribute> argRecords;
-  for (const AbiArg &a : abi) {
-    SmallVector<NamedAttribute> rec = {b.getNamedAttr("name", str(a.name))};
-    bool isBuffer = isa<MemRefType>(a.type);
-    rec.push_back(b.getNamedAttr("kind", str(isBuffer ? "memref" : "scalar")));
-    rec.push_back(b.getNamedAttr("dtype", str(a.dtype)));
-    if (isBuffer)
-      rec.push_back(b.getNamedAttr("extent", str(a.extent)));
-    argRecords.push_back(b.getDictionaryAttr(rec));
-  }
-  SmallVector<NamedAttribute> record = {
-      b.getNamedAttr("name", str(name)),
-      b.getNamedAttr("op", str("adamw_step")),
-      b.getNamedAttr("config", b.getDictionaryAttr(config)),
-      b.getNamedAttr("args", b.getArrayAttr(argRecords))};
-  if (gpu) {
-    int64_t perBlock =
-        shape.blockSize / shape.lanesPerGroup * spec.groupSize;
-    record.push_back(b.getNamedAttr(
-        "launch",
-        b.getDictionaryAttr(
-            {b.getNamedAttr("block", b.getI64ArrayAttr({shape.blockSize, 1, 1})),
-             b.getNamedAttr("elements_per_block",
-                            b.getI64IntegerAttr(perBlock)),
-             b.getNamedAttr("shared_bytes", b.getI64IntegerAttr(0))})));
-  }
-  return b.getDictionaryAttr(record);
+  std::optional<LaunchRule> launch;
+  if (gpu)
+    launch = LaunchRule{shape.blockSize, shape.blockSize /
+                                             shape.lanesPerGroup *
+                                             spec.groupSize};
+  return buildKernelRecord(ctx, name, "adamw_step", config, abi, launch);
 }
 
 struct CoatLowerOptimizerPass
