@@ -38,16 +38,6 @@ uint8_t infCode(const Fp8Traits &t) {
 
 } // namespace
 
-uint8_t fp8MaxFiniteCode(Fp8Format format) {
-  Fp8Traits t = getFp8Traits(format);
-  // IEEE-like formats lose the whole top binade to inf/NaN; the "fn" formats
-  // lose only the all-ones pattern.
-  return t.hasInfinity
-             ? static_cast<uint8_t>(infCode(t) - 1)
-             : static_cast<uint8_t>((1u << (t.exponentBits + t.mantissaBits)) -
-                                    2);
-}
-
 bool isFp8NaN(uint8_t code, Fp8Format format) {
   Fp8Traits t = getFp8Traits(format);
   uint8_t mag = code & 0x7F;

@@ -44,6 +44,16 @@ constexpr Fp8Traits getFp8Traits(Fp8Format f) {
 /// formats (E4M3: the only NaN magnitude; E5M2: the all-ones quiet NaN).
 inline constexpr uint8_t kFp8CanonicalNaN = 0x7F;
 
+/// The largest finite code's magnitude bits (0x7E for E4M3, 0x7B for E5M2):
+/// IEEE-like formats lose the whole top binade to inf/NaN, the "fn" formats
+/// only the all-ones pattern.
+constexpr uint8_t fp8MaxFiniteCode(Fp8Format f) {
+  Fp8Traits t = getFp8Traits(f);
+  unsigned allOnes = (1u << (t.exponentBits + t.mantissaBits)) - 1;
+  unsigned topBinade = ((1u << t.exponentBits) - 1) << t.mantissaBits;
+  return static_cast<uint8_t>(t.hasInfinity ? topBinade - 1 : allOnes - 1);
+}
+
 /// Parses "e4m3"/"e5m2" (also the MLIR spellings "f8E4M3FN"/"f8E5M2").
 inline std::optional<Fp8Format> parseFp8Format(std::string_view s) {
   if (s == "e4m3" || s == "E4M3" || s == "f8E4M3FN")

@@ -49,8 +49,7 @@ float decodeFp8(uint8_t code, Fp8Format format);
 bool isFp8NaN(uint8_t code, Fp8Format format);
 bool isFp8Inf(uint8_t code, Fp8Format format);
 
-/// The largest finite code (0x7E for E4M3, 0x7B for E5M2).
-uint8_t fp8MaxFiniteCode(Fp8Format format);
+using ::coat::fp8MaxFiniteCode;
 
 /// f32 -> bf16 bits, round to nearest even; NaN stays a (quiet) NaN with its
 /// sign, overflow rounds to inf as IEEE prescribes.

@@ -69,11 +69,6 @@ struct BitEmitter {
   Value sub(Value x, Value y) { return arith::SubIOp::create(b, x, y); }
 };
 
-/// The largest finite code's magnitude bits and the NaN code.
-int64_t maxFiniteCode(::coat::Fp8Format fmt) {
-  return fmt == ::coat::Fp8Format::E4M3 ? 0x7E : 0x7B;
-}
-
 /// arith.truncf {f32,f16,bf16} -> f8.
 struct TruncFToFp8Lowering : OpRewritePattern<arith::TruncFOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -121,8 +116,8 @@ struct TruncFToFp8Lowering : OpRewritePattern<arith::TruncFOp> {
     Value isSub = e.cmp(arith::CmpIPredicate::ult, a,
                         e.i(int64_t(127 + 1 - bias) << 23));
     Value mag = e.sel(isSub, sub, normal);
-    mag = arith::MinUIOp::create(b, mag, e.i(maxFiniteCode(*fmt)));
-    mag = e.sel(isNan, e.i(0x7F), mag);
+    mag = arith::MinUIOp::create(b, mag, e.i(::coat::fp8MaxFiniteCode(*fmt)));
+    mag = e.sel(isNan, e.i(::coat::kFp8CanonicalNaN), mag);
     Value code = e.bor(sign, mag);
     Type i8T = withElementType(srcType, b.getI8Type());
     Value byte = arith::TruncIOp::create(b, i8T, code);
