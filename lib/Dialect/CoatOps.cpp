@@ -618,15 +618,58 @@ LogicalResult LinearOp::verify() {
 // Precision flow
 //===----------------------------------------------------------------------===//
 
+/// A forward flow op's unquantized result: a high-precision tensor of the
+/// input shape, without a transposed copy.
+static LogicalResult verifyUnquantizedResult(Operation *op, Value input,
+                                             Value result, Value transposed) {
+  auto in = cast<ShapedType>(input.getType()).getShape();
+  auto out = cast<ShapedType>(result.getType()).getShape();
+  if (!shapesCompatible(out, in))
+    return op->emitOpError("result shape ")
+           << shapeString(out) << " does not match the input shape "
+           << shapeString(in);
+  if (transposed)
+    return op->emitOpError("an unquantized result has no transposed copy");
+  return success();
+}
+
+/// Forward ops that emit a per-tensor FP8 tensor in the input format, plus an
+/// optional transposed copy.
+static LogicalResult verifyPerTensorForwardResult(Operation *op, Value input,
+                                                  Value result,
+                                                  Value transposed) {
+  auto out = dyn_cast<QTensorType>(result.getType());
+  if (!out)
+    return verifyUnquantizedResult(op, input, result, transposed);
+  // An unresolved input becomes E4M3, the format of forward activations.
+  QTensorType in = resolvedType(input);
+  if (failed(verifyPerTensorCopy(
+          op, "result", out, cast<ShapedType>(input.getType()).getShape(),
+          in ? in.getFormat() : ::coat::Fp8Format::E4M3,
+          "the format of the input")))
+    return failure();
+  if (transposed &&
+      failed(verifyTransposedCopy(op, "transposed result", out,
+                                  cast<QTensorType>(transposed.getType()))))
+    return failure();
+  return success();
+}
+
 LogicalResult SiluOp::verify() {
+  if (!isa<QTensorType>(getResult().getType())) {
+    if (failed(verifyGroupedActivation(*this, "input", resolvedType(getInput()))))
+      return failure();
+    return verifyUnquantizedResult(*this, getInput(), getResult(), Value());
+  }
+  auto result = cast<QTensorType>(getResult().getType());
   if (!resolvedType(getInput())) {
     // The result fixes the 1xG E4M3 type the input will resolve to.
-    if (failed(verifyGroupedActivation(*this, "result", getResult().getType())))
+    if (failed(verifyGroupedActivation(*this, "result", result)))
       return failure();
-    if (!shapesCompatible(getResult().getType().getShape(),
+    if (!shapesCompatible(result.getShape(),
                           getInput().getType().getShape()))
       return emitOpError("result shape ")
-             << shapeString(getResult().getType().getShape())
+             << shapeString(result.getShape())
              << " does not match the input shape "
              << shapeString(getInput().getType().getShape());
     return success();
@@ -647,29 +690,10 @@ LogicalResult SiluGradOp::verify() {
                            getDxQ(), getDxQt());
 }
 
-/// Forward ops that emit a per-tensor FP8 tensor in the input format, plus an
-/// optional transposed copy.
-static LogicalResult verifyPerTensorForwardResult(Operation *op, Value input,
-                                                  QTensorType out,
-                                                  Value transposed) {
-  // An unresolved input becomes E4M3, the format of forward activations.
-  QTensorType in = resolvedType(input);
-  if (failed(verifyPerTensorCopy(
-          op, "result", out, cast<ShapedType>(input.getType()).getShape(),
-          in ? in.getFormat() : ::coat::Fp8Format::E4M3,
-          "the format of the input")))
-    return failure();
-  if (transposed &&
-      failed(verifyTransposedCopy(op, "transposed result", out,
-                                  cast<QTensorType>(transposed.getType()))))
-    return failure();
-  return success();
-}
-
 LogicalResult GeluOp::verify() {
   if (failed(verifyGroupedActivation(*this, "input", resolvedType(getInput()))))
     return failure();
-  return verifyPerTensorForwardResult(*this, getInput(), getResult().getType(),
+  return verifyPerTensorForwardResult(*this, getInput(), getResult(),
                                       getResultT());
 }
 
@@ -696,7 +720,7 @@ static LogicalResult verifySwigluInputs(Operation *op, Value lhs, Value rhs) {
 LogicalResult SwigluMulOp::verify() {
   if (failed(verifySwigluInputs(*this, getLhs(), getRhs())))
     return failure();
-  return verifyPerTensorForwardResult(*this, getRhs(), getResult().getType(),
+  return verifyPerTensorForwardResult(*this, getRhs(), getResult(),
                                       getResultT());
 }
 
@@ -738,7 +762,10 @@ LogicalResult ResidualAddOp::verify() {
 LogicalResult ResidualAddGradOp::verify() {
   if (failed(verifySumOperands(*this, getLhs(), getRhs(), getSum())))
     return failure();
-  return verifyPerTensorCopy(*this, "quantized sum", getSumQ().getType(),
+  if (!getSumQ())
+    return success();
+  return verifyPerTensorCopy(*this, "quantized sum",
+                             cast<QTensorType>(getSumQ().getType()),
                              cast<ShapedType>(getSum().getType()).getShape(),
                              ::coat::Fp8Format::E5M2,
                              "backward gradient copies are E5M2");
@@ -752,7 +779,7 @@ LogicalResult RMSNormOp::verify() {
                                  x.getShape())) ||
       failed(verifyRowStat(*this, "rstd", getRstd().getType(), x.getShape())))
     return failure();
-  return verifyPerTensorForwardResult(*this, getInput(), getResult().getType(),
+  return verifyPerTensorForwardResult(*this, getInput(), getResult(),
                                       getResultT());
 }
 
@@ -789,7 +816,7 @@ LogicalResult LayerNormOp::verify() {
   if (failed(verifyRowStat(*this, "mean", getMean().getType(), x.getShape())) ||
       failed(verifyRowStat(*this, "rstd", getRstd().getType(), x.getShape())))
     return failure();
-  return verifyPerTensorForwardResult(*this, getInput(), getResult().getType(),
+  return verifyPerTensorForwardResult(*this, getInput(), getResult(),
                                       getResultT());
 }
 

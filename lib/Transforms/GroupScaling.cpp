@@ -13,6 +13,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 namespace mlir::coat {
 #define GEN_PASS_DEF_COATGROUPSCALING
@@ -34,6 +35,68 @@ static std::optional<::coat::Scaling> partialScaling(ArrayRef<int64_t> shape,
     return std::nullopt;
   int64_t inner = shape.back();
   return ::coat::Scaling::perGroup(inner % groupSize == 0 ? groupSize : inner);
+}
+
+/// A precision-flow op's fused per-tensor FP8 copy of one of its values: the
+/// value (`valueIndex`, or the FP8 result itself for forward ops, whose
+/// unquantized form replaces it) and the copy's result and optional transposed
+/// copy.
+struct FusedCopy {
+  std::optional<unsigned> valueIndex;
+  unsigned copyIndex;
+  std::optional<unsigned> transposedIndex;
+};
+
+/// Where `op` carries a derived per-tensor FP8 copy that group scaling must
+/// split off; nothing for ops without one.
+static std::optional<FusedCopy> fusedPerTensorCopy(Operation *op) {
+  auto optIndex = [](Value v) -> std::optional<unsigned> {
+    if (!v)
+      return std::nullopt;
+    return cast<OpResult>(v).getResultNumber();
+  };
+  auto index = [](Value v) { return cast<OpResult>(v).getResultNumber(); };
+  std::optional<FusedCopy> copy =
+      llvm::TypeSwitch<Operation *, std::optional<FusedCopy>>(op)
+          .Case<GeluOp, SwigluMulOp, RMSNormOp, LayerNormOp>(
+              [&](auto o) -> std::optional<FusedCopy> {
+                return FusedCopy{std::nullopt, index(o.getResult()),
+                                 optIndex(o.getResultT())};
+              })
+          .Case<SiluGradOp, GeluGradOp>([&](auto o) -> std::optional<FusedCopy> {
+            if (!o.getDxQ())
+              return std::nullopt;
+            return FusedCopy{index(o.getDx()), index(o.getDxQ()),
+                             optIndex(o.getDxQt())};
+          })
+          .Case([&](SwigluMulGradOp o) -> std::optional<FusedCopy> {
+            if (!o.getDrhsQ())
+              return std::nullopt;
+            return FusedCopy{index(o.getDrhs()), index(o.getDrhsQ()),
+                             optIndex(o.getDrhsQt())};
+          })
+          .Case([&](ResidualAddGradOp o) -> std::optional<FusedCopy> {
+            if (!o.getSumQ())
+              return std::nullopt;
+            return FusedCopy{index(o.getSum()), index(o.getSumQ()),
+                             std::nullopt};
+          })
+          .Default([](Operation *) { return std::nullopt; });
+  if (!copy)
+    return std::nullopt;
+  auto q = dyn_cast<QTensorType>(op->getResult(copy->copyIndex).getType());
+  if (!q || !q.getScaling().isPerTensor())
+    return std::nullopt;
+  return copy;
+}
+
+/// The element type a forward op's unquantized values are kept in between
+/// the two stages, as COAT keeps them (§3.4: bf16; LayerNorm's in f32).
+static Type unquantizedElementType(Operation *op) {
+  Builder b(op->getContext());
+  if (isa<LayerNormOp>(op))
+    return b.getF32Type();
+  return b.getBF16Type();
 }
 
 struct CoatGroupScalingPass
@@ -81,6 +144,63 @@ struct CoatGroupScalingPass
     q.erase();
   }
 
+  /// Rebuilds `op` without its fused per-tensor copy: the copy becomes a
+  /// derived per-tensor `coat.quantize` of the op's (unquantized) value, and
+  /// the transposed copy a `coat.transpose` of it, which `rewrite` and the
+  /// lowering then treat like any other.
+  void splitFusedCopy(Operation *op, const FusedCopy &copy) {
+    OpBuilder b(op);
+    Location loc = op->getLoc();
+    auto q = cast<QTensorType>(op->getResult(copy.copyIndex).getType());
+    SmallVector<Type> types;
+    SmallVector<int> newIndex(op->getNumResults(), -1);
+    for (OpResult r : op->getResults()) {
+      unsigned i = r.getResultNumber();
+      if (i == copy.transposedIndex || (copy.valueIndex && i == copy.copyIndex))
+        continue;
+      Type t = r.getType();
+      if (!copy.valueIndex && i == copy.copyIndex)
+        t = RankedTensorType::get(q.getShape(), unquantizedElementType(op));
+      newIndex[i] = types.size();
+      types.push_back(t);
+    }
+    OperationState state(loc, op->getName(), op->getOperands(), types,
+                         llvm::to_vector(op->getDiscardableAttrs()));
+    // Ops with several optional results size them in a segment property;
+    // the fused copies are always trailing optional segments.
+    if (auto dict = dyn_cast_or_null<DictionaryAttr>(
+            op->getPropertiesAsAttribute())) {
+      NamedAttrList props(dict.getValue());
+      if (auto sizes = dyn_cast_or_null<DenseI32ArrayAttr>(
+              props.get("resultSegmentSizes"))) {
+        SmallVector<int32_t> kept(sizes.asArrayRef());
+        for (size_t i = 0, first = 0; i < kept.size(); first += kept[i], ++i)
+          if (first == copy.copyIndex || first == copy.transposedIndex)
+            kept[i] = 0;
+        props.set("resultSegmentSizes", b.getDenseI32ArrayAttr(kept));
+      }
+      state.propertiesAttr = props.getDictionary(op->getContext());
+    }
+    Operation *split = b.create(state);
+    for (OpResult r : op->getResults()) {
+      unsigned i = r.getResultNumber();
+      if (i != copy.copyIndex && i != copy.transposedIndex)
+        r.replaceAllUsesWith(split->getResult(newIndex[i]));
+    }
+
+    Value value = split->getResult(
+        newIndex[copy.valueIndex ? *copy.valueIndex : copy.copyIndex]);
+    Value quantized = QuantizeOp::create(b, loc, q, value, Value(),
+                                         b.getF32FloatAttr(1e-10f),
+                                         b.getI64IntegerAttr(16));
+    op->getResult(copy.copyIndex).replaceAllUsesWith(quantized);
+    if (copy.transposedIndex) {
+      Value t = op->getResult(*copy.transposedIndex);
+      t.replaceAllUsesWith(TransposeOp::create(b, loc, t.getType(), quantized));
+    }
+    op->erase();
+  }
+
   void runOnOperation() override {
     if (groupSize <= 0) {
       getOperation()->emitError("coat-group-scaling: group-size must be "
@@ -88,6 +208,21 @@ struct CoatGroupScalingPass
           << static_cast<int64_t>(groupSize);
       return signalPassFailure();
     }
+    SmallVector<std::pair<Operation *, FusedCopy>> fused;
+    getOperation()->walk([&](Operation *op) {
+      std::optional<FusedCopy> copy = fusedPerTensorCopy(op);
+      if (!copy)
+        return;
+      auto shape = cast<ShapedType>(op->getResult(copy->copyIndex).getType())
+                       .getShape();
+      // Without static row lengths there are no partial maxima to take the
+      // scale from; the op keeps computing its copy itself.
+      if (partialScaling(shape, groupSize))
+        fused.emplace_back(op, *copy);
+    });
+    for (auto &[op, copy] : fused)
+      splitFusedCopy(op, copy);
+
     SmallVector<std::pair<QuantizeOp, ::coat::Scaling>> work;
     getOperation()->walk([&](QuantizeOp q) {
       QTensorType out = q.getResult().getType();

@@ -791,3 +791,19 @@ func.func @absmax_huge(%x: tensor<9223372036854775807x4xf32>) {
   %0 = coat.absmax %x, per_block<128x128> : tensor<9223372036854775807x4xf32> -> tensor<1x1xf32>
   return
 }
+
+// -----
+
+func.func @unquantized_result_shape(%x: !coat.qtensor<4x32xf8E4M3FN, per_group<16>>) {
+  // expected-error @+1 {{result shape 4x16 does not match the input shape 4x32}}
+  %0 = coat.gelu %x : !coat.qtensor<4x32xf8E4M3FN, per_group<16>> -> tensor<4x16xbf16>
+  return
+}
+
+// -----
+
+func.func @unquantized_result_transposed(%a: !coat.qtensor<4x32xf8E4M3FN, per_group<16>>) {
+  // expected-error @+1 {{an unquantized result has no transposed copy}}
+  %0, %1 = coat.swiglu_mul %a, %a : !coat.qtensor<4x32xf8E4M3FN, per_group<16>>, !coat.qtensor<4x32xf8E4M3FN, per_group<16>> -> tensor<4x32xbf16>, !coat.qtensor<32x4xf8E4M3FN, per_tensor>
+  return
+}

@@ -241,3 +241,23 @@ func.func @layernorm(%x: !coat.qtensor<2x64x512xf8E4M3FN, per_group<16>>,
   %dx2, %dw2, %db2 = coat.layernorm_grad %x, %mu2, %rs2, %dy weight %w : !coat.qtensor<2x64x512xf8E4M3FN, per_group<16>>, tensor<2x64xf32>, tensor<2x64xf32>, tensor<2x64x512xbf16>, tensor<512xf32> -> tensor<2x64x512xbf16>, tensor<512xf32>, tensor<512xf32>
   return %y, %y1, %yt2, %dx, %db2 : !coat.qtensor<2x64x512xf8E4M3FN, per_tensor>, !coat.qtensor<2x64x512xf8E4M3FN, per_tensor>, !coat.qtensor<512x128xf8E4M3FN, per_tensor>, tensor<2x64x512xbf16>, tensor<512xf32>
 }
+
+// The unquantized forms: forward flow ops returning their values in high
+// precision, and the plain residual gradient sum.
+// CHECK-LABEL: func.func @unquantized_results
+// CHECK: coat.silu %{{.*}} : !coat.qtensor<16x64xf8E4M3FN, per_group<16>> -> tensor<16x64xbf16>
+// CHECK: coat.swiglu_mul %{{.*}}, %{{.*}} : !coat.qtensor<16x64xf8E4M3FN, per_group<16>>, !coat.qtensor<16x64xf8E4M3FN, per_group<16>> -> tensor<16x64xbf16>{{$}}
+// CHECK: coat.rmsnorm %{{.*}}, %{{.*}} eps = {{.*}} -> tensor<16x64xbf16>, tensor<16xf32>{{$}}
+// CHECK: coat.layernorm %{{.*}} eps = {{.*}} -> tensor<16x64xf32>, tensor<16xf32>, tensor<16xf32>{{$}}
+// CHECK: coat.residual_add_grad %{{.*}}, %{{.*}} : tensor<16x64xbf16>, tensor<16x64xbf16> -> tensor<16x64xbf16>{{$}}
+func.func @unquantized_results(%x: !coat.qtensor<16x64xf8E4M3FN, per_group<16>>,
+                               %w: tensor<64xbf16>, %g: tensor<16x64xbf16>)
+    -> (tensor<16x64xbf16>, tensor<16x64xbf16>, tensor<16x64xbf16>,
+        tensor<16x64xf32>, tensor<16x64xbf16>) {
+  %s = coat.silu %x : !coat.qtensor<16x64xf8E4M3FN, per_group<16>> -> tensor<16x64xbf16>
+  %m = coat.swiglu_mul %x, %x : !coat.qtensor<16x64xf8E4M3FN, per_group<16>>, !coat.qtensor<16x64xf8E4M3FN, per_group<16>> -> tensor<16x64xbf16>
+  %n, %rstd = coat.rmsnorm %x, %w eps = 1.0e-5 : !coat.qtensor<16x64xf8E4M3FN, per_group<16>>, tensor<64xbf16> -> tensor<16x64xbf16>, tensor<16xf32>
+  %l, %mean, %rstd2 = coat.layernorm %x eps = 1.0e-5 : !coat.qtensor<16x64xf8E4M3FN, per_group<16>> -> tensor<16x64xf32>, tensor<16xf32>, tensor<16xf32>
+  %d = coat.residual_add_grad %g, %g : tensor<16x64xbf16>, tensor<16x64xbf16> -> tensor<16x64xbf16>
+  return %s, %m, %n, %l, %d : tensor<16x64xbf16>, tensor<16x64xbf16>, tensor<16x64xbf16>, tensor<16x64xf32>, tensor<16x64xbf16>
+}

@@ -76,12 +76,23 @@
 // CHECK-NOT: coat.quantize_auto
 // CHECK-NOT: !coat.unresolved
 
-// Group scaling: the two produced gradients take their per-tensor scales from
-// maxima written by their producers (silu_grad, swiglu_mul_grad); weights and
-// the incoming gradient are block arguments and keep derived scales. No op
-// reads a full tensor only to find its maximum.
+// Group scaling: every per-tensor tensor produced by a coat op takes its scale
+// from maxima written by its producer: the norm output and the SwiGLU product
+// (the ops now return their unquantized values, quantized by a separate
+// coat.quantize with the reduced scale), the two activation gradients
+// (silu_grad, swiglu_mul_grad) and the gradient handed upstream
+// (residual_add_grad). Weights and the incoming gradient are block arguments
+// and keep derived scales. No op reads a full tensor only to find its maximum.
 // GS-LABEL: func.func @llama_mlp_block
 // GS-NOT: coat.absmax {{.*}}per_tensor
+// GS: %[[LN:.*]], %{{.*}} = coat.rmsnorm {{.*}} -> tensor<4096x4096xbf16>, tensor<4096xf32>
+// GS-NEXT: %[[PLN:.*]] = coat.absmax %[[LN]], per_group<16> epilogue : tensor<4096x4096xbf16> -> tensor<4096x256xf32>
+// GS-NEXT: coat.reduce_scales %[[PLN]]
+// GS: %[[SLN:.*]] = arith.truncf
+// GS-NEXT: %[[LNQ:.*]] = coat.quantize %[[LN]] scale %[[SLN]] : tensor<4096x4096xbf16>, tensor<bf16> -> !coat.qtensor<4096x4096xf8E4M3FN, per_tensor, scale = bf16>
+// GS-NEXT: coat.transpose %[[LNQ]]
+// GS: %[[M:.*]] = coat.swiglu_mul {{.*}} -> tensor<4096x11008xbf16>
+// GS-NEXT: coat.absmax %[[M]], per_group<16> epilogue : tensor<4096x11008xbf16> -> tensor<4096x688xf32>
 // GS: %[[DACT:.*]], %[[DUP:.*]] = coat.swiglu_mul_grad
 // GS-NEXT: %[[PUP:.*]] = coat.absmax %[[DUP]], per_group<16> epilogue : tensor<4096x11008xbf16> -> tensor<4096x688xf32>
 // GS-NEXT: %[[DGATE:.*]] = coat.silu_grad
@@ -92,4 +103,7 @@
 // GS: coat.reduce_scales %[[PUP]]
 // GS: %[[SU:.*]] = arith.truncf
 // GS-NEXT: coat.quantize %[[DUP]] scale %[[SU]] : tensor<4096x11008xbf16>, tensor<bf16> -> !coat.qtensor<4096x11008xf8E5M2, per_tensor, scale = bf16>
+// GS: %[[DH:.*]] = coat.residual_add_grad {{.*}} -> tensor<4096x4096xbf16>{{$}}
+// GS-NEXT: coat.absmax %[[DH]], per_group<16> epilogue
+// GS: coat.quantize %[[DH]] scale {{.*}} -> !coat.qtensor<4096x4096xf8E5M2, per_tensor, scale = bf16>
 // GS-NOT: coat.absmax

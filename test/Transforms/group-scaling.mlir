@@ -111,3 +111,95 @@ func.func @untouched(%a: tensor<16x64xbf16>, %b: tensor<16x64xbf16>, %s: tensor<
         !coat.qtensor<16x64xf8E4M3FN, per_tensor>, !coat.qtensor<16x64xf8E4M3FN, per_group<16>>,
         !coat.qtensor<4x?xf8E4M3FN, per_tensor>, !coat.qtensor<f8E4M3FN, per_tensor>
 }
+
+// -----
+
+// A norm whose per-tensor output (and its transposed copy) the op would
+// compute itself is split: the norm returns its unquantized bf16 values, its
+// epilogue writes the 1x16 maxima, and a separate quantize + transpose take
+// the reduced scale. rstd is untouched.
+// CHECK-LABEL: func.func @rmsnorm_split
+// CHECK-NEXT: %[[Y:.*]], %[[RSTD:.*]] = coat.rmsnorm %arg0, %arg1 eps = {{.*}} -> tensor<128x512xbf16>, tensor<128xf32>
+// CHECK-NEXT: %[[P:.*]] = coat.absmax %[[Y]], per_group<16> epilogue : tensor<128x512xbf16> -> tensor<128x32xf32>
+// CHECK: %[[Q:.*]] = coat.quantize %[[Y]] scale %{{.*}} : tensor<128x512xbf16>, tensor<bf16> -> !coat.qtensor<128x512xf8E4M3FN, per_tensor, scale = bf16>
+// CHECK-NEXT: %[[T:.*]] = coat.transpose %[[Q]] : {{.*}} -> !coat.qtensor<512x128xf8E4M3FN, per_tensor, scale = bf16>
+// CHECK-NEXT: return %[[Q]], %[[RSTD]], %[[T]]
+func.func @rmsnorm_split(%x: !coat.qtensor<128x512xf8E4M3FN, per_group<16>, scale = bf16>, %w: tensor<512xbf16>)
+    -> (!coat.qtensor<128x512xf8E4M3FN, per_tensor, scale = bf16>, tensor<128xf32>,
+        !coat.qtensor<512x128xf8E4M3FN, per_tensor, scale = bf16>) {
+  %y, %rstd, %yt = coat.rmsnorm %x, %w eps = 1.000000e-05
+      : !coat.qtensor<128x512xf8E4M3FN, per_group<16>, scale = bf16>, tensor<512xbf16>
+      -> !coat.qtensor<128x512xf8E4M3FN, per_tensor, scale = bf16>, tensor<128xf32>,
+         !coat.qtensor<512x128xf8E4M3FN, per_tensor, scale = bf16>
+  return %y, %rstd, %yt : !coat.qtensor<128x512xf8E4M3FN, per_tensor, scale = bf16>, tensor<128xf32>,
+      !coat.qtensor<512x128xf8E4M3FN, per_tensor, scale = bf16>
+}
+
+// -----
+
+// LayerNorm keeps its unquantized values in f32 (as COAT does).
+// CHECK-LABEL: func.func @layernorm_split
+// CHECK-NEXT: %[[Y:.*]], %[[MEAN:.*]], %[[RSTD:.*]] = coat.layernorm %arg0 eps = {{.*}} -> tensor<64x48xf32>, tensor<64xf32>, tensor<64xf32>
+// CHECK-NEXT: coat.absmax %[[Y]], per_group<16> epilogue : tensor<64x48xf32> -> tensor<64x3xf32>
+// CHECK: coat.quantize %[[Y]] scale %{{.*}} : tensor<64x48xf32>, tensor<f32> -> !coat.qtensor<64x48xf8E4M3FN, per_tensor>
+func.func @layernorm_split(%x: !coat.qtensor<64x48xf8E4M3FN, per_group<16>, scale = bf16>)
+    -> (!coat.qtensor<64x48xf8E4M3FN, per_tensor>, tensor<64xf32>, tensor<64xf32>) {
+  %y, %mean, %rstd = coat.layernorm %x eps = 1.000000e-05
+      : !coat.qtensor<64x48xf8E4M3FN, per_group<16>, scale = bf16>
+      -> !coat.qtensor<64x48xf8E4M3FN, per_tensor>, tensor<64xf32>, tensor<64xf32>
+  return %y, %mean, %rstd : !coat.qtensor<64x48xf8E4M3FN, per_tensor>, tensor<64xf32>, tensor<64xf32>
+}
+
+// -----
+
+// A backward op's optional E5M2 copies (a result segment) are dropped from the
+// op and made from its high-precision gradient; the gradient keeps its uses.
+// CHECK-LABEL: func.func @silu_grad_split
+// CHECK-NEXT: %[[DX:.*]] = coat.silu_grad %arg0, %arg1 : {{.*}} -> tensor<32x64xbf16>{{$}}
+// CHECK-NEXT: coat.absmax %[[DX]], per_group<16> epilogue : tensor<32x64xbf16> -> tensor<32x4xf32>
+// CHECK: arith.constant dense<5.734400e+04>
+// CHECK: %[[Q:.*]] = coat.quantize %[[DX]] scale %{{.*}} -> !coat.qtensor<32x64xf8E5M2, per_tensor, scale = bf16>
+// CHECK-NEXT: %[[T:.*]] = coat.transpose %[[Q]]
+// CHECK-NEXT: return %[[DX]], %[[Q]], %[[T]]
+func.func @silu_grad_split(%x: !coat.qtensor<32x64xf8E4M3FN, per_group<16>, scale = bf16>, %dy: tensor<32x64xbf16>)
+    -> (tensor<32x64xbf16>, !coat.qtensor<32x64xf8E5M2, per_tensor, scale = bf16>,
+        !coat.qtensor<64x32xf8E5M2, per_tensor, scale = bf16>) {
+  %dx, %dxq, %dxt = coat.silu_grad %x, %dy
+      : !coat.qtensor<32x64xf8E4M3FN, per_group<16>, scale = bf16>, tensor<32x64xbf16>
+      -> tensor<32x64xbf16>, !coat.qtensor<32x64xf8E5M2, per_tensor, scale = bf16>,
+         !coat.qtensor<64x32xf8E5M2, per_tensor, scale = bf16>
+  return %dx, %dxq, %dxt : tensor<32x64xbf16>, !coat.qtensor<32x64xf8E5M2, per_tensor, scale = bf16>,
+      !coat.qtensor<64x32xf8E5M2, per_tensor, scale = bf16>
+}
+
+// -----
+
+// swiglu_mul_grad: only drhs has a copy; dlhs is untouched.
+// CHECK-LABEL: func.func @swiglu_mul_grad_split
+// CHECK-NEXT: %[[D1:.*]], %[[D2:.*]] = coat.swiglu_mul_grad {{.*}} -> tensor<32x64xbf16>, tensor<32x64xbf16>{{$}}
+// CHECK-NEXT: coat.absmax %[[D2]], per_group<16> epilogue
+// CHECK: %[[Q:.*]] = coat.quantize %[[D2]] scale
+// CHECK-NEXT: return %[[D1]], %[[Q]]
+func.func @swiglu_mul_grad_split(%a: !coat.qtensor<32x64xf8E4M3FN, per_group<16>, scale = bf16>,
+                                 %b: !coat.qtensor<32x64xf8E4M3FN, per_group<16>, scale = bf16>,
+                                 %dy: tensor<32x64xbf16>)
+    -> (tensor<32x64xbf16>, !coat.qtensor<32x64xf8E5M2, per_tensor, scale = bf16>) {
+  %d1, %d2, %d2q = coat.swiglu_mul_grad %a, %b, %dy
+      : !coat.qtensor<32x64xf8E4M3FN, per_group<16>, scale = bf16>,
+        !coat.qtensor<32x64xf8E4M3FN, per_group<16>, scale = bf16>, tensor<32x64xbf16>
+      -> tensor<32x64xbf16>, tensor<32x64xbf16>, !coat.qtensor<32x64xf8E5M2, per_tensor, scale = bf16>
+  return %d1, %d2q : tensor<32x64xbf16>, !coat.qtensor<32x64xf8E5M2, per_tensor, scale = bf16>
+}
+
+// -----
+
+// Without a static row length there are no partial maxima: the op keeps its
+// fused copy.
+// CHECK-LABEL: func.func @dynamic_rows_kept
+// CHECK-NEXT: coat.gelu %arg0 : {{.*}} -> !coat.qtensor<?x?xf8E4M3FN, per_tensor>
+// CHECK-NOT: coat.absmax
+func.func @dynamic_rows_kept(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>>)
+    -> !coat.qtensor<?x?xf8E4M3FN, per_tensor> {
+  %y = coat.gelu %x : !coat.qtensor<?x?xf8E4M3FN, per_group<16>> -> !coat.qtensor<?x?xf8E4M3FN, per_tensor>
+  return %y : !coat.qtensor<?x?xf8E4M3FN, per_tensor>
+}

@@ -21,6 +21,10 @@ def Coat_HighPrecisionTensor : RankedTensorOf<[F32, BF16, F16]>;
 def Coat_F32Scalar : TypeConstraint<F32.predicate, "f32">;
 def Coat_ScaleTensor : RankedTensorOf<[F32, BF16]>;
 def Coat_StatTensor : RankedTensorOf<[F32]>;
+// The result of a forward precision-flow op: FP8 with its scales, or the
+// unquantized values (coat-group-scaling splits a per-tensor FP8 result into
+// these plus a separate coat.quantize, COAT.md §3.1).
+def Coat_FlowResult : AnyTypeOf<[Coat_QTensor, Coat_HighPrecisionTensor]>;
 
 //===----------------------------------------------------------------------===//
 // Entering and leaving the quantized representation
@@ -443,13 +447,18 @@ def Coat_SiluOp : Coat_Op<"silu", [Pure]> {
     re-quantized with fresh group scales. Input and result are 1xG
     (`per_group<G>`) E4M3 and have the same type (COAT's `silu_fwd`).
 
+    The result may instead be a bf16/f16/f32 tensor of the input shape (no
+    transposed copy): the unquantized values, which is how
+    `coat-group-scaling` leaves an op whose per-tensor scale it takes from
+    partial maxima.
+
     ```mlir
     %y = coat.silu %x : !coat.qtensor<128x512xf8E4M3FN, per_group<16>, scale = bf16>
                      -> !coat.qtensor<128x512xf8E4M3FN, per_group<16>, scale = bf16>
     ```
   }];
   let arguments = (ins Coat_Fp8Operand:$input);
-  let results = (outs Coat_QTensor:$result);
+  let results = (outs Coat_FlowResult:$result);
   let assemblyFormat = [{
     $input attr-dict `:` qualified(type($input)) `->` qualified(type($result))
   }];
@@ -490,6 +499,11 @@ def Coat_GeluOp : Coat_Op<"gelu", [Pure]> {
     result is a `per_tensor` FP8 tensor of the input format (scaled by group
     scaling), optionally with its 2-D transposed copy (COAT's `gelu_fwd`).
 
+    The result may instead be a bf16/f16/f32 tensor of the input shape (no
+    transposed copy): the unquantized values, which is how
+    `coat-group-scaling` leaves an op whose per-tensor scale it takes from
+    partial maxima.
+
     ```mlir
     %y, %yt = coat.gelu %x : !coat.qtensor<128x512xf8E4M3FN, per_group<16>>
         -> !coat.qtensor<128x512xf8E4M3FN, per_tensor>,
@@ -497,7 +511,7 @@ def Coat_GeluOp : Coat_Op<"gelu", [Pure]> {
     ```
   }];
   let arguments = (ins Coat_Fp8Operand:$input);
-  let results = (outs Coat_QTensor:$result, Optional<Coat_QTensor>:$result_t);
+  let results = (outs Coat_FlowResult:$result, Optional<Coat_QTensor>:$result_t);
   let assemblyFormat = [{
     $input attr-dict `:` qualified(type($input)) `->` qualified(type($result))
     (`,` qualified(type($result_t))^)?
@@ -538,6 +552,11 @@ def Coat_SwigluMulOp : Coat_Op<"swiglu_mul", [Pure]> {
     optionally together with its 2-D transposed copy for that layer's wgrad
     (COAT's `mul_fwd`).
 
+    The result may instead be a bf16/f16/f32 tensor of the input shape (no
+    transposed copy): the unquantized values, which is how
+    `coat-group-scaling` leaves an op whose per-tensor scale it takes from
+    partial maxima.
+
     ```mlir
     %y, %yt = coat.swiglu_mul %a, %b
         : !coat.qtensor<128x512xf8E4M3FN, per_group<16>>,
@@ -547,7 +566,7 @@ def Coat_SwigluMulOp : Coat_Op<"swiglu_mul", [Pure]> {
     ```
   }];
   let arguments = (ins Coat_Fp8Operand:$lhs, Coat_Fp8Operand:$rhs);
-  let results = (outs Coat_QTensor:$result, Optional<Coat_QTensor>:$result_t);
+  let results = (outs Coat_FlowResult:$result, Optional<Coat_QTensor>:$result_t);
   let assemblyFormat = [{
     $lhs `,` $rhs attr-dict `:` qualified(type($lhs)) `,` qualified(type($rhs))
     `->` qualified(type($result)) (`,` qualified(type($result_t))^)?
@@ -617,7 +636,7 @@ def Coat_ResidualAddGradOp : Coat_Op<"residual_add_grad", [Pure]> {
     `sum = a + b` in f32. Returns the total gradient of the residual stream
     in the input type and a `per_tensor` E5M2 copy of the same sum (scaled by
     group scaling) that feeds the next linear layer's backward (COAT's
-    `add_bwd`, COAT.md §3.6).
+    `add_bwd`, COAT.md §3.6). Without `sum_q` it is the plain sum.
 
     ```mlir
     %g, %gq = coat.residual_add_grad %a, %b : tensor<128x512xbf16>, tensor<128x512xbf16>
@@ -626,10 +645,10 @@ def Coat_ResidualAddGradOp : Coat_Op<"residual_add_grad", [Pure]> {
   }];
   let arguments = (ins Coat_HighPrecisionTensor:$lhs,
                        Coat_HighPrecisionTensor:$rhs);
-  let results = (outs Coat_HighPrecisionTensor:$sum, Coat_QTensor:$sum_q);
+  let results = (outs Coat_HighPrecisionTensor:$sum, Optional<Coat_QTensor>:$sum_q);
   let assemblyFormat = [{
     $lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)
-    `->` type($sum) `,` qualified(type($sum_q))
+    `->` type($sum) (`,` qualified(type($sum_q))^)?
   }];
   let hasVerifier = 1;
 }
@@ -644,6 +663,11 @@ def Coat_RMSNormOp : Coat_Op<"rmsnorm", [Pure]> {
     serves their wgrad. `rstd` (f32, the input shape without H) is saved for
     the backward. `eps` must be positive; COAT uses 1e-5.
 
+    The result may instead be a bf16/f16/f32 tensor of the input shape (no
+    transposed copy): the unquantized values, which is how
+    `coat-group-scaling` leaves an op whose per-tensor scale it takes from
+    partial maxima.
+
     ```mlir
     %y, %rstd, %yt = coat.rmsnorm %x, %w eps = 1.000000e-05
         : !coat.qtensor<128x512xf8E4M3FN, per_group<16>, scale = bf16>, tensor<512xbf16>
@@ -653,7 +677,7 @@ def Coat_RMSNormOp : Coat_Op<"rmsnorm", [Pure]> {
   }];
   let arguments = (ins Coat_Fp8Operand:$input, RankedTensorOf<[F32, BF16]>:$weight,
                        DefaultValuedAttr<F32Attr, "1.0e-5">:$eps);
-  let results = (outs Coat_QTensor:$result, Coat_StatTensor:$rstd,
+  let results = (outs Coat_FlowResult:$result, Coat_StatTensor:$rstd,
                       Optional<Coat_QTensor>:$result_t);
   let assemblyFormat = [{
     $input `,` $weight `eps` `=` $eps attr-dict `:` qualified(type($input)) `,`
@@ -699,6 +723,11 @@ def Coat_LayerNormOp : Coat_Op<"layernorm", [Pure, AttrSizedOperandSegments]> {
     transposed copy, as for `coat.rmsnorm`; `mean` and `rstd` (f32, the input
     shape without H) are saved for the backward. `eps` must be positive.
 
+    The result may instead be a bf16/f16/f32 tensor of the input shape (no
+    transposed copy): the unquantized values, which is how
+    `coat-group-scaling` leaves an op whose per-tensor scale it takes from
+    partial maxima.
+
     ```mlir
     %y, %mean, %rstd = coat.layernorm %x eps = 1.000000e-05
         : !coat.qtensor<128x512xf8E4M3FN, per_group<16>>
@@ -712,7 +741,7 @@ def Coat_LayerNormOp : Coat_Op<"layernorm", [Pure, AttrSizedOperandSegments]> {
                        Optional<RankedTensorOf<[F32, BF16]>>:$weight,
                        Optional<RankedTensorOf<[F32, BF16]>>:$bias,
                        DefaultValuedAttr<F32Attr, "1.0e-5">:$eps);
-  let results = (outs Coat_QTensor:$result, Coat_StatTensor:$mean,
+  let results = (outs Coat_FlowResult:$result, Coat_StatTensor:$mean,
                       Coat_StatTensor:$rstd, Optional<Coat_QTensor>:$result_t);
   let assemblyFormat = [{
     $input (`weight` $weight^)? (`bias` $bias^)? `eps` `=` $eps attr-dict `:`
