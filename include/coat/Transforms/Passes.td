@@ -116,6 +116,15 @@ def CoatGroupScaling : Pass<"coat-group-scaling"> {
            -> !coat.qtensor<128x256xf8E4M3FN, per_tensor>
     ```
 
+    Precision-flow ops that would compute a per-tensor FP8 copy themselves
+    (the per-tensor result and transposed copy of `coat.gelu`,
+    `coat.swiglu_mul`, `coat.rmsnorm`, `coat.layernorm`; the optional E5M2
+    copies of the `_grad` ops and of `coat.residual_add_grad`) are first
+    split: the op returns its unquantized values (bf16; f32 for LayerNorm, as
+    COAT keeps them) and the copy becomes a per-tensor `coat.quantize` (and
+    `coat.transpose`) of them, rewritten as above. Every kernel then does one
+    job, and the lowering sees one form.
+
     `epilogue` marks the `coat.absmax` as part of the producer's kernel:
     the maxima come out of its epilogue while the values are in registers,
     and the only full read of `%y` left is the quantization itself. Groups
