@@ -136,7 +136,9 @@ func.func @llama_mlp_block(
       : !coat.unresolved<11008x4096xbf16>,
         !coat.qtensor<4096x4096xf8E4M3FN, per_tensor, scale = bf16>
       -> tensor<11008x4096xbf16>
-  %dln = arith.addf %dx_gate, %dx_up : tensor<4096x4096xbf16>
+  // The norm output feeds both projections: its gradient is the sum.
+  %dln = coat.residual_add_grad %dx_gate, %dx_up
+      : tensor<4096x4096xbf16>, tensor<4096x4096xbf16> -> tensor<4096x4096xbf16>
 
   // RMSNorm backward from the saved 1xG input.
   %dx_norm, %dw_norm = coat.rmsnorm_grad %h_q, %w_norm, %rstd, %dln

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "coat/Dialect/CoatDialect.h"
+#include "coat/Transforms/GroupScaling.h"
 #include "coat/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -23,19 +24,58 @@ namespace mlir::coat {
 using namespace mlir;
 using namespace mlir::coat;
 
-namespace {
-
-/// The partial-maxima granularity for a tensor of `shape`: 1xG groups of the
-/// innermost dimension when G divides it, else whole rows. Nothing for
-/// rank-0 tensors or a dynamic innermost extent (no static row length).
-static std::optional<::coat::Scaling> partialScaling(ArrayRef<int64_t> shape,
-                                                     int64_t groupSize) {
+std::optional<::coat::Scaling>
+mlir::coat::partialMaximaScaling(ArrayRef<int64_t> shape, int64_t groupSize) {
   if (shape.empty() || ShapedType::isDynamic(shape.back()) ||
       shape.back() <= 0)
     return std::nullopt;
   int64_t inner = shape.back();
   return ::coat::Scaling::perGroup(inner % groupSize == 0 ? groupSize : inner);
 }
+
+QuantizeOp mlir::coat::splitDerivedPerTensorScale(QuantizeOp q,
+                                                  ::coat::Scaling partial,
+                                                  bool inProducer) {
+  MLIRContext *ctx = q.getContext();
+  Location loc = q.getLoc();
+  Value x = q.getInput();
+  QTensorType out = q.getResult().getType();
+  auto f32 = Float32Type::get(ctx);
+  auto scalar = RankedTensorType::get({}, f32);
+
+  // The maxima are computed where %x is produced: right after its producer.
+  OpBuilder b(ctx);
+  b.setInsertionPointAfterValue(x);
+  auto shape = cast<ShapedType>(x.getType()).getShape();
+  auto partialType = RankedTensorType::get(
+      ::coat::scaleShape(toLayoutShape(shape), partial), f32);
+  auto absmax = AbsMaxOp::create(b, loc, partialType, x,
+                                 ScalingAttr::get(ctx, partial),
+                                 inProducer ? b.getUnitAttr() : UnitAttr());
+
+  // The scale, derived as coat.quantize derives it (COAT.md §1.2).
+  b.setInsertionPoint(q);
+  Value max = ReduceScalesOp::create(b, loc, scalar, absmax.getResult());
+  float fp8max = ::coat::getFp8Traits(out.getFormat()).maxFinite;
+  auto cst = [&](float v) {
+    return arith::ConstantOp::create(
+        b, loc, DenseElementsAttr::get(scalar, b.getF32FloatAttr(v)));
+  };
+  Value scale = arith::DivFOp::create(
+      b, loc,
+      arith::AddFOp::create(b, loc, max, cst(q.getEps().convertToFloat())),
+      cst(fp8max));
+  if (!out.getScaleType().isF32())
+    scale = arith::TruncFOp::create(
+        b, loc, RankedTensorType::get({}, out.getScaleType()), scale);
+  auto given = QuantizeOp::create(b, loc, out, x, scale, q.getEpsAttr(),
+                                  q.getExpandMinAttr());
+  q.getResult().replaceAllUsesWith(given.getResult());
+  q.erase();
+  return given;
+}
+
+namespace {
 
 /// A precision-flow op's fused per-tensor FP8 copy of one of its values: the
 /// value (`valueIndex`, or the FP8 result itself for forward ops, whose
@@ -102,47 +142,6 @@ static Type unquantizedElementType(Operation *op) {
 struct CoatGroupScalingPass
     : mlir::coat::impl::CoatGroupScalingBase<CoatGroupScalingPass> {
   using Base::Base;
-
-  /// quantize %x (per_tensor, derived scale) with %x produced by an op =>
-  /// absmax epilogue + reduce_scales + (max + eps) / fp8max + quantize scale.
-  void rewrite(QuantizeOp q, ::coat::Scaling partial) {
-    MLIRContext *ctx = q.getContext();
-    Location loc = q.getLoc();
-    Value x = q.getInput();
-    QTensorType out = q.getResult().getType();
-    auto f32 = Float32Type::get(ctx);
-    auto scalar = RankedTensorType::get({}, f32);
-
-    // The maxima are computed where %x is produced: right after its producer.
-    OpBuilder b(ctx);
-    b.setInsertionPointAfterValue(x);
-    auto shape = cast<ShapedType>(x.getType()).getShape();
-    auto partialType = RankedTensorType::get(
-        ::coat::scaleShape(toLayoutShape(shape), partial), f32);
-    auto absmax = AbsMaxOp::create(b, loc, partialType, x,
-                                   ScalingAttr::get(ctx, partial),
-                                   /*epilogue=*/b.getUnitAttr());
-
-    // The scale, derived as coat.quantize derives it (COAT.md §1.2).
-    b.setInsertionPoint(q);
-    Value max = ReduceScalesOp::create(b, loc, scalar, absmax.getResult());
-    float fp8max = ::coat::getFp8Traits(out.getFormat()).maxFinite;
-    auto cst = [&](float v) {
-      return arith::ConstantOp::create(
-          b, loc, DenseElementsAttr::get(scalar, b.getF32FloatAttr(v)));
-    };
-    Value scale = arith::DivFOp::create(
-        b, loc,
-        arith::AddFOp::create(b, loc, max, cst(q.getEps().convertToFloat())),
-        cst(fp8max));
-    if (!out.getScaleType().isF32())
-      scale = arith::TruncFOp::create(
-          b, loc, RankedTensorType::get({}, out.getScaleType()), scale);
-    auto given = QuantizeOp::create(b, loc, out, x, scale, q.getEpsAttr(),
-                                    q.getExpandMinAttr());
-    q.getResult().replaceAllUsesWith(given.getResult());
-    q.erase();
-  }
 
   /// Rebuilds `op` without its fused per-tensor copy: the copy becomes a
   /// derived per-tensor `coat.quantize` of the op's (unquantized) value, and
@@ -217,7 +216,7 @@ struct CoatGroupScalingPass
                        .getShape();
       // Without static row lengths there are no partial maxima to take the
       // scale from; the op keeps computing its copy itself.
-      if (partialScaling(shape, groupSize))
+      if (partialMaximaScaling(shape, groupSize))
         fused.emplace_back(op, *copy);
     });
     for (auto &[op, copy] : fused)
@@ -234,11 +233,11 @@ struct CoatGroupScalingPass
           !producer->getDialect() || !isa<CoatDialect>(producer->getDialect()))
         return;
       auto shape = cast<ShapedType>(q.getInput().getType()).getShape();
-      if (std::optional<::coat::Scaling> p = partialScaling(shape, groupSize))
+      if (std::optional<::coat::Scaling> p = partialMaximaScaling(shape, groupSize))
         work.emplace_back(q, *p);
     });
     for (auto &[q, partial] : work)
-      rewrite(q, partial);
+      splitDerivedPerTensorScale(q, partial, /*inProducer=*/true);
   }
 };
 

@@ -68,7 +68,7 @@
 // CHECK-NEXT: coat.linear wgrad %[[DGT]], %[[LNT]] :
 // CHECK-NEXT: coat.linear dgrad %[[DUQ]], %[[WUT]] :
 // CHECK-NEXT: coat.linear wgrad %[[DUT]], %[[LNT]] :
-// CHECK-NEXT: %[[DLN:.*]] = arith.addf
+// CHECK-NEXT: %[[DLN:.*]] = coat.residual_add_grad
 // CHECK-NEXT: coat.rmsnorm_grad %[[HQ]], %[[WN]], %[[RSTD]], %[[DLN]] :
 // The gradient handed upstream: per-tensor E5M2.
 // CHECK-NEXT: coat.residual_add_grad %[[DOUT]], {{.*}} -> tensor<4096x4096xbf16>, !coat.qtensor<4096x4096xf8E5M2, per_tensor, scale = bf16>
@@ -103,7 +103,8 @@
 // GS: coat.reduce_scales %[[PUP]]
 // GS: %[[SU:.*]] = arith.truncf
 // GS-NEXT: coat.quantize %[[DUP]] scale %[[SU]] : tensor<4096x11008xbf16>, tensor<bf16> -> !coat.qtensor<4096x11008xf8E5M2, per_tensor, scale = bf16>
-// GS: %[[DH:.*]] = coat.residual_add_grad {{.*}} -> tensor<4096x4096xbf16>{{$}}
+// GS: coat.rmsnorm_grad
+// GS-NEXT: %[[DH:.*]] = coat.residual_add_grad {{.*}} -> tensor<4096x4096xbf16>{{$}}
 // GS-NEXT: coat.absmax %[[DH]], per_group<16> epilogue
 // GS: coat.quantize %[[DH]] scale {{.*}} -> !coat.qtensor<4096x4096xf8E5M2, per_tensor, scale = bf16>
 // GS-NOT: coat.absmax

@@ -275,6 +275,55 @@ def CoatLowerActivations : Pass<"coat-lower-activations", "::mlir::ModuleOp"> {
     "::mlir::vector::VectorDialect"];
 }
 
+def CoatLowerReduceScales : Pass<"coat-lower-reduce-scales", "::mlir::ModuleOp"> {
+  let summary = "Lowers the second stage of group scaling to one kernel";
+  let description = [{
+    A kernel-spec function holding one `coat.reduce_scales` of an argument
+    (partial maxima or group scales, f32 or bf16, any shape), optionally
+    followed by arith ops on rank-0 tensors with splat constants (the
+    `(max + eps) / fp8max`, rounded to the scale type, that
+    coat-group-scaling and coat-outline-kernels write), returning one f32 or
+    bf16 rank-0 value, becomes one kernel (`op` "reduce_scales"):
+
+    - GPU: each CTA reads `block-size x 32` entries with 16-byte loads and
+      reduces them (warp shuffles, then workgroup memory); its maximum is
+      combined into word 0 of a two-word `workspace` with an unsigned
+      atomic max of the bit patterns (the entries are non-negative, so their
+      bits order like their values), and the CTA that finishes last (a
+      counter in word 1) runs the scalar arithmetic, stores the scale and
+      sets the workspace back to zero. The workspace must be zero before the
+      first launch; a kernel must not run on two streams at once with the
+      same workspace.
+    - CPU: a loop, then the same arithmetic.
+
+    A NaN among the entries makes the maximum NaN, as `torch.max` does in
+    COAT. Arguments: maxima (n), scale (1), workspace (2 x i32), n.
+
+    ```mlir
+    func.func @scale(%p: tensor<?x?xf32>) -> tensor<bf16> {
+      %m = coat.reduce_scales %p : tensor<?x?xf32> -> tensor<f32>
+      %eps = arith.constant dense<1.0e-10> : tensor<f32>
+      %max = arith.constant dense<448.0> : tensor<f32>
+      %a = arith.addf %m, %eps : tensor<f32>
+      %s = arith.divf %a, %max : tensor<f32>
+      %b = arith.truncf %s : tensor<f32> to tensor<bf16>
+      return %b : tensor<bf16>
+    }
+    ```
+  }];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"gpu\"",
+           "Where the kernels run: 'gpu' or 'cpu'">,
+    Option<"blockSize", "block-size", "int64_t", /*default=*/"512",
+           "Threads per GPU block (multiple of 32, <= 1024)">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
+    "::mlir::gpu::GPUDialect", "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect", "::mlir::vector::VectorDialect",
+    "::mlir::NVVM::NVVMDialect"];
+}
+
 //===----------------------------------------------------------------------===//
 // FP8 GEMM (owned with lib/Conversion/LinearToNVGPU)
 //===----------------------------------------------------------------------===//

@@ -142,4 +142,50 @@ def CoatGroupScaling : Pass<"coat-group-scaling"> {
                            "::mlir::arith::ArithDialect"];
 }
 
+def CoatOutlineKernels : Pass<"coat-outline-kernels", "::mlir::ModuleOp"> {
+  let summary = "Cuts model programs into kernel-spec functions";
+  let description = [{
+    The lowerings compile kernel-spec functions: one kernel's worth of coat
+    ops on function arguments. A model program, such as a Llama MLP block
+    after `coat-mixed-granularity` and `coat-group-scaling`, holds many. This
+    pass partitions each function with more than one coat op into kernels
+    and outlines each into a public kernel-spec function; the program becomes
+    a sequence of `func.call`s to them:
+
+    - a coat op, together with the `coat.absmax ... epilogue` maxima of its
+      results (computed in its epilogue);
+    - a `coat.quantize` together with the `coat.transpose`s of its result
+      (both layouts from one read);
+    - a `coat.reduce_scales` together with the scalar arithmetic on rank-0
+      tensors that turns the maximum into a scale (one small kernel, so the
+      scale never travels through the host);
+    - a per-tensor `coat.quantize` of a tensor from outside the program
+      (a weight, an incoming gradient) that still derives its scale is first
+      split like group scaling does, with a maxima kernel of its own
+      (`coat.absmax` without `epilogue`).
+
+    Kernel-spec functions keep the program's static shapes (the kernels take
+    their extents at run time); identical ones are outlined once and called
+    from every site. Ops that are not coat ops (other than constants and
+    the scalar scale arithmetic) are rejected: a program's tensor work must
+    be expressed in coat ops to be compiled.
+
+    ```mlir
+    %0 = call @block_k3_rmsnorm(%q, %w) : (...) -> (tensor<4096x4096xbf16>, tensor<4096xf32>, tensor<4096x256xf32>)
+    %1 = call @block_k4_scale_from_maxima(%0#2) : (tensor<4096x256xf32>) -> tensor<bf16>
+    %2:2 = call @block_k5_quantize_per_tensor_transpose(%0#0, %1) : ...
+    ```
+  }];
+  let options = [
+    Option<"groupSize", "group-size", "int64_t", /*default=*/"16",
+           "G of the partial maxima of entry tensors' per-tensor scales">,
+    Option<"dropPrograms", "drop-programs", "bool", /*default=*/"false",
+           "Erase the programs after outlining, leaving only the kernel specs "
+           "(for compiling them)">,
+  ];
+  let dependentDialects = ["::mlir::coat::CoatDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 #endif // COAT_TRANSFORMS_PASSES_TD

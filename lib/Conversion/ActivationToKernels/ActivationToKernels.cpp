@@ -853,16 +853,21 @@ void CoatLowerActivationsPass::runOnOperation() {
     return signalPassFailure();
   }
   bool gpu = target == "gpu";
-  // Kernel-spec functions are those holding one of our ops.
+  // Kernel-spec functions are those holding one of our ops and no other
+  // coat op: maxima in a producer's epilogue (`coat.absmax ... epilogue`)
+  // belong to the producer's kernel, which other lowerings own.
   SmallVector<func::FuncOp> specs;
   for (auto fn : module.getOps<func::FuncOp>()) {
     if (fn.isExternal())
       continue;
-    bool ours = false;
+    bool ours = false, others = false;
     fn.walk([&](Operation *op) {
-      ours |= isa<QuantizeOp, DequantizeOp, AbsMaxOp>(op);
+      if (isa<QuantizeOp, DequantizeOp, AbsMaxOp>(op))
+        ours = true;
+      else if (!isa<TransposeOp>(op) && isa<CoatDialect>(op->getDialect()))
+        others = true;
     });
-    if (ours)
+    if (ours && !others)
       specs.push_back(fn);
   }
   gpu::GPUModuleOp gpuModule;

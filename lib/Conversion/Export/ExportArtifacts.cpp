@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "coat/Conversion/Passes.h"
+#include "coat/Dialect/CoatDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -68,6 +69,20 @@ struct CoatExportManifestPass
   using Base::Base;
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    // The lowerings have run: a coat op still in a function is a kernel spec
+    // none of them took, which would otherwise fail later without a word
+    // about why.
+    WalkResult leftover = module.walk([&](Operation *op) {
+      if (!isa_and_nonnull<mlir::coat::CoatDialect>(op->getDialect()))
+        return WalkResult::advance();
+      auto fn = op->getParentOfType<func::FuncOp>();
+      op->emitError("no lowering takes this op")
+          << (fn ? " in kernel-spec function @" + fn.getSymName().str() : "")
+          << ": it has no kernel in this build or this form";
+      return WalkResult::interrupt();
+    });
+    if (leftover.wasInterrupted())
+      return signalPassFailure();
     if (std::error_code ec = llvm::sys::fs::create_directories(dir)) {
       module.emitError("cannot create '") << dir << "': " << ec.message();
       return signalPassFailure();

@@ -1,0 +1,282 @@
+//===- OutlineKernels.cpp - model programs to kernel-spec functions -------===//
+//
+// The lowerings turn kernel-spec functions (one kernel's worth of coat ops on
+// function arguments) into GPU kernels and CPU twins. A model program (after
+// coat-mixed-granularity and coat-group-scaling) holds many kernels' worth of
+// ops in one function; this pass cuts it into kernel-spec functions and
+// leaves the program as a sequence of calls to them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "coat/Dialect/CoatDialect.h"
+#include "coat/Transforms/GroupScaling.h"
+#include "coat/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace mlir::coat {
+#define GEN_PASS_DEF_COATOUTLINEKERNELS
+#include "coat/Transforms/Passes.h.inc"
+} // namespace mlir::coat
+
+using namespace mlir;
+using namespace mlir::coat;
+
+namespace {
+
+/// The ops of one kernel, in program order; `root` is where the call goes.
+struct KernelGroup {
+  Operation *root = nullptr;
+  SmallVector<Operation *> ops;
+  /// Whether every result of the group's ops is a kernel output (a kernel
+  /// writes all its outputs), or only those used outside the group (the
+  /// scalar arithmetic folded into a scale kernel).
+  bool allResults = true;
+};
+
+bool isCoatOp(Operation *op) {
+  return op->getDialect() && isa<CoatDialect>(op->getDialect());
+}
+
+/// Scalar arithmetic on rank-0 tensors (the derivation of a per-tensor scale
+/// from its maximum), which runs in the scale kernel's last thread.
+bool isScalarArith(Operation *op) {
+  if (!isa_and_nonnull<arith::ArithDialect>(op->getDialect()) ||
+      op->getNumResults() != 1)
+    return false;
+  auto t = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+  return t && t.getRank() == 0;
+}
+
+/// A short, readable name for the kernel a group becomes.
+std::string kernelSuffix(Operation *root) {
+  std::string name = root->getName().stripDialect().str();
+  if (auto linear = dyn_cast<LinearOp>(root))
+    name += "_" + stringifyLinearKind(linear.getKind()).str();
+  if (auto q = dyn_cast<QuantizeOp>(root)) {
+    if (q.getResult().getType().getScaling().isPerTensor())
+      name += "_per_tensor";
+    else
+      name += "_per_group";
+    if (llvm::any_of(q->getUsers(), [](Operation *u) {
+          return isa<TransposeOp>(u);
+        }))
+      name += "_transpose";
+  }
+  if (isa<ReduceScalesOp>(root))
+    name = "scale_from_maxima";
+  return name;
+}
+
+struct CoatOutlineKernelsPass
+    : mlir::coat::impl::CoatOutlineKernelsBase<CoatOutlineKernelsPass> {
+  using Base::Base;
+
+  /// Per-tensor quantizations of tensors that enter the program from
+  /// outside (weights, incoming gradients) still derive their scale; no
+  /// producer kernel can compute their maxima, so they get a maxima kernel
+  /// of their own, then the same two stages as group scaling.
+  LogicalResult splitEntryScales(func::FuncOp fn) {
+    SmallVector<QuantizeOp> work;
+    fn.walk([&](QuantizeOp q) {
+      if (!q.getScale() && q.getResult().getType().getScaling().isPerTensor())
+        work.push_back(q);
+    });
+    for (QuantizeOp q : work) {
+      auto shape = cast<ShapedType>(q.getInput().getType()).getShape();
+      std::optional<::coat::Scaling> partial =
+          partialMaximaScaling(shape, groupSize);
+      if (!partial)
+        return q.emitError("a per-tensor quantization needs a static row "
+                           "length to split its scale into partial maxima");
+      Operation *producer = q.getInput().getDefiningOp();
+      splitDerivedPerTensorScale(q, *partial,
+                                 /*inProducer=*/producer && isCoatOp(producer));
+    }
+    return success();
+  }
+
+  /// Partitions the ops of `fn` into kernels.
+  FailureOr<SmallVector<KernelGroup>> partition(func::FuncOp fn) {
+    SmallVector<KernelGroup> groups;
+    DenseMap<Operation *, size_t> groupOf;
+    auto join = [&](Operation *op, size_t g) {
+      groupOf[op] = g;
+      groups[g].ops.push_back(op);
+    };
+    for (Operation &op : fn.getBody().front().without_terminator()) {
+      if (groupOf.count(&op) || isa<arith::ConstantOp>(op))
+        continue;
+      // Maxima written by a producer's epilogue belong to its kernel.
+      if (auto a = dyn_cast<AbsMaxOp>(op); a && a.getEpilogue()) {
+        Operation *producer = a.getInput().getDefiningOp();
+        if (producer && groupOf.count(producer)) {
+          join(&op, groupOf[producer]);
+          continue;
+        }
+      }
+      // A transposed copy comes from the read that makes the row-major one.
+      if (auto t = dyn_cast<TransposeOp>(op)) {
+        Operation *producer = t.getInput().getDefiningOp();
+        if (producer && isa<QuantizeOp>(producer) && groupOf.count(producer)) {
+          join(&op, groupOf[producer]);
+          continue;
+        }
+        return op.emitError("no kernel makes this transposed copy: transpose "
+                            "the tensor where it is quantized");
+      }
+      if (!isCoatOp(&op))
+        return op.emitError("cannot outline '")
+               << op.getName()
+               << "' into a kernel: model programs must express tensor work "
+                  "as coat ops";
+      groups.push_back({&op, {}, true});
+      join(&op, groups.size() - 1);
+      if (!isa<ReduceScalesOp>(op))
+        continue;
+      // The scale kernel also runs the scalar arithmetic that turns the
+      // maximum into the scale.
+      groups.back().allResults = false;
+      SmallVector<Value> frontier(op.getResults());
+      while (!frontier.empty()) {
+        Value v = frontier.pop_back_val();
+        for (Operation *user : v.getUsers()) {
+          if (groupOf.count(user) || !isScalarArith(user))
+            continue;
+          join(user, groups.size() - 1);
+          llvm::append_range(frontier, user->getResults());
+        }
+      }
+      llvm::sort(groups.back().ops, [](Operation *a, Operation *b) {
+        return a->isBeforeInBlock(b);
+      });
+    }
+    return groups;
+  }
+
+  /// Makes the kernel-spec function of `group` (or finds an identical one)
+  /// and replaces the group by a call to it.
+  void outline(func::FuncOp fn, KernelGroup &group, unsigned index,
+               SymbolTable &symbols,
+               llvm::StringMap<func::FuncOp> &specsByBody) {
+    llvm::SmallPtrSet<Operation *, 8> inGroup(group.ops.begin(),
+                                              group.ops.end());
+    llvm::SetVector<Value> inputs;
+    SmallVector<Operation *> constants;
+    for (Operation *op : group.ops)
+      for (Value v : op->getOperands()) {
+        Operation *def = v.getDefiningOp();
+        if (def && inGroup.contains(def))
+          continue;
+        if (def && isa<arith::ConstantOp>(def)) {
+          if (!llvm::is_contained(constants, def))
+            constants.push_back(def);
+          continue;
+        }
+        inputs.insert(v);
+      }
+    SmallVector<Value> outputs;
+    for (Operation *op : group.ops)
+      for (Value r : op->getResults())
+        if (group.allResults || llvm::any_of(r.getUsers(), [&](Operation *u) {
+              return !inGroup.contains(u);
+            }))
+          outputs.push_back(r);
+
+    OpBuilder b(fn.getContext());
+    auto type = b.getFunctionType(ValueRange(inputs.getArrayRef()).getTypes(),
+                                  ValueRange(outputs).getTypes());
+    auto spec = func::FuncOp::create(
+        b, group.root->getLoc(),
+        (fn.getSymName() + "_k" + Twine(index) + "_" +
+         kernelSuffix(group.root))
+            .str(),
+        type);
+    Block *body = spec.addEntryBlock();
+    OpBuilder sb = OpBuilder::atBlockEnd(body);
+    IRMapping map;
+    map.map(inputs.getArrayRef(), body->getArguments());
+    for (Operation *c : constants)
+      sb.clone(*c, map);
+    for (Operation *op : group.ops)
+      sb.clone(*op, map);
+    SmallVector<Value> returned;
+    for (Value v : outputs)
+      returned.push_back(map.lookup(v));
+    func::ReturnOp::create(sb, group.root->getLoc(), returned);
+
+    // Identical kernels (same ops, types and attributes) are compiled once.
+    std::string key;
+    {
+      llvm::raw_string_ostream os(key);
+      spec.getFunctionType().print(os);
+      for (Operation &op : *body)
+        op.print(os, OpPrintingFlags().printGenericOpForm());
+    }
+    auto [it, fresh] = specsByBody.try_emplace(key, spec);
+    if (fresh)
+      symbols.insert(spec, fn->getIterator());
+    else
+      spec.erase();
+    func::FuncOp callee = it->second;
+
+    b.setInsertionPoint(group.root);
+    auto call = func::CallOp::create(b, group.root->getLoc(), callee,
+                                     inputs.getArrayRef());
+    for (auto [old, now] : llvm::zip(outputs, call.getResults()))
+      old.replaceAllUsesWith(now);
+    for (Operation *op : llvm::reverse(group.ops))
+      op->erase();
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (groupSize <= 0) {
+      module.emitError("coat-outline-kernels: group-size must be positive, "
+                       "got ")
+          << static_cast<int64_t>(groupSize);
+      return signalPassFailure();
+    }
+    // Programs: functions holding more than one coat op. (A function with
+    // one op, or one quantize with its transposed copy, is already a spec.)
+    SmallVector<func::FuncOp> programs;
+    for (auto fn : module.getOps<func::FuncOp>()) {
+      if (fn.isExternal() || !fn.getBody().hasOneBlock())
+        continue;
+      unsigned coatOps = 0;
+      fn.walk([&](Operation *op) { coatOps += isCoatOp(op); });
+      bool quantizeTranspose =
+          coatOps == 2 && llvm::any_of(fn.getOps<TransposeOp>(),
+                                       [](TransposeOp t) {
+                                         return t.getInput().getDefiningOp<
+                                             QuantizeOp>();
+                                       });
+      if (coatOps > 1 && !quantizeTranspose)
+        programs.push_back(fn);
+    }
+    SymbolTable symbols(module);
+    llvm::StringMap<func::FuncOp> specsByBody;
+    for (func::FuncOp fn : programs) {
+      if (failed(splitEntryScales(fn)))
+        return signalPassFailure();
+      FailureOr<SmallVector<KernelGroup>> groups = partition(fn);
+      if (failed(groups))
+        return signalPassFailure();
+      for (auto [i, group] : llvm::enumerate(*groups))
+        outline(fn, group, i, symbols, specsByBody);
+      // Constants only used by outlined kernels are dead now.
+      for (auto c : llvm::make_early_inc_range(fn.getOps<arith::ConstantOp>()))
+        if (c->use_empty())
+          c->erase();
+      if (dropPrograms)
+        fn.erase();
+    }
+  }
+};
+
+} // namespace

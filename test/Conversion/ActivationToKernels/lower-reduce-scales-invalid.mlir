@@ -1,0 +1,25 @@
+// RUN: coat-opt %s -coat-lower-reduce-scales -split-input-file -verify-diagnostics
+
+func.func @two_results(%p: tensor<?xf32>) -> (tensor<f32>, tensor<f32>) {
+  // expected-error @-1 {{a scale kernel returns one rank-0 value}}
+  %m = coat.reduce_scales %p : tensor<?xf32> -> tensor<f32>
+  return %m, %m : tensor<f32>, tensor<f32>
+}
+
+// -----
+
+func.func @argument_in_arith(%p: tensor<?xf32>, %e: tensor<f32>) -> tensor<f32> {
+  %m = coat.reduce_scales %p : tensor<?xf32> -> tensor<f32>
+  // expected-error @+1 {{the scalar arithmetic of a scale kernel may only use the maximum and constants}}
+  %a = arith.addf %m, %e : tensor<f32>
+  return %a : tensor<f32>
+}
+
+// -----
+
+func.func @tensor_arith(%p: tensor<4xf32>) -> tensor<f32> {
+  %m = coat.reduce_scales %p : tensor<4xf32> -> tensor<f32>
+  // expected-error @+1 {{a scale kernel may only hold arith ops on rank-0 tensors after its coat.reduce_scales}}
+  %x = arith.addf %p, %p : tensor<4xf32>
+  return %m : tensor<f32>
+}

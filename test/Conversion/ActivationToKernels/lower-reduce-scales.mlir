@@ -1,0 +1,53 @@
+// RUN: coat-opt %s -coat-lower-reduce-scales | FileCheck %s --check-prefix=GPU
+// RUN: coat-opt %s -coat-lower-reduce-scales=target=cpu | FileCheck %s --check-prefix=CPU
+// RUN: coat-opt %s -coat-lower-reduce-scales=block-size=256 | FileCheck %s --check-prefix=B256
+
+// The scale of a per-tensor E4M3 tensor from its partial maxima, as
+// coat-group-scaling writes it.
+func.func @scale(%p: tensor<?x?xf32>) -> tensor<bf16> {
+  %m = coat.reduce_scales %p : tensor<?x?xf32> -> tensor<f32>
+  %eps = arith.constant dense<1.0e-10> : tensor<f32>
+  %max = arith.constant dense<448.0> : tensor<f32>
+  %a = arith.addf %m, %eps : tensor<f32>
+  %s = arith.divf %a, %max : tensor<f32>
+  %b = arith.truncf %s : tensor<f32> to tensor<bf16>
+  return %b : tensor<bf16>
+}
+
+// On the GPU every CTA reads its slice with 16-byte loads issued before any use,
+// reduces through shuffles and workgroup memory, and the last CTA (a counter
+// in workspace[1]) computes the scale and clears the workspace.
+// GPU-LABEL: gpu.func @scale(
+// GPU-SAME: %[[MAX:.*]]: memref<?xf32>, %[[OUT:.*]]: memref<?xi16>, %[[WS:.*]]: memref<?xi32>, %[[N:.*]]: i64)
+// GPU-SAME: workgroup(%[[PW:.*]] : memref<16xi32, #gpu.address_space<workgroup>>)
+// GPU-SAME: launch = {block = [512, 1, 1], elements_per_block = 16384
+// GPU-SAME: op = "reduce_scales"
+// GPU-COUNT-8: vector.load %[[MAX]]{{.*}} {alignment = 16 : i64} : memref<?xf32>, vector<4xf32>
+// GPU: arith.maxnumf
+// GPU: arith.cmpf uno
+// GPU: gpu.shuffle  xor
+// GPU: memref.store %{{.*}}, %[[PW]]
+// GPU: gpu.barrier
+// GPU: arith.maxui
+// GPU: memref.atomic_rmw maxu %{{.*}}, %[[WS]][%{{.*}}]
+// GPU: %[[DONE:.*]] = memref.atomic_rmw addi %{{.*}}, %[[WS]]
+// GPU: arith.cmpi eq, %[[DONE]]
+// GPU: memref.atomic_rmw maxu
+// GPU: memref.atomic_rmw assign
+// GPU: memref.atomic_rmw assign
+// GPU: arith.addf %{{.*}} : f32
+// GPU-NEXT: arith.divf %{{.*}} : f32
+// GPU-NEXT: arith.truncf %{{.*}} : f32 to bf16
+// GPU-NEXT: arith.bitcast %{{.*}} : bf16 to i16
+// GPU: memref.store %{{.*}}, %[[OUT]]
+
+// B256: workgroup(%{{.*}} : memref<8xi32, #gpu.address_space<workgroup>>)
+// B256-SAME: elements_per_block = 8192
+
+// On the CPU, a loop that propagates NaN, then the same arithmetic.
+// CPU-LABEL: func.func @scale(
+// CPU: scf.for
+// CPU: arith.maximumf
+// CPU: arith.addf
+// CPU: arith.divf
+// CPU: arith.truncf

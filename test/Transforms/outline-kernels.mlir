@@ -1,0 +1,103 @@
+// RUN: coat-opt %s -coat-outline-kernels -split-input-file -verify-diagnostics | FileCheck %s
+// RUN: coat-opt %s -coat-outline-kernels=drop-programs -split-input-file -verify-diagnostics | FileCheck %s --check-prefix=DROP
+
+// A norm with its epilogue maxima, the scale kernel with its scalar
+// arithmetic, and a quantize with its transposed copy become three kernels;
+// the program calls them in order.
+// CHECK-LABEL: func.func @norm_k0_rmsnorm(
+// CHECK-SAME: %[[X:.*]]: !coat.qtensor<64x128xf8E4M3FN, per_group<16>, scale = bf16>, %[[W:.*]]: tensor<128xbf16>)
+// CHECK-SAME: -> (tensor<64x128xbf16>, tensor<64xf32>, tensor<64x8xf32>)
+// CHECK-NEXT: %[[Y:.*]], %[[R:.*]] = coat.rmsnorm %[[X]], %[[W]]
+// CHECK-NEXT: %[[P:.*]] = coat.absmax %[[Y]], per_group<16> epilogue
+// CHECK-NEXT: return %[[Y]], %[[R]], %[[P]]
+// CHECK-LABEL: func.func @norm_k1_scale_from_maxima(
+// CHECK-SAME: -> tensor<bf16>
+// CHECK-DAG: arith.constant dense<1.000000e-10> : tensor<f32>
+// CHECK-DAG: arith.constant dense<4.480000e+02> : tensor<f32>
+// CHECK: coat.reduce_scales
+// CHECK-NEXT: arith.addf
+// CHECK-NEXT: arith.divf
+// CHECK-NEXT: %[[S:.*]] = arith.truncf
+// CHECK-NEXT: return %[[S]] : tensor<bf16>
+// CHECK-LABEL: func.func @norm_k2_quantize_per_tensor_transpose(
+// CHECK: coat.quantize
+// CHECK-NEXT: coat.transpose
+// CHECK-LABEL: func.func @norm(
+// CHECK-NEXT: %[[K0:.*]]:3 = call @norm_k0_rmsnorm(%arg0, %arg1)
+// CHECK-NEXT: %[[K1:.*]] = call @norm_k1_scale_from_maxima(%[[K0]]#2)
+// CHECK-NEXT: %[[K2:.*]]:2 = call @norm_k2_quantize_per_tensor_transpose(%[[K0]]#0, %[[K1]])
+// CHECK-NEXT: return %[[K2]]#0, %[[K0]]#1, %[[K2]]#1
+// DROP-NOT: func.func @norm(
+func.func @norm(%x: !coat.qtensor<64x128xf8E4M3FN, per_group<16>, scale = bf16>, %w: tensor<128xbf16>)
+    -> (!coat.qtensor<64x128xf8E4M3FN, per_tensor, scale = bf16>, tensor<64xf32>,
+        !coat.qtensor<128x64xf8E4M3FN, per_tensor, scale = bf16>) {
+  %y, %rstd = coat.rmsnorm %x, %w eps = 1.0e-5
+      : !coat.qtensor<64x128xf8E4M3FN, per_group<16>, scale = bf16>, tensor<128xbf16>
+      -> tensor<64x128xbf16>, tensor<64xf32>
+  %p = coat.absmax %y, per_group<16> epilogue : tensor<64x128xbf16> -> tensor<64x8xf32>
+  %m = coat.reduce_scales %p : tensor<64x8xf32> -> tensor<f32>
+  %eps = arith.constant dense<1.0e-10> : tensor<f32>
+  %a = arith.addf %m, %eps : tensor<f32>
+  %max = arith.constant dense<448.0> : tensor<f32>
+  %s32 = arith.divf %a, %max : tensor<f32>
+  %s = arith.truncf %s32 : tensor<f32> to tensor<bf16>
+  %q = coat.quantize %y scale %s : tensor<64x128xbf16>, tensor<bf16> -> !coat.qtensor<64x128xf8E4M3FN, per_tensor, scale = bf16>
+  %t = coat.transpose %q : !coat.qtensor<64x128xf8E4M3FN, per_tensor, scale = bf16> -> !coat.qtensor<128x64xf8E4M3FN, per_tensor, scale = bf16>
+  return %q, %rstd, %t : !coat.qtensor<64x128xf8E4M3FN, per_tensor, scale = bf16>, tensor<64xf32>,
+      !coat.qtensor<128x64xf8E4M3FN, per_tensor, scale = bf16>
+}
+
+// -----
+
+// A per-tensor quantization of an argument (a weight) still derives its
+// scale: it gets a maxima kernel of its own (no epilogue to borrow), then the
+// scale and quantize kernels. Two weights of one shape share every kernel.
+// CHECK-LABEL: func.func @weights_k0_absmax(
+// CHECK-NEXT: coat.absmax %arg0, per_group<16> : tensor<32x64xbf16> -> tensor<32x4xf32>
+// CHECK-NOT: func.func @weights_k1_absmax
+// CHECK-LABEL: func.func @weights(
+// CHECK-NEXT: %[[A0:.*]] = call @weights_k0_absmax(%arg1)
+// CHECK-NEXT: %[[A1:.*]] = call @weights_k0_absmax(%arg0)
+// CHECK-NEXT: %[[S0:.*]] = call @weights_k2_scale_from_maxima(%[[A1]])
+// CHECK-NEXT: call @weights_k3_quantize_per_tensor(%arg0, %[[S0]])
+// CHECK-NEXT: %[[S1:.*]] = call @weights_k2_scale_from_maxima(%[[A0]])
+// CHECK-NEXT: call @weights_k3_quantize_per_tensor(%arg1, %[[S1]])
+func.func @weights(%w1: tensor<32x64xbf16>, %w2: tensor<32x64xbf16>)
+    -> (!coat.qtensor<32x64xf8E4M3FN, per_tensor, scale = bf16>,
+        !coat.qtensor<32x64xf8E4M3FN, per_tensor, scale = bf16>) {
+  %q1 = coat.quantize %w1 : tensor<32x64xbf16> -> !coat.qtensor<32x64xf8E4M3FN, per_tensor, scale = bf16>
+  %q2 = coat.quantize %w2 : tensor<32x64xbf16> -> !coat.qtensor<32x64xf8E4M3FN, per_tensor, scale = bf16>
+  return %q1, %q2 : !coat.qtensor<32x64xf8E4M3FN, per_tensor, scale = bf16>,
+      !coat.qtensor<32x64xf8E4M3FN, per_tensor, scale = bf16>
+}
+
+// -----
+
+// A function with one kernel's worth of ops is already a kernel spec.
+// CHECK-LABEL: func.func @spec(
+// CHECK-NEXT: coat.quantize
+// CHECK-NEXT: return
+func.func @spec(%x: tensor<?x?xbf16>) -> !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16> {
+  %q = coat.quantize %x : tensor<?x?xbf16> -> !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>
+  return %q : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>
+}
+
+// -----
+
+func.func @foreign(%x: tensor<16x32xbf16>, %y: tensor<16x32xbf16>) -> !coat.qtensor<16x32xf8E4M3FN, per_group<16>, scale = bf16> {
+  %q0 = coat.quantize %x : tensor<16x32xbf16> -> !coat.qtensor<16x32xf8E4M3FN, per_group<16>, scale = bf16>
+  // expected-error @+1 {{cannot outline 'arith.addf' into a kernel: model programs must express tensor work as coat ops}}
+  %s = arith.addf %x, %y : tensor<16x32xbf16>
+  %q = coat.quantize %s : tensor<16x32xbf16> -> !coat.qtensor<16x32xf8E4M3FN, per_group<16>, scale = bf16>
+  return %q : !coat.qtensor<16x32xf8E4M3FN, per_group<16>, scale = bf16>
+}
+
+// -----
+
+func.func @loose_transpose(%x: !coat.qtensor<16x32xf8E4M3FN, per_tensor>, %y: tensor<16x32xbf16>)
+    -> (!coat.qtensor<32x16xf8E4M3FN, per_tensor>, !coat.qtensor<16x32xf8E4M3FN, per_group<16>, scale = bf16>) {
+  // expected-error @+1 {{no kernel makes this transposed copy: transpose the tensor where it is quantized}}
+  %t = coat.transpose %x : !coat.qtensor<16x32xf8E4M3FN, per_tensor> -> !coat.qtensor<32x16xf8E4M3FN, per_tensor>
+  %q = coat.quantize %y : tensor<16x32xbf16> -> !coat.qtensor<16x32xf8E4M3FN, per_group<16>, scale = bf16>
+  return %t, %q : !coat.qtensor<32x16xf8E4M3FN, per_tensor>, !coat.qtensor<16x32xf8E4M3FN, per_group<16>, scale = bf16>
+}
