@@ -86,7 +86,8 @@ def to_device(a, device):
 
 
 def make_operands(kernel, shape, case, seed, device):
-    """(kernel arguments, f32 values the op sees) for every operand."""
+    """(kernel arguments, f32 values the op sees) for every operand; FP8
+    operands are 1xG (the ops' verifiers require it)."""
     args, G = args_of(kernel), kernel.spec.group_size
     launch, values = {}, {}
     for i, name in enumerate(kernel.config["operands"]):
@@ -96,16 +97,10 @@ def make_operands(kernel, shape, case, seed, device):
             fmt, scale = a.dtype, args[name + "_scale"]
             bf16_scale = scale.dtype == "bf16"
             x = activation(rng, shape, case, False)
-            if scale.extent == "groups":
-                codes, scales = ref.quantize_per_group(x, G, fmt, bf16_scale=bf16_scale)
-                kind = "per_group"
-            else:
-                codes, scales = ref.quantize_per_tensor(x, fmt, bf16_scale=bf16_scale)
-                kind = "per_tensor"
+            codes, scales = ref.quantize_per_group(x, G, fmt, bf16_scale=bf16_scale)
             if case == "nonfinite":
                 codes.reshape(-1)[3::101] = NAN_MASK[fmt]  # NaN codes in finite groups
-            values[name] = ref.dequantize(codes, scales, kind, fmt,
-                                          group_size=G if kind == "per_group" else 0)
+            values[name] = ref.dequantize(codes, scales, "per_group", fmt, group_size=G)
             launch[name] = to_device(codes, device)
             launch[name + "_scale"] = hp_array(scales.reshape(-1), scale.dtype, device)
         else:

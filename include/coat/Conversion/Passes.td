@@ -293,7 +293,7 @@ def CoatLowerPointwise : Pass<"coat-lower-pointwise", "::mlir::ModuleOp"> {
     `gpu.module @coat_flow_kernels`; `target=cpu`: a `func.func` twin with the
     same ABI) that makes one pass over memory:
 
-    - FP8 operands (`per_group<G>` or `per_tensor`) are read as codes plus
+    - 1xG FP8 operands (`per_group<G>`) are read as codes plus
       scales and dequantized, `x = f32(q) * s`; high-precision operands are
       widened to f32.
     - The op contributes only its f32 element math (COAT.md §3.4, evaluated

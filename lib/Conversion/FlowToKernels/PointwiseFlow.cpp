@@ -186,12 +186,11 @@ std::optional<PointwiseOpInfo> describe(Operation *op) {
 // The kernel spec
 //===----------------------------------------------------------------------===//
 
-/// An operand as the kernel reads it: FP8 codes + scales, or values.
+/// An operand as the kernel reads it: 1xG FP8 codes + scales, or values.
 struct KernelInput {
   std::string name;
   Type type;                    ///< the element type in memory (fp8 or hp)
   bool fp8 = false;
-  bool perTensor = false;       ///< one scale for the whole tensor
   Type scaleType;
   int valuesArg = -1, scaleArg = -1;
 };
@@ -286,17 +285,13 @@ FailureOr<PointwiseSpec> analyze(func::FuncOp fn) {
       k.fp8 = true;
       k.type = q.getElementType();
       k.scaleType = q.getScaleType();
-      if (s.kind == ::coat::ScalingKind::PerTensor) {
-        k.perTensor = true;
-      } else if (s.kind == ::coat::ScalingKind::PerGroup) {
-        if (failed(useGroup(op, spec.groupSize, s.groupSize,
-                            "operand '" + in.name.str() + "'")))
-          return failure();
-      } else {
+      if (s.kind != ::coat::ScalingKind::PerGroup)
         return op->emitError("operand '")
-               << in.name << "': pointwise kernels read per_group<G> and "
-               << "per_tensor FP8 only, got " << t;
-      }
+               << in.name << "': pointwise kernels read per_group<G> FP8, got "
+               << t;
+      if (failed(useGroup(op, spec.groupSize, s.groupSize,
+                          "operand '" + in.name.str() + "'")))
+        return failure();
     } else {
       k.type = cast<ShapedType>(t).getElementType();
     }
@@ -379,8 +374,7 @@ FailureOr<PointwiseSpec> analyze(func::FuncOp fn) {
   for (KernelInput &k : spec.inputs) {
     k.valuesArg = add(k.name, k.type, "n");
     if (k.fp8)
-      k.scaleArg =
-          add(k.name + "_scale", k.scaleType, k.perTensor ? "1" : "groups");
+      k.scaleArg = add(k.name + "_scale", k.scaleType, "groups");
   }
   for (KernelOutput &k : spec.outputs) {
     k.valuesArg = add(k.name, k.type, "n");
@@ -497,8 +491,8 @@ private:
       SmallVector<Value> x =
           acc.loadF32(args[in.valuesArg], in.type, alignment(lane, in.valuesArg));
       if (in.fp8) {
-        Value at = in.perTensor ? idx(0) : groupIndex(lane, tail);
-        Value s = loadScalarF32(b, args[in.scaleArg], in.scaleType, at);
+        Value s = loadScalarF32(b, args[in.scaleArg], in.scaleType,
+                                groupIndex(lane, tail));
         for (Value &xi : x)
           xi = f.mul(xi, s);
       }
