@@ -536,3 +536,15 @@ def residual_add_fwd(residual, branch, group_size: int = 16, fmt: str = "e4m3"):
                                             _format_id(fmt), _ptr(total), _ptr(codes),
                                             _ptr(scales)))
     return total, codes, scales
+
+
+def residual_add_bwd(a, b) -> np.ndarray:
+    """The f32 sum of two residual-stream gradients (COAT's add_bwd, §3.4);
+    its bf16 copy and per-tensor E5M2 copy derive from it. IEEE f32 addition,
+    as the library's residual_add_fwd computes its sum."""
+    a, b = _f32(a), _f32(b)
+    if a.shape != b.shape:
+        raise ValueError(f"shape mismatch {a.shape} vs {b.shape}")
+    with np.errstate(over="ignore"):  # overflow to inf is the answer
+        return np.add(a, b, dtype=np.float32)
+

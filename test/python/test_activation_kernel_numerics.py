@@ -11,7 +11,6 @@ the approximate `div.full.f32`; they can differ from all of these by one FP8
 step where x/s lands within an ulp of a rounding midpoint.)
 """
 
-import ml_dtypes
 import numpy as np
 import pytest
 
@@ -39,112 +38,9 @@ KERNELS = kernels()
 pytestmark = pytest.mark.skipif(
     not KERNELS, reason="no compiled activation kernels (ctest's compile-examples makes them)")
 
-try:
-    import torch
-
-    HAVE_CUDA = torch.cuda.is_available()
-except ImportError:  # pragma: no cover
-    torch, HAVE_CUDA = None, False
-
-DEVICES = ["cpu"] + (["cuda"] if HAVE_CUDA else [])
-SHAPES = [(1, 16), (3, 48), (257, 80), (1000, 1040)]
-CASES = ["random", "zeros", "nonfinite", "denormal", "wide", "equal"]
-NAN_MASK = {"e4m3": 0x7F, "e5m2": 0x7C}
-
-
-def shape_for(kernel, rows, cols):
-    """per_group<G> needs G | cols: widen cols to the next multiple of G."""
-    g = kernel.spec.group_size
-    if g and cols % g:
-        cols = -(-cols // g) * g
-    return rows, cols
-
-
-def activation(rng, shape, case, bf16):
-    rows, cols = shape
-    x = (rng.standard_normal(shape) * np.exp(rng.uniform(-8, 8, shape))).astype(np.float32)
-    if case == "zeros":
-        x[:, : cols // 2] = 0  # whole zero groups, and an all-zero 1x16
-        if rows == 1:
-            x[:] = 0
-    elif case == "nonfinite":
-        flat = x.reshape(-1)
-        flat[:: 97] = np.nan
-        flat[5 :: 211] = np.inf
-        flat[7 :: 307] = -np.inf
-    elif case == "denormal":
-        x *= np.float32(1e-39)  # f32 (and bf16) denormals, some exact zeros
-    elif case == "wide":
-        x *= np.exp(rng.uniform(-30, 30, shape)).astype(np.float32)
-        x.reshape(-1)[::13] = np.float32(3e38)
-    elif case == "equal":
-        x = np.where(rng.uniform(size=shape) < 0.5, -0.3, 0.3).astype(np.float32)
-    return ref.bf16_round(x) if bf16 else x
-
-
-def hp_array(x, dtype, device):
-    """f32 values (bf16-exact for bf16) -> a buffer of the manifest dtype."""
-    if dtype == "bf16":
-        bits = ref.bf16_encode(x)
-        if device == "cuda":
-            return torch.from_numpy(bits.view(np.int16)).cuda().view(torch.bfloat16)
-        return bits.view(ml_dtypes.bfloat16)
-    return torch.from_numpy(x.copy()).cuda() if device == "cuda" else x.copy()
-
-
-def hp_values(a, dtype):
-    """A buffer of the manifest dtype -> f32 values."""
-    if torch is not None and isinstance(a, torch.Tensor):
-        a = (a.view(torch.int16).cpu().numpy().view(np.uint16) if dtype == "bf16"
-             else a.cpu().numpy())
-    elif dtype == "bf16":
-        a = a.view(np.uint16)
-    return ref.bf16_decode(a) if dtype == "bf16" else np.asarray(a, dtype=np.float32)
-
-
-def empty(shape, dtype, device):
-    """An output buffer filled with garbage (NaN, or code 0x55)."""
-    if device == "cuda":
-        t = {"f32": torch.float32, "bf16": torch.bfloat16}.get(dtype)
-        if t is None:
-            return torch.full(shape, 0x55, dtype=torch.uint8, device="cuda")
-        return torch.full(shape, float("nan"), dtype=t, device="cuda")
-    if dtype in ("f32", "bf16"):
-        return np.full(shape, np.nan, np.float32).astype(
-            np.float32 if dtype == "f32" else ml_dtypes.bfloat16)
-    return np.full(shape, 0x55, np.uint8)
-
-
-def codes_of(a):
-    if torch is not None and isinstance(a, torch.Tensor):
-        a = a.cpu().numpy()
-    return np.asarray(a).view(np.uint8)
-
-
-def assert_codes_equal(got, want, fmt, what):
-    got, want = codes_of(got).reshape(-1), np.asarray(want).reshape(-1)
-    m = NAN_MASK[fmt]
-    nan_g, nan_w = (got & m) == m, (want & m) == m
-    assert np.array_equal(nan_g, nan_w), f"{what}: NaN codes differ"
-    bad = np.flatnonzero((got != want) & ~nan_w)
-    assert bad.size == 0, (f"{what}: {bad.size} codes differ, first at {bad[0]}: "
-                           f"{got[bad[0]]:#04x} vs {want[bad[0]]:#04x}")
-
-
-def assert_values_equal(got, want, what):
-    """Bitwise as f32, NaNs equal to NaNs."""
-    got, want = np.asarray(got, np.float32).reshape(-1), np.asarray(want, np.float32).reshape(-1)
-    nan = np.isnan(want)
-    assert np.array_equal(np.isnan(got), nan), f"{what}: NaNs differ"
-    bad = np.flatnonzero((got.view(np.uint32) != want.view(np.uint32)) & ~nan)
-    assert bad.size == 0, (f"{what}: {bad.size} values differ, first at {bad[0]}: "
-                           f"{got[bad[0]]!r} vs {want[bad[0]]!r}")
-
-
-def sync(device):
-    if device == "cuda":
-        torch.cuda.synchronize()
-
+from kernel_io import (CASES, DEVICES, SHAPES, activation,  # noqa: E402
+                       assert_codes_equal, assert_values_equal, empty, hp_array,
+                       hp_values, shape_for, sync, torch)
 
 def check_quantize(kernel, device, shape, case, seed):
     cfg = kernel.config

@@ -70,7 +70,48 @@ struct F32Emitter {
   Value eq(Value x, Value y);
   /// True for finite values (not NaN, not +-inf).
   Value isFinite(Value x);
+  /// Correctly rounded on neither target: libm `expf`/`erff` on the CPU,
+  /// libdevice `__nv_expf`/`__nv_erff` on the GPU (within 2 ulp).
+  Value exp(Value x);
+  Value erf(Value x);
+  /// `x` rounded to the narrower float type `t` (RNE) and widened back.
+  Value roundTo(Value x, Type t);
 };
+
+/// Loads buffer[idx] of a scale-like buffer (f32, or a narrower float stored
+/// as `laneStorageType`) as f32.
+Value loadScalarF32(ImplicitLocOpBuilder &b, Value buffer, Type logical,
+                    Value idx);
+/// Stores an f32 value that is exact in `logical` to buffer[idx].
+void storeScalarF32(OpBuilder &b, Location loc, Value buffer, Type logical,
+                    Value v, Value idx);
+
+/// `max |x|` over the values of the lane's group (NaN is skipped, as fmax
+/// does; an all-NaN group gives 0); every lane receives it.
+Value groupMaxAbs(F32Emitter &f, const GroupLane &lane, ArrayRef<Value> xs);
+
+/// How COAT derives a 1xG scale and the values to convert to FP8
+/// (COAT.md §1.2, §3.1).
+struct GroupQuantization {
+  float eps;       ///< added to the group maximum (1e-10 for activations)
+  float fp8Max;    ///< largest finite value of the FP8 format
+  Type scaleType;  ///< f32 or bf16: the stored scale is rounded to it
+  /// Multiply by an approximate reciprocal of the scale instead of an IEEE
+  /// division (GPU only; codes may move by one FP8 step).
+  bool approxDivision = false;
+};
+
+/// The group's scale and a lane's values divided by it.
+struct QuantizedLane {
+  Value scale;                ///< f32, exact in the scale type
+  SmallVector<Value> scaled;  ///< x / scale, for the RNE-saturating cvt
+};
+
+/// `s = round((max_group |x| + eps) / fp8max)` with IEEE division (the scale
+/// is stored, so both targets must agree on it), then `x / s` with the
+/// rounded `s`. Truncating `scaled` to the FP8 type gives COAT's codes.
+QuantizedLane quantizeGroup(F32Emitter &f, const GroupLane &lane,
+                            ArrayRef<Value> x, const GroupQuantization &q);
 
 
 /// How a buffer of float type `logical` is declared in a kernel: f32 as

@@ -325,6 +325,82 @@ def CoatLowerReduceScales : Pass<"coat-lower-reduce-scales", "::mlir::ModuleOp">
 }
 
 //===----------------------------------------------------------------------===//
+// Pointwise precision-flow kernels (owned with lib/Conversion/FlowToKernels)
+//===----------------------------------------------------------------------===//
+
+def CoatLowerPointwise : Pass<"coat-lower-pointwise", "::mlir::ModuleOp"> {
+  let summary = "Lowers kernel-spec functions holding a pointwise precision-flow "
+                "op to GPU kernels or CPU functions";
+  let description = [{
+    A *kernel-spec function* holds one pointwise precision-flow op
+    (`coat.silu`, `silu_grad`, `gelu`, `gelu_grad`, `swiglu_mul`,
+    `swiglu_mul_grad`, `residual_add`, `residual_add_grad`) on 2-D
+    `[rows, cols]` operands that are function arguments, followed by any
+    `coat.absmax ... per_group<G> epilogue` of its high-precision results,
+    and returns the op's results, then the maxima, in that order. Each
+    becomes one kernel of the function's name (`target=gpu`: a `gpu.func` in
+    `gpu.module @coat_flow_kernels`; `target=cpu`: a `func.func` twin with the
+    same ABI) that makes one pass over memory:
+
+    - 1xG FP8 operands (`per_group<G>`) are read as codes plus
+      scales and dequantized, `x = f32(q) * s`; high-precision operands are
+      widened to f32.
+    - The op contributes only its f32 element math (COAT.md §3.4, evaluated
+      in the order of the reference library, `lib/Numerics/Activations.cpp`).
+    - A high-precision result is rounded to its type and stored; its epilogue
+      maxima are `max |.|` of the stored values per group, written as f32 (the
+      first stage of group scaling: the per-tensor scale comes from them, and
+      no kernel re-reads the result to find it).
+    - A `per_group<G>` FP8 result is quantized from the f32 values as
+      `coat.quantize` does: `s = bf16((max|y| + 1e-10) / fp8max)` (IEEE
+      division), codes `cvt.rn.satfinite(y / s)`.
+
+    Per-tensor FP8 results and transposed copies need the maximum of the
+    whole tensor: `coat-group-scaling` turns them into high-precision results
+    with epilogue maxima and a separate `coat.quantize`, which is what this
+    pass takes.
+
+    All grouped operands, results and maxima of a kernel share one group size
+    G (a power of two <= 1024 that divides `cols`). On the GPU a lane holds
+    E = min(16, G) consecutive elements (16-byte FP8 accesses, 16/32/64-byte
+    high-precision ones), G/E adjacent lanes form a group and combine maxima
+    with `gpu.shuffle xor`; each thread handles `lanes-per-thread` lanes
+    whose loads are all issued before any math. Blocks that lie wholly inside
+    the tensor take an unmasked path; the last one masks its tail, so any
+    `rows x cols` works. The ABI (docs/manifest.md): per operand its codes
+    and `<name>_scale`, or its values; per result its values, or codes and
+    `<name>_scale`; per maximum `<result>_absmax`; then `rows`, `cols`.
+
+    ```mlir
+    func.func @swiglu(%a: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>,
+                      %b: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>)
+        -> (tensor<?x?xbf16>, tensor<?x?xf32>) {
+      %y = coat.swiglu_mul %a, %b
+          : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>,
+            !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>
+          -> tensor<?x?xbf16>
+      %m = coat.absmax %y, per_group<16> epilogue : tensor<?x?xbf16> -> tensor<?x?xf32>
+      return %y, %m : tensor<?x?xbf16>, tensor<?x?xf32>
+    }
+    ```
+  }];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"gpu\"",
+           "Where the kernels run: 'gpu' or 'cpu'">,
+    Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
+           "Threads per GPU block (multiple of 32)">,
+    Option<"lanesPerThread", "lanes-per-thread", "int64_t", /*default=*/"1",
+           "GPU: lanes (E elements each) per thread, strided by the block "
+           "size; more keeps more bytes in flight per thread">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
+    "::mlir::gpu::GPUDialect", "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect"];
+}
+
+//===----------------------------------------------------------------------===//
 // FP8 GEMM (owned with lib/Conversion/LinearToNVGPU)
 //===----------------------------------------------------------------------===//
 

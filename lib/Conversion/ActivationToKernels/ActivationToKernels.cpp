@@ -131,34 +131,6 @@ ActArgs bindArgs(ValueRange args, ArrayRef<AbiArg> abi) {
   return a;
 }
 
-/// Loads scale[idx] (f32, or bf16 stored as i16) as f32.
-Value loadScale(ImplicitLocOpBuilder &b, Value buffer, Type logical,
-                Value idx) {
-  Value v = memref::LoadOp::create(b, buffer, ValueRange{idx});
-  if (logical.isF32())
-    return v;
-  v = arith::BitcastOp::create(b, logical, v);
-  return arith::ExtFOp::create(b, b.getF32Type(), v);
-}
-
-/// Stores an f32 value that is exact in `logical` to buffer[idx].
-void storeScale(OpBuilder &b, Location loc, Value buffer, Type logical,
-                Value v, Value idx) {
-  if (!logical.isF32()) {
-    v = arith::TruncFOp::create(b, loc, logical, v);
-    v = arith::BitcastOp::create(b, loc, laneStorageType(logical), v);
-  }
-  memref::StoreOp::create(b, loc, v, buffer, ValueRange{idx});
-}
-
-/// Rounds an f32 scale to the scale type (bf16: RNE) and back to f32.
-Value roundScale(ImplicitLocOpBuilder &b, Value s, Type scaleType) {
-  if (scaleType.isF32())
-    return s;
-  Value narrow = arith::TruncFOp::create(b, scaleType, s);
-  return arith::ExtFOp::create(b, b.getF32Type(), narrow);
-}
-
 /// `x / s`, as an IEEE division, or as `x * rcp(s)` with `inv` given.
 Value divideByScale(F32Emitter &f, Value x, Value s, Value inv) {
   return inv ? f.mul(x, inv) : f.div(x, s);
@@ -192,15 +164,9 @@ private:
   /// Stores `v` to buffer[group] from the group's first lane.
   void storeFromLeader(Value buffer, Type logical, Value v) {
     scf::IfOp::create(b, isGroupLeader, [&](OpBuilder &nb, Location loc) {
-      storeScale(nb, loc, buffer, logical, v, lane.group);
+      storeScalarF32(nb, loc, buffer, logical, v, lane.group);
       scf::YieldOp::create(nb, loc);
     });
-  }
-  Value groupMaxAbs(ArrayRef<Value> xs) {
-    Value m = f.c(0.0);
-    for (Value x : xs)
-      m = f.maxnum(m, f.abs(x)); // NaN is skipped, as fmax does
-    return lane.allReduce(b, m, GroupReduceKind::MaxNum);
   }
 
   ImplicitLocOpBuilder &b;
@@ -235,23 +201,17 @@ void FlatLaneEmitter::emit() {
   case ActKind::QuantizeGroup: {
     SmallVector<Value> x = access.loadF32(args.input, spec.hpType,
                                           alignment(args.input));
-    Value amax = groupMaxAbs(x);
-    // IEEE on both targets: the scale is stored, so it must match exactly.
-    Value s = arith::DivFOp::create(
-        b, f.add(amax, f.c(spec.eps)), f.c(spec.fp8Max()));
-    s = roundScale(b, s, spec.scaleType);
-    Value inv = approxDivision ? f.div(f.c(1.0), s) : Value();
-    SmallVector<Value> q;
-    for (Value xi : x)
-      q.push_back(divideByScale(f, xi, s, inv));
-    access.storeF32(args.codes, q, fp8, alignment(args.codes));
-    storeFromLeader(args.scale, spec.scaleType, s);
+    QuantizedLane q = quantizeGroup(
+        f, lane, x,
+        {spec.eps, spec.fp8Max(), spec.scaleType, approxDivision});
+    access.storeF32(args.codes, q.scaled, fp8, alignment(args.codes));
+    storeFromLeader(args.scale, spec.scaleType, q.scale);
     return;
   }
   case ActKind::QuantizeScaled: {
     SmallVector<Value> x = access.loadF32(args.input, spec.hpType,
                                           alignment(args.input));
-    Value s = loadScale(b, args.scale, spec.scaleType, idx(0));
+    Value s = loadScalarF32(b, args.scale, spec.scaleType, idx(0));
     Value inv = approxDivision ? f.div(f.c(1.0), s) : Value();
     SmallVector<Value> q;
     for (Value xi : x)
@@ -273,7 +233,7 @@ void FlatLaneEmitter::emit() {
           b, arith::MaxUIOp::create(b, groups, idx(1)), idx(1));
       sIdx = arith::MinUIOp::create(b, lane.group, last);
     }
-    Value s = loadScale(b, args.scale, spec.scaleType, sIdx);
+    Value s = loadScalarF32(b, args.scale, spec.scaleType, sIdx);
     SmallVector<Value> x;
     for (Value qi : q)
       x.push_back(f.mul(qi, s));
@@ -283,7 +243,7 @@ void FlatLaneEmitter::emit() {
   case ActKind::AbsMax: {
     SmallVector<Value> x = access.loadF32(args.input, spec.hpType,
                                           alignment(args.input));
-    storeFromLeader(args.absmax, b.getF32Type(), groupMaxAbs(x));
+    storeFromLeader(args.absmax, b.getF32Type(), groupMaxAbs(f, lane, x));
     return;
   }
   case ActKind::QuantizeTranspose:
@@ -350,7 +310,7 @@ void emitTransposeGpu(ImplicitLocOpBuilder &b, const ActSpec &spec,
   };
   Value aligned = arith::AndIOp::create(b, divisible(cols, 16),
                                         divisible(rows, 16));
-  Value s = loadScale(b, args.scale, spec.scaleType, cidx(0));
+  Value s = loadScalarF32(b, args.scale, spec.scaleType, cidx(0));
   Value inv = approxDivision ? f.div(f.c(1.0), s) : Value();
 
   auto loop = scf::ForOp::create(b, bid, numTiles, nBlocks);
@@ -498,7 +458,7 @@ void emitTransposeCpu(ImplicitLocOpBuilder &b, const ActSpec &spec,
   auto cidx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
   Value rows = arith::IndexCastOp::create(b, b.getIndexType(), args.rows);
   Value cols = arith::IndexCastOp::create(b, b.getIndexType(), args.cols);
-  Value s = loadScale(b, args.scale, spec.scaleType, cidx(0));
+  Value s = loadScalarF32(b, args.scale, spec.scaleType, cidx(0));
   Type fp8 = getFp8Type(b.getContext(), spec.format);
   auto outer = scf::ForOp::create(b, cidx(0), rows, cidx(1));
   b.setInsertionPointToStart(outer.getBody());

@@ -5,6 +5,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
@@ -104,6 +105,61 @@ Value F32Emitter::eq(Value x, Value y) {
 Value F32Emitter::isFinite(Value x) {
   // |x| < inf is false for NaN and for +-inf.
   return lt(abs(x), c(std::numeric_limits<float>::infinity()));
+}
+
+Value F32Emitter::exp(Value x) { return math::ExpOp::create(b, x); }
+Value F32Emitter::erf(Value x) { return math::ErfOp::create(b, x); }
+Value F32Emitter::roundTo(Value x, Type t) {
+  if (t == x.getType())
+    return x;
+  Value narrow = arith::TruncFOp::create(b, t, x);
+  return arith::ExtFOp::create(b, x.getType(), narrow);
+}
+
+Value mlir::coat::loadScalarF32(ImplicitLocOpBuilder &b, Value buffer,
+                                Type logical, Value idx) {
+  Value v = memref::LoadOp::create(b, buffer, ValueRange{idx});
+  if (logical.isF32())
+    return v;
+  v = arith::BitcastOp::create(b, logical, v);
+  return arith::ExtFOp::create(b, b.getF32Type(), v);
+}
+
+void mlir::coat::storeScalarF32(OpBuilder &b, Location loc, Value buffer,
+                                Type logical, Value v, Value idx) {
+  if (!logical.isF32()) {
+    v = arith::TruncFOp::create(b, loc, logical, v);
+    v = arith::BitcastOp::create(b, loc, laneStorageType(logical), v);
+  }
+  memref::StoreOp::create(b, loc, v, buffer, ValueRange{idx});
+}
+
+Value mlir::coat::groupMaxAbs(F32Emitter &f, const GroupLane &lane,
+                              ArrayRef<Value> xs) {
+  Value m = f.c(0.0);
+  for (Value x : xs)
+    m = f.maxnum(m, f.abs(x));
+  return lane.allReduce(f.b, m, GroupReduceKind::MaxNum);
+}
+
+QuantizedLane mlir::coat::quantizeGroup(F32Emitter &f, const GroupLane &lane,
+                                        ArrayRef<Value> x,
+                                        const GroupQuantization &q) {
+  ImplicitLocOpBuilder &b = f.b;
+  Value amax = groupMaxAbs(f, lane, x);
+  Value s = arith::DivFOp::create(b, f.add(amax, f.c(q.eps)), f.c(q.fp8Max));
+  s = f.roundTo(s, q.scaleType);
+  QuantizedLane out{s, {}};
+  if (q.approxDivision) {
+    F32Emitter approx{b, /*approx=*/true};
+    Value inv = approx.div(f.c(1.0), s);
+    for (Value xi : x)
+      out.scaled.push_back(f.mul(xi, inv));
+  } else {
+    for (Value xi : x)
+      out.scaled.push_back(arith::DivFOp::create(b, xi, s));
+  }
+  return out;
 }
 
 Type mlir::coat::laneStorageType(Type logical) {

@@ -1,0 +1,52 @@
+// The PTX that matters: 16-byte global accesses, the hardware FP8
+// conversions (E5M2 copies of gradients are per-tensor: coat-group-scaling
+// leaves them to the quantize kernels), shuffles for groups spanning lanes, IEEE
+// divisions with no mul+add contraction of the element math (mul.rn/add.rn),
+// and no local-memory spills.
+// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-pointwise{target=gpu},coat-gpu-to-binary{format=isa})' \
+// RUN:   | sed -e 's/\\0A/\n/g' -e 's/\\09/ /g' | FileCheck %s
+
+// CHECK-LABEL: .visible .entry silu_e4m3(
+// CHECK-NOT: .local
+// CHECK: ld.global.v4.b32
+// CHECK: cvt.rn.f16x2.e4m3x2
+// CHECK: div.rn.f32
+// CHECK: cvt.rn.satfinite.e4m3x2.f32
+// CHECK: st.global.v4.b32
+// CHECK-LABEL: .visible .entry residual_add_g64(
+// CHECK-NOT: .local
+// CHECK: ld.global.v4.b32
+// CHECK: add.rn.f32
+// CHECK: shfl.sync.bfly.b32 {{.*}}, 2, 31, -1;
+// CHECK: shfl.sync.bfly.b32 {{.*}}, 1, 31, -1;
+// CHECK: cvt.rn.satfinite.e4m3x2.f32
+// CHECK-LABEL: .visible .entry swiglu_mul_grad_e4m3(
+// CHECK-NOT: .local
+// CHECK: mul.rn.f32
+// CHECK-NOT: .local
+
+func.func @silu_e4m3(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>)
+    -> !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16> {
+  %y = coat.silu %x : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>
+      -> !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>
+  return %y : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>
+}
+
+func.func @residual_add_g64(%r: tensor<?x?xbf16>, %b: tensor<?x?xbf16>)
+    -> (tensor<?x?xbf16>, !coat.qtensor<?x?xf8E4M3FN, per_group<64>, scale = bf16>) {
+  %s, %q = coat.residual_add %r, %b : tensor<?x?xbf16>, tensor<?x?xbf16>
+      -> tensor<?x?xbf16>, !coat.qtensor<?x?xf8E4M3FN, per_group<64>, scale = bf16>
+  return %s, %q : tensor<?x?xbf16>, !coat.qtensor<?x?xf8E4M3FN, per_group<64>, scale = bf16>
+}
+
+func.func @swiglu_mul_grad_e4m3(%a: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>,
+                                %b: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>,
+                                %dy: tensor<?x?xbf16>)
+    -> (tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?x?xf32>) {
+  %d1, %d2 = coat.swiglu_mul_grad %a, %b, %dy
+      : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>,
+        !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, tensor<?x?xbf16>
+      -> tensor<?x?xbf16>, tensor<?x?xbf16>
+  %m = coat.absmax %d2, per_group<16> epilogue : tensor<?x?xbf16> -> tensor<?x?xf32>
+  return %d1, %d2, %m : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?x?xf32>
+}

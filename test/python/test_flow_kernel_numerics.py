@@ -1,0 +1,246 @@
+"""The compiled pointwise precision-flow kernels of examples/flow (CPU twin in
+CI, GPU kernel where CUDA is available) against the host reference library,
+on random and adversarial inputs and odd shapes.
+
+Each kernel is checked generically from its manifest record: FP8 operands get
+1xG codes + scales made by the library's quantizer (so NaN codes, infinite and
+denormal scales occur), high-precision operands get bf16 values; the library
+computes the op's f32 math (reference.silu_fwd ... on the dequantized values)
+and from it the expected results: high-precision values rounded to their
+dtype, 1xG FP8 codes + bf16 scales (reference.quantize_per_group), and the
+epilogue maxima (max |stored value| per group).
+
+CPU twin: bit for bit, everything. The twin evaluates each formula in the
+library's order with IEEE division and calls the same libm expf/erff.
+
+GPU: the kernels divide by the scale with an IEEE division and compute the
+scales exactly as the library does, so ops without special functions
+(swiglu_mul, residual_add and their gradients) must match bit for bit. The
+others (silu, gelu and their gradients) call libdevice's __nv_expf/__nv_erff,
+which may differ from glibc by an ulp or two; near the zero of 1 + erf(x) and
+of the SiLU derivative that ulp is amplified by cancellation. There a value
+passes if it is within one bf16 ulp of the library's, or within
+16 * 2^-23 * |dy| * (1 + |x|) of it (a few f32 ulps of the terms that cancel;
+dy = 1 in the forward ops). A 1xG FP8 result must have scales within one bf16
+ulp, and codes equal to cvt(y_library / scale_kernel) except for at most 0.1%
+(and at least 2) that are one FP8 step away. NaN and infinity must match
+exactly everywhere. NaN codes are compared as "NaN or not": the sign of a
+NaN made by arithmetic differs between x86 and the GPU.
+"""
+
+import numpy as np
+import pytest
+
+import coat
+from coat import _paths, reference as ref
+
+if not ref.is_available():
+    pytest.skip("libcoat_reference.so is not built", allow_module_level=True)
+
+from kernel_io import (CASES, DEVICES, NAN_MASK, activation,  # noqa: E402
+                       assert_codes_equal, assert_values_equal, codes_of, empty,
+                       hp_array, hp_values, sync, torch)
+
+# f32 math of each op on the dequantized operands -> the values of each result
+# (a quantized copy of a result has the same values).
+MATH = {
+    "silu": lambda v: {"y": ref.silu_fwd(v["x"])},
+    "silu_grad": lambda v: dict.fromkeys(("dx", "dx_q"), ref.silu_bwd(v["x"], v["dy"])),
+    "gelu": lambda v: {"y": ref.gelu_fwd(v["x"])},
+    "gelu_grad": lambda v: dict.fromkeys(("dx", "dx_q"), ref.gelu_bwd(v["x"], v["dy"])),
+    "swiglu_mul": lambda v: {"y": ref.swiglu_mul_fwd(v["x1"], v["x2"])},
+    "swiglu_mul_grad": lambda v: dict(zip(("dx1", "dx2"), ref.swiglu_mul_bwd(
+        v["x1"], v["x2"], v["dy"])), dx2_q=ref.swiglu_mul_bwd(v["x1"], v["x2"], v["dy"])[1]),
+    "residual_add": lambda v: dict.fromkeys(
+        ("sum", "sum_q"), ref.residual_add_bwd(v["residual"], v["branch"])),
+    "residual_add_grad": lambda v: dict.fromkeys(("sum", "sum_q"),
+                                                 ref.residual_add_bwd(v["a"], v["b"])),
+}
+# Ops whose GPU kernel calls a special function (expf, erff): see the docstring.
+SPECIAL_FUNCTIONS = {"silu", "silu_grad", "gelu", "gelu_grad"}
+SHAPES = [(1, 16), (3, 48), (256, 64), (257, 80), (1000, 1040)]
+
+
+def kernels():
+    out = []
+    for d in _paths.default_kernel_dirs():
+        try:
+            mod = coat.load(d)
+        except coat.ManifestError:
+            continue
+        out += [k for k in mod.kernels.values() if k.spec.op in MATH and k.spec.cpu_symbol]
+    return out
+
+
+KERNELS = kernels()
+pytestmark = pytest.mark.skipif(
+    not KERNELS, reason="no compiled flow kernels (ctest's compile-examples makes them)")
+
+
+def args_of(kernel):
+    return {a.name: a for a in kernel.spec.memrefs}
+
+
+def to_device(a, device):
+    return torch.from_numpy(a).cuda() if device == "cuda" else a
+
+
+def make_operands(kernel, shape, case, seed, device):
+    """(kernel arguments, f32 values the op sees) for every operand; FP8
+    operands are 1xG (the ops' verifiers require it)."""
+    args, G = args_of(kernel), kernel.spec.group_size
+    launch, values = {}, {}
+    for i, name in enumerate(kernel.config["operands"]):
+        rng = np.random.default_rng(seed * 7 + i)
+        a = args[name]
+        if a.dtype in NAN_MASK:  # FP8 codes + scales
+            fmt, scale = a.dtype, args[name + "_scale"]
+            bf16_scale = scale.dtype == "bf16"
+            x = activation(rng, shape, case, False)
+            codes, scales = ref.quantize_per_group(x, G, fmt, bf16_scale=bf16_scale)
+            if case == "nonfinite":
+                codes.reshape(-1)[3::101] = NAN_MASK[fmt]  # NaN codes in finite groups
+            values[name] = ref.dequantize(codes, scales, "per_group", fmt, group_size=G)
+            launch[name] = to_device(codes, device)
+            launch[name + "_scale"] = hp_array(scales.reshape(-1), scale.dtype, device)
+        else:
+            x = activation(rng, shape, case, a.dtype == "bf16")
+            values[name] = x
+            launch[name] = hp_array(x, a.dtype, device)
+    return launch, values
+
+
+def round_to(x, dtype):
+    return ref.bf16_round(x) if dtype == "bf16" else np.asarray(x, np.float32)
+
+
+def group_maxima(x, G):
+    return np.fmax.reduce(np.abs(x).reshape(-1, G), axis=1, initial=np.float32(0))
+
+
+def bf16_order(x):
+    """bf16 values -> integers in value order (adjacent values differ by 1)."""
+    bits = ref.bf16_encode(x).astype(np.int32)
+    return np.where(bits & 0x8000, -(bits & 0x7FFF), bits)
+
+
+def assert_close(got, want, slack, what):
+    """Equal non-finites; elsewhere within one bf16 ulp or `slack`."""
+    got, want = np.asarray(got, np.float32).reshape(-1), np.asarray(want, np.float32).reshape(-1)
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(got), nan), f"{what}: NaNs differ"
+    inf = np.isinf(want)
+    assert np.array_equal(got[inf], want[inf]), f"{what}: infinities differ"
+    ok = nan | inf | (np.abs(bf16_order(got) - bf16_order(want)) <= 1)
+    ok |= np.abs(got.astype(np.float64) - want) <= slack.reshape(-1)
+    bad = np.flatnonzero(~ok)
+    assert bad.size == 0, (f"{what}: {bad.size} values off by more than the tolerance, "
+                           f"first at {bad[0]}: {got[bad[0]]!r} vs {want[bad[0]]!r}")
+
+
+def code_order(codes, fmt):
+    c = np.asarray(codes).astype(np.int32)
+    mag = c & 0x7F
+    return np.where(c & 0x80, -mag, mag)
+
+
+def check(kernel, device, shape, case, seed):
+    rows, cols = shape
+    G, op, cfg = kernel.spec.group_size, kernel.spec.op, kernel.config
+    args = args_of(kernel)
+    launch, values = make_operands(kernel, shape, case, seed, device)
+    math = MATH[op](values)
+    outputs = {}
+    for name in cfg["results"]:
+        a = args[name]
+        outputs[name] = empty(shape, a.dtype, device)
+        if name + "_scale" in args:
+            outputs[name + "_scale"] = empty((rows * cols // G,), args[name + "_scale"].dtype,
+                                             device)
+    maxima = [a for a in args if a.endswith("_absmax")]
+    for name in maxima:
+        outputs[name] = empty((rows * cols // G,), "f32", device)
+    kernel.launch(**launch, **outputs, rows=rows, cols=cols)
+    sync(device)
+
+    tolerant = device == "cuda" and op in SPECIAL_FUNCTIONS
+    if tolerant:
+        x = next(v for n, v in values.items() if n in ("x", "x1"))
+        dy = values.get("dy", np.ones_like(x))
+        with np.errstate(invalid="ignore", over="ignore"):
+            slack = 16 * 2.0 ** -23 * np.abs(dy.astype(np.float64)) * (1 + np.abs(x))
+    for name in cfg["results"]:
+        a, y = args[name], math[name]
+        if a.dtype in NAN_MASK:
+            sdt = args[name + "_scale"].dtype
+            want_codes, want_scales = ref.quantize_per_group(y, G, a.dtype,
+                                                             bf16_scale=sdt == "bf16")
+            got_scales = hp_values(outputs[name + "_scale"], sdt)
+            if not tolerant:
+                assert_codes_equal(outputs[name], want_codes, a.dtype, f"{name} codes")
+                assert_values_equal(got_scales, want_scales, f"{name} scales")
+                continue
+            assert_close(got_scales, want_scales, np.zeros(got_scales.size), f"{name} scales")
+            # Codes of the library's values under the kernel's scales.
+            s = np.repeat(got_scales, G).reshape(shape)
+            with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+                want = ref.fp8_encode(y / s, a.dtype)
+            got = codes_of(outputs[name]).reshape(shape)
+            m = NAN_MASK[a.dtype]
+            nan_w = (want & m) == m
+            assert np.array_equal((got & m) == m, nan_w), f"{name}: NaN codes differ"
+            step = np.abs(code_order(got, a.dtype) - code_order(want, a.dtype))[~nan_w]
+            assert step.max(initial=0) <= 1, f"{name}: codes more than one FP8 step away"
+            assert np.count_nonzero(step) <= max(2, step.size // 1000), \
+                f"{name}: {np.count_nonzero(step)} codes one FP8 step away"
+            continue
+        want = round_to(y, a.dtype)
+        got = hp_values(outputs[name], a.dtype)
+        if tolerant:
+            assert_close(got, want, slack, name)
+        else:
+            assert_values_equal(got, want, name)
+        for mname in (n for n in maxima if n.startswith(name + "_absmax")):
+            got_max = hp_values(outputs[mname], "f32")
+            if tolerant:
+                # The maximum of values that may each be off by the tolerance.
+                assert_close(got_max, group_maxima(got, G), np.zeros(got_max.size), mname)
+                assert_close(got_max, group_maxima(want, G),
+                             group_maxima(slack, G), mname + " vs the library")
+            else:
+                assert_values_equal(got_max, group_maxima(want, G), mname)
+    if op == "residual_add":
+        # The library's fused add_fwd: the same bf16 stream and 1xG copy.
+        total, codes, scales = ref.residual_add_fwd(values["residual"], values["branch"], G,
+                                                    args["sum_q"].dtype)
+        assert_values_equal(hp_values(outputs["sum"], "bf16"), ref.bf16_decode(total),
+                            "sum vs residual_add_fwd")
+        assert_codes_equal(outputs["sum_q"], codes, args["sum_q"].dtype,
+                           "sum_q vs residual_add_fwd")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.name)
+def test_flow_kernel_matches_reference_library(kernel, case, device):
+    if device == "cuda" and kernel.spec.cubin is None and kernel.spec.ptx is None:
+        pytest.skip("module has no GPU binary")
+    for i, shape in enumerate(SHAPES):
+        try:
+            check(kernel, device, shape, case, seed=100 * i + CASES.index(case))
+        except AssertionError as e:
+            raise AssertionError(f"shape {shape[0]}x{shape[1]}: {e}") from None
+
+
+def test_every_flow_op_has_a_kernel():
+    """examples/flow covers every pointwise op of COAT's flow."""
+    assert {k.spec.op for k in KERNELS} == set(MATH)
+
+
+@pytest.mark.parametrize("kernel", KERNELS[:1], ids=lambda k: k.name)
+def test_launch_rejects_cols_not_a_multiple_of_the_group(kernel):
+    G = kernel.spec.group_size
+    args = {a.name: empty((a.extent_for(3 * G, G),), a.dtype, "cpu")
+            for a in kernel.spec.memrefs}
+    with pytest.raises(ValueError, match="multiple of the group"):
+        kernel.launch(**args, rows=G, cols=3)
