@@ -20,6 +20,17 @@ Differences from torch.optim.AdamW, all deliberate:
 - Moving the parameters afterwards (``model.to(...)``, ``.half()``) breaks the
   aliasing; build the optimizer after the model is placed.
 - Only float32/bfloat16, dense, contiguous parameters on one device.
+
+Distributed (FSDP2 / DTensor parameters, docs/fsdp.md). A DTensor parameter
+is stepped on its rank-local shard: each local shard gets its own slot in the
+flat buffers, padded to whole groups (the same slot size on every rank), so
+groups never straddle shards. DTensors are not re-pointed: their local
+shards are copied into the slot before the launch and back after it, unless
+``share_fsdp_storage(model)`` made FSDP2's sharded storage live in the slot
+(then nothing is copied). Gradients are DTensor views of the flat grad
+buffer, into which FSDP2 accumulates in place. ``state_dict()`` describes
+the state of DTensor parameters as DTensors (codes as uint8) so that
+torch.distributed.checkpoint can save it sharded or gather it full.
 """
 
 from __future__ import annotations
@@ -30,7 +41,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import torch
 
-from . import _dtypes, _paths
+from . import _dist, _dtypes, _paths
 from .manifest import ManifestError
 from .runtime import Kernel, Module, load
 
@@ -94,14 +105,43 @@ class _Bucket:
     param: torch.Tensor
     grad: torch.Tensor
     state: Dict[Tuple[str, str], torch.Tensor]  # (moment, field) -> flat buffer
+    # DTensor parameters: their shard layout (None for plain tensors)
+    layouts: List[Optional[_dist.ShardLayout]] = dataclasses.field(default_factory=list)
+
+    def local_shape(self, i: int) -> Tuple[int, ...]:
+        lay = self.layouts[i]
+        return lay.local_shape if lay is not None else tuple(self.params[i].shape)
+
+    def local_numel(self, i: int) -> int:
+        n = 1
+        for d in self.local_shape(i):
+            n *= d
+        return n
 
     def grad_view(self, i: int) -> torch.Tensor:
-        p = self.params[i]
-        return self.grad[self.offsets[i]:self.offsets[i] + p.numel()].view_as(p)
+        o = self.offsets[i]
+        return self.grad[o:o + self.local_numel(i)].view(self.local_shape(i))
+
+    def param_view(self, i: int) -> torch.Tensor:
+        o = self.offsets[i]
+        return self.param[o:o + self.local_numel(i)].view(self.local_shape(i))
+
+    def grad_for(self, i: int) -> torch.Tensor:
+        """What p.grad is set to: the flat-buffer view, wrapped as a DTensor
+        like the parameter for DTensor parameters."""
+        v = self.grad_view(i)
+        lay = self.layouts[i]
+        if lay is None:
+            return v
+        return _dist.state_dtensor(v, lay, lay.global_shape)
 
 
 def _param_name(index: int, p: torch.Tensor) -> str:
     return f"parameter {index} (shape {tuple(p.shape)})"
+
+
+def describe(layout: torch.Tensor) -> str:
+    return _dist.describe_layout(layout)
 
 
 def _round_up(x: int, g: int) -> int:
@@ -150,6 +190,7 @@ class FP8AdamW(torch.optim.Optimizer):
         self._steps: List[int] = []
         self._step_tensors: List[torch.Tensor] = []
         self._device: Optional[torch.device] = None
+        self._mesh: Any = None
         self._nparams = 0
         self._ready = False
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
@@ -165,44 +206,58 @@ class FP8AdamW(torch.optim.Optimizer):
         if self._ready:
             self._build_group(len(self.param_groups) - 1)
 
-    def _check_param(self, index: int, p: torch.Tensor) -> str:
+    def _check_param(self, index: int, p: torch.Tensor) -> Tuple[str, Optional[_dist.ShardLayout]]:
         name = _param_name(index, p)
         if not isinstance(p, torch.Tensor):
             raise TypeError(f"{name}: expected a torch.Tensor, got {type(p).__name__}")
-        if p.is_sparse or p.layout != torch.strided:
+        layout = None
+        if _dist.is_dtensor(p):
+            layout = _dist.shard_layout(name, p)
+            if self._mesh is None:
+                self._mesh = layout.mesh
+            elif layout.mesh != self._mesh:
+                raise ValueError(f"{name}: DTensor on device mesh {layout.mesh}, but earlier "
+                                 f"parameters are on {self._mesh}; FP8AdamW needs one mesh "
+                                 "for all its DTensor parameters (use one optimizer per mesh)")
+        loc = _dist.local_tensor(p)
+        if loc.is_sparse or loc.layout != torch.strided:
             raise ValueError(f"{name}: sparse parameters are not supported")
-        dtype = _dtypes.manifest_dtype_of_torch(p.dtype)
+        dtype = _dtypes.manifest_dtype_of_torch(loc.dtype)
         if dtype is None:
-            raise ValueError(f"{name}: dtype {p.dtype} is not supported "
+            raise ValueError(f"{name}: dtype {loc.dtype} is not supported "
                              "(FP8AdamW takes float32 or bfloat16 parameters)")
-        if not p.is_contiguous():
-            raise ValueError(f"{name}: parameter is not contiguous")
+        if not loc.is_contiguous():
+            raise ValueError(f"{name}: parameter is not contiguous"
+                             + (" (its local shard)" if layout is not None else ""))
         if self._device is None:
-            self._device = p.device
-        elif p.device != self._device:
-            raise ValueError(f"{name}: on {p.device}, but earlier parameters are on "
+            self._device = loc.device
+        elif loc.device != self._device:
+            raise ValueError(f"{name}: on {loc.device}, but earlier parameters are on "
                              f"{self._device}; FP8AdamW needs all parameters on one device")
-        if p.grad is not None and (p.grad.is_sparse or p.grad.layout != torch.strided):
+        g = p.grad
+        if g is not None and (g.is_sparse or g.layout != torch.strided):
             raise ValueError(f"{name}: sparse gradients are not supported")
-        return dtype
+        return dtype, layout
 
     @torch.no_grad()
     def _build_group(self, gi: int) -> None:
         group = self.param_groups[gi]
         G = self.qconfig.group_size
-        by_dtype: Dict[str, List[Tuple[int, torch.Tensor]]] = {}
+        by_dtype: Dict[str, List[Tuple[int, torch.Tensor, Optional[_dist.ShardLayout]]]] = {}
         for p in group["params"]:
             index = self._nparams
             self._nparams += 1
-            by_dtype.setdefault(self._check_param(index, p), []).append((index, p))
+            dtype, layout = self._check_param(index, p)
+            by_dtype.setdefault(dtype, []).append((index, p, layout))
         self._steps.append(0)
         self._step_tensors.append(torch.zeros((), dtype=torch.float32))
         for dtype, members in by_dtype.items():
             offsets, total = [], 0
-            for _, p in members:
+            for _, p, lay in members:
                 offsets.append(total)
-                total += _round_up(p.numel(), G)
-            dev, tdt = members[0][1].device, members[0][1].dtype
+                total += lay.slot(G) if lay is not None else _round_up(p.numel(), G)
+            first = _dist.local_tensor(members[0][1])
+            dev, tdt = first.device, first.dtype
             flat_p = torch.zeros(total, dtype=tdt, device=dev)
             flat_g = torch.zeros(total, dtype=tdt, device=dev)
             state: Dict[Tuple[str, str], torch.Tensor] = {}
@@ -215,15 +270,19 @@ class FP8AdamW(torch.optim.Optimizer):
                     else:
                         state[(mom, field)] = torch.full((total // G,), _INIT[field],
                                                          dtype=torch.float32, device=dev)
-            b = _Bucket(gi, dtype, dev, [p for _, p in members], [i for i, _ in members],
-                        offsets, total, flat_p, flat_g, state)
-            for i, (_, p) in enumerate(members):
-                o, k = offsets[i], p.numel()
-                flat_p[o:o + k].copy_(p.detach().reshape(-1))
+            b = _Bucket(gi, dtype, dev, [p for _, p, _ in members], [i for i, _, _ in members],
+                        offsets, total, flat_p, flat_g, state, [lay for _, _, lay in members])
+            for i, (_, p, lay) in enumerate(members):
+                o, k = offsets[i], b.local_numel(i)
+                flat_p[o:o + k].copy_(_dist.local_tensor(p).detach().reshape(-1))
                 if p.grad is not None:
-                    flat_g[o:o + k].copy_(p.grad.reshape(-1))
-                p.data = flat_p[o:o + k].view_as(p)
-                p.grad = b.grad_view(i)
+                    flat_g[o:o + k].copy_(_dist.local_tensor(p.grad).reshape(-1))
+                if lay is None:
+                    p.data = flat_p[o:o + k].view_as(p)
+                # A DTensor keeps its own local storage (FSDP2 all-gathers from
+                # it); step() stages it through the slot unless
+                # share_fsdp_storage() moved it into the slot.
+                p.grad = b.grad_for(i)
                 self.state[p] = self._param_state(b, i)
             self._buckets.append(b)
 
@@ -231,13 +290,16 @@ class FP8AdamW(torch.optim.Optimizer):
         """Per-parameter state in the torch/COAT convention: views into the
         bucket's flat buffers (codes shaped like the parameter, metadata one
         entry per group of this tensor) plus the group's step tensor."""
-        p, o = b.params[i], b.offsets[i]
+        o, n, lay = b.offsets[i], b.local_numel(i), b.layouts[i]
         G = self.qconfig.group_size
-        g0, ng = o // G, -(-p.numel() // G)
+        # A DTensor shard owns all groups of its slot (the same count on every
+        # rank, so the per-group metadata is an evenly Shard(0)-ed DTensor).
+        g0, ng = o // G, (lay.groups(G) if lay is not None else -(-n // G))
         st: Dict[str, torch.Tensor] = {"step": self._step_tensors[b.group]}
         for (mom, field), buf in b.state.items():
             key = _STATE_KEYS[(mom, field)]
-            st[key] = buf[o:o + p.numel()].view_as(p) if field == "codes" else buf[g0:g0 + ng]
+            st[key] = (buf[o:o + n].view(b.local_shape(i)) if field == "codes"
+                       else buf[g0:g0 + ng])
         return st
 
     # ---- kernels -----------------------------------------------------------
@@ -297,11 +359,10 @@ class FP8AdamW(torch.optim.Optimizer):
         """Makes every p.grad the view of the flat grad buffer again, copying
         in grads that were replaced and zeroing the ones that are None."""
         for i, p in enumerate(b.params):
-            g = p.grad
-            o, k = b.offsets[i], p.numel()
-            if (g is not None and g.data_ptr() == b.grad.data_ptr() + o * b.grad.element_size()
-                    and g.shape == p.shape and g.dtype == p.dtype and g.is_contiguous()):
+            if self._grad_attached(b, i):
                 continue
+            g = p.grad
+            o, k = b.offsets[i], b.local_numel(i)
             if g is None:
                 b.grad[o:o + k].zero_()
             else:
@@ -311,8 +372,25 @@ class FP8AdamW(torch.optim.Optimizer):
                 if g.shape != p.shape:
                     raise ValueError(f"{_param_name(b.indices[i], p)}: gradient shape "
                                      f"{tuple(g.shape)} differs from the parameter's")
-                b.grad[o:o + k].copy_(g.reshape(-1))
-            p.grad = b.grad_view(i)
+                lg = _dist.local_tensor(g)
+                if b.layouts[i] is not None and tuple(lg.shape) != b.local_shape(i):
+                    raise ValueError(f"{_param_name(b.indices[i], p)}: local gradient shard "
+                                     f"has shape {tuple(lg.shape)}, the parameter's local "
+                                     f"shard {b.local_shape(i)}")
+                b.grad[o:o + k].copy_(lg.reshape(-1))
+            p.grad = b.grad_for(i)
+
+    @staticmethod
+    def _grad_attached(b: _Bucket, i: int) -> bool:
+        g = b.params[i].grad
+        if g is None:
+            return False
+        if (b.layouts[i] is None) == _dist.is_dtensor(g):
+            return False
+        lg = _dist.local_tensor(g)
+        return (lg.data_ptr() == b.grad.data_ptr() + b.offsets[i] * b.grad.element_size()
+                and tuple(lg.shape) == b.local_shape(i) and lg.dtype == b.grad.dtype
+                and lg.is_contiguous())
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Zeroes the flat gradient buffers. ``set_to_none`` is accepted for
@@ -321,9 +399,8 @@ class FP8AdamW(torch.optim.Optimizer):
             for b in self._buckets:
                 b.grad.zero_()
                 for i, p in enumerate(b.params):
-                    if p.grad is None or p.grad.data_ptr() != (
-                            b.grad.data_ptr() + b.offsets[i] * b.grad.element_size()):
-                        p.grad = b.grad_view(i)
+                    if not self._grad_attached(b, i):
+                        p.grad = b.grad_for(i)
 
     # ---- step ----------------------------------------------------------------
 
@@ -364,8 +441,77 @@ class FP8AdamW(torch.optim.Optimizer):
             if missing:
                 raise RuntimeError(f"FP8AdamW: kernel {kernel.name} takes argument(s) "
                                    f"{missing} that this optimizer does not provide")
+            staged = self._stage_in(b)
             kernel.launch(n=b.numel, **{k: v for k, v in args.items() if k in wanted})
+            for i, loc in staged:
+                loc.copy_(b.param_view(i))
         return loss
+
+    def _slot_holds(self, b: _Bucket, i: int) -> bool:
+        """Whether DTensor parameter i's local shard already lives in its slot
+        (share_fsdp_storage), so nothing needs staging."""
+        loc = _dist.local_tensor(b.params[i])
+        return (loc.data_ptr() == b.param.data_ptr() + b.offsets[i] * b.param.element_size()
+                and tuple(loc.shape) == b.local_shape(i) and loc.is_contiguous())
+
+    @torch.no_grad()
+    def _stage_in(self, b: _Bucket) -> List[Tuple[int, torch.Tensor]]:
+        """Copies the local shards of DTensor parameters that do not live in
+        their slot into it; returns them, to be copied back after the launch."""
+        staged = []
+        for i, p in enumerate(b.params):
+            if b.layouts[i] is None or b.local_numel(i) == 0 or self._slot_holds(b, i):
+                continue
+            loc = _dist.local_tensor(p)
+            if tuple(loc.shape) != b.local_shape(i):
+                raise RuntimeError(f"{_param_name(b.indices[i], p)}: local shard now has shape "
+                                   f"{tuple(loc.shape)}, FP8AdamW was built for "
+                                   f"{b.local_shape(i)}; rebuild the optimizer after resharding")
+            b.param_view(i).copy_(loc)
+            staged.append((i, loc))
+        return staged
+
+    @torch.no_grad()
+    def share_fsdp_storage(self, model: torch.nn.Module) -> int:
+        """Makes FSDP2 (``fully_shard``) keep the sharded parameters of
+        ``model`` that this optimizer steps inside the optimizer's flat buffer
+        slots, so step() copies nothing and the optimizer holds no second copy
+        of the fp32 shards. Returns how many parameters now share storage.
+
+        Uses FSDP2's internal per-parameter record (``FSDPParam``): its padded
+        shard ``_sharded_param_data`` (what FSDP2 all-gathers) and the
+        DTensor's local tensor become views of the slot. Parameters for which
+        that record does not look as expected (CPU offload, non-dim-0 sharding,
+        another torch layout) are left alone and keep being staged."""
+        where: Dict[int, Tuple[_Bucket, int]] = {}
+        for b in self._buckets:
+            for i, p in enumerate(b.params):
+                if b.layouts[i] is not None:
+                    where[id(p)] = (b, i)
+        shared = 0
+        for fp in _dist.fsdp_params(model):
+            p = getattr(fp, "sharded_param", None)
+            if id(p) not in where:
+                continue
+            b, i = where[id(p)]
+            data = getattr(fp, "_sharded_param_data", None)
+            placement = getattr(fp, "fsdp_placement", None)
+            state = getattr(getattr(fp, "sharded_state", None), "name", None)
+            if (type(data) is not torch.Tensor or getattr(fp, "offload_to_cpu", False)
+                    or state != "SHARDED" or getattr(placement, "dim", None) != 0
+                    or data.numel() != b.layouts[i].padded_numel or data.dtype != b.param.dtype
+                    or data.device != b.param.device):
+                continue
+            o, k = b.offsets[i], b.local_numel(i)
+            slot = b.param[o:o + data.numel()]
+            slot.copy_(data)
+            fp._sharded_param_data = slot
+            p._local_tensor = slot[:k].view(b.local_shape(i))
+            if not self._slot_holds(b, i):  # pragma: no cover - defensive
+                raise RuntimeError(f"FP8AdamW: could not place {_param_name(b.indices[i], p)} "
+                                   "in its slot")
+            shared += 1
+        return shared
 
     # ---- state dict ----------------------------------------------------------
 
@@ -374,21 +520,63 @@ class FP8AdamW(torch.optim.Optimizer):
         whose per-parameter entries are views of the live FP8 state (codes
         as float8 or uint8), plus "coat": the quantization config and the
         per-group step counts. Save it with torch.save; it round-trips
-        bit-exactly through load_state_dict."""
+        bit-exactly through load_state_dict.
+
+        DTensor parameters (FSDP2): their entries are DTensors over the
+        parameter's mesh -- codes as uint8 shaped like the parameter, each
+        per-group metadata field as a 1-D tensor of (shard ranks x groups per
+        slot) elements, evenly Shard(0)-ed -- plus "coat_layout", so that
+        torch.distributed.checkpoint saves them sharded
+        (get_optimizer_state_dict) or gathers them whole (full_state_dict)."""
         sd = super().state_dict()
+        dist_index = {idx: (b, i) for b in self._buckets for i, idx in enumerate(b.indices)
+                      if b.layouts[i] is not None}
+        if dist_index:
+            sd["state"] = {k: (self._distributed_entry(*dist_index[k], v) if k in dist_index
+                               else v) for k, v in sd["state"].items()}
         sd["coat"] = {"format_version": 1, "config": dataclasses.asdict(self.qconfig),
                       "steps": list(self._steps)}
         return sd
 
+    def _distributed_entry(self, b: _Bucket, i: int, st: Dict[str, Any]) -> Dict[str, Any]:
+        lay = b.layouts[i]
+        G = self.qconfig.group_size
+        codes_keys = {_STATE_KEYS[(m, "codes")] for m in _MOMENTS}
+        out: Dict[str, Any] = {}
+        for key, t in st.items():
+            if key == "step":
+                out[key] = t
+            elif key in codes_keys:
+                out[key] = _dist.state_dtensor(_dtypes.codes_as_uint8(t), lay, lay.global_shape)
+            else:
+                out[key] = _dist.state_dtensor(t, lay, (lay.world * lay.groups(G),))
+        # On the state's device: DCP's full-state load requires every tensor
+        # of more than 0 dims to be on one device.
+        out[_dist.LAYOUT_KEY] = _dist.layout_tensor(lay, b.local_numel(i), G,
+                                                    self.qconfig).to(b.device)
+        return out
+
     @torch.no_grad()
     def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
+        """Loads a state_dict of this class: one from state_dict() (plain or
+        with DTensor entries), one that torch.distributed.checkpoint's
+        set_optimizer_state_dict hands over (no "coat" entry: the step counts
+        then come from the "step" entries), or a full (gathered) one whose
+        entries are whole tensors, of which each rank takes its shard. The
+        FP8 state of a sharded parameter loads only into the same shard
+        layout (docs/fsdp.md)."""
         coat = state_dict.get("coat")
-        if coat is None:
-            raise ValueError("not an FP8AdamW state_dict (no 'coat' entry)")
-        saved_cfg = QuantConfig(**coat["config"])
-        if saved_cfg != self.qconfig:
-            raise ValueError(f"state_dict was saved with {saved_cfg}, this optimizer uses "
-                             f"{self.qconfig}")
+        if coat is not None:
+            saved_cfg = QuantConfig(**coat["config"])
+            if saved_cfg != self.qconfig:
+                raise ValueError(f"state_dict was saved with {saved_cfg}, this optimizer uses "
+                                 f"{self.qconfig}")
+        if "state" not in state_dict or "param_groups" not in state_dict:
+            raise ValueError("not an optimizer state_dict (needs 'state' and 'param_groups')")
+        if coat is None and not any(isinstance(v, dict) and "scale_exp_avg" in v
+                                    for v in state_dict["state"].values()):
+            raise ValueError("not an FP8AdamW state_dict (no 'coat' entry and no FP8 state "
+                             "entries such as 'scale_exp_avg')")
         groups = state_dict["param_groups"]
         if len(groups) != len(self.param_groups):
             raise ValueError(f"state_dict has {len(groups)} parameter groups, this optimizer "
@@ -398,33 +586,101 @@ class FP8AdamW(torch.optim.Optimizer):
                 raise ValueError(f"parameter group {gi}: state_dict has {len(saved['params'])} "
                                  f"parameters, this optimizer has {len(mine['params'])}")
         saved_state = state_dict["state"]
+        where = {id(p): (b, i) for b in self._buckets for i, p in enumerate(b.params)}
         # Map saved ids to our parameters in order (torch's convention).
         id_map = {}
         for saved, mine in zip(groups, self.param_groups):
             id_map.update(zip(saved["params"], mine["params"]))
+        # Validate everything before writing anything.
+        plan = []
         for sid, p in id_map.items():
             if sid not in saved_state:
                 raise ValueError(f"state_dict has no state for parameter {sid}")
             src, dst = saved_state[sid], self.state[p]
+            b, i = where[id(p)]
+            self._check_layout(sid, src, b, i)
+            extra = set(src) - set(dst) - {_dist.LAYOUT_KEY}
+            if extra:
+                raise ValueError(f"parameter {sid}: state_dict has {sorted(extra)}, which this "
+                                 f"optimizer ({self.qconfig}) does not keep")
             for key, d in dst.items():
                 if key == "step":
                     continue
                 if key not in src:
                     raise ValueError(f"parameter {sid}: state_dict lacks {key!r}")
-                s = src[key]
+                s = self._local_part(sid, key, src[key], b, i)
                 if tuple(s.shape) != tuple(d.shape):
                     raise ValueError(f"parameter {sid}: {key!r} has shape {tuple(s.shape)}, "
                                      f"expected {tuple(d.shape)}")
-                if d.dtype in (torch.float32,):
-                    d.copy_(s)
-                else:  # FP8 codes: copy the bits, whatever dtype they were saved as
-                    _dtypes.codes_as_uint8(d).copy_(_dtypes.codes_as_uint8(s))
+                plan.append((d, s))
+        steps = []
+        for gi, (saved, mine) in enumerate(zip(groups, self.param_groups)):
+            if coat is not None:
+                steps.append(int(coat["steps"][gi]))
+                continue
+            counts = {self._step_value(saved_state[sid]["step"]) for sid in saved["params"]
+                      if "step" in saved_state.get(sid, {})}
+            if len(counts) != 1:
+                raise ValueError(f"parameter group {gi}: cannot tell the step count from the "
+                                 f"'step' entries (found {sorted(counts)})")
+            steps.append(counts.pop())
+        for d, s in plan:
+            if d.dtype in (torch.float32,):
+                d.copy_(s)
+            else:  # FP8 codes: copy the bits, whatever dtype they were saved as
+                _dtypes.codes_as_uint8(d).copy_(_dtypes.codes_as_uint8(s))
         for gi, (saved, mine) in enumerate(zip(groups, self.param_groups)):
             for k, v in saved.items():
                 if k != "params":
                     mine[k] = v
-            self._steps[gi] = int(coat["steps"][gi])
+            self._steps[gi] = steps[gi]
             self._step_tensors[gi].fill_(float(self._steps[gi]))
+
+    @staticmethod
+    def _step_value(x: Any) -> int:
+        if _dist.is_dtensor(x):
+            x = _dist.local_tensor(x)
+        return int(float(x.item()) if isinstance(x, torch.Tensor) else float(x))
+
+    def _check_layout(self, sid: Any, src: Dict[str, Any], b: _Bucket, i: int) -> None:
+        lay = b.layouts[i]
+        G = self.qconfig.group_size
+        mine = _dist.layout_tensor(lay, b.local_numel(i), G, self.qconfig)
+        saved = src.get(_dist.LAYOUT_KEY)
+        if saved is None:
+            # Saved by a non-distributed FP8AdamW: one shard of the whole tensor.
+            if lay is not None and lay.world != 1:
+                raise ValueError(
+                    f"parameter {sid}: the state_dict holds unsharded FP8 state, this optimizer "
+                    f"steps {describe(mine)}; the 1x{G} groups differ, so the FP8 state "
+                    "cannot be moved bit-exactly (load it with the same shard layout)")
+            return
+        saved = _dist.local_tensor(saved).detach().to("cpu", torch.int64).reshape(-1)
+        if not torch.equal(saved, mine):
+            raise ValueError(f"parameter {sid}: FP8 state was saved for {describe(saved)}, this "
+                             f"optimizer has {describe(mine)}; FP8AdamW state loads only into "
+                             "the same shard layout and configuration (docs/fsdp.md)")
+
+    def _local_part(self, sid: Any, key: str, s: Any, b: _Bucket, i: int) -> torch.Tensor:
+        """This rank's part of a saved state entry: a DTensor's local tensor,
+        or the rank's rows / groups of a whole (gathered) tensor."""
+        if not isinstance(s, torch.Tensor):
+            raise ValueError(f"parameter {sid}: {key!r} is a {type(s).__name__}, not a tensor")
+        if _dist.is_dtensor(s):
+            return _dist.local_tensor(s)
+        lay = b.layouts[i]
+        if lay is None or lay.world == 1:
+            return s
+        G = self.qconfig.group_size
+        if key in {_STATE_KEYS[(m, "codes")] for m in _MOMENTS}:
+            if tuple(s.shape) != lay.global_shape:
+                return s  # reported as a shape mismatch by the caller
+            start, stop = lay.row_range()
+            return s[start:stop]
+        L = lay.groups(G)
+        if s.dim() != 1 or s.numel() != lay.world * L:
+            return s
+        return s[lay.rank * L:(lay.rank + 1) * L]
 
     # ---- introspection -------------------------------------------------------
 

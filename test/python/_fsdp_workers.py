@@ -1,0 +1,277 @@
+"""Process bodies of test_fsdp.py, started with torch.multiprocessing.spawn
+(one process per rank, file:// rendezvous, no torchrun). Each rank asserts
+what it checks; rank 0 also writes a JSON summary the test prints."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+
+import torch
+import torch.distributed as dist
+
+G = 128
+LR, WD = 1e-2, 0.1
+
+
+def _init(rank: int, world: int, device: str, store: str):
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast stays off
+    backend = "nccl" if device == "cuda" else "gloo"
+    if device == "cuda":
+        torch.cuda.set_device(rank)
+    dist.init_process_group(backend, init_method=f"file://{store}", rank=rank,
+                            world_size=world)
+    from torch.distributed.device_mesh import init_device_mesh
+
+    return init_device_mesh(device, (world,)), torch.device(device, rank) if device == "cuda" \
+        else torch.device("cpu")
+
+
+def _batches(n: int, vocab: int, device, seed: int = 7):
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.randint(0, vocab, (4, 33), generator=gen).to(device) for _ in range(n)]
+
+
+def _state_equal(o1, p1, o2, p2) -> bool:
+    from coat import _dtypes
+
+    s1, s2 = o1.state[p1], o2.state[p2]
+    for k, a in s1.items():
+        b = s2[k]
+        if a.dtype == torch.float32:
+            if not torch.equal(a, b):
+                return False
+        elif not torch.equal(_dtypes.codes_as_uint8(a), _dtypes.codes_as_uint8(b)):
+            return False
+    return True
+
+
+def _train_step(model, opt, tokens):
+    opt.zero_grad()
+    loss = model.loss(tokens)
+    loss.backward()
+    opt.step()
+    return float(loss)
+
+
+def run_compare(rank: int, world: int, device: str, store: str, ckpt_dir: str, out: str,
+                steps: int = 6) -> None:
+    """FSDP2 + FP8AdamW against the same model without FSDP + FP8AdamW, the
+    unsharded optimizer fed the FSDP run's (gathered) gradients, so that only
+    the optimizer's grouping can differ; then the sharded (DCP) and full
+    optimizer state_dict round trips."""
+    mesh, dev = _init(rank, world, device, store)
+    try:
+        _compare(rank, world, mesh, dev, ckpt_dir, out, steps)
+    finally:
+        dist.destroy_process_group()
+
+
+def _compare(rank, world, mesh, dev, ckpt_dir, out, steps):
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions, get_optimizer_state_dict, set_optimizer_state_dict)
+    import torch.distributed.checkpoint as dcp
+
+    from coat import _dist, _dtypes
+    from coat._tiny_llama import TinyLlama, shard
+    from coat.optim import FP8AdamW
+
+    torch.manual_seed(0)
+    init = TinyLlama(mlp_bias=True).to(dev)
+    ref = copy.deepcopy(init)
+    shared = shard(copy.deepcopy(init), mesh)   # FSDP storage shared with the optimizer
+    staged = shard(copy.deepcopy(init), mesh)   # local shards copied in/out each step
+    o_ref = FP8AdamW(ref.parameters(), lr=LR, weight_decay=WD)
+    o_sh = FP8AdamW(shared.parameters(), lr=LR, weight_decay=WD)
+    o_st = FP8AdamW(staged.parameters(), lr=LR, weight_decay=WD)
+    nparams = len(list(shared.parameters()))
+    n_shared = o_sh.share_fsdp_storage(shared)
+    assert n_shared == nparams, f"share_fsdp_storage placed {n_shared} of {nparams} parameters"
+    assert all(o_sh._slot_holds(b, i) for b in o_sh.buckets for i in range(len(b.params)))
+    assert not any(o_st._slot_holds(b, i) for b in o_st.buckets for i in range(len(b.params))
+                   if b.local_numel(i))
+
+    names = [n for n, _ in ref.named_parameters()]
+    aligned = {n: _dist.group_layout_matches_unsharded(tuple(p.shape), world, G)
+               for n, p in ref.named_parameters()}
+    batches = _batches(steps + 4, 320, dev)
+    log = {"world": world, "device": str(dev), "steps": steps, "aligned": aligned,
+           "max_abs_diff_unaligned": [], "max_abs_diff_aligned": [], "loss_fsdp": [],
+           "loss_ref": [], "max_grad_diff": []}
+    for t in range(steps):
+        for m, o in ((shared, o_sh), (staged, o_st)):
+            o.zero_grad()
+        l_sh = shared.loss(batches[t])
+        l_sh.backward()
+        staged.loss(batches[t]).backward()
+        o_ref.zero_grad()
+        l_ref = ref.loss(batches[t])
+        l_ref.backward()
+        gdiff = 0.0
+        with torch.no_grad():
+            for pr, ps in zip(ref.parameters(), shared.parameters()):
+                full = ps.grad.full_tensor()
+                gdiff = max(gdiff, float((full - pr.grad).abs().max()))
+                pr.grad.copy_(full)  # the unsharded optimizer sees the FSDP run's gradient
+        o_sh.step()
+        o_st.step()
+        o_ref.step()
+        d_al = d_un = 0.0
+        for name, pr, psh, pst in zip(names, ref.parameters(), shared.parameters(),
+                                      staged.parameters()):
+            full_sh, full_st = psh.full_tensor().detach(), pst.full_tensor().detach()
+            assert torch.equal(full_sh, full_st), \
+                f"step {t + 1}: {name}: shared-storage and staged FSDP runs differ"
+            d = float((full_sh - pr.detach()).abs().max())
+            if aligned[name] or t == 0:
+                # Step 1 uses the unquantized moments: no grouping effect at all.
+                assert d == 0.0, f"step {t + 1}: {name} (aligned={aligned[name]}) differs " \
+                                 f"from the unsharded run by {d}"
+            if aligned[name]:
+                d_al = max(d_al, d)
+            else:
+                d_un = max(d_un, d)
+        log["max_abs_diff_aligned"].append(d_al)
+        log["max_abs_diff_unaligned"].append(d_un)
+        log["loss_fsdp"].append(float(l_sh))
+        log["loss_ref"].append(float(l_ref))
+        log["max_grad_diff"].append(gdiff)
+    # Documented bound for shards that split groups (docs/fsdp.md).
+    bound = 0.1 * LR * (steps - 1)
+    assert max(log["max_abs_diff_unaligned"]) <= bound, (log["max_abs_diff_unaligned"], bound)
+    if world == 1:
+        assert max(log["max_abs_diff_unaligned"]) == 0.0
+
+    # ---- full (unsharded) state_dict: gathered to rank 0 on the CPU -------------
+    full = get_optimizer_state_dict(shared, o_sh, options=StateDictOptions(
+        full_state_dict=True, cpu_offload=True))
+    if rank == 0:
+        path = os.path.join(ckpt_dir, "optim_full.pt")
+        torch.save(full, path)
+        full = torch.load(path, weights_only=False)
+        for name, p in ref.named_parameters():
+            st = full["state"][name]
+            assert st["exp_avg"].dtype == torch.uint8 and tuple(st["exp_avg"].shape) == \
+                tuple(p.shape), (name, st["exp_avg"].dtype, st["exp_avg"].shape)
+            if aligned[name] and -(-p.shape[0] // world) * world == p.shape[0]:
+                # Whole groups, no shard padding: the gathered state IS the
+                # unsharded optimizer's state.
+                mine = o_ref.state[p]
+                for key, v in mine.items():
+                    if key == "step":
+                        assert int(st["step"]) == steps
+                    elif v.dtype == torch.float32:
+                        assert torch.equal(st[key], v.cpu()), (name, key)
+                    else:
+                        assert torch.equal(st[key], _dtypes.codes_as_uint8(v).cpu()), (name, key)
+    else:
+        assert full == {} or not full.get("state"), "cpu_offload full state lives on rank 0"
+        full = {}
+    fresh = shard(copy.deepcopy(init), mesh)
+    o_fr = FP8AdamW(fresh.parameters(), lr=LR, weight_decay=WD)
+    o_fr.share_fsdp_storage(fresh)
+    set_optimizer_state_dict(fresh, o_fr, optim_state_dict=full, options=StateDictOptions(
+        full_state_dict=True, broadcast_from_rank0=True))
+    with torch.no_grad():
+        for pf, ps in zip(fresh.parameters(), shared.parameters()):
+            pf.copy_(ps)
+    for pf, ps in zip(fresh.parameters(), shared.parameters()):
+        assert _state_equal(o_fr, pf, o_sh, ps), "full state_dict round trip is not bit-exact"
+    assert o_fr.group_steps() == o_sh.group_steps()
+
+    # ---- sharded state_dict through torch.distributed.checkpoint ----------------
+    sd = get_optimizer_state_dict(shared, o_sh)
+    devices = {_dist.local_tensor(t).device for st in sd["state"].values()
+               for t in st.values() if isinstance(t, torch.Tensor) and t.dim() > 0}
+    assert devices == {dev}, f"state tensors on {devices}; DCP needs one device ({dev})"
+    some = next(iter(sd["state"].values()))
+    assert _dist.is_dtensor(some["exp_avg"]) and some["exp_avg"].dtype == torch.uint8
+    dcp.save({"optim": sd}, checkpoint_id=os.path.join(ckpt_dir, "dcp"))
+    again = shard(copy.deepcopy(init), mesh)
+    o_ag = FP8AdamW(again.parameters(), lr=LR, weight_decay=WD)   # staged
+    target = get_optimizer_state_dict(again, o_ag)
+    dcp.load({"optim": target}, checkpoint_id=os.path.join(ckpt_dir, "dcp"))
+    set_optimizer_state_dict(again, o_ag, optim_state_dict=target)
+    with torch.no_grad():
+        for pa, ps in zip(again.parameters(), shared.parameters()):
+            pa.copy_(ps)
+    for pa, ps in zip(again.parameters(), shared.parameters()):
+        assert _state_equal(o_ag, pa, o_sh, ps), "sharded (DCP) round trip is not bit-exact"
+    assert o_ag.group_steps() == o_sh.group_steps()
+
+    # ---- resumed runs continue bit-exactly ----------------------------------------
+    for t in range(steps, steps + 3):
+        for m, o in ((shared, o_sh), (fresh, o_fr), (again, o_ag)):
+            _train_step(m, o, batches[t])
+    for ps, pf, pa in zip(shared.parameters(), fresh.parameters(), again.parameters()):
+        a = ps.full_tensor()
+        assert torch.equal(a, pf.full_tensor()), "resumed from full state_dict diverged"
+        assert torch.equal(a, pa.full_tensor()), "resumed from sharded state_dict diverged"
+
+    # ---- world size 1: the full state_dict loads into a non-FSDP optimizer -------
+    if world == 1:
+        plain = copy.deepcopy(ref)
+        o_pl = FP8AdamW(plain.parameters(), lr=LR, weight_decay=WD)
+        o_pl.load_state_dict(full)
+        for pp, pr in zip(plain.parameters(), ref.parameters()):
+            assert _state_equal(o_pl, pp, o_ref, pr), "W=1 full state differs from unsharded"
+    log["state_dict"] = "full+sharded bit-exact, resumed runs equal"
+    if rank == 0:
+        with open(out, "w") as f:
+            json.dump(log, f)
+
+
+def run_validation(rank: int, world: int, device: str, store: str, out: str) -> None:
+    """Bad inputs raise clear errors: unsupported placements, mixed meshes,
+    loading into another shard layout."""
+    mesh, dev = _init(rank, world, device, store)
+    try:
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+        from coat.optim import FP8AdamW
+
+        errors = {}
+
+        def expect(tag, fn, match):
+            try:
+                fn()
+            except ValueError as e:
+                assert match in str(e), (tag, str(e))
+                errors[tag] = str(e)
+                return
+            raise AssertionError(f"{tag}: no ValueError")
+
+        w = torch.nn.Parameter(distribute_tensor(torch.randn(256, 64, device=dev), mesh,
+                                                 [Shard(1)]))
+        expect("shard1", lambda: FP8AdamW([w]), "Shard(0)")
+        a = torch.nn.Parameter(distribute_tensor(torch.randn(256, 64, device=dev), mesh,
+                                                 [Shard(0)]))
+        other = init_device_mesh(dev.type, (world,), mesh_dim_names=("other",))
+        b = torch.nn.Parameter(distribute_tensor(torch.randn(128, device=dev), other,
+                                                 [Replicate()]))
+        if other != mesh:
+            expect("mixed_mesh", lambda: FP8AdamW([a, b]), "one mesh")
+        # A DTensor parameter steps; its replicated copy as well.
+        r = torch.nn.Parameter(distribute_tensor(torch.randn(300, device=dev), mesh,
+                                                 [Replicate()]))
+        opt = FP8AdamW([a, r], lr=1e-2)
+        a.grad = distribute_tensor(torch.ones(256, 64, device=dev), mesh, [Shard(0)])
+        r.grad = distribute_tensor(torch.ones(300, device=dev), mesh, [Replicate()])
+        before = a.full_tensor().clone()
+        opt.step()
+        assert not torch.equal(a.full_tensor(), before), "DTensor parameter did not move"
+        sd = opt.state_dict()
+        # The same state refuses a parameter of another shape (another layout).
+        c = torch.nn.Parameter(distribute_tensor(torch.randn(200, 64, device=dev), mesh,
+                                                 [Shard(0)]))
+        r2 = torch.nn.Parameter(distribute_tensor(torch.randn(300, device=dev), mesh,
+                                                  [Replicate()]))
+        expect("layout", lambda: FP8AdamW([c, r2], lr=1e-2).load_state_dict(sd),
+               "same shard layout")
+        if rank == 0:
+            with open(out, "w") as f:
+                json.dump({"errors": errors}, f)
+    finally:
+        dist.destroy_process_group()
