@@ -191,6 +191,13 @@ bool parseKernel(Reader &r, const Value &k, const std::string &where,
       out.gridTiles.push_back({t.array[0].string, tile});
     }
   }
+  if (const Value *persistent = launch->get("persistent")) {
+    if (!persistent->isBool())
+      return r.fail(lw + ".persistent", "expected true or false");
+    if (persistent->boolean && out.gridTiles.empty())
+      return r.fail(lw + ".persistent", "needs grid_tiles");
+    out.persistent = persistent->boolean;
+  }
   if (!r.integer(*launch, lw, "elements_per_block", out.elementsPerBlock,
                  out.gridTiles.empty(), 1) ||
       !r.integer(*launch, lw, "shared_bytes", shared, false, 0))
@@ -231,13 +238,16 @@ bool parseKernel(Reader &r, const Value &k, const std::string &where,
         spec.extent = ArgSpec::Extent::Groups;
         needsGroups = true;
       } else if (ext->isString() && !ext->string.empty()) {
-        // "m*n": product of scalar arguments, checked once all are read.
+        // "m*n": product of scalar arguments (or "groups"), checked once
+        // all are read.
         spec.extent = ArgSpec::Extent::Product;
         std::string rest = ext->string;
         for (size_t star; (star = rest.find('*')) != std::string::npos;
              rest = rest.substr(star + 1))
           spec.extentFactors.push_back(rest.substr(0, star));
         spec.extentFactors.push_back(rest);
+        for (const auto &f : spec.extentFactors)
+          needsGroups |= f == "groups";
       } else if (ext->isNumber()) {
         spec.extent = ArgSpec::Extent::Fixed;
         if (!r.toInt(*ext, aw + ".extent", spec.fixedExtent, 0))
@@ -297,7 +307,7 @@ bool parseKernel(Reader &r, const Value &k, const std::string &where,
   };
   for (const auto &a : out.args) {
     for (const auto &f : a.extentFactors)
-      if (!isScalarArg(f))
+      if (f != "groups" && !isScalarArg(f))
         return r.fail(where, "extent of '" + a.name + "': expected \"n\", "
                              "\"groups\" or an integer, or a product of scalar "
                              "arguments like \"m*n\" ('" + f +
@@ -502,7 +512,7 @@ bool packLaunch(const KernelSpec &kernel, int64_t n, const uint64_t *buffers,
       if (a.extent == ArgSpec::Extent::Product) {
         extent = 1;
         for (const auto &f : a.extentFactors)
-          extent *= scalarValue(f);
+          extent *= f == "groups" ? groups : scalarValue(f);
       }
       if (ptr == 0 && extent > 0) {
         error = who + "buffer for memref argument '" + a.name + "' is null";

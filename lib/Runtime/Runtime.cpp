@@ -11,6 +11,7 @@
 
 #include <cuda.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -392,6 +393,20 @@ int coat_rt_launch(coat_rt_handle *handle, const char *kernel_name, int64_t n,
     return setError(errbuf, errlen, st, "kernel '" + k->name + "': " + error);
   if (int st = encodeTensorMaps(packed, error))
     return setError(errbuf, errlen, st, "kernel '" + k->name + "': " + error);
+  if (k->persistent) {
+    // One CTA per multiprocessor at most; the kernel strides over the tiles.
+    CUdevice dev;
+    int sms = 0;
+    CUresult q = cuCtxGetDevice(&dev);
+    if (q == CUDA_SUCCESS)
+      q = cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+    if (q != CUDA_SUCCESS)
+      return setError(errbuf, errlen, COAT_RT_ERR_CUDA,
+                      "kernel '" + k->name + "': " +
+                          cuErr(q, "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)"));
+    uint64_t tiles = uint64_t(packed.grid[0]) * packed.grid[1] * packed.grid[2];
+    packed.grid = {unsigned(std::min<uint64_t>(tiles, uint64_t(sms))), 1, 1};
+  }
   CUresult r = cuLaunchKernel(fn, packed.grid[0], packed.grid[1], packed.grid[2],
                               packed.block[0], packed.block[1], packed.block[2],
                               packed.sharedBytes, static_cast<CUstream>(stream),

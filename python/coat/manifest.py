@@ -48,7 +48,7 @@ class ArgSpec:
         if isinstance(self.extent, str):
             out = 1
             for f in self.extent.split("*"):
-                out *= int(scalars[f])
+                out *= -(-n // group_size) if f == "groups" else int(scalars[f])
             return out
         return int(self.extent)
 
@@ -68,6 +68,8 @@ class KernelSpec:
     shared_bytes: int
     args: Tuple[ArgSpec, ...]
     grid_tiles: Tuple[Tuple[str, int], ...] = ()  # launch.grid_tiles
+    # launch.persistent: the runtime launches min(tiles, multiprocessors) CTAs
+    persistent: bool = False
 
     @property
     def group_size(self) -> int:
@@ -82,11 +84,15 @@ class KernelSpec:
         return tuple(a for a in self.args if not a.is_memref)
 
     def grid(self, n: int, scalars: Optional[Mapping[str, int]] = None):
-        """gridDim.x, or with launch.grid_tiles the (x, y, z) grid."""
+        """gridDim.x, or with launch.grid_tiles the (x, y, z) grid (for a
+        persistent kernel: the number of tiles, which the runtime caps at the
+        multiprocessor count)."""
         if self.grid_tiles:
             sc = dict(scalars or {})
             sc.setdefault("n", n)
             g = [-(-int(sc[name]) // tile) for name, tile in self.grid_tiles]
+            if self.persistent:
+                return (g[0] * (g[1] if len(g) > 1 else 1) * (g[2] if len(g) > 2 else 1), 1, 1)
             return tuple(g + [1] * (3 - len(g)))
         return -(-n // self.elements_per_block)
 
@@ -168,6 +174,9 @@ def _parse_kernel(k: Any, where: str, directory: str) -> KernelSpec:
     epb = (_int(_get(launch, lw, "elements_per_block", (int, float)), f"{lw}.elements_per_block", 1)
            if not grid_tiles or "elements_per_block" in launch else 0)
     shared = _int(launch.get("shared_bytes", 0), f"{lw}.shared_bytes", 0)
+    persistent = launch.get("persistent", False)
+    if not isinstance(persistent, bool) or (persistent and not grid_tiles):
+        _fail(f"{lw}.persistent", "expected true or false, and true only with grid_tiles")
     args: List[ArgSpec] = []
     needs_groups = False
     for i, a in enumerate(_get(k, where, "args", list)):
@@ -218,7 +227,8 @@ def _parse_kernel(k: Any, where: str, directory: str) -> KernelSpec:
     for a in args:
         if isinstance(a.extent, str) and a.extent not in ("n", "groups"):
             for f in a.extent.split("*"):
-                if f not in scalar_names:
+                needs_groups |= f == "groups"
+                if f != "groups" and f not in scalar_names:
                     _fail(f"{where}.args ({a.name!r}).extent",
                           'expected "n", "groups" or an integer, or a product of scalar '
                           f'arguments like "m*n" ({f!r} is not a scalar argument)')
@@ -235,7 +245,7 @@ def _parse_kernel(k: Any, where: str, directory: str) -> KernelSpec:
         cubin=_resolve(directory, gpu.get("cubin")), ptx=_resolve(directory, gpu.get("ptx")),
         cpu_object=_resolve(directory, cpu.get("object")), cpu_symbol=cpu.get("symbol"),
         config=config, block=tuple(b), elements_per_block=epb, shared_bytes=shared,
-        args=tuple(args), grid_tiles=grid_tiles)
+        args=tuple(args), grid_tiles=grid_tiles, persistent=persistent)
 
 
 def parse_manifest(doc: Any, path: str = "<memory>", directory: str = ".") -> Manifest:

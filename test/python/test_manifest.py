@@ -142,3 +142,53 @@ def test_cpu_launch_with_torch_tensors(fixture_module_dir):
     assert torch.equal(_dtypes.codes_as_uint8(codes), torch.arange(8, dtype=torch.uint8))
     with pytest.raises(ValueError, match="argument 'x': dtype torch.float64"):
         mod["fixture_axpy_group_sum"].launch(x=x.double(), y=y, codes=codes, sums=sums, alpha=1)
+
+
+def gemm_doc(persistent=True):
+    """A persistent GEMM record with a 1x16 quantized output (the layout
+    coat-lower-linear writes)."""
+    launch = {"block": [384], "grid_tiles": [["m", 128], ["n", 256]], "shared_bytes": 1024}
+    if persistent is not None:
+        launch["persistent"] = persistent
+    doc = fixture_doc()
+    doc["kernels"] = [{
+        "name": "gemm_q16", "op": "linear", "gpu": {"cubin": "g.cubin"},
+        "config": {"kind": "forward", "out": "e4m3", "group_size": 16},
+        "launch": launch,
+        "args": [
+            {"name": "a", "kind": "tensormap", "dtype": "e4m3", "dims": ["k", "m"],
+             "box": [128, 128], "swizzle": "128b"},
+            {"name": "b", "kind": "tensormap", "dtype": "e4m3", "dims": ["k", "n"],
+             "box": [128, 256], "swizzle": "128b"},
+            {"name": "out", "kind": "memref", "dtype": "e4m3", "extent": "m*n"},
+            {"name": "out_scale", "kind": "memref", "dtype": "bf16", "extent": "m*groups"},
+            {"name": "m", "kind": "scalar", "dtype": "i64"},
+            {"name": "n", "kind": "scalar", "dtype": "i64"},
+            {"name": "k", "kind": "scalar", "dtype": "i64"},
+        ]}]
+    return doc
+
+
+def test_persistent_grid_counts_tiles_and_groups_extent():
+    k = parse_manifest(gemm_doc(), directory="/d").kernel("gemm_q16")
+    assert k.persistent
+    # 3 x 1 tiles, flattened (the runtime caps this at the SM count)
+    assert k.grid(200, {"m": 300, "n": 200, "k": 64}) == (3, 1, 1)
+    scale = next(a for a in k.args if a.name == "out_scale")
+    assert scale.extent_for(200, k.group_size, {"m": 300, "n": 200}) == 300 * 13
+    plain = parse_manifest(gemm_doc(persistent=None)).kernel("gemm_q16")
+    assert not plain.persistent and plain.grid(200, {"m": 300, "n": 200}) == (3, 1, 1)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d["kernels"][0]["launch"].update(persistent="yes"), "expected true or false"),
+    (lambda d: d["kernels"][0]["launch"].update(grid_tiles=[], elements_per_block=16),
+     "launch.persistent"),
+    (lambda d: d["kernels"][0]["config"].pop("group_size"), "config.group_size is missing"),
+])
+def test_rejects_bad_persistent_gemm_records(change, message):
+    doc = gemm_doc()
+    change(doc)
+    with pytest.raises(ManifestError) as e:
+        parse_manifest(doc)
+    assert message in str(e.value)

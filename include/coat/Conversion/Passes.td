@@ -409,51 +409,76 @@ def CoatLowerLinear : Pass<"coat-lower-linear", "::mlir::ModuleOp"> {
                 "TMA + wgmma kernels";
   let description = [{
     A kernel-spec function is a public `func.func` whose body holds one
-    `coat.linear forward` with per-tensor E4M3 operands (A: M x K, B: N x K,
-    both K-major) and a bf16 result. It becomes a `gpu.func` of the same name
-    in `gpu.module @coat_linear` computing `C = (A . B^T) * s_A * s_B (+ bias)`:
+    `coat.linear` with per-tensor FP8 operands (A: M x K, B: N x K, both
+    K-major). It becomes a `gpu.func` of the same name in
+    `gpu.module @coat_linear` computing `C = (A . B^T) * s_A * s_B (+ bias)`.
+    `forward`, `dgrad` and `wgrad` are the same NT GEMM once their operands
+    are K-major (COAT.md §3.2), so all kinds share one kernel; A and B may be
+    any of E4M3/E5M2 (`wgmma ... .e5m2.e4m3` etc.). The result is written as
+    bf16, f32, or, for a `!coat.qtensor<..., per_group<16>, scale = bf16>`
+    result, as FP8 codes plus one bf16 scale per 1x16 group of a row
+    (COAT.md §4.1: with `acc` the scaled f32 result incl. bias,
+    `s = (max|acc| + 1e-10) / fp8max`, codes = `cvt.rn.satfinite(acc / s)`,
+    stored scale `bf16(s)`; columns past N count as zero).
 
-    - one CTA per `tile-m x tile-n` output tile (grid x over N, y over M);
-    - K in slices of 128 (128 e4m3 bytes, the 128B swizzle span) loaded by
+    - K in slices of 128 (128 FP8 bytes, the 128B swizzle span) loaded by
       TMA (`cp.async.bulk.tensor`, out-of-bounds boxes zero-filled) into a
-      ring of `stages` shared-memory buffers, each completing on an mbarrier;
-    - `warpgroups` warpgroups each issue `wgmma.mma_async m64nNk32 e4m3.e4m3`
-      on their `tile-m / warpgroups` rows into f32 registers, keeping one
-      wgmma group in flight; a stage is refilled once every warpgroup has
-      arrived on its "empty" mbarrier;
+      ring of `stages` shared-memory buffers, each completing on a "full"
+      mbarrier and released through an "empty" one;
+    - `warpgroups` consumer warpgroups each issue
+      `wgmma.mma_async m64nNk32` on `tile-m / warpgroups` rows into f32
+      registers, keeping one wgmma group in flight;
+    - with `warp-specialize` (default) one more warpgroup produces: one of
+      its threads issues all TMA loads, and `setmaxnreg` moves its registers
+      to the consumers. CTAs are persistent (the runtime launches
+      min(tiles, multiprocessors)) and walk the tiles in grouped order
+      (`group-m` M tiles sweep all N tiles), so loads of the next tile
+      overlap the epilogue of the current one. Without it: one CTA per
+      output tile, thread 0 refilling the ring between its wgmma groups;
     - the epilogue multiplies by `s_A * s_B` (read from two 1-element f32
-      buffers), adds the bias in f32, converts to bf16 and stores with
-      bounds checks (any M, N; K must be a multiple of 16 for TMA strides).
+      buffers), adds the bias in f32 and stores with bounds checks (any M,
+      N; K must be a multiple of 16 for TMA strides).
+
+    Tile shape, depth and schedule are options, so a caller picks them per
+    problem shape (bench/bench_linear.py compiles several).
 
     Parameters (docs/manifest.md): tensormaps `a`, `b` (CUtensorMap by value,
-    grid constants; see `coat-mark-grid-constants`), memrefs `out` (bf16,
-    m*n), `a_scale`, `b_scale` (f32, 1), optional `bias` (n), then i64 `m`,
-    `n`, `k`. A `coat.kernel` dictionary records them for the manifest.
+    grid constants; see `coat-mark-grid-constants`), memref `out` (m*n of
+    bf16, f32 or FP8 codes), for FP8 results `out_scale` (bf16, m*groups,
+    groups = ceil(n/16)), `a_scale`, `b_scale` (f32, 1), optional `bias` (n),
+    then i64 `m`, `n`, `k`. A `coat.kernel` dictionary records them for the
+    manifest. Operands that are not resolved per-tensor qtensors, or option
+    values that do not fit the hardware, are reported as errors.
 
     ```mlir
-    func.func @fp8_linear(%x: !coat.qtensor<?x?xf8E4M3FN, per_tensor>,
-                          %w: !coat.qtensor<?x?xf8E4M3FN, per_tensor>)
+    func.func @fp8_linear_dgrad(%dy: !coat.qtensor<?x?xf8E5M2, per_tensor>,
+                                %wt: !coat.qtensor<?x?xf8E4M3FN, per_tensor>)
         -> tensor<?x?xbf16> {
-      %y = coat.linear forward %x, %w
-             : !coat.qtensor<?x?xf8E4M3FN, per_tensor>,
-               !coat.qtensor<?x?xf8E4M3FN, per_tensor> -> tensor<?x?xbf16>
-      return %y : tensor<?x?xbf16>
+      %dx = coat.linear dgrad %dy, %wt
+              : !coat.qtensor<?x?xf8E5M2, per_tensor>,
+                !coat.qtensor<?x?xf8E4M3FN, per_tensor> -> tensor<?x?xbf16>
+      return %dx : tensor<?x?xbf16>
     }
     ```
   }];
   let options = [
     Option<"tileM", "tile-m", "int64_t", /*default=*/"128",
-           "Output rows per CTA (multiple of 64 * warpgroups, <= 256)">,
+           "Output rows per tile (multiple of 64 * warpgroups, <= 256)">,
     Option<"tileN", "tile-n", "int64_t", /*default=*/"256",
-           "Output columns per CTA (wgmma N: multiple of 8, <= 256)">,
+           "Output columns per tile (wgmma N: multiple of 16, <= 256)">,
     Option<"stages", "stages", "int64_t", /*default=*/"4",
            "Shared-memory pipeline depth over K (>= 2)">,
     Option<"warpgroups", "warpgroups", "int64_t", /*default=*/"2",
-           "Warpgroups (128 threads each) issuing wgmma">,
+           "Consumer warpgroups (128 threads each) issuing wgmma">,
+    Option<"warpSpecialize", "warp-specialize", "bool", /*default=*/"true",
+           "Add a TMA producer warpgroup and make CTAs persistent">,
+    Option<"groupM", "group-m", "int64_t", /*default=*/"8",
+           "M tiles per group of the persistent tile order">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",
     "::mlir::LLVM::LLVMDialect", "::mlir::NVVM::NVVMDialect",
+    "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
     "::mlir::vector::VectorDialect"];
 }

@@ -55,6 +55,9 @@ struct KernelSpec {
   /// launch.grid_tiles: gridDim[i] = ceil(scalar[name_i] / tile_i); when set,
   /// elements_per_block is unused.
   std::vector<std::pair<std::string, int64_t>> gridTiles;
+  /// launch.persistent: the kernel loops over its tiles, so the runtime
+  /// launches min(product of grid_tiles, multiprocessors) CTAs along x.
+  bool persistent = false;
   unsigned sharedBytes = 0;
   int64_t groupSize = 0; ///< config.group_size, 0 when absent
   std::vector<ArgSpec> args;

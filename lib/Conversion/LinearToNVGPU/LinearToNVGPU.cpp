@@ -1,11 +1,21 @@
 //===- LinearToNVGPU.cpp - coat.linear to a Hopper TMA + wgmma kernel -----===//
 //
-// Turns a kernel-spec function holding one per-tensor E4M3 `coat.linear
-// forward` into a gpu.func: TMA (cp.async.bulk.tensor) loads of 128-byte-wide
-// K slices into 128B-swizzled shared memory completing on mbarriers, an
-// S-stage ring over K, one or more warpgroups issuing wgmma e4m3 x e4m3 into
-// f32 accumulators, and an epilogue that scales by s_A * s_B, converts to bf16
-// and stores with bounds checks.
+// Turns a kernel-spec function holding one per-tensor `coat.linear` into a
+// gpu.func. Every kind (forward, dgrad, wgrad) is the same NT GEMM once its
+// operands are K-major (COAT.md §3.2), so one parameterized kernel serves
+// them all: TMA (cp.async.bulk.tensor) loads of 128-byte-wide K slices into
+// 128B-swizzled shared memory completing on mbarriers, an S-stage ring over
+// K, warpgroups issuing wgmma with any E4M3/E5M2 operand pair into f32
+// accumulators, and an epilogue that scales by s_A * s_B, adds the bias and
+// writes bf16, f32, or FP8 codes with 1x16 bf16 group scales.
+//
+// Two schedules share the mainloop and the epilogue:
+//  - plain: one CTA per output tile; thread 0 of the first consumer refills
+//    the ring between its own wgmma groups;
+//  - warp-specialized (default): a producer warpgroup (one thread issuing
+//    TMA, registers given away with setmaxnreg) and consumer warpgroups,
+//    persistent over a grouped (L2-friendly) tile order, so the loads of the
+//    next tile overlap the epilogue of the current one.
 //
 // The wgmma ops are emitted at the NVVM level with descriptors computed here:
 // upstream nvgpu.warpgroup.mma steps its descriptors for 64-wide f16 tiles
@@ -17,6 +27,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "coat/Conversion/GroupKernel.h"
+#include "coat/Conversion/KernelRecord.h"
 #include "coat/Conversion/Passes.h"
 #include "coat/Dialect/CoatDialect.h"
 
@@ -25,6 +37,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -45,11 +58,32 @@ namespace {
 /// CUtensorMap by value (indices into the lowered parameter list; they come
 /// first, so memref expansion does not move them).
 constexpr StringLiteral kGridConstantAttr = "coat.grid_constant";
-constexpr int64_t kTileK = 128; // 128 e4m3 bytes: the 128B swizzle span
+constexpr int64_t kTileK = 128; // 128 FP8 bytes: the 128B swizzle span
+constexpr int64_t kWgmmaK = 32; // K of one FP8 wgmma
 constexpr int64_t kTensorMapBytes = 128;
+/// Group size of a quantized GEMM output (COAT.md §3.1, §4.1: 1x16).
+constexpr int64_t kOutputGroup = 16;
+/// Registers per thread: what the producer warpgroup keeps, and the file.
+constexpr int64_t kProducerRegisters = 40;
+constexpr int64_t kRegisterFile = 65536;
 
+enum class OutputKind { BF16, F32, Fp8Groups };
+
+/// What one coat.linear asks of the kernel.
+struct GemmProblem {
+  LinearKind kind;
+  ::coat::Fp8Format lhs, rhs;
+  OutputKind out;
+  ::coat::Fp8Format outFormat = ::coat::Fp8Format::E4M3; ///< Fp8Groups codes
+  Type biasElem; ///< null without a bias
+};
+
+/// The kernel's tiling and schedule (the pass options).
 struct GemmShape {
-  int64_t tileM, tileN, stages, warpgroups;
+  int64_t tileM, tileN, stages, warpgroups; ///< warpgroups issuing wgmma
+  bool warpSpecialized;
+  int64_t groupM; ///< M tiles per group of the persistent tile order
+
   int64_t mPerWarpgroup() const { return tileM / warpgroups; }
   int64_t mBlocks() const { return mPerWarpgroup() / 64; }
   int64_t aBytes() const { return tileM * kTileK; }
@@ -59,52 +93,139 @@ struct GemmShape {
   /// Dynamic shared memory: the ring, full and empty mbarriers, and 1 KiB of
   /// slack to round the base up to the 1024-byte swizzle atom.
   int64_t sharedBytes() const { return barrierOffset() + 16 * stages + 1024; }
-  int64_t threads() const { return 128 * warpgroups; }
+  int64_t threads() const { return 128 * (warpgroups + (warpSpecialized ? 1 : 0)); }
+  /// Registers per consumer thread once the producer gave its share away
+  /// (setmaxnreg counts are multiples of 8 in [24, 256]); 0: leave as is
+  /// (a single consumer warpgroup already gets the per-thread maximum).
+  int64_t consumerRegisters() const {
+    if (!warpSpecialized || warpgroups < 2)
+      return 0;
+    int64_t r = (kRegisterFile - 128 * kProducerRegisters) / (128 * warpgroups);
+    return std::min<int64_t>(r / 8 * 8, 240);
+  }
 };
 
-DictionaryAttr buildManifestRecord(MLIRContext *ctx, StringRef name,
-                                   const GemmShape &g, bool hasBias,
-                                   StringRef biasDtype) {
+StringRef outputDtype(const GemmProblem &p) {
+  switch (p.out) {
+  case OutputKind::BF16:
+    return "bf16";
+  case OutputKind::F32:
+    return "f32";
+  case OutputKind::Fp8Groups:
+    return ::coat::getFp8Traits(p.outFormat).name;
+  }
+  llvm_unreachable("output kind");
+}
+
+/// One kernel parameter: its lowered type and its manifest record. The
+/// parameter list and the manifest come from this one list.
+struct GemmParam {
+  std::string name;
+  Type type;
+  Attribute record;
+};
+
+SmallVector<GemmParam> gemmParams(MLIRContext *ctx, const GemmProblem &p,
+                                  const GemmShape &g) {
   Builder b(ctx);
   auto str = [&](StringRef s) { return b.getStringAttr(s); };
   auto named = [&](StringRef k, Attribute v) { return b.getNamedAttr(k, v); };
-  auto memref = [&](StringRef n, StringRef dtype, Attribute extent) {
-    return b.getDictionaryAttr({named("name", str(n)), named("kind", str("memref")),
-                                named("dtype", str(dtype)),
-                                named("extent", extent)});
+  auto ptr = LLVM::LLVMPointerType::get(ctx);
+  auto dynMemref = [&](Type elem) {
+    return MemRefType::get({ShapedType::kDynamic}, elem);
+  };
+  SmallVector<GemmParam> params;
+  auto tensormap = [&](StringRef n, ::coat::Fp8Format f, StringRef rows,
+                       int64_t boxRows) {
+    params.push_back(
+        {n.str(), ptr,
+         b.getDictionaryAttr(
+             {named("name", str(n)), named("kind", str("tensormap")),
+              named("dtype", str(::coat::getFp8Traits(f).name)),
+              named("dims", b.getArrayAttr({str("k"), str(rows)})),
+              named("box", b.getI64ArrayAttr({kTileK, boxRows})),
+              named("swizzle", str("128b"))})});
+  };
+  auto memref = [&](StringRef n, Type storage, StringRef dtype,
+                    Attribute extent) {
+    params.push_back({n.str(), dynMemref(storage),
+                      b.getDictionaryAttr({named("name", str(n)),
+                                           named("kind", str("memref")),
+                                           named("dtype", str(dtype)),
+                                           named("extent", extent)})});
   };
   auto scalar = [&](StringRef n) {
-    return b.getDictionaryAttr({named("name", str(n)), named("kind", str("scalar")),
-                                named("dtype", str("i64"))});
+    params.push_back({n.str(), b.getI64Type(),
+                      b.getDictionaryAttr({named("name", str(n)),
+                                           named("kind", str("scalar")),
+                                           named("dtype", str("i64"))})});
   };
-  auto tensormap = [&](StringRef n, StringRef rows, int64_t boxRows) {
-    return b.getDictionaryAttr(
-        {named("name", str(n)), named("kind", str("tensormap")),
-         named("dtype", str("e4m3")),
-         named("dims", b.getArrayAttr({str("k"), str(rows)})),
-         named("box", b.getI64ArrayAttr({kTileK, boxRows})),
-         named("swizzle", str("128b"))});
-  };
-  SmallVector<Attribute> args = {
-      tensormap("a", "m", g.tileM), tensormap("b", "n", g.tileN),
-      memref("out", "bf16", str("m*n")), memref("a_scale", "f32", b.getI64IntegerAttr(1)),
-      memref("b_scale", "f32", b.getI64IntegerAttr(1))};
-  if (hasBias)
-    args.push_back(memref("bias", biasDtype, str("n")));
-  args.append({scalar("m"), scalar("n"), scalar("k")});
+  tensormap("a", p.lhs, "m", g.tileM);
+  tensormap("b", p.rhs, "n", g.tileN);
+  switch (p.out) {
+  case OutputKind::BF16:
+    memref("out", b.getBF16Type(), "bf16", str("m*n"));
+    break;
+  case OutputKind::F32:
+    memref("out", b.getF32Type(), "f32", str("m*n"));
+    break;
+  case OutputKind::Fp8Groups:
+    // Codes as bytes; scales as bf16 bits: `groups` = ceil(n / 16) per row.
+    memref("out", b.getI8Type(), outputDtype(p), str("m*n"));
+    memref("out_scale", b.getI16Type(), "bf16", str("m*groups"));
+    break;
+  }
+  memref("a_scale", b.getF32Type(), "f32", b.getI64IntegerAttr(1));
+  memref("b_scale", b.getF32Type(), "f32", b.getI64IntegerAttr(1));
+  if (p.biasElem)
+    memref("bias", p.biasElem, manifestDtype(p.biasElem), str("n"));
+  scalar("m");
+  scalar("n");
+  scalar("k");
+  return params;
+}
+
+DictionaryAttr buildManifestRecord(MLIRContext *ctx, StringRef name,
+                                   const GemmProblem &p, const GemmShape &g,
+                                   ArrayRef<GemmParam> params) {
+  Builder b(ctx);
+  auto str = [&](StringRef s) { return b.getStringAttr(s); };
+  auto named = [&](StringRef k, Attribute v) { return b.getNamedAttr(k, v); };
   SmallVector<NamedAttribute> config = {
-      named("kind", str("forward")), named("a", str("e4m3")),
-      named("b", str("e4m3")), named("out", str("bf16")),
+      named("kind", str(stringifyLinearKind(p.kind))),
+      named("a", str(::coat::getFp8Traits(p.lhs).name)),
+      named("b", str(::coat::getFp8Traits(p.rhs).name)),
+      named("out", str(outputDtype(p))),
       named("scaling", str("per_tensor")),
+      named("bias", b.getBoolAttr(static_cast<bool>(p.biasElem))),
       named("tile", b.getI64ArrayAttr({g.tileM, g.tileN, kTileK})),
       named("stages", b.getI64IntegerAttr(g.stages)),
-      named("warpgroups", b.getI64IntegerAttr(g.warpgroups))};
+      named("warpgroups", b.getI64IntegerAttr(g.warpgroups)),
+      named("warp_specialized", b.getBoolAttr(g.warpSpecialized))};
+  if (g.warpSpecialized)
+    config.push_back(named("group_m", b.getI64IntegerAttr(g.groupM)));
+  if (p.out == OutputKind::Fp8Groups) {
+    config.push_back(named("group_size", b.getI64IntegerAttr(kOutputGroup)));
+    config.push_back(named("out_scale", str("bf16")));
+  }
+  auto tile = [&](StringRef dim, int64_t size) {
+    return b.getArrayAttr({str(dim), b.getI64IntegerAttr(size)});
+  };
   SmallVector<NamedAttribute> launch = {
       named("block", b.getI64ArrayAttr({g.threads(), 1, 1})),
-      named("grid_tiles",
-            b.getArrayAttr({b.getArrayAttr({str("n"), b.getI64IntegerAttr(g.tileN)}),
-                            b.getArrayAttr({str("m"), b.getI64IntegerAttr(g.tileM)})})),
       named("shared_bytes", b.getI64IntegerAttr(g.sharedBytes()))};
+  if (g.warpSpecialized) {
+    // Persistent: the runtime launches min(tiles, multiprocessors) CTAs.
+    launch.push_back(named("grid_tiles", b.getArrayAttr({tile("m", g.tileM),
+                                                          tile("n", g.tileN)})));
+    launch.push_back(named("persistent", b.getBoolAttr(true)));
+  } else {
+    launch.push_back(named("grid_tiles", b.getArrayAttr({tile("n", g.tileN),
+                                                         tile("m", g.tileM)})));
+  }
+  SmallVector<Attribute> args;
+  for (const GemmParam &a : params)
+    args.push_back(a.record);
   return b.getDictionaryAttr(
       {named("name", str(name)), named("op", str("linear")),
        named("config", b.getDictionaryAttr(config)),
@@ -112,20 +233,32 @@ DictionaryAttr buildManifestRecord(MLIRContext *ctx, StringRef name,
        named("args", b.getArrayAttr(args))});
 }
 
+NVVM::WGMMATypes wgmmaType(::coat::Fp8Format f) {
+  return f == ::coat::Fp8Format::E4M3 ? NVVM::WGMMATypes::e4m3
+                                      : NVVM::WGMMATypes::e5m2;
+}
+
 /// Builds the body of one GEMM kernel.
 class GemmKernelBuilder {
 public:
-  GemmKernelBuilder(ImplicitLocOpBuilder &b, const GemmShape &g, gpu::GPUFuncOp fn,
-                    bool hasBias)
-      : b(b), g(g), fn(fn), hasBias(hasBias) {}
+  GemmKernelBuilder(ImplicitLocOpBuilder &b, const GemmProblem &p,
+                    const GemmShape &g, gpu::GPUFuncOp fn)
+      : b(b), p(p), g(g), fn(fn) {}
 
   void build();
 
 private:
   ImplicitLocOpBuilder &b;
+  const GemmProblem &p;
   const GemmShape &g;
   gpu::GPUFuncOp fn;
-  bool hasBias;
+
+  // Kernel arguments.
+  Value tensorMapA, tensorMapB, out, outScale, aScale, bScale, bias;
+  Value M, N, K;
+  // Per-thread values.
+  Value tid, base, kTiles;
+  LLVM::LLVMStructType accType;
 
   Type i32() { return b.getI32Type(); }
   Type i64() { return b.getI64Type(); }
@@ -135,20 +268,37 @@ private:
   Value toI32(Value idx) { return arith::IndexCastOp::create(b, i32(), idx); }
   Value toI64(Value idx) { return arith::IndexCastOp::create(b, i64(), idx); }
   Value toIdx(Value v) { return arith::IndexCastOp::create(b, b.getIndexType(), v); }
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, x, y); }
+  Value mul(Value x, Value y) { return arith::MulIOp::create(b, x, y); }
+  Value cmp(arith::CmpIPredicate pred, Value x, Value y) {
+    return arith::CmpIOp::create(b, pred, x, y);
+  }
+  void ifThen(Value cond, llvm::function_ref<void()> body) {
+    scf::IfOp::create(b, cond, [&](OpBuilder &, Location) {
+      body();
+      scf::YieldOp::create(b);
+    });
+  }
   Value shared(Value byteAddr) {
     return LLVM::IntToPtrOp::create(b, LLVM::LLVMPointerType::get(b.getContext(), 3),
                                     Value(byteAddr));
   }
-  Value sharedAt(int64_t offset) { return shared(arith::AddIOp::create(b, base, cI64(offset))); }
-  Value sharedAt(Value offset) { return shared(arith::AddIOp::create(b, base, offset)); }
+  Value sharedAt(int64_t offset) { return shared(add(base, cI64(offset))); }
+  Value sharedAt(Value offset) { return shared(add(base, offset)); }
   Value fullBarrier(Value stage) {
-    return sharedAt(arith::AddIOp::create(
-        b, cI64(g.barrierOffset()), arith::MulIOp::create(b, toI64(stage), cI64(8))));
+    return sharedAt(add(cI64(g.barrierOffset()), mul(toI64(stage), cI64(8))));
   }
   Value emptyBarrier(Value stage) {
-    return sharedAt(arith::AddIOp::create(
-        b, cI64(g.barrierOffset() + 8 * g.stages),
-        arith::MulIOp::create(b, toI64(stage), cI64(8))));
+    return sharedAt(
+        add(cI64(g.barrierOffset() + 8 * g.stages), mul(toI64(stage), cI64(8))));
+  }
+  /// Parity bit of ring round `kIter / stages`.
+  Value roundParity(Value kIter) {
+    return toI32(arith::AndIOp::create(
+        b, arith::DivUIOp::create(b, kIter, cIdx(g.stages)), cIdx(1)));
+  }
+  void wait(Value barrier, Value parity) {
+    NVVM::MBarrierTryWaitParityOp::create(b, barrier, parity, cI32(0x989680));
   }
   /// wgmma matrix descriptor of a K-major, 128B-swizzled tile at shared byte
   /// address `addr`: start >> 4, LBO 16 B (unused), SBO 1024 B (8 rows of
@@ -160,19 +310,55 @@ private:
                     (int64_t(1) << 62);
     return arith::OrIOp::create(b, start, cI64(fixed));
   }
-  void issueLoads(Value stage, Value kTile);
 
-  Value tid, m0, n0, M, N, kTiles, base, isLeader;
-  Value tensorMapA, tensorMapB;
-  SmallVector<Value> accs_;
+  void initBarriers(int64_t emptyArrivals);
+  void issueLoads(Value stage, Value kTile, Value m0, Value n0);
+  /// Issues one K slice's wgmma group from ring stage `stage` for the rows
+  /// of consumer warpgroup `consumer`; returns the new accumulators.
+  SmallVector<Value> issueWgmmas(Value stage, Value consumer, ValueRange accs);
+  SmallVector<Value> zeroAccumulators();
+  /// (m tile, n tile) of linear tile `t` in grouped order: `groupM` M tiles
+  /// sweep every N tile before the next group, so the CTAs running at once
+  /// share operand panels in L2.
+  std::pair<Value, Value> tileCoords(Value t, Value tilesM, Value tilesN);
+
+  void buildPlain();
+  void buildWarpSpecialized();
+
+  /// Writes the accumulators of consumer warpgroup `consumer` of the tile at
+  /// (m0, n0).
+  void emitEpilogue(ArrayRef<Value> accs, Value m0, Value n0, Value consumer);
+  Value scaled(Value acc, Value scale, Value col, Value colIn);
+  void storeRows(ArrayRef<Value> accs, Value scale, Value rowBase, Value n0,
+                 bool checked);
+  void storeFp8Groups(ArrayRef<Value> accs, Value scale, Value rowBase, Value n0);
+
+  // Fragment coordinates of this thread in its warpgroup's m64nN wgmma
+  // result: for n8 chunk j, rows rowInBlock (+8) and columns 8j + colInChunk
+  // (+1), in registers 4j (+1) and 4j+2 (+3).
+  Value lane, rowInBlock, colInChunk;
 };
 
-void GemmKernelBuilder::issueLoads(Value stage, Value kTile) {
-  Value stageOff = arith::MulIOp::create(b, toI64(stage), cI64(g.stageBytes()));
+void GemmKernelBuilder::initBarriers(int64_t emptyArrivals) {
+  // full[s] completes when stage s's bytes landed; empty[s] when every
+  // consumer warpgroup's wgmma reading stage s finished.
+  ifThen(cmp(arith::CmpIPredicate::eq, tid, cIdx(0)), [&] {
+    for (int64_t s = 0; s < g.stages; ++s) {
+      NVVM::MBarrierInitOp::create(b, fullBarrier(cIdx(s)), cI32(1), Value());
+      NVVM::MBarrierInitOp::create(b, emptyBarrier(cIdx(s)), cI32(emptyArrivals),
+                                   Value());
+    }
+    NVVM::FenceMbarrierInitOp::create(b);
+  });
+  gpu::BarrierOp::create(b);
+}
+
+void GemmKernelBuilder::issueLoads(Value stage, Value kTile, Value m0, Value n0) {
+  Value stageOff = mul(toI64(stage), cI64(g.stageBytes()));
   Value full = fullBarrier(stage);
   NVVM::MBarrierArriveExpectTxOp::create(b, Type(), full, cI32(g.stageBytes()),
                                          NVVM::MemScopeKind::CTA, false, Value());
-  Value kCoord = toI32(arith::MulIOp::create(b, kTile, cIdx(kTileK)));
+  Value kCoord = toI32(mul(kTile, cIdx(kTileK)));
   auto cluster = LLVM::LLVMPointerType::get(b.getContext(), 7);
   auto load = [&](Value dstOff, Value map, Value row) {
     Value dst = LLVM::AddrSpaceCastOp::create(b, cluster, sharedAt(dstOff));
@@ -181,28 +367,85 @@ void GemmKernelBuilder::issueLoads(Value stage, Value kTile) {
         Value(), NVVM::TMALoadMode::TILE, false, NVVM::CTAGroupKindAttr(), Value());
   };
   load(stageOff, tensorMapA, m0);
-  load(arith::AddIOp::create(b, stageOff, cI64(g.aBytes())), tensorMapB, n0);
+  load(add(stageOff, cI64(g.aBytes())), tensorMapB, n0);
+}
+
+SmallVector<Value> GemmKernelBuilder::zeroAccumulators() {
+  SmallVector<Value> init;
+  for (int64_t i = 0; i < g.mBlocks(); ++i)
+    init.push_back(LLVM::ZeroOp::create(b, accType));
+  return init;
+}
+
+SmallVector<Value> GemmKernelBuilder::issueWgmmas(Value stage, Value consumer,
+                                                  ValueRange accsIn) {
+  MLIRContext *ctx = b.getContext();
+  Value stageAddr = add(base, mul(toI64(stage), cI64(g.stageBytes())));
+  Value aAddr = add(stageAddr, mul(toI64(consumer), cI64(g.mPerWarpgroup() * kTileK)));
+  Value bAddr = add(stageAddr, cI64(g.aBytes()));
+  NVVM::WgmmaFenceAlignedOp::create(b);
+  SmallVector<Value> accs(accsIn);
+  auto typeA = NVVM::WGMMATypesAttr::get(ctx, wgmmaType(p.lhs));
+  auto typeB = NVVM::WGMMATypesAttr::get(ctx, wgmmaType(p.rhs));
+  auto f32t = NVVM::WGMMATypesAttr::get(ctx, NVVM::WGMMATypes::f32);
+  auto shape = NVVM::MMAShapeAttr::get(ctx, 64, g.tileN, kWgmmaK);
+  auto one = NVVM::WGMMAScaleInAttr::get(ctx, NVVM::WGMMAScaleIn::one);
+  auto outOne = NVVM::WGMMAScaleOutAttr::get(ctx, NVVM::WGMMAScaleOut::one);
+  auto row = NVVM::MMALayoutAttr::get(ctx, NVVM::MMALayout::row);
+  auto col = NVVM::MMALayoutAttr::get(ctx, NVVM::MMALayout::col);
+  for (int64_t kk = 0; kk < kTileK / kWgmmaK; ++kk) {
+    Value descB = descriptor(add(bAddr, cI64(kWgmmaK * kk)));
+    for (int64_t i = 0; i < g.mBlocks(); ++i) {
+      Value descA = descriptor(add(aAddr, cI64(i * 64 * kTileK + kWgmmaK * kk)));
+      accs[i] = NVVM::WgmmaMmaAsyncOp::create(
+          b, accType, accs[i], descA, descB, shape, typeA, typeB, f32t, outOne,
+          one, one, row, col, NVVM::MMAIntOverflowAttr());
+    }
+  }
+  NVVM::WgmmaGroupSyncAlignedOp::create(b);
+  return accs;
+}
+
+std::pair<Value, Value> GemmKernelBuilder::tileCoords(Value t, Value tilesM,
+                                                      Value tilesN) {
+  Value width = mul(cIdx(g.groupM), tilesN);
+  Value group = arith::DivUIOp::create(b, t, width);
+  Value firstM = mul(group, cIdx(g.groupM));
+  Value groupRows = arith::MinUIOp::create(
+      b, arith::SubIOp::create(b, tilesM, firstM), cIdx(g.groupM));
+  Value inGroup = arith::RemUIOp::create(b, t, width);
+  Value mt = add(firstM, arith::RemUIOp::create(b, inGroup, groupRows));
+  Value nt = arith::DivUIOp::create(b, inGroup, groupRows);
+  return {mt, nt};
 }
 
 void GemmKernelBuilder::build() {
   MLIRContext *ctx = b.getContext();
   Block &entry = fn.getBody().front();
-  tensorMapA = entry.getArgument(0);
-  tensorMapB = entry.getArgument(1);
-  Value out = entry.getArgument(2), aScale = entry.getArgument(3),
-        bScale = entry.getArgument(4);
-  Value bias = hasBias ? entry.getArgument(5) : Value();
-  unsigned s0 = hasBias ? 6 : 5;
-  M = toIdx(entry.getArgument(s0));
-  N = toIdx(entry.getArgument(s0 + 1));
-  Value K = toIdx(entry.getArgument(s0 + 2));
+  unsigned a = 0;
+  tensorMapA = entry.getArgument(a++);
+  tensorMapB = entry.getArgument(a++);
+  out = entry.getArgument(a++);
+  if (p.out == OutputKind::Fp8Groups)
+    outScale = entry.getArgument(a++);
+  aScale = entry.getArgument(a++);
+  bScale = entry.getArgument(a++);
+  if (p.biasElem)
+    bias = entry.getArgument(a++);
+  M = toIdx(entry.getArgument(a++));
+  N = toIdx(entry.getArgument(a++));
+  K = toIdx(entry.getArgument(a++));
 
   tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
-  m0 = arith::MulIOp::create(b, gpu::BlockIdOp::create(b, gpu::Dimension::y),
-                             cIdx(g.tileM));
-  n0 = arith::MulIOp::create(b, gpu::BlockIdOp::create(b, gpu::Dimension::x),
-                             cIdx(g.tileN));
   kTiles = arith::CeilDivUIOp::create(b, K, cIdx(kTileK));
+  accType = LLVM::LLVMStructType::getLiteral(
+      ctx, SmallVector<Type>(g.tileN / 2, b.getF32Type()));
+
+  Value wgThread = arith::RemUIOp::create(b, tid, cIdx(128));
+  lane = arith::RemUIOp::create(b, wgThread, cIdx(32));
+  rowInBlock = add(mul(arith::DivUIOp::create(b, wgThread, cIdx(32)), cIdx(16)),
+                   arith::DivUIOp::create(b, lane, cIdx(4)));
+  colInChunk = mul(arith::RemUIOp::create(b, lane, cIdx(4)), cIdx(2));
 
   // Dynamic shared memory, rounded up to the 1024-byte swizzle atom.
   auto smemType = MemRefType::get(
@@ -210,219 +453,374 @@ void GemmKernelBuilder::build() {
       gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
   Value dyn = gpu::DynamicSharedMemoryOp::create(b, smemType);
   Value raw = toI64(memref::ExtractAlignedPointerAsIndexOp::create(b, dyn));
-  base = arith::AndIOp::create(b, arith::AddIOp::create(b, raw, cI64(1023)),
-                               cI64(~int64_t(1023)));
+  base = arith::AndIOp::create(b, add(raw, cI64(1023)), cI64(~int64_t(1023)));
 
-  isLeader = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, tid, cIdx(0));
-  Value wgThread = arith::RemUIOp::create(b, tid, cIdx(128));
+  if (g.warpSpecialized)
+    buildWarpSpecialized();
+  else
+    buildPlain();
+  gpu::ReturnOp::create(b);
+}
+
+void GemmKernelBuilder::buildPlain() {
+  Value m0 = mul(gpu::BlockIdOp::create(b, gpu::Dimension::y), cIdx(g.tileM));
+  Value n0 = mul(gpu::BlockIdOp::create(b, gpu::Dimension::x), cIdx(g.tileN));
+  Value isLeader = cmp(arith::CmpIPredicate::eq, tid, cIdx(0));
   Value wg = arith::DivUIOp::create(b, tid, cIdx(128));
   Value isWgLeader =
-      arith::CmpIOp::create(b, arith::CmpIPredicate::eq, wgThread, cIdx(0));
-
-  // mbarriers: full[s] completes when stage s's bytes landed; empty[s] when
-  // every warpgroup's wgmma reading stage s finished.
-  scf::IfOp::create(b, isLeader, [&](OpBuilder &, Location) {
-    for (int64_t s = 0; s < g.stages; ++s) {
-      NVVM::MBarrierInitOp::create(b, fullBarrier(cIdx(s)), cI32(1), Value());
-      NVVM::MBarrierInitOp::create(b, emptyBarrier(cIdx(s)), cI32(g.warpgroups),
-                                   Value());
-    }
-    NVVM::FenceMbarrierInitOp::create(b);
-    scf::YieldOp::create(b);
-  });
-  gpu::BarrierOp::create(b);
+      cmp(arith::CmpIPredicate::eq, arith::RemUIOp::create(b, tid, cIdx(128)), cIdx(0));
+  initBarriers(g.warpgroups);
 
   // Prologue: fill the ring.
-  scf::IfOp::create(b, isLeader, [&](OpBuilder &, Location) {
-    for (int64_t s = 0; s < g.stages; ++s) {
-      Value in = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, cIdx(s), kTiles);
-      scf::IfOp::create(b, in, [&](OpBuilder &, Location) {
-        issueLoads(cIdx(s), cIdx(s));
-        scf::YieldOp::create(b);
-      });
-    }
-    scf::YieldOp::create(b);
+  ifThen(isLeader, [&] {
+    for (int64_t s = 0; s < g.stages; ++s)
+      ifThen(cmp(arith::CmpIPredicate::ult, cIdx(s), kTiles),
+             [&] { issueLoads(cIdx(s), cIdx(s), m0, n0); });
   });
 
-  int64_t accLen = g.tileN / 2; // f32 per thread per m64 block
-  auto accType = LLVM::LLVMStructType::getLiteral(
-      ctx, SmallVector<Type>(accLen, b.getF32Type()));
-  SmallVector<Value> init;
-  for (int64_t i = 0; i < g.mBlocks(); ++i)
-    init.push_back(LLVM::ZeroOp::create(b, accType));
-
-  Value aRow0 = arith::MulIOp::create(b, toI64(wg), cI64(g.mPerWarpgroup() * kTileK));
-  auto loop = scf::ForOp::create(b, cIdx(0), kTiles, cIdx(1), init);
+  auto loop = scf::ForOp::create(b, cIdx(0), kTiles, cIdx(1), zeroAccumulators());
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     Value kt = loop.getInductionVar();
     Value stage = arith::RemUIOp::create(b, kt, cIdx(g.stages));
-    Value phase = toI32(arith::AndIOp::create(
-        b, arith::DivUIOp::create(b, kt, cIdx(g.stages)), cIdx(1)));
-    NVVM::MBarrierTryWaitParityOp::create(b, fullBarrier(stage), phase,
-                                          cI32(0x989680));
-    Value stageAddr = arith::AddIOp::create(
-        b, base, arith::MulIOp::create(b, toI64(stage), cI64(g.stageBytes())));
-    Value aAddr = arith::AddIOp::create(b, stageAddr, aRow0);
-    Value bAddr = arith::AddIOp::create(b, stageAddr, cI64(g.aBytes()));
-    NVVM::WgmmaFenceAlignedOp::create(b);
-    SmallVector<Value> accs(loop.getRegionIterArgs());
-    auto e4m3 = NVVM::WGMMATypesAttr::get(ctx, NVVM::WGMMATypes::e4m3);
-    auto f32t = NVVM::WGMMATypesAttr::get(ctx, NVVM::WGMMATypes::f32);
-    auto shape = NVVM::MMAShapeAttr::get(ctx, 64, g.tileN, 32);
-    auto one = NVVM::WGMMAScaleInAttr::get(ctx, NVVM::WGMMAScaleIn::one);
-    auto outOne = NVVM::WGMMAScaleOutAttr::get(ctx, NVVM::WGMMAScaleOut::one);
-    auto row = NVVM::MMALayoutAttr::get(ctx, NVVM::MMALayout::row);
-    auto col = NVVM::MMALayoutAttr::get(ctx, NVVM::MMALayout::col);
-    for (int64_t kk = 0; kk < kTileK / 32; ++kk) {
-      Value descB = descriptor(arith::AddIOp::create(b, bAddr, cI64(32 * kk)));
-      for (int64_t i = 0; i < g.mBlocks(); ++i) {
-        Value descA = descriptor(
-            arith::AddIOp::create(b, aAddr, cI64(i * 64 * kTileK + 32 * kk)));
-        accs[i] = NVVM::WgmmaMmaAsyncOp::create(
-            b, accType, accs[i], descA, descB, shape, e4m3, e4m3, f32t, outOne,
-            one, one, row, col, NVVM::MMAIntOverflowAttr());
-      }
-    }
-    NVVM::WgmmaGroupSyncAlignedOp::create(b);
-    // At most this tile's group in flight: the previous stage is free.
+    wait(fullBarrier(stage), roundParity(kt));
+    SmallVector<Value> accs = issueWgmmas(stage, wg, loop.getRegionIterArgs());
+    // At most this slice's group in flight: the previous stage is free.
     NVVM::WgmmaWaitGroupSyncOp::create(b, 1);
-    Value hasPrev = arith::CmpIOp::create(b, arith::CmpIPredicate::uge, kt, cIdx(1));
-    scf::IfOp::create(b, hasPrev, [&](OpBuilder &, Location) {
+    ifThen(cmp(arith::CmpIPredicate::uge, kt, cIdx(1)), [&] {
       Value prev = arith::SubIOp::create(b, kt, cIdx(1));
       Value prevStage = arith::RemUIOp::create(b, prev, cIdx(g.stages));
-      scf::IfOp::create(b, isWgLeader, [&](OpBuilder &, Location) {
+      ifThen(isWgLeader, [&] {
         NVVM::MBarrierArriveOp::create(b, Type(), emptyBarrier(prevStage), Value());
-        scf::YieldOp::create(b);
       });
-      Value next = arith::AddIOp::create(b, prev, cIdx(g.stages));
+      Value next = add(prev, cIdx(g.stages));
       Value refill = arith::AndIOp::create(
-          b, isLeader,
-          arith::CmpIOp::create(b, arith::CmpIPredicate::ult, next, kTiles));
-      scf::IfOp::create(b, refill, [&](OpBuilder &, Location) {
-        Value prevPhase = toI32(arith::AndIOp::create(
-            b, arith::DivUIOp::create(b, prev, cIdx(g.stages)), cIdx(1)));
-        NVVM::MBarrierTryWaitParityOp::create(b, emptyBarrier(prevStage), prevPhase,
-                                              cI32(0x989680));
-        issueLoads(prevStage, next);
-        scf::YieldOp::create(b);
+          b, isLeader, cmp(arith::CmpIPredicate::ult, next, kTiles));
+      ifThen(refill, [&] {
+        wait(emptyBarrier(prevStage), roundParity(prev));
+        issueLoads(prevStage, next, m0, n0);
       });
-      scf::YieldOp::create(b);
     });
     scf::YieldOp::create(b, accs);
   }
   NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
+  SmallVector<Value> accs(loop.getResults());
+  emitEpilogue(accs, m0, n0, wg);
+}
 
-  // Epilogue: thread t of a warpgroup holds, for n8 chunk j of an m64 block,
-  // rows r = 16*warp + t%32/4 (+8) and columns 8j + 2*(t%4) (+1).
-  Value scale = arith::MulFOp::create(
-      b, memref::LoadOp::create(b, aScale, ValueRange{cIdx(0)}),
-      memref::LoadOp::create(b, bScale, ValueRange{cIdx(0)}));
-  Value lane = arith::RemUIOp::create(b, wgThread, cIdx(32));
-  Value warp = arith::DivUIOp::create(b, wgThread, cIdx(32));
-  Value rowInBlock = arith::AddIOp::create(
-      b, arith::MulIOp::create(b, warp, cIdx(16)),
-      arith::DivUIOp::create(b, lane, cIdx(4)));
-  Value colInChunk =
-      arith::MulIOp::create(b, arith::RemUIOp::create(b, lane, cIdx(4)), cIdx(2));
-  Value outBase = toI64(memref::ExtractAlignedPointerAsIndexOp::create(b, out));
-  auto global = LLVM::LLVMPointerType::get(ctx, 1);
-  Value nI64 = toI64(N);
-  Value interior = arith::AndIOp::create(
-      b,
-      arith::AndIOp::create(
-          b,
-          arith::CmpIOp::create(b, arith::CmpIPredicate::ule,
-                                arith::AddIOp::create(b, m0, cIdx(g.tileM)), M),
-          arith::CmpIOp::create(b, arith::CmpIPredicate::ule,
-                                arith::AddIOp::create(b, n0, cIdx(g.tileN)), N)),
-      arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
-                            arith::AndIOp::create(b, N, cIdx(1)), cIdx(0)));
-  auto finish = [&](Value acc, Value colIdx) -> Value {
-    Value v = arith::MulFOp::create(b, acc, scale);
-    if (bias) {
-      Value bv = memref::LoadOp::create(b, bias, ValueRange{colIdx});
-      if (!bv.getType().isF32())
-        bv = arith::ExtFOp::create(b, b.getF32Type(), bv);
-      v = arith::AddFOp::create(b, v, bv);
-    }
-    return arith::TruncFOp::create(b, b.getBF16Type(), v);
+void GemmKernelBuilder::buildWarpSpecialized() {
+  Value tilesM = arith::CeilDivUIOp::create(b, M, cIdx(g.tileM));
+  Value tilesN = arith::CeilDivUIOp::create(b, N, cIdx(g.tileN));
+  Value tiles = mul(tilesM, tilesN);
+  Value firstTile = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+  Value tileStride = gpu::GridDimOp::create(b, gpu::Dimension::x);
+  Value wg = arith::DivUIOp::create(b, tid, cIdx(128));
+  initBarriers(g.warpgroups);
+
+  // Producer and consumers walk the same tile sequence and count K slices
+  // across tiles (`kIter`), so ring stage and phase carry over.
+  auto tileLoop = [&](llvm::function_ref<void(Value m0, Value n0, Value kIter)> body) {
+    auto loop = scf::ForOp::create(b, firstTile, tiles, tileStride, ValueRange{cIdx(0)});
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    auto [mt, nt] = tileCoords(loop.getInductionVar(), tilesM, tilesN);
+    Value kIter = loop.getRegionIterArgs()[0];
+    body(mul(mt, cIdx(g.tileM)), mul(nt, cIdx(g.tileN)), kIter);
+    scf::YieldOp::create(b, ValueRange{add(kIter, kTiles)});
   };
-  auto emitStores = [&](bool checked) {
-    for (int64_t i = 0; i < g.mBlocks(); ++i) {
-      Value rowBase = arith::AddIOp::create(
-          b,
-          arith::AddIOp::create(
-              b, m0,
-              arith::MulIOp::create(
-                  b, arith::AddIOp::create(b, arith::MulIOp::create(b, wg, cIdx(g.mBlocks())),
-                                           cIdx(i)),
-                  cIdx(64))),
-          rowInBlock);
-      for (int64_t h = 0; h < 2; ++h) {
-        Value rowIdx = arith::AddIOp::create(b, rowBase, cIdx(8 * h));
-        Value rowOff = arith::MulIOp::create(b, toI64(rowIdx), nI64);
-        auto body = [&]() {
-          for (int64_t j = 0; j < g.tileN / 8; ++j) {
-            Value colIdx = arith::AddIOp::create(
-                b, arith::AddIOp::create(b, n0, cIdx(8 * j)), colInChunk);
-            Value colIdx1 = arith::AddIOp::create(b, colIdx, cIdx(1));
-            int64_t e = 4 * j + 2 * h;
-            Value v0 = LLVM::ExtractValueOp::create(b, accs_[i], e);
-            Value v1 = LLVM::ExtractValueOp::create(b, accs_[i], e + 1);
-            Value off = arith::MulIOp::create(
-                b, arith::AddIOp::create(b, rowOff, toI64(colIdx)), cI64(2));
-            Value ptr = LLVM::IntToPtrOp::create(
-                b, global, Value(arith::AddIOp::create(b, outBase, off)));
-            Value q0 = finish(v0, colIdx);
-            if (!checked) {
-              Value q1 = finish(v1, colIdx1);
-              auto pairType = VectorType::get({2}, b.getBF16Type());
-              Value pair = vector::FromElementsOp::create(b, pairType, ValueRange{q0, q1});
-              Value word = LLVM::BitcastOp::create(b, i32(), pair);
-              LLVM::StoreOp::create(b, word, ptr, 4);
-              continue;
-            }
-            Value in0 = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, colIdx, N);
-            scf::IfOp::create(b, in0, [&](OpBuilder &, Location) {
-              LLVM::StoreOp::create(b, q0, ptr, 2);
-              scf::YieldOp::create(b);
-            });
-            Value in1 = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, colIdx1, N);
-            scf::IfOp::create(b, in1, [&](OpBuilder &, Location) {
-              Value q1 = finish(v1, colIdx1);
-              Value ptr1 = LLVM::GEPOp::create(b, global, b.getBF16Type(), ptr,
-                                               ArrayRef<LLVM::GEPArg>{1});
-              LLVM::StoreOp::create(b, q1, ptr1, 2);
-              scf::YieldOp::create(b);
-            });
-          }
-        };
-        if (!checked) {
-          body();
-          continue;
-        }
-        Value rowIn = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, rowIdx, M);
-        scf::IfOp::create(b, rowIn, [&](OpBuilder &, Location) {
-          body();
-          scf::YieldOp::create(b);
-        });
-      }
-    }
-  };
-  accs_.assign(loop.getResults().begin(), loop.getResults().end());
+  int64_t consumerRegs = g.consumerRegisters();
+
+  auto isProducer = cmp(arith::CmpIPredicate::eq, wg, cIdx(0));
   scf::IfOp::create(
-      b, interior,
+      b, isProducer,
       [&](OpBuilder &, Location) {
-        emitStores(false);
+        if (consumerRegs)
+          NVVM::SetMaxRegisterOp::create(b, kProducerRegisters,
+                                         NVVM::SetMaxRegisterAction::decrease);
+        ifThen(cmp(arith::CmpIPredicate::eq, tid, cIdx(0)), [&] {
+          tileLoop([&](Value m0, Value n0, Value kIter) {
+            auto kLoop = scf::ForOp::create(b, cIdx(0), kTiles, cIdx(1));
+            OpBuilder::InsertionGuard guard(b);
+            b.setInsertionPointToStart(kLoop.getBody());
+            Value kt = kLoop.getInductionVar();
+            Value it = add(kIter, kt);
+            Value stage = arith::RemUIOp::create(b, it, cIdx(g.stages));
+            // A fresh barrier counts as having completed the phase before
+            // its first, so round r waits for the consumers' release of
+            // round r - 1 (parity of r, flipped).
+            Value parity = arith::XOrIOp::create(b, roundParity(it), cI32(1));
+            wait(emptyBarrier(stage), parity);
+            issueLoads(stage, kt, m0, n0);
+          });
+        });
         scf::YieldOp::create(b);
       },
       [&](OpBuilder &, Location) {
-        emitStores(true);
+        if (consumerRegs)
+          NVVM::SetMaxRegisterOp::create(b, consumerRegs,
+                                         NVVM::SetMaxRegisterAction::increase);
+        Value consumer = arith::SubIOp::create(b, wg, cIdx(1));
+        Value isWgLeader = cmp(arith::CmpIPredicate::eq,
+                               arith::RemUIOp::create(b, tid, cIdx(128)), cIdx(0));
+        auto release = [&](Value it) {
+          ifThen(isWgLeader, [&] {
+            NVVM::MBarrierArriveOp::create(
+                b, Type(), emptyBarrier(arith::RemUIOp::create(b, it, cIdx(g.stages))),
+                Value());
+          });
+        };
+        tileLoop([&](Value m0, Value n0, Value kIter) {
+          auto kLoop = scf::ForOp::create(b, cIdx(0), kTiles, cIdx(1), zeroAccumulators());
+          {
+            OpBuilder::InsertionGuard guard(b);
+            b.setInsertionPointToStart(kLoop.getBody());
+            Value kt = kLoop.getInductionVar();
+            Value it = add(kIter, kt);
+            Value stage = arith::RemUIOp::create(b, it, cIdx(g.stages));
+            wait(fullBarrier(stage), roundParity(it));
+            SmallVector<Value> accs =
+                issueWgmmas(stage, consumer, kLoop.getRegionIterArgs());
+            NVVM::WgmmaWaitGroupSyncOp::create(b, 1);
+            ifThen(cmp(arith::CmpIPredicate::uge, kt, cIdx(1)),
+                   [&] { release(arith::SubIOp::create(b, it, cIdx(1))); });
+            scf::YieldOp::create(b, accs);
+          }
+          NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
+          ifThen(cmp(arith::CmpIPredicate::ugt, kTiles, cIdx(0)), [&] {
+            release(arith::SubIOp::create(b, add(kIter, kTiles), cIdx(1)));
+          });
+          SmallVector<Value> accs(kLoop.getResults());
+          emitEpilogue(accs, m0, n0, consumer);
+        });
         scf::YieldOp::create(b);
       });
-  gpu::ReturnOp::create(b);
+}
+
+Value GemmKernelBuilder::scaled(Value acc, Value scale, Value col, Value colIn) {
+  Value v = arith::MulFOp::create(b, acc, scale);
+  if (!bias)
+    return v;
+  // Columns past N read the last bias element (their result is not stored
+  // or, for group scales, masked out by the caller).
+  Value lastCol = arith::SubIOp::create(b, arith::MaxUIOp::create(b, N, cIdx(1)), cIdx(1));
+  Value safe = colIn ? arith::MinUIOp::create(b, col, lastCol) : col;
+  Value bv = memref::LoadOp::create(b, bias, ValueRange{safe});
+  if (!bv.getType().isF32())
+    bv = arith::ExtFOp::create(b, b.getF32Type(), bv);
+  return arith::AddFOp::create(b, v, bv);
+}
+
+void GemmKernelBuilder::emitEpilogue(ArrayRef<Value> accs, Value m0, Value n0,
+                                     Value consumer) {
+  Value scale = arith::MulFOp::create(
+      b, memref::LoadOp::create(b, aScale, ValueRange{cIdx(0)}),
+      memref::LoadOp::create(b, bScale, ValueRange{cIdx(0)}));
+  Value rowBase = add(add(m0, mul(consumer, cIdx(g.mPerWarpgroup()))), rowInBlock);
+  if (p.out == OutputKind::Fp8Groups)
+    return storeFp8Groups(accs, scale, rowBase, n0);
+  // Full tiles with an even N store element pairs without checks.
+  Value interior = arith::AndIOp::create(
+      b,
+      arith::AndIOp::create(
+          b, cmp(arith::CmpIPredicate::ule, add(m0, cIdx(g.tileM)), M),
+          cmp(arith::CmpIPredicate::ule, add(n0, cIdx(g.tileN)), N)),
+      cmp(arith::CmpIPredicate::eq, arith::AndIOp::create(b, N, cIdx(1)), cIdx(0)));
+  scf::IfOp::create(
+      b, interior,
+      [&](OpBuilder &, Location) {
+        storeRows(accs, scale, rowBase, n0, /*checked=*/false);
+        scf::YieldOp::create(b);
+      },
+      [&](OpBuilder &, Location) {
+        storeRows(accs, scale, rowBase, n0, /*checked=*/true);
+        scf::YieldOp::create(b);
+      });
+}
+
+void GemmKernelBuilder::storeRows(ArrayRef<Value> accs, Value scale, Value rowBase,
+                                  Value n0, bool checked) {
+  MLIRContext *ctx = b.getContext();
+  Type elem = p.out == OutputKind::F32 ? Type(b.getF32Type()) : b.getBF16Type();
+  int64_t elemBytes = elem.getIntOrFloatBitWidth() / 8;
+  Value outBase = toI64(memref::ExtractAlignedPointerAsIndexOp::create(b, out));
+  auto global = LLVM::LLVMPointerType::get(ctx, 1);
+  Value nI64 = toI64(N);
+  auto narrow = [&](Value v) -> Value {
+    return elem.isF32() ? v : arith::TruncFOp::create(b, elem, v);
+  };
+  for (int64_t i = 0; i < g.mBlocks(); ++i) {
+    for (int64_t h = 0; h < 2; ++h) {
+      Value rowIdx = add(rowBase, cIdx(64 * i + 8 * h));
+      Value rowOff = mul(toI64(rowIdx), nI64);
+      auto body = [&]() {
+        for (int64_t j = 0; j < g.tileN / 8; ++j) {
+          Value col = add(add(n0, cIdx(8 * j)), colInChunk);
+          Value col1 = add(col, cIdx(1));
+          int64_t e = 4 * j + 2 * h;
+          Value v0 = LLVM::ExtractValueOp::create(b, accs[i], e);
+          Value v1 = LLVM::ExtractValueOp::create(b, accs[i], e + 1);
+          Value off = mul(add(rowOff, toI64(col)), cI64(elemBytes));
+          Value ptr = LLVM::IntToPtrOp::create(b, global, Value(add(outBase, off)));
+          if (!checked) {
+            Value pair = vector::FromElementsOp::create(
+                b, VectorType::get({2}, elem),
+                ValueRange{narrow(scaled(v0, scale, col, Value())),
+                           narrow(scaled(v1, scale, col1, Value()))});
+            LLVM::StoreOp::create(b, pair, ptr, 2 * elemBytes);
+            continue;
+          }
+          ifThen(cmp(arith::CmpIPredicate::ult, col, N), [&] {
+            LLVM::StoreOp::create(b, narrow(scaled(v0, scale, col, Value())), ptr,
+                                  elemBytes);
+          });
+          ifThen(cmp(arith::CmpIPredicate::ult, col1, N), [&] {
+            Value ptr1 =
+                LLVM::GEPOp::create(b, global, elem, ptr, ArrayRef<LLVM::GEPArg>{1});
+            LLVM::StoreOp::create(b, narrow(scaled(v1, scale, col1, Value())), ptr1,
+                                  elemBytes);
+          });
+        }
+      };
+      if (checked)
+        ifThen(cmp(arith::CmpIPredicate::ult, rowIdx, M), body);
+      else
+        body();
+    }
+  }
+}
+
+/// 1x16 groups of a row span two n8 chunks, i.e. the 4 lanes of a quad
+/// (4 values each): the group maximum is a 2-step shuffle inside the quad,
+/// done by every lane (shuffles need the whole warp), stores are masked.
+/// Numerics follow COAT's quantized GEMM epilogue (COAT.md §4.1): with
+/// acc = A.B * s_A * s_B (+ bias) in f32, s = (max|acc| + 1e-10) / fp8max,
+/// codes = cvt.rn.satfinite(acc / s) and the stored scale is bf16(s).
+/// Columns past N count as 0 in the group maximum.
+void GemmKernelBuilder::storeFp8Groups(ArrayRef<Value> accs, Value scale,
+                                       Value rowBase, Value n0) {
+  MLIRContext *ctx = b.getContext();
+  F32Emitter f{b};
+  GroupLane quad;
+  quad.elementsPerLane = 4;
+  quad.lanesPerGroup = 4;
+  quad.groupSize = kOutputGroup;
+  quad.onGpu = true;
+  Type fp8 = getFp8Type(ctx, p.outFormat);
+  float fp8Max = ::coat::getFp8Traits(p.outFormat).maxFinite;
+  Value groupsPerRow = arith::CeilDivUIOp::create(b, N, cIdx(kOutputGroup));
+  Value codesBase = toI64(memref::ExtractAlignedPointerAsIndexOp::create(b, out));
+  auto global = LLVM::LLVMPointerType::get(ctx, 1);
+  Value nI64 = toI64(N);
+  Value quadLeader = cmp(arith::CmpIPredicate::eq, colInChunk, cIdx(0));
+  for (int64_t i = 0; i < g.mBlocks(); ++i) {
+    for (int64_t grp = 0; grp < g.tileN / kOutputGroup; ++grp) {
+      for (int64_t h = 0; h < 2; ++h) {
+        Value rowIdx = add(rowBase, cIdx(64 * i + 8 * h));
+        Value rowIn = cmp(arith::CmpIPredicate::ult, rowIdx, M);
+        Value rowOff = mul(toI64(rowIdx), nI64);
+        SmallVector<Value> cols, ins, vals;
+        for (int64_t half = 0; half < 2; ++half) {
+          int64_t j = 2 * grp + half;
+          for (int64_t e = 0; e < 2; ++e) {
+            Value col = add(add(n0, cIdx(8 * j + e)), colInChunk);
+            Value colIn = cmp(arith::CmpIPredicate::ult, col, N);
+            Value acc = LLVM::ExtractValueOp::create(b, accs[i], 4 * j + 2 * h + e);
+            cols.push_back(col);
+            ins.push_back(colIn);
+            vals.push_back(f.select(colIn, scaled(acc, scale, col, colIn), f.c(0.0)));
+          }
+        }
+        Value amax = f.abs(vals[0]);
+        for (Value v : ArrayRef<Value>(vals).drop_front())
+          amax = f.maxnum(amax, f.abs(v));
+        amax = quad.allReduce(b, amax, GroupReduceKind::MaxNum);
+        Value s = f.div(f.add(amax, f.c(::coat::kActivationScaleEps)), f.c(fp8Max));
+        SmallVector<Value> codes;
+        for (Value v : vals)
+          codes.push_back(arith::BitcastOp::create(
+              b, b.getI8Type(), arith::TruncFOp::create(b, fp8, f.div(v, s))));
+        // Each lane writes two byte pairs (one per n8 chunk).
+        for (int64_t half = 0; half < 2; ++half) {
+          Value col = cols[2 * half];
+          Value ptr = LLVM::IntToPtrOp::create(
+              b, global, Value(add(codesBase, add(rowOff, toI64(col)))));
+          Value pairIn = arith::AndIOp::create(
+              b, ins[2 * half + 1],
+              cmp(arith::CmpIPredicate::eq, arith::AndIOp::create(b, N, cIdx(1)),
+                  cIdx(0)));
+          scf::IfOp::create(
+              b, arith::AndIOp::create(b, rowIn, pairIn),
+              [&](OpBuilder &, Location) {
+                Value pair = vector::FromElementsOp::create(
+                    b, VectorType::get({2}, b.getI8Type()),
+                    ValueRange{codes[2 * half], codes[2 * half + 1]});
+                LLVM::StoreOp::create(b, pair, ptr, 2);
+                scf::YieldOp::create(b);
+              },
+              [&](OpBuilder &, Location) {
+                ifThen(arith::AndIOp::create(b, rowIn, ins[2 * half]), [&] {
+                  LLVM::StoreOp::create(b, codes[2 * half], ptr, 1);
+                });
+                ifThen(arith::AndIOp::create(b, rowIn, ins[2 * half + 1]), [&] {
+                  Value ptr1 = LLVM::GEPOp::create(b, global, b.getI8Type(), ptr,
+                                                   ArrayRef<LLVM::GEPArg>{1});
+                  LLVM::StoreOp::create(b, codes[2 * half + 1], ptr1, 1);
+                });
+                scf::YieldOp::create(b);
+              });
+        }
+        Value groupIdx = add(arith::DivUIOp::create(b, n0, cIdx(kOutputGroup)),
+                             cIdx(grp));
+        Value storeScale = arith::AndIOp::create(
+            b, arith::AndIOp::create(b, rowIn, quadLeader),
+            cmp(arith::CmpIPredicate::ult, groupIdx, groupsPerRow));
+        ifThen(storeScale, [&] {
+          Value bits = arith::BitcastOp::create(
+              b, b.getI16Type(), arith::TruncFOp::create(b, b.getBF16Type(), s));
+          memref::StoreOp::create(b, bits, outScale,
+                                  ValueRange{add(mul(rowIdx, groupsPerRow), groupIdx)});
+        });
+      }
+    }
+  }
+}
+
+/// Reads the operand and result types of `op` into a GemmProblem, or
+/// reports (on the op) what the lowering does not handle.
+FailureOr<GemmProblem> analyze(LinearOp op) {
+  auto lhs = dyn_cast<QTensorType>(op.getLhs().getType());
+  auto rhs = dyn_cast<QTensorType>(op.getRhs().getType());
+  if (!lhs || !rhs)
+    return op.emitOpError("coat-lower-linear needs resolved !coat.qtensor operands "
+                          "(run coat-mixed-granularity first)");
+  if (!lhs.getScaling().isPerTensor() || !rhs.getScaling().isPerTensor())
+    return op.emitOpError("coat-lower-linear handles only per_tensor operands so far");
+  if (lhs.getRank() != 2 || rhs.getRank() != 2)
+    return op.emitOpError("coat-lower-linear needs 2-D operands");
+  GemmProblem p;
+  p.kind = op.getKind();
+  p.lhs = lhs.getFormat();
+  p.rhs = rhs.getFormat();
+  Type result = op.getResult().getType();
+  if (auto t = dyn_cast<RankedTensorType>(result)) {
+    p.out = t.getElementType().isF32() ? OutputKind::F32 : OutputKind::BF16;
+  } else if (auto q = dyn_cast<QTensorType>(result)) {
+    if (q.getScalingValue() != ::coat::Scaling::perGroup(kOutputGroup) ||
+        !q.getScaleType().isBF16())
+      return op.emitOpError("coat-lower-linear writes quantized results only as "
+                            "per_group<16> with bf16 scales, got ")
+             << q;
+    p.out = OutputKind::Fp8Groups;
+    p.outFormat = q.getFormat();
+  } else {
+    return op.emitOpError("coat-lower-linear needs a ranked bf16/f32 tensor or a "
+                          "!coat.qtensor result, got ")
+           << result;
+  }
+  if (Value bias = op.getBias())
+    p.biasElem = cast<ShapedType>(bias.getType()).getElementType();
+  return p;
 }
 
 struct CoatLowerLinearPass
@@ -432,64 +830,65 @@ struct CoatLowerLinearPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SmallVector<std::pair<func::FuncOp, LinearOp>> specs;
+    bool bad = false;
     module.walk([&](func::FuncOp fn) {
       if (fn.isExternal() || fn.isPrivate())
         return;
       auto ops = fn.getBody().getOps<LinearOp>();
-      if (!llvm::hasSingleElement(ops))
+      if (ops.empty())
         return;
+      if (!llvm::hasSingleElement(ops)) {
+        fn.emitError("coat-lower-linear: a kernel-spec function holds one "
+                     "coat.linear, this one holds several");
+        bad = true;
+        return;
+      }
       specs.push_back({fn, *ops.begin()});
     });
+    if (bad)
+      return signalPassFailure();
     if (specs.empty())
       return;
-    GemmShape g{tileM, tileN, stages, warpgroups};
-    if (g.tileM % (64 * g.warpgroups) != 0 || g.tileM > 256)
-      return emitError(module.getLoc())
-                 << "coat-lower-linear: tile-m (" << tileM
-                 << ") must be a multiple of 64 * warpgroups and at most 256",
-             signalPassFailure();
-    if (g.tileN % 8 != 0 || g.tileN < 8 || g.tileN > 256)
-      return emitError(module.getLoc())
-                 << "coat-lower-linear: tile-n (" << tileN
-                 << ") must be a multiple of 8 in [8, 256] (wgmma N)",
-             signalPassFailure();
+    GemmShape g{tileM, tileN, stages, warpgroups, warpSpecialize, groupM};
+    // Options apply to every spec; report at the first one.
+    auto fail = [&](const Twine &msg) {
+      emitError(specs.front().first.getLoc()) << "coat-lower-linear: " << msg;
+      signalPassFailure();
+    };
+    if (g.warpgroups < 1 || g.tileM % (64 * g.warpgroups) != 0 || g.tileM > 256)
+      return fail("tile-m (" + Twine(tileM) + ") must be a positive multiple of 64 * "
+                  "warpgroups and at most 256 (a TMA box)");
+    if (g.tileN % 16 != 0 || g.tileN < 16 || g.tileN > 256)
+      return fail("tile-n (" + Twine(tileN) + ") must be a multiple of 16 in "
+                  "[16, 256] (wgmma N, whole 1x16 output groups)");
     if (g.stages < 2)
-      return emitError(module.getLoc()) << "coat-lower-linear: stages must be >= 2",
-             signalPassFailure();
+      return fail("stages must be >= 2");
+    if (g.groupM < 1)
+      return fail("group-m must be >= 1");
+    if (g.threads() > 1024)
+      return fail(Twine(g.threads()) + " threads per CTA exceed 1024");
     if (g.sharedBytes() > 227 * 1024)
-      return emitError(module.getLoc())
-                 << "coat-lower-linear: " << g.sharedBytes()
-                 << " bytes of shared memory exceed Hopper's 227 KiB per block",
-             signalPassFailure();
+      return fail(Twine(g.sharedBytes()) +
+                  " bytes of shared memory exceed Hopper's 227 KiB per block");
+    if (g.warpSpecialized && g.warpgroups >= 2 &&
+        g.consumerRegisters() < g.tileN / 2 * g.mBlocks() + 24)
+      return fail("warpgroups = " + Twine(g.warpgroups) + " leaves " +
+                  Twine(g.consumerRegisters()) + " registers per consumer thread, "
+                  "too few for " + Twine(g.tileN / 2 * g.mBlocks()) + " accumulators");
 
     gpu::GPUModuleOp gpuModule;
     for (auto [fn, op] : specs) {
-      if (failed(lowerSpec(fn, op, g, gpuModule)))
+      FailureOr<GemmProblem> problem = analyze(op);
+      if (failed(problem))
         return signalPassFailure();
+      lowerSpec(fn, *problem, g, gpuModule);
     }
     module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
                     UnitAttr::get(module.getContext()));
   }
 
-  LogicalResult lowerSpec(func::FuncOp fn, LinearOp op, const GemmShape &g,
-                          gpu::GPUModuleOp &gpuModule) {
-    auto lhs = cast<QTensorType>(op.getLhs().getType());
-    auto rhs = cast<QTensorType>(op.getRhs().getType());
-    if (op.getKind() != LinearKind::forward)
-      return op.emitOpError("coat-lower-linear handles only `forward` so far");
-    if (!lhs.getScaling().isPerTensor() || !rhs.getScaling().isPerTensor())
-      return op.emitOpError("coat-lower-linear handles only per_tensor operands so far");
-    if (!isa<Float8E4M3FNType>(lhs.getElementType()) ||
-        !isa<Float8E4M3FNType>(rhs.getElementType()))
-      return op.emitOpError("coat-lower-linear handles only E4M3 x E4M3 so far");
-    auto resultType = dyn_cast<RankedTensorType>(op.getResult().getType());
-    if (!resultType || !resultType.getElementType().isBF16())
-      return op.emitOpError("coat-lower-linear handles only a bf16 result so far");
-    bool hasBias = static_cast<bool>(op.getBias());
-    Type biasElem = hasBias
-                        ? cast<RankedTensorType>(op.getBias().getType()).getElementType()
-                        : Type();
-
+  void lowerSpec(func::FuncOp fn, const GemmProblem &p, const GemmShape &g,
+                 gpu::GPUModuleOp &gpuModule) {
     MLIRContext *ctx = &getContext();
     OpBuilder mb(ctx);
     Location loc = fn.getLoc();
@@ -497,33 +896,27 @@ struct CoatLowerLinearPass
       mb.setInsertionPointToEnd(getOperation().getBody());
       gpuModule = gpu::GPUModuleOp::create(mb, loc, "coat_linear");
     }
-    auto dynMemref = [&](Type elem) {
-      return MemRefType::get({ShapedType::kDynamic}, elem);
-    };
-    auto ptr = LLVM::LLVMPointerType::get(ctx);
-    SmallVector<Type> params = {ptr, ptr, dynMemref(mb.getBF16Type()),
-                                dynMemref(mb.getF32Type()), dynMemref(mb.getF32Type())};
-    if (hasBias)
-      params.push_back(dynMemref(biasElem));
-    params.append(3, mb.getI64Type());
+    SmallVector<GemmParam> params = gemmParams(ctx, p, g);
+    SmallVector<Type> types;
+    for (const GemmParam &a : params)
+      types.push_back(a.type);
     mb.setInsertionPointToEnd(gpuModule.getBody());
     std::string name = fn.getSymName().str();
-    auto kernel = gpu::GPUFuncOp::create(mb, loc, name, mb.getFunctionType(params, {}));
+    auto kernel = gpu::GPUFuncOp::create(mb, loc, name, mb.getFunctionType(types, {}));
     kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), mb.getUnitAttr());
     kernel.setKnownBlockSizeAttr(
         mb.getDenseI32ArrayAttr({static_cast<int32_t>(g.threads()), 1, 1}));
+    // One CTA per multiprocessor: the register cap setmaxnreg needs at entry.
+    kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(), mb.getI32IntegerAttr(1));
     kernel->setAttr(kGridConstantAttr, mb.getDenseI32ArrayAttr({0, 1}));
     for (unsigned i = 0; i < 2; ++i)
       kernel.setArgAttr(i, LLVM::LLVMDialect::getAlignAttrName(),
                         mb.getI32IntegerAttr(64));
-    StringRef biasDtype = !hasBias ? "" : biasElem.isF32() ? "f32" : "bf16";
-    kernel->setAttr("coat.kernel",
-                    buildManifestRecord(ctx, name, g, hasBias, biasDtype));
+    kernel->setAttr("coat.kernel", buildManifestRecord(ctx, name, p, g, params));
     ImplicitLocOpBuilder b(loc, ctx);
     b.setInsertionPointToStart(&kernel.getBody().front());
-    GemmKernelBuilder(b, g, kernel, hasBias).build();
+    GemmKernelBuilder(b, p, g, kernel).build();
     fn.erase();
-    return success();
   }
 };
 

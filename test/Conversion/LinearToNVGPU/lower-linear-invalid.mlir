@@ -1,5 +1,5 @@
-// coat-lower-linear reports what it does not lower yet instead of emitting a
-// wrong kernel.
+// coat-lower-linear reports, with a location, what it does not lower instead
+// of emitting a wrong kernel or aborting.
 // RUN: coat-opt %s -split-input-file -verify-diagnostics --pass-pipeline='builtin.module(coat-lower-linear)'
 
 func.func @block_scaled(%x: !coat.qtensor<128x256xf8E4M3FN, per_group<128>>,
@@ -14,12 +14,41 @@ func.func @block_scaled(%x: !coat.qtensor<128x256xf8E4M3FN, per_group<128>>,
 
 // -----
 
-func.func @f32_out(%x: !coat.qtensor<128x256xf8E4M3FN, per_tensor>,
-                   %w: !coat.qtensor<512x256xf8E4M3FN, per_tensor>)
-    -> tensor<128x512xf32> {
-  // expected-error @+1 {{handles only a bf16 result so far}}
+func.func @unresolved(%x: tensor<128x256xbf16>,
+                      %w: !coat.qtensor<512x256xf8E4M3FN, per_tensor>)
+    -> tensor<128x512xbf16> {
+  %u = coat.quantize_auto %x : tensor<128x256xbf16> -> !coat.unresolved<128x256xbf16>
+  // expected-error @+1 {{needs resolved !coat.qtensor operands}}
+  %y = coat.linear forward %u, %w
+         : !coat.unresolved<128x256xbf16>,
+           !coat.qtensor<512x256xf8E4M3FN, per_tensor> -> tensor<128x512xbf16>
+  return %y : tensor<128x512xbf16>
+}
+
+// -----
+
+func.func @f32_group_scales(%x: !coat.qtensor<128x256xf8E4M3FN, per_tensor>,
+                            %w: !coat.qtensor<512x256xf8E4M3FN, per_tensor>)
+    -> !coat.qtensor<128x512xf8E4M3FN, per_group<16>, scale = f32> {
+  // expected-error @+1 {{writes quantized results only as per_group<16> with bf16 scales}}
   %y = coat.linear forward %x, %w
          : !coat.qtensor<128x256xf8E4M3FN, per_tensor>,
-           !coat.qtensor<512x256xf8E4M3FN, per_tensor> -> tensor<128x512xf32>
-  return %y : tensor<128x512xf32>
+           !coat.qtensor<512x256xf8E4M3FN, per_tensor>
+         -> !coat.qtensor<128x512xf8E4M3FN, per_group<16>, scale = f32>
+  return %y : !coat.qtensor<128x512xf8E4M3FN, per_group<16>, scale = f32>
+}
+
+// -----
+
+// expected-error @+1 {{holds one coat.linear, this one holds several}}
+func.func @two_gemms(%x: !coat.qtensor<128x256xf8E4M3FN, per_tensor>,
+                     %w: !coat.qtensor<512x256xf8E4M3FN, per_tensor>)
+    -> (tensor<128x512xbf16>, tensor<128x512xbf16>) {
+  %y = coat.linear forward %x, %w
+         : !coat.qtensor<128x256xf8E4M3FN, per_tensor>,
+           !coat.qtensor<512x256xf8E4M3FN, per_tensor> -> tensor<128x512xbf16>
+  %z = coat.linear forward %x, %w
+         : !coat.qtensor<128x256xf8E4M3FN, per_tensor>,
+           !coat.qtensor<512x256xf8E4M3FN, per_tensor> -> tensor<128x512xbf16>
+  return %y, %z : tensor<128x512xbf16>, tensor<128x512xbf16>
 }

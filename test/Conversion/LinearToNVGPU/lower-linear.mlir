@@ -1,22 +1,30 @@
-// coat-lower-linear: one per-tensor E4M3 coat.linear forward becomes a Hopper
+// coat-lower-linear: every kind of per-tensor coat.linear becomes one Hopper
 // kernel: CUtensorMap grid-constant parameters, TMA loads completing on
-// mbarriers, wgmma e4m3 x e4m3 into f32 registers, nothing in local memory.
+// mbarriers, wgmma with the operands' FP8 formats into f32 registers, an
+// epilogue writing bf16, f32 or 1x16-quantized FP8, nothing in local memory.
 // RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear)' \
 // RUN:   | FileCheck %s --check-prefix=IR
 // RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear,coat-gpu-to-binary{format=isa})' \
 // RUN:   | sed -e 's/\\0A/\n/g' -e 's/\\09/ /g' | FileCheck %s
-// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-n=128 warpgroups=1 stages=3},coat-gpu-to-binary{format=isa})' \
-// RUN:   | sed -e 's/\\0A/\n/g' -e 's/\\09/ /g' | FileCheck %s --check-prefix=N128
+// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-n=128 warpgroups=1 stages=3 warp-specialize=false},coat-gpu-to-binary{format=isa})' \
+// RUN:   | sed -e 's/\\0A/\n/g' -e 's/\\09/ /g' | FileCheck %s --check-prefix=PLAIN
 
 // IR-LABEL: gpu.module @coat_linear
-// IR: gpu.func @fp8_linear(%{{.*}}: !llvm.ptr {llvm.align = 64 : i32}, %{{.*}}: !llvm.ptr {llvm.align = 64 : i32}, %{{.*}}: memref<?xbf16>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64) kernel
+// IR: gpu.func @fwd(%{{[a-z0-9]+}}: !llvm.ptr {llvm.align = 64 : i32}, %{{[a-z0-9]+}}: !llvm.ptr {llvm.align = 64 : i32}, %{{[a-z0-9]+}}: memref<?xbf16>, %{{[a-z0-9]+}}: memref<?xf32>, %{{[a-z0-9]+}}: memref<?xf32>, %{{[a-z0-9]+}}: i64, %{{[a-z0-9]+}}: i64, %{{[a-z0-9]+}}: i64) kernel
 // IR-SAME: coat.grid_constant = array<i32: 0, 1>
-// IR-SAME: kind = "tensormap"
-// IR-SAME: grid_tiles = {{\[\["n", 256\], \["m", 128\]\]}}
-// IR-SAME: known_block_size = array<i32: 256, 1, 1>
+// IR-SAME: dtype = "e4m3", kind = "tensormap", name = "a"
+// IR-SAME: config = {a = "e4m3", b = "e4m3", bias = false, group_m = 8 : i64, kind = "forward", out = "bf16"
+// IR-SAME: launch = {block = [384, 1, 1], grid_tiles = {{\[\["m", 128\], \["n", 256\]\]}}, persistent = true
+// IR-SAME: known_block_size = array<i32: 384, 1, 1>, nvvm.minctasm = 1
 // IR: nvvm.mbarrier.init
 // IR: nvvm.fence.mbarrier.init
+// IR: scf.if
+// IR: nvvm.setmaxregister decrease 40
+// IR: scf.for
+// IR: nvvm.mbarrier.try_wait.parity
 // IR: nvvm.cp.async.bulk.tensor.shared.cluster.global
+// IR: else
+// IR: nvvm.setmaxregister increase 232
 // IR: scf.for
 // IR: nvvm.mbarrier.try_wait.parity
 // IR: nvvm.wgmma.fence.aligned
@@ -25,34 +33,113 @@
 // IR: nvvm.wgmma.wait.group.sync.aligned 1
 // IR: nvvm.mbarrier.arrive
 // IR: nvvm.wgmma.wait.group.sync.aligned 0
-// IR-NOT: func.func @fp8_linear
+
+// IR: gpu.func @dgrad(%{{[a-z0-9]+}}: !llvm.ptr {llvm.align = 64 : i32}, %{{[a-z0-9]+}}: !llvm.ptr {llvm.align = 64 : i32}, %{{[a-z0-9]+}}: memref<?xf32>, %{{[a-z0-9]+}}: memref<?xf32>, %{{[a-z0-9]+}}: memref<?xf32>, %{{[a-z0-9]+}}: i64
+// IR-SAME: dtype = "e5m2", kind = "tensormap", name = "a"
+// IR-SAME: dtype = "e4m3", kind = "tensormap", name = "b"
+// IR-SAME: {dtype = "f32", extent = "m*n", kind = "memref", name = "out"}
+// IR-SAME: kind = "dgrad", out = "f32"
+
+// IR: gpu.func @wgrad(
+// IR-SAME: kind = "wgrad", out = "bf16"
+
+// IR: gpu.func @gate_q16(%{{[a-z0-9]+}}: !llvm.ptr {llvm.align = 64 : i32}, %{{[a-z0-9]+}}: !llvm.ptr {llvm.align = 64 : i32}, %{{[a-z0-9]+}}: memref<?xi8>, %{{[a-z0-9]+}}: memref<?xi16>, %{{[a-z0-9]+}}: memref<?xf32>, %{{[a-z0-9]+}}: memref<?xf32>, %{{[a-z0-9]+}}: memref<?xbf16>, %{{[a-z0-9]+}}: i64
+// IR-SAME: {dtype = "e4m3", extent = "m*n", kind = "memref", name = "out"}, {dtype = "bf16", extent = "m*groups", kind = "memref", name = "out_scale"}
+// IR-SAME: {dtype = "bf16", extent = "n", kind = "memref", name = "bias"}
+// IR-SAME: bias = true
+// IR-SAME: group_size = 16 : i64
+// IR-SAME: out = "e4m3", out_scale = "bf16"
+// IR: gpu.shuffle  xor %{{.*}}, %c2_i32
+// IR-NEXT: arith.maxnumf
+// IR: gpu.shuffle  xor %{{.*}}, %c1_i32
+// IR-NEXT: arith.maxnumf
+// IR-NEXT: %[[EPS:.*]] = arith.constant 1.000000e-10 : f32
+// IR-NEXT: %[[SUM:.*]] = arith.addf %{{.*}}, %[[EPS]] : f32
+// IR-NEXT: %[[MAX:.*]] = arith.constant 4.480000e+02 : f32
+// IR-NEXT: %[[S:.*]] = arith.divf %[[SUM]], %[[MAX]] : f32
+// IR-NEXT: %[[Q:.*]] = arith.divf %{{.*}}, %[[S]] : f32
+// IR-NEXT: arith.truncf %[[Q]] : f32 to f8E4M3FN
+// IR-NOT: func.func @
 
 // CHECK-NOT: .local
-// CHECK: .entry fp8_linear(
-// CHECK-NEXT: .param .align 64 .b8 fp8_linear_param_0[128]
-// CHECK-NEXT: .param .align 64 .b8 fp8_linear_param_1[128]
-// CHECK: cvta.param.u64
+// CHECK-LABEL: .entry fwd(
+// CHECK-NEXT: .param .align 64 .b8 fwd_param_0[128]
+// CHECK-NEXT: .param .align 64 .b8 fwd_param_1[128]
+// CHECK: .maxntid 384, 1, 1
+// CHECK-NEXT: .minnctapersm 1
 // CHECK: mbarrier.init.shared.b64
-// CHECK: mbarrier.arrive.expect_tx.shared.b64
-// CHECK: cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// CHECK: setmaxnreg.inc.sync.aligned.u32 232
 // CHECK: mbarrier.try_wait.parity.shared.b64
 // CHECK: wgmma.fence.sync.aligned
-// CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3
+// CHECK: wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3
 // CHECK: wgmma.commit_group.sync.aligned
 // CHECK: wgmma.wait_group.sync.aligned 1
+// CHECK: mbarrier.arrive.shared.b64
 // CHECK: wgmma.wait_group.sync.aligned 0
 // CHECK: cvt.rn.bf16{{(x2)?}}.f32
+// CHECK: setmaxnreg.dec.sync.aligned.u32 40
+// CHECK: mbarrier.arrive.expect_tx.shared.b64
+// CHECK: cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+
+// CHECK-LABEL: .entry dgrad(
+// CHECK-NOT: cvt.rn.bf16
+// CHECK: st.global.v2.b32
+// CHECK: wgmma.mma_async.sync.aligned.m64n256k32.f32.e5m2.e4m3
+// CHECK: cp.async.bulk.tensor.2d
+
+// CHECK-LABEL: .entry wgrad(
+// CHECK: wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e5m2
+// CHECK: cp.async.bulk.tensor.2d
+
+// CHECK-LABEL: .entry gate_q16(
+// CHECK: wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3
+// CHECK: shfl.sync.bfly.b32
+// CHECK: div.rn.f32
+// CHECK: cvt.rn.satfinite.e4m3x2.f32
+// CHECK: st.global.v2.b8
+// CHECK: cvt.rn.bf16.f32
+// CHECK: st.global.b16
 // CHECK-NOT: .local
 
-// N128: .entry fp8_linear(
-// N128-COUNT-8: wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3
-// N128-NOT: .local
+// PLAIN-LABEL: .entry fwd(
+// PLAIN: .maxntid 128, 1, 1
+// PLAIN-NOT: setmaxnreg
+// PLAIN: cp.async.bulk.tensor.2d
+// PLAIN-COUNT-8: wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3
+// PLAIN-LABEL: .entry dgrad(
+// PLAIN-COUNT-8: wgmma.mma_async.sync.aligned.m64n128k32.f32.e5m2.e4m3
+// PLAIN-NOT: .local
 
-func.func @fp8_linear(%x: !coat.qtensor<?x?xf8E4M3FN, per_tensor>,
-                      %w: !coat.qtensor<?x?xf8E4M3FN, per_tensor>)
-    -> tensor<?x?xbf16> {
+func.func @fwd(%x: !coat.qtensor<?x?xf8E4M3FN, per_tensor>,
+               %w: !coat.qtensor<?x?xf8E4M3FN, per_tensor>) -> tensor<?x?xbf16> {
   %y = coat.linear forward %x, %w
          : !coat.qtensor<?x?xf8E4M3FN, per_tensor>,
            !coat.qtensor<?x?xf8E4M3FN, per_tensor> -> tensor<?x?xbf16>
   return %y : tensor<?x?xbf16>
+}
+
+func.func @dgrad(%dy: !coat.qtensor<?x?xf8E5M2, per_tensor>,
+                 %wt: !coat.qtensor<?x?xf8E4M3FN, per_tensor>) -> tensor<?x?xf32> {
+  %dx = coat.linear dgrad %dy, %wt
+          : !coat.qtensor<?x?xf8E5M2, per_tensor>,
+            !coat.qtensor<?x?xf8E4M3FN, per_tensor> -> tensor<?x?xf32>
+  return %dx : tensor<?x?xf32>
+}
+
+func.func @wgrad(%dyt: !coat.qtensor<?x?xf8E4M3FN, per_tensor>,
+                 %xt: !coat.qtensor<?x?xf8E5M2, per_tensor>) -> tensor<?x?xbf16> {
+  %dw = coat.linear wgrad %dyt, %xt
+          : !coat.qtensor<?x?xf8E4M3FN, per_tensor>,
+            !coat.qtensor<?x?xf8E5M2, per_tensor> -> tensor<?x?xbf16>
+  return %dw : tensor<?x?xbf16>
+}
+
+func.func @gate_q16(%x: !coat.qtensor<?x?xf8E4M3FN, per_tensor>,
+                    %w: !coat.qtensor<?x?xf8E4M3FN, per_tensor>, %b: tensor<?xbf16>)
+    -> !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16> {
+  %y = coat.linear forward %x, %w bias %b
+         : !coat.qtensor<?x?xf8E4M3FN, per_tensor>,
+           !coat.qtensor<?x?xf8E4M3FN, per_tensor>, tensor<?xbf16>
+         -> !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>
+  return %y : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>
 }

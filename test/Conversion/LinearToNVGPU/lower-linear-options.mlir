@@ -1,0 +1,20 @@
+// Option values the hardware cannot run are pass failures with a message.
+// RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-m=96})' 2>&1 | FileCheck %s --check-prefix=TILEM
+// RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-n=136})' 2>&1 | FileCheck %s --check-prefix=TILEN
+// RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{stages=6})' 2>&1 | FileCheck %s --check-prefix=SMEM
+// RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-m=256 warpgroups=2 stages=2})' 2>&1 | FileCheck %s --check-prefix=REGS
+// RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{stages=1})' 2>&1 | FileCheck %s --check-prefix=STAGES
+
+// TILEM: lower-linear-options.mlir:[[@LINE+6]]:1: error: coat-lower-linear: tile-m (96) must be a positive multiple of 64 * warpgroups
+// TILEN: lower-linear-options.mlir:[[@LINE+5]]:1: error: coat-lower-linear: tile-n (136) must be a multiple of 16 in [16, 256]
+// SMEM: error: coat-lower-linear: 296032 bytes of shared memory exceed Hopper's 227 KiB per block
+// REGS: error: coat-lower-linear: warpgroups = 2 leaves 232 registers per consumer thread, too few for 256 accumulators
+// STAGES: error: coat-lower-linear: stages must be >= 2
+
+func.func @fwd(%x: !coat.qtensor<?x?xf8E4M3FN, per_tensor>,
+               %w: !coat.qtensor<?x?xf8E4M3FN, per_tensor>) -> tensor<?x?xbf16> {
+  %y = coat.linear forward %x, %w
+         : !coat.qtensor<?x?xf8E4M3FN, per_tensor>,
+           !coat.qtensor<?x?xf8E4M3FN, per_tensor> -> tensor<?x?xbf16>
+  return %y : tensor<?x?xbf16>
+}
