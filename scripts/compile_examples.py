@@ -8,9 +8,11 @@ The pipelines themselves live in the `coat` Python package.
 
 Examples written before granularity resolution (they hold `coat.quantize_auto`,
 e.g. examples/llama_mlp/mlp_block.mlir) are model-level programs, not kernel
-specs: they are checked by running coat-mixed-granularity and
-coat-group-scaling, and the granularity chosen for each quantized value is
-printed.
+specs: coat-mixed-granularity and coat-group-scaling resolve them (the
+granularity chosen for each quantized value is printed), coat-outline-kernels
+cuts them into kernel specs (the launch sequence is printed; the specs are
+written to `<out>/<name>/kernels.mlir`), and those are compiled like any other
+example.
 """
 import argparse
 import json
@@ -59,6 +61,33 @@ def granularity_summary(coat_opt: str, src: Path):
     return choices, fused
 
 
+OUTLINE_PASSES = [*GRANULARITY_PASSES, "-coat-outline-kernels"]
+_CALL = re.compile(r"= call @([\w$.-]+)\(|^\s*call @([\w$.-]+)\(")
+
+
+def run_passes(coat_opt: str, src: Path, passes, out: Path = None) -> str:
+    """Runs coat-opt `passes` on `src`; returns (or writes) the result."""
+    cmd = [coat_opt, str(src), *passes, "-mlir-print-op-on-diagnostic=false"]
+    if out is not None:
+        cmd += ["-o", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"coat-opt {' '.join(passes)} failed on {src}:\n"
+                           f"{proc.stderr}")
+    return proc.stdout
+
+
+def kernel_schedule(coat_opt: str, src: Path):
+    """The kernels a program launches, in order (coat-outline-kernels)."""
+    text = run_passes(coat_opt, src, OUTLINE_PASSES)
+    names = []
+    for line in text.splitlines():
+        m = _CALL.search(line)
+        if m:
+            names.append(m.group(1) or m.group(2))
+    return names
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--coat-opt", required=True)
@@ -85,25 +114,50 @@ def main() -> int:
                 print(f"  {'':{width}s}    {why}")
         print(f"  {len(choices)} quantized values resolved; {fused} per-tensor "
               f"scales from maxima fused into their producers\n")
-    rows = []
-    for src in examples:
+        schedule = kernel_schedule(tc.coat_opt, src)
+        print(f"{src.relative_to(args.examples)}: {len(schedule)} kernel launches "
+              f"({' '.join(OUTLINE_PASSES)}), "
+              f"{len(set(schedule))} distinct kernels")
+        for i, name in enumerate(schedule):
+            print(f"  {i:3d}  {name}")
+        print()
         out = Path(args.out) / src.stem
         out.mkdir(parents=True, exist_ok=True)
         for old in out.iterdir():
             old.unlink()
+        kernels_mlir = out / "kernels.mlir"
+        run_passes(tc.coat_opt, src, [*OUTLINE_PASSES[:-1],
+                                      OUTLINE_PASSES[-1] + "=drop-programs"],
+                   kernels_mlir)
+        examples.append(kernels_mlir)
+    rows = []
+    def shown(src: Path) -> Path:
+        try:
+            return src.relative_to(args.examples)
+        except ValueError:  # an outlined program, compiled from the output dir
+            return src.parent.relative_to(args.out) / src.name
+
+    for src in examples:
+        out = src.parent if src.name == "kernels.mlir" else Path(args.out) / src.stem
+        out.mkdir(parents=True, exist_ok=True)
+        for old in out.iterdir():
+            if old != src:
+                old.unlink()
         produced = tc.compile_file(src, out, chip=args.chip,
                                    features=args.features)
         manifest = json.loads((out / "manifest.json").read_text())
         for k in manifest["kernels"]:
-            rows.append((src.relative_to(args.examples), k["name"],
+            rows.append((shown(src), k["name"],
                          "gpu" in k, "cpu" in k))
-        print(f"{src.relative_to(args.examples)} -> {out}")
+        print(f"{shown(src)} -> {out}")
         for p in produced:
             print(f"  {p.name:32s} {p.stat().st_size:>9d} bytes")
     print()
-    print(f"{'example':28s} {'kernel':44s} gpu  cpu")
+    wide = max([len(r[1]) for r in rows] + [6])
+    exw = max([len(str(r[0])) for r in rows] + [7])
+    print(f"{'example':{exw}s} {'kernel':{wide}s} gpu  cpu")
     for ex, name, gpu, cpu in rows:
-        print(f"{str(ex):28s} {name:44s} {'yes' if gpu else 'no ':4s} "
+        print(f"{str(ex):{exw}s} {name:{wide}s} {'yes' if gpu else 'no ':4s} "
               f"{'yes' if cpu else 'no'}")
     print(f"\n{len(rows)} kernels from {len(examples)} examples "
           f"(target {args.chip}{args.features.replace('+', ' ')})")

@@ -1,0 +1,158 @@
+//===- SavedActivations.cpp - bytes kept from the forward for the backward ===//
+//
+// In a program holding a forward and its backward, the tensors saved for the
+// backward are the values computed before the gradient arrives and used
+// after: defined by ops that do not depend on an incoming gradient argument
+// (`coat.gradient`), used by ops that do. This pass reports them and their
+// bytes (FP8 codes plus scales, or high-precision elements), next to what
+// the same tensors would take in BF16, COAT's Table 2 comparison.
+//
+//===----------------------------------------------------------------------===//
+
+#include "coat/Dialect/CoatDialect.h"
+#include "coat/Numerics/Layout.h"
+#include "coat/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/Support/Format.h"
+
+namespace mlir::coat {
+#define GEN_PASS_DEF_COATREPORTSAVEDACTIVATIONS
+#include "coat/Transforms/Passes.h.inc"
+} // namespace mlir::coat
+
+using namespace mlir;
+using namespace mlir::coat;
+
+namespace {
+
+/// Bytes of a value of `type`, or nothing for dynamic shapes.
+std::optional<int64_t> bytesOf(Type type) {
+  auto shaped = dyn_cast<ShapedType>(type);
+  if (!shaped || !shaped.hasStaticShape())
+    return std::nullopt;
+  int64_t elements = shaped.getNumElements();
+  if (auto q = dyn_cast<QTensorType>(type)) {
+    int64_t scales = ::coat::numScales(toLayoutShape(q.getShape()),
+                                       q.getScalingValue());
+    int64_t perScale = q.getScaleType().getIntOrFloatBitWidth() / 8;
+    // Range-expanded tensors also keep k and c (f32) per scale.
+    if (q.getExpanded())
+      perScale += 8;
+    return elements + scales * perScale;
+  }
+  return elements * (shaped.getElementTypeBitWidth() / 8);
+}
+
+/// The high-precision tensor a saved value stands for: FP8 copies and their
+/// transposes of one tensor are one tensor in a BF16 program.
+Value logicalTensor(Value v) {
+  while (true) {
+    Operation *def = v.getDefiningOp();
+    if (auto t = dyn_cast_or_null<TransposeOp>(def)) {
+      v = t.getInput();
+      continue;
+    }
+    if (auto q = dyn_cast_or_null<QuantizeOp>(def)) {
+      v = q.getInput();
+      continue;
+    }
+    return v;
+  }
+}
+
+struct CoatReportSavedActivationsPass
+    : mlir::coat::impl::CoatReportSavedActivationsBase<
+          CoatReportSavedActivationsPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    func::FuncOp fn = getOperation();
+    if (fn.isExternal())
+      return;
+    SmallVector<BlockArgument> gradients, weights, activations;
+    for (BlockArgument a : fn.getArguments()) {
+      if (fn.getArgAttr(a.getArgNumber(), "coat.gradient"))
+        gradients.push_back(a);
+      else if (fn.getArgAttr(a.getArgNumber(), "coat.weight"))
+        weights.push_back(a);
+      else
+        activations.push_back(a);
+    }
+    if (gradients.empty())
+      return; // a forward-only program saves nothing for a backward
+
+    // The backward: everything that depends on an incoming gradient.
+    llvm::SetVector<Value> backward(gradients.begin(), gradients.end());
+    fn.walk([&](Operation *op) {
+      if (llvm::any_of(op->getOperands(),
+                       [&](Value v) { return backward.contains(v); }))
+        backward.insert(op->result_begin(), op->result_end());
+    });
+    auto inBackward = [&](Operation *op) {
+      return llvm::any_of(op->getOperands(),
+                          [&](Value v) { return backward.contains(v); });
+    };
+    // Values that derive from weights alone are weight copies, not
+    // activations (a memory-efficient program recomputes them instead).
+    llvm::DenseSet<Value> weightOnly(weights.begin(), weights.end());
+    fn.walk([&](Operation *op) {
+      if (op->getNumOperands() &&
+          llvm::all_of(op->getOperands(), [&](Value v) {
+            return weightOnly.contains(v) || isa_and_nonnull<arith::ConstantOp>(
+                                                 v.getDefiningOp());
+          }))
+        weightOnly.insert(op->result_begin(), op->result_end());
+    });
+
+    int64_t saved = 0, weightCopies = 0, bf16 = 0;
+    llvm::SetVector<Value> logical;
+    auto visit = [&](Value v) {
+      if (backward.contains(v) || v.use_empty())
+        return;
+      if (!llvm::any_of(v.getUsers(), inBackward))
+        return;
+      std::optional<int64_t> bytes = bytesOf(v.getType());
+      if (!bytes) {
+        emitWarning(v.getLoc()) << "saved value of dynamic shape " << v.getType()
+                                << " is not counted";
+        return;
+      }
+      bool weight = weightOnly.contains(v);
+      (weight ? weightCopies : saved) += *bytes;
+      if (!weight && logical.insert(logicalTensor(v))) {
+        auto shaped = cast<ShapedType>(logicalTensor(v).getType());
+        bf16 += shaped.getNumElements() * 2;
+      }
+      emitRemark(v.getLoc()) << "saved for the backward: " << v.getType()
+                             << ", " << *bytes << " bytes"
+                             << (weight ? " (weight copy)" : "");
+    };
+    for (BlockArgument a : activations)
+      visit(a);
+    fn.walk([&](Operation *op) {
+      for (Value r : op->getResults())
+        visit(r);
+    });
+
+    // COAT's unit: U = one BF16 tensor of the first activation argument.
+    std::string unit;
+    if (!activations.empty())
+      if (std::optional<int64_t> u = bytesOf(activations.front().getType())) {
+        auto shaped = cast<ShapedType>(activations.front().getType());
+        int64_t ubytes = shaped.getNumElements() * 2;
+        (void)u;
+        llvm::raw_string_ostream os(unit);
+        os << " (" << llvm::format("%.2f", double(saved) / ubytes)
+           << "U vs BF16 " << llvm::format("%.2f", double(bf16) / ubytes)
+           << "U, U = " << ubytes << " bytes)";
+      }
+    fn.emitRemark("saved activations: ")
+        << saved << " bytes, BF16 " << bf16 << " bytes" << unit
+        << "; weight copies kept for the backward: " << weightCopies
+        << " bytes";
+  }
+};
+
+} // namespace
