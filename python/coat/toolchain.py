@@ -19,9 +19,12 @@ from .compiler import CompileError, _describe_exit
 LLVM_BIN = Path(os.environ.get("COAT_LLVM_BIN", "/usr/lib/llvm-22/bin"))
 
 # Kernels -> gpu.binary; {fmt} is isa (PTX) or bin (cubin, runs ptxas).
+# coat-lower-norms runs before coat-lower-activations: its specs hold a
+# fused coat.absmax that the activation lowering would otherwise claim.
 GPU_PIPELINE = (
     "builtin.module(coat-fuse-adamw,coat-lower-optimizer{{target=gpu {lower}}},"
-    "coat-lower-activations{{target=gpu}},coat-lower-linear{{{linear}}},"
+    "coat-lower-norms{{target=gpu}},coat-lower-activations{{target=gpu}},"
+    "coat-lower-linear{{{linear}}},"
     "coat-export-manifest{{dir={out} chip={chip} features={features}}},"
     "coat-gpu-to-binary{{chip={chip} features={features} format={fmt}}},"
     "coat-export-binaries{{dir={out}}})")
@@ -36,7 +39,7 @@ GPU_ONLY_OPS = ("coat.linear",)
 # The same kernels for the CPU, down to the LLVM dialect.
 CPU_PIPELINE = (
     "builtin.module(coat-fuse-adamw,coat-lower-optimizer{{target=cpu}},"
-    "coat-lower-activations{{target=cpu}},"
+    "coat-lower-norms{{target=cpu}},coat-lower-activations{{target=cpu}},"
     "coat-export-manifest{{dir={out} chip={chip} features={features}}},"
     "coat-expand-fp8-conversions,arith-expand{{include-bf16=true}},canonicalize,cse,"
     "convert-vector-to-scf,"
