@@ -900,7 +900,7 @@ FailureOr<NormSpec> CoatLowerNormsPass::analyze(func::FuncOp fn,
   NormSpec spec;
   Value input;
   if (auto op = dyn_cast<RMSNormOp>(norm)) {
-    if (op.getResultT())
+    if (op.getResultT() || isa<QTensorType>(op.getResult().getType()))
       return op.emitError("norm kernels write the unquantized values: the "
                           "result must be a bf16/f16/f32 tensor without a "
                           "transposed copy (run coat-group-scaling)");
@@ -910,7 +910,7 @@ FailureOr<NormSpec> CoatLowerNormsPass::analyze(func::FuncOp fn,
     spec.eps = op.getEps().convertToFloat();
     input = op.getInput();
   } else if (auto op = dyn_cast<LayerNormOp>(norm)) {
-    if (op.getResultT())
+    if (op.getResultT() || isa<QTensorType>(op.getResult().getType()))
       return op.emitError("norm kernels write the unquantized values: the "
                           "result must be a bf16/f16/f32 tensor without a "
                           "transposed copy (run coat-group-scaling)");
