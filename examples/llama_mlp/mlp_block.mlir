@@ -19,11 +19,11 @@
 
 func.func @llama_mlp_block(
     %h: tensor<4096x4096xbf16>,        // residual stream h' (BF16)
-    %w_norm: tensor<4096xbf16>,        // RMSNorm weight
-    %w_gate: tensor<11008x4096xbf16>,  // W_g [F, H]
-    %w_up: tensor<11008x4096xbf16>,    // W_u [F, H]
-    %w_down: tensor<4096x11008xbf16>,  // W_d [H, F]
-    %dout: tensor<4096x4096xbf16>)     // dL/dh'' (BF16 total gradient)
+    %w_norm: tensor<4096xbf16> {coat.weight},        // RMSNorm weight
+    %w_gate: tensor<11008x4096xbf16> {coat.weight},  // W_g [F, H]
+    %w_up: tensor<11008x4096xbf16> {coat.weight},    // W_u [F, H]
+    %w_down: tensor<4096x11008xbf16> {coat.weight},  // W_d [H, F]
+    %dout: tensor<4096x4096xbf16> {coat.gradient})   // dL/dh'' (BF16 total gradient)
     -> (tensor<4096x4096xbf16>,
         !coat.qtensor<4096x4096xf8E4M3FN, per_group<16>, scale = bf16>,
         tensor<4096x4096xbf16>,

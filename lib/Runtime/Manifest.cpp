@@ -151,7 +151,8 @@ bool parseKernel(Reader &r, const Value &k, const std::string &where,
   }
 
   if (const Value *cfg = r.member(k, where, "config", Value::Type::Object, false)) {
-    if (!r.integer(*cfg, where + ".config", "group_size", out.groupSize, false, 1))
+    if (!r.integer(*cfg, where + ".config", "group_size", out.groupSize, false, 1) ||
+        !r.integer(*cfg, where + ".config", "max_cols", out.maxCols, false, 1))
       return false;
   } else if (!r.error.empty()) {
     return false;
@@ -586,6 +587,11 @@ bool packLaunch(const KernelSpec &kernel, int64_t n, const uint64_t *buffers,
       error = who + "cols = " + std::to_string(cols) +
               " is not a multiple of the group size " +
               std::to_string(kernel.groupSize);
+      return false;
+    }
+    if (kernel.maxCols > 0 && cols > kernel.maxCols) {
+      error = who + "cols = " + std::to_string(cols) +
+              " exceeds the kernel's max_cols = " + std::to_string(kernel.maxCols);
       return false;
     }
   }

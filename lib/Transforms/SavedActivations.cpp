@@ -13,7 +13,9 @@
 #include "coat/Numerics/Layout.h"
 #include "coat/Transforms/Passes.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Matchers.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/Format.h"
 
@@ -90,8 +92,10 @@ struct CoatReportSavedActivationsPass
                        [&](Value v) { return backward.contains(v); }))
         backward.insert(op->result_begin(), op->result_end());
     });
+    // The function's results are outputs, not saved tensors.
     auto inBackward = [&](Operation *op) {
-      return llvm::any_of(op->getOperands(),
+      return !op->hasTrait<OpTrait::ReturnLike>() &&
+             llvm::any_of(op->getOperands(),
                           [&](Value v) { return backward.contains(v); });
     };
     // Values that derive from weights alone are weight copies, not
@@ -109,7 +113,8 @@ struct CoatReportSavedActivationsPass
     int64_t saved = 0, weightCopies = 0, bf16 = 0;
     llvm::SetVector<Value> logical;
     auto visit = [&](Value v) {
-      if (backward.contains(v) || v.use_empty())
+      if (backward.contains(v) || v.use_empty() ||
+          matchPattern(v, m_Constant()))
         return;
       if (!llvm::any_of(v.getUsers(), inBackward))
         return;
@@ -139,10 +144,9 @@ struct CoatReportSavedActivationsPass
     // COAT's unit: U = one BF16 tensor of the first activation argument.
     std::string unit;
     if (!activations.empty())
-      if (std::optional<int64_t> u = bytesOf(activations.front().getType())) {
+      if (bytesOf(activations.front().getType())) {
         auto shaped = cast<ShapedType>(activations.front().getType());
         int64_t ubytes = shaped.getNumElements() * 2;
-        (void)u;
         llvm::raw_string_ostream os(unit);
         os << " (" << llvm::format("%.2f", double(saved) / ubytes)
            << "U vs BF16 " << llvm::format("%.2f", double(bf16) / ubytes)

@@ -254,6 +254,10 @@ class Kernel:
             if spec.group_size and cols % spec.group_size:
                 raise ValueError(f"{spec.name}: cols = {cols} is not a multiple of the group "
                                  f"size {spec.group_size}")
+            max_cols = spec.config.get("max_cols")
+            if max_cols is not None and cols > max_cols:
+                raise ValueError(f"{spec.name}: cols = {cols} exceeds the kernel's max_cols "
+                                 f"= {max_cols} (compile a kernel for wider rows)")
         if kind is None:
             kind, device = "cpu", "cpu"
         return n, kind, device, buffers, scalars
@@ -311,13 +315,14 @@ class Kernel:
     def cpu_arguments(self, n: int, buffers, scalars) -> List[Any]:
         """The expanded C argument list of the CPU twin (for tests/debugging)."""
         out: List[Any] = []
+        named = {a.name: v for a, v in zip(self.spec.scalars, scalars)}
         bi = si = 0
         for a in self.spec.args:
             if a.is_memref:
                 b = buffers[bi]
                 bi += 1
                 ptr = b.data_ptr() if _is_torch(b) else b.ctypes.data
-                out += [ptr, ptr, 0, a.extent_for(n, self.spec.group_size), 1]
+                out += [ptr, ptr, 0, a.extent_for(n, self.spec.group_size, named), 1]
             else:
                 out.append(scalars[si])
                 si += 1

@@ -19,10 +19,13 @@ from .compiler import CompileError, _describe_exit
 LLVM_BIN = Path(os.environ.get("COAT_LLVM_BIN", "/usr/lib/llvm-22/bin"))
 
 # Kernels -> gpu.binary; {fmt} is isa (PTX) or bin (cubin, runs ptxas).
+# The flow lowerings (pointwise, norms) own kernel specs whose maxima are
+# fused into the producer (coat.absmax ... epilogue); the activation lowering
+# takes only specs without another coat op.
 GPU_PIPELINE = (
     "builtin.module(coat-fuse-adamw,coat-lower-optimizer{{target=gpu {lower}}},"
-    "coat-lower-pointwise{{target=gpu}},coat-lower-activations{{target=gpu}},"
-    "coat-lower-reduce-scales{{target=gpu}},"
+    "coat-lower-pointwise{{target=gpu}},coat-lower-norms{{target=gpu}},"
+    "coat-lower-activations{{target=gpu}},coat-lower-reduce-scales{{target=gpu}},"
     "coat-lower-linear{{{linear}}},"
     "coat-export-manifest{{dir={out} chip={chip} features={features}}},"
     "coat-gpu-to-binary{{chip={chip} features={features} format={fmt}}},"
@@ -38,8 +41,8 @@ GPU_ONLY_OPS = ("coat.linear",)
 # The same kernels for the CPU, down to the LLVM dialect.
 CPU_PIPELINE = (
     "builtin.module(coat-fuse-adamw,coat-lower-optimizer{{target=cpu}},"
-    "coat-lower-pointwise{{target=cpu}},coat-lower-activations{{target=cpu}},"
-    "coat-lower-reduce-scales{{target=cpu}},"
+    "coat-lower-pointwise{{target=cpu}},coat-lower-norms{{target=cpu}},"
+    "coat-lower-activations{{target=cpu}},coat-lower-reduce-scales{{target=cpu}},"
     "coat-export-manifest{{dir={out} chip={chip} features={features}}},"
     "coat-expand-fp8-conversions,arith-expand{{include-bf16=true}},canonicalize,cse,"
     "convert-vector-to-scf,"

@@ -27,7 +27,7 @@
 // REMARK-NOT: remark:
 
 // CHECK-LABEL: func.func @llama_mlp_block
-// CHECK-SAME: (%[[H:arg0]]: tensor<4096x4096xbf16>, %[[WN:arg1]]: tensor<4096xbf16>, %[[WGATE:arg2]]: {{[^,]*}}, %[[WUP:arg3]]: {{[^,]*}}, %[[WDOWN:arg4]]: {{[^,]*}}, %[[DOUT:arg5]]:
+// CHECK-SAME: (%[[H:arg0]]: tensor<4096x4096xbf16>, %[[WN:arg1]]: tensor<4096xbf16> {coat.weight}, %[[WGATE:arg2]]: {{[^,]*}}, %[[WUP:arg3]]: {{[^,]*}}, %[[WDOWN:arg4]]: {{[^,]*}}, %[[DOUT:arg5]]:
 
 // Residual-stream copy (norm input, saved): 1x16 E4M3, bf16 scales.
 // CHECK-NEXT: %[[HQ:.*]] = coat.quantize %[[H]] : tensor<4096x4096xbf16> -> !coat.qtensor<4096x4096xf8E4M3FN, per_group<16>, scale = bf16>

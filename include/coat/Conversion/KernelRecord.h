@@ -13,6 +13,8 @@
 
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace mlir::coat {
 
@@ -27,11 +29,13 @@ struct AbiArg {
   std::string extent; ///< "n", "groups", "1" (fixed); "" for scalars
 };
 
-/// The GPU launch rule: gridDim.x = ceil(n / elementsPerBlock).
+/// The GPU launch rule: gridDim.x = ceil(n / elementsPerBlock), or with
+/// `gridTiles` gridDim[i] = ceil(scalar_i / tile_i) (x first).
 struct LaunchRule {
   int64_t blockSize;
   int64_t elementsPerBlock;
   int64_t sharedBytes = 0;
+  std::vector<std::pair<std::string, int64_t>> gridTiles = {};
 };
 
 /// {name, op, config, args[, launch]} as docs/manifest.md lays it out.

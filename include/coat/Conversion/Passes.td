@@ -401,6 +401,98 @@ def CoatLowerPointwise : Pass<"coat-lower-pointwise", "::mlir::ModuleOp"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Row normalizations of the precision flow (lib/Conversion/FlowToKernels)
+//===----------------------------------------------------------------------===//
+
+def CoatLowerNorms : Pass<"coat-lower-norms", "::mlir::ModuleOp"> {
+  let summary = "Lowers kernel-spec functions holding RMSNorm/LayerNorm flow "
+                "ops (forward and backward) to GPU kernels or CPU functions";
+  let description = [{
+    A kernel-spec function holds one `coat.rmsnorm`, `coat.layernorm`
+    (no affine, weight, weight + bias), `coat.rmsnorm_grad` or
+    `coat.layernorm_grad` on a 2-D `[rows, cols]` `per_group<G>` FP8 input
+    (dynamic extents allowed; G a power of two in [16, 128]) and returns all
+    its results; a forward norm returns its unquantized values (bf16/f16/f32,
+    as `coat-group-scaling` leaves it) and may be followed by
+    `coat.absmax %y, per_group<G> epilogue`, whose partial maxima the kernel
+    computes from the values it writes. Each becomes a kernel of the same
+    name (`target=gpu`: a `gpu.func` in `gpu.module @coat_norm_kernels`;
+    `target=cpu`: a `func.func` twin with the same ABI); a backward with
+    `dweight` also gets `<name>_reduce`.
+
+    | body | `op` | arguments |
+    |---|---|---|
+    | `coat.rmsnorm` [+ absmax] | `rmsnorm` | x_codes, x_scale, weight, y, rstd, [absmax], rows, cols |
+    | `coat.layernorm` [+ absmax] | `layernorm` | x_codes, x_scale, [weight, [bias]], y, mean, rstd, [absmax], rows, cols |
+    | `coat.rmsnorm_grad` | `rmsnorm_grad` | x_codes, x_scale, weight, rstd, dy, dx, dweight_partial, rows, cols, partials |
+    | `coat.layernorm_grad` | `layernorm_grad` | x_codes, x_scale, [weight], mean, rstd, dy, dx, [dweight_partial, [dbias_partial]], rows, cols, [partials] |
+    | (backward with dweight) | `norm_grad_reduce` | dweight_partial, dweight, [dbias_partial, dbias], cols, partials |
+
+    Math per row in f32, from `x = f32(code) · s_g` (COAT.md §3.4):
+    RMSNorm `rstd = 1 / sqrt(Σx²/H + eps)`, `y = x·rstd·w`; LayerNorm
+    `mean = Σx/H`, `rstd = 1 / sqrt(Σ(x−mean)²/H + eps)`,
+    `y = (x−mean)·rstd [·w] [+b]`; backward with the saved statistics,
+    `x̂ = (x [−mean])·rstd`: RMSNorm `dx = (w·dy − x̂·mean(x̂·w·dy))·rstd`,
+    LayerNorm `dx = (w·dy − (x̂·mean(x̂·w·dy) + mean(w·dy)))·rstd` (w = 1
+    without affine), `dw = Σ_rows dy·x̂`, `db = Σ_rows dy`. Division and
+    sqrt are IEEE.
+
+    GPU layout: a team of T threads per row (T = 32: a row per warp; up to
+    the block: a row per CTA), chosen as the fewest threads that hold
+    `max_cols` columns in `groups-per-thread` G-element slots each
+    (`threads-per-row` overrides). Thread j owns groups j, j+T, ...: one
+    group per 16-byte-wide access, the row's values stay in registers
+    between the statistics and the output pass, masked slots cover any
+    `cols` up to `max_cols` (a static cols extent, else the function's
+    `coat.max_cols` attribute, else the `max-cols` option; recorded in the
+    manifest and checked at launch). Row sums: `gpu.shuffle xor` butterfly,
+    then one value per warp through workgroup memory summed in warp order,
+    so results do not depend on scheduling.
+
+    dweight/dbias are deterministic column sums without atomics: team p of
+    `partials` (a launch argument) sums rows p, p + partials, ... in row
+    order into f32 registers and writes row p of an f32 workspace
+    (`partials x cols`); `<name>_reduce` adds the workspace rows in a fixed
+    order (8 strided sums, then in stride order) and rounds once to the
+    weight type. COAT instead accumulates into 128/64 lock-protected partial
+    buffers in the weight dtype, in whatever order CTAs take the locks.
+
+    ```mlir
+    func.func @rms(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>,
+                   %w: tensor<?xbf16>)
+        -> (tensor<?x?xbf16>, tensor<?xf32>, tensor<?x?xf32>) {
+      %y, %rstd = coat.rmsnorm %x, %w eps = 1.000000e-05
+          : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, tensor<?xbf16>
+          -> tensor<?x?xbf16>, tensor<?xf32>
+      %m = coat.absmax %y, per_group<16> epilogue : tensor<?x?xbf16> -> tensor<?x?xf32>
+      return %y, %rstd, %m : tensor<?x?xbf16>, tensor<?xf32>, tensor<?x?xf32>
+    }
+    ```
+  }];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"gpu\"",
+           "Where the kernels run: 'gpu' or 'cpu'">,
+    Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
+           "Threads per GPU block (a power of two; raised to threads-per-row)">,
+    Option<"threadsPerRow", "threads-per-row", "int64_t", /*default=*/"0",
+           "Threads normalizing one row: 0 picks from max-cols, else a power "
+           "of two in [32, 1024] (32: a row per warp)">,
+    Option<"groupsPerThread", "groups-per-thread", "int64_t",
+           /*default=*/"2",
+           "Target number of G-element groups each thread holds when "
+           "threads-per-row is picked automatically">,
+    Option<"maxCols", "max-cols", "int64_t", /*default=*/"16384",
+           "Largest cols a kernel with a dynamic cols extent handles (unless "
+           "the spec function has a coat.max_cols attribute)">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
+    "::mlir::gpu::GPUDialect", "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect"];
+}
+
+//===----------------------------------------------------------------------===//
 // FP8 GEMM (owned with lib/Conversion/LinearToNVGPU)
 //===----------------------------------------------------------------------===//
 

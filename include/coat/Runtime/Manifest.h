@@ -60,6 +60,7 @@ struct KernelSpec {
   bool persistent = false;
   unsigned sharedBytes = 0;
   int64_t groupSize = 0; ///< config.group_size, 0 when absent
+  int64_t maxCols = 0;   ///< config.max_cols (widest row), 0 when absent
   std::vector<ArgSpec> args;
 
   /// Arguments that take one `buffers` entry: memrefs and tensormaps.

@@ -188,4 +188,28 @@ def CoatOutlineKernels : Pass<"coat-outline-kernels", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def CoatReportSavedActivations : Pass<"coat-report-saved-activations",
+                                      "::mlir::func::FuncOp"> {
+  let summary = "Reports the bytes a forward keeps for its backward";
+  let description = [{
+    For a function that holds a forward and its backward, with the incoming
+    gradients marked `{coat.gradient}` and the parameters `{coat.weight}`:
+    the values computed before the gradient arrives (they do not depend on a
+    `coat.gradient` argument) and used after (by an op that does) are the
+    saved tensors. Each gets a remark with its bytes (FP8 codes plus scales,
+    plus k and c when range-expanded; elements times width otherwise), and
+    the function a summary:
+
+    - saved activations, in bytes and in COAT's unit U (one BF16 tensor of
+      the first activation argument's shape, COAT.md §3.5 Table 2);
+    - the same tensors kept in BF16 (each logical tensor once: an FP8 copy,
+      its transposed copy and the value they quantize count as one);
+    - weight copies kept for the backward (values derived from weights
+      alone, which a memory-efficient program recomputes instead).
+
+    Values of dynamic shape are not counted (with a warning). A function
+    without `coat.gradient` arguments is left alone. The IR is not changed.
+  }];
+}
+
 #endif // COAT_TRANSFORMS_PASSES_TD

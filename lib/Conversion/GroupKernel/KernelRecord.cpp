@@ -48,15 +48,23 @@ DictionaryAttr mlir::coat::buildKernelRecord(MLIRContext *ctx, StringRef name,
       b.getNamedAttr("name", str(name)), b.getNamedAttr("op", str(op)),
       b.getNamedAttr("config", b.getDictionaryAttr(config)),
       b.getNamedAttr("args", b.getArrayAttr(args))};
-  if (launch)
-    record.push_back(b.getNamedAttr(
-        "launch",
-        b.getDictionaryAttr(
-            {b.getNamedAttr("block",
-                            b.getI64ArrayAttr({launch->blockSize, 1, 1})),
-             b.getNamedAttr("elements_per_block",
-                            b.getI64IntegerAttr(launch->elementsPerBlock)),
-             b.getNamedAttr("shared_bytes",
-                            b.getI64IntegerAttr(launch->sharedBytes))})));
+  if (launch) {
+    SmallVector<NamedAttribute> rule = {
+        b.getNamedAttr("block", b.getI64ArrayAttr({launch->blockSize, 1, 1})),
+        b.getNamedAttr("shared_bytes",
+                       b.getI64IntegerAttr(launch->sharedBytes))};
+    if (launch->gridTiles.empty()) {
+      rule.push_back(b.getNamedAttr(
+          "elements_per_block", b.getI64IntegerAttr(launch->elementsPerBlock)));
+    } else {
+      SmallVector<Attribute> tiles;
+      for (const auto &[scalar, tile] : launch->gridTiles)
+        tiles.push_back(
+            b.getArrayAttr({str(scalar), b.getI64IntegerAttr(tile)}));
+      rule.push_back(b.getNamedAttr("grid_tiles", b.getArrayAttr(tiles)));
+    }
+    record.push_back(
+        b.getNamedAttr("launch", b.getDictionaryAttr(rule)));
+  }
   return b.getDictionaryAttr(record);
 }

@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""Norm kernels of the FP8 precision flow (coat-lower-norms: RMSNorm and
+LayerNorm, forward with fused partial maxima, backward with dweight/dbias)
+on the GPU against torch.compile equivalents timed in the same run, with the
+device-to-device copy bandwidth measured in the same run as the ceiling.
+
+  python bench/bench_norms.py --kernels DIR [DIR ...] [--shapes 8192x8192 ...]
+
+DIR is a compiled module holding examples/flow/norms.mlir (scripts/
+compile_examples.py output, e.g. build/demo/norms). For every form (op,
+affine, output type) and shape the kernel with the smallest max_cols that
+fits the row is timed. "ideal" is the bytes that must move (x codes + group
+scales, weight/bias, dy, y/dx, mean/rstd, partial maxima, dweight/dbias)
+at the copy bandwidth; the backward's f32 dweight/dbias workspace is extra
+traffic the kernel pays and is not counted as ideal. A backward with a
+weight is timed as its two launches (rows, then _reduce).
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import coat  # noqa: E402
+from bench_activations import copy_bandwidth, graphed, time_ms  # noqa: E402
+
+OPS = ("rmsnorm", "layernorm", "rmsnorm_grad", "layernorm_grad")
+DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
+SIZE = {"f32": 4, "bf16": 2, "f16": 2, "e4m3": 1, "e5m2": 1}
+G = 16
+
+
+def form(k):
+    """Kernels that compute the same thing (differing only in tuning)."""
+    c = k.config
+    return (k.spec.op, c.get("weight"), c.get("bias"), c.get("output", c.get("dx")),
+            c.get("epilogue_absmax"))
+
+
+def pick(kernels, cols):
+    """Per form, the kernel with the smallest max_cols >= cols."""
+    best = {}
+    for k in kernels:
+        if cols % k.spec.group_size or cols > k.config["max_cols"]:
+            continue
+        f = form(k)
+        if f not in best or k.config["max_cols"] < best[f].config["max_cols"]:
+            best[f] = k
+    return list(best.values())
+
+
+def setup(k, rows, cols, partials):
+    """(launch thunk, torch.compile thunk, ideal bytes)."""
+    cfg = k.config
+    dev = "cuda"
+    n = rows * cols
+    codes = torch.randint(0, 0x70, (rows, cols), dtype=torch.uint8, device=dev)
+    codes[:, ::2] |= 0x80  # both signs
+    sdt = DTYPES[cfg["scale"]]
+    scales = torch.full((rows, cols // G), 0.01, device=dev).to(sdt)
+    wdt = DTYPES.get(cfg.get("weight", ""), None)
+    w = (1 + 0.1 * torch.randn(cols, device=dev)).to(wdt) if wdt else None
+    b = (0.1 * torch.randn(cols, device=dev)).to(wdt) if cfg.get("bias") and wdt else None
+    layer = cfg["norm"] == "layer"
+    eps = float(cfg["eps"])
+    nbytes = n + scales.numel() * scales.element_size()
+    nbytes += sum(t.numel() * t.element_size() for t in (w, b) if t is not None)
+    args = dict(x_codes=codes, x_scale=scales)
+    if w is not None:
+        args["weight"] = w
+
+    def xf(codes, scales):
+        return (codes.view(torch.float8_e4m3fn).float().view(rows, -1, G)
+                * scales.float().view(rows, -1, 1)).view(rows, cols)
+
+    if not k.spec.op.endswith("_grad"):
+        odt = DTYPES[cfg["output"]]
+        if b is not None:
+            args["bias"] = b
+        y = torch.empty(rows, cols, dtype=odt, device=dev)
+        args["y"] = y
+        stats = 2 if layer else 1
+        if layer:
+            args["mean"] = torch.empty(rows, device=dev)
+        args["rstd"] = torch.empty(rows, device=dev)
+        if cfg["epilogue_absmax"]:
+            args["absmax"] = torch.empty(rows, cols // G, device=dev)
+            nbytes += 4 * n // G
+        nbytes += n * SIZE[cfg["output"]] + 4 * rows * stats
+
+        def launch():
+            k.launch(**args, rows=rows, cols=cols)
+
+        def ref(codes, scales, w, b):
+            x = xf(codes, scales)
+            if layer:
+                mean = x.mean(-1, keepdim=True)
+                x = x - mean
+            rstd = torch.rsqrt((x * x).mean(-1, keepdim=True) + eps)
+            y = x * rstd
+            if w is not None:
+                y = y * w.float()
+            if b is not None:
+                y = y + b.float()
+            y = y.to(odt)
+            m = y.abs().view(rows, -1, G).amax(-1).float()
+            return (y, rstd, m) + ((mean,) if layer else ())
+        fn = torch.compile(ref)
+        return launch, (lambda: fn(codes, scales, w, b)), nbytes
+
+    gdt = DTYPES[cfg["grad"]]
+    dy = torch.randn(rows, cols, device=dev).to(gdt)
+    rstd = torch.rand(rows, device=dev) + 0.5
+    mean = torch.randn(rows, device=dev) * 0.1 if layer else None
+    if mean is not None:
+        args["mean"] = mean
+    args["rstd"] = rstd
+    args["dy"] = dy
+    args["dx"] = torch.empty(rows, cols, dtype=DTYPES[cfg["dx"]], device=dev)
+    nbytes += 2 * n * SIZE[cfg["grad"]] + 4 * rows * (2 if layer else 1)
+    scalars = dict(rows=rows, cols=cols)
+    red = None
+    if w is not None:
+        p = min(rows, partials * cfg["rows_per_block"])
+        args["dweight_partial"] = torch.empty(p, cols, device=dev)
+        rargs = dict(dweight_partial=args["dweight_partial"],
+                     dweight=torch.empty(cols, dtype=wdt, device=dev))
+        nbytes += cols * SIZE[cfg["weight"]]
+        if cfg["bias"]:
+            args["dbias_partial"] = torch.empty(p, cols, device=dev)
+            rargs.update(dbias_partial=args["dbias_partial"],
+                         dbias=torch.empty(cols, dtype=wdt, device=dev))
+            nbytes += cols * SIZE[cfg["weight"]]
+        scalars["partials"] = p
+        red = k.module[k.name + "_reduce"]
+
+    def launch():
+        k.launch(**args, **scalars)
+        if red is not None:
+            red.launch(n=cols, **rargs, cols=cols, partials=scalars["partials"])
+
+    def ref(codes, scales, w, rstd, mean, dy):
+        x = xf(codes, scales)
+        if mean is not None:
+            x = x - mean[:, None]
+        xh = x * rstd[:, None]
+        g = dy.float()
+        wdy = g * w.float() if w is not None else g
+        c1 = (xh * wdy).mean(-1, keepdim=True)
+        if layer:
+            dx = (wdy - (xh * c1 + wdy.mean(-1, keepdim=True))) * rstd[:, None]
+        else:
+            dx = (wdy - xh * c1) * rstd[:, None]
+        out = [dx.to(gdt)]
+        if w is not None:
+            out.append((g * xh).sum(0).to(w.dtype))
+            if cfg["bias"]:
+                out.append(g.sum(0).to(w.dtype))
+        return out
+    fn = torch.compile(ref)
+    return launch, (lambda: fn(codes, scales, w, rstd, mean, dy)), nbytes
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kernels", nargs="+", required=True)
+    ap.add_argument("--shapes", nargs="+", default=["8192x8192", "16384x4096", "16384x11008"])
+    ap.add_argument("--only", default="", help="substring filter on kernel names")
+    ap.add_argument("--partials-per-sm", type=int, default=2,
+                    help="backward: dweight workspace rows = this x SMs x rows per CTA")
+    ap.add_argument("--no-torch", action="store_true", help="skip the torch.compile anchors")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("bench_norms.py needs a CUDA device")
+    kernels = []
+    for d in args.kernels:
+        mod = coat.load(d)
+        kernels += [k for k in mod.kernels.values()
+                    if k.spec.op in OPS and (k.spec.cubin or k.spec.ptx) and args.only in k.name]
+    if not kernels:
+        sys.exit("no norm kernels with a GPU binary in " + " ".join(args.kernels))
+    bw = copy_bandwidth()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    print(f"copy bandwidth (read + write): {bw / 1e12:.2f} TB/s on "
+          f"{torch.cuda.get_device_name()} ({sms} SMs)")
+    rows_out = []
+    for s in args.shapes:
+        m, n = (int(v) for v in s.split("x"))
+        for k in pick(kernels, n):
+            launch, tref, nbytes = setup(k, m, n, args.partials_per_sm * sms)
+            ideal_ms = nbytes / bw * 1e3
+            fn, graph = graphed(launch)
+            ms = time_ms(fn)
+            t_ms = None
+            if not args.no_torch:
+                try:
+                    tfn, _ = graphed(tref)
+                    t_ms = time_ms(tfn)
+                except Exception as e:  # noqa: BLE001 - report and go on
+                    print(f"  torch.compile anchor failed for {k.name}: {e}")
+            row = dict(kernel=k.name, op=k.spec.op, shape=f"{m}x{n}", bytes=nbytes,
+                       ideal_ms=ideal_ms, coat_ms=ms, coat_pct=100 * ideal_ms / ms,
+                       coat_gbs=nbytes / ms / 1e6, torch_ms=t_ms,
+                       torch_pct=(100 * ideal_ms / t_ms) if t_ms else None,
+                       speedup=(t_ms / ms) if t_ms else None, graph=graph)
+            rows_out.append(row)
+            print(f"{k.name:26s} {m:>6d}x{n:<6d} coat {ms * 1e3:9.1f} us "
+                  f"{row['coat_gbs']:7.0f} GB/s ({row['coat_pct']:5.1f}%)"
+                  + (f"  torch.compile {t_ms * 1e3:9.1f} us ({row['torch_pct']:5.1f}%)"
+                     if t_ms else ""), flush=True)
+    print()
+    print(f"ideal = bytes read + written at {bw / 1e12:.2f} TB/s (copy, same run); "
+          "ratio = torch.compile time / coat time")
+    hdr = (f"{'kernel':26s} {'shape':>12s} {'ideal us':>9s} {'coat us':>9s} {'GB/s':>7s} "
+           f"{'coat %':>7s} {'torch us':>9s} {'torch %':>8s} {'ratio':>7s}")
+    print(hdr)
+    print("-" * len(hdr))
+    for r in rows_out:
+        t = (f"{r['torch_ms'] * 1e3:9.1f} {r['torch_pct']:7.1f}% {r['speedup']:6.2f}x"
+             if r["torch_ms"] else f"{'-':>9s} {'-':>8s} {'-':>7s}")
+        print(f"{r['kernel']:26s} {r['shape']:>12s} {r['ideal_ms'] * 1e3:9.1f} "
+              f"{r['coat_ms'] * 1e3:9.1f} {r['coat_gbs']:7.0f} {r['coat_pct']:6.1f}% {t}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(dict(copy_bandwidth=bw, rows=rows_out), indent=1))
+
+
+if __name__ == "__main__":
+    main()

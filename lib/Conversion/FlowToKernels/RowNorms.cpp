@@ -1,0 +1,1291 @@
+//===- RowNorms.cpp - RMSNorm/LayerNorm flow ops to GPU/CPU kernels -------===//
+//
+// Lowers kernel-spec functions holding one row-normalization op of the FP8
+// precision flow (coat.rmsnorm, coat.layernorm, their _grad ops) on a 2-D
+// [rows, cols] 1xG FP8 input into a GPU kernel and a CPU twin with the same
+// ABI. One parameterized emitter serves all of them:
+//
+//  - a *team* of T threads normalizes one row; T = 32 is a row per warp, a
+//    larger T a row per CTA (T = block), several teams share a CTA when T is
+//    smaller than the block;
+//  - thread j of a team owns the groups j, j + T, ..., j + (K-1)T of its row,
+//    one whole G-element group per slot, so every access is one group wide
+//    (16 bytes of E4M3 codes for G = 16) and the group's scale, its partial
+//    maximum and the masked tail (groups past cols) are per slot;
+//  - the K slots are unrolled and stay in registers between the statistics
+//    pass and the output pass; K = ceil(max_cols / (G*T)) bounds cols;
+//  - row sums combine by a warp butterfly and, for T > 32, through one f32
+//    per warp in workgroup memory summed in warp order, so every thread of
+//    the team holds bitwise the same statistic;
+//  - backward: dweight/dbias are column sums over rows. Team p of `partials`
+//    teams sums rows p, p + partials, ... in row order into registers and
+//    writes one f32 row of a workspace; a second kernel (`<name>_reduce`)
+//    sums the workspace rows in a fixed order. No atomics: results depend on
+//    `partials` only, not on scheduling.
+//
+// The CPU twin runs the same math with loops (T = 1, K = groups), re-reading
+// its operands instead of keeping them in registers; its per-partial sums
+// follow the same row order as the GPU.
+//
+//===----------------------------------------------------------------------===//
+
+#include "coat/Conversion/GroupKernel.h"
+#include "coat/Conversion/KernelRecord.h"
+#include "coat/Conversion/Passes.h"
+#include "coat/Dialect/CoatDialect.h"
+#include "coat/Numerics/Fp8.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <map>
+
+namespace mlir::coat {
+#define GEN_PASS_DEF_COATLOWERNORMS
+#include "coat/Conversion/Passes.h.inc"
+} // namespace mlir::coat
+
+using namespace mlir;
+using namespace mlir::coat;
+
+namespace {
+
+enum class NormKind { RMS, Layer };
+
+/// Everything the kernel math needs, fixed per kernel-spec function.
+struct NormSpec {
+  NormKind kind = NormKind::RMS;
+  bool backward = false;
+  bool hasWeight = false;  ///< fwd: weight operand; bwd: weight and dweight
+  bool hasBias = false;    ///< fwd: bias operand; bwd: dbias result
+  bool epilogueMax = false;
+  ::coat::Fp8Format format = ::coat::Fp8Format::E4M3;
+  Type scaleType;          ///< the input's group-scale type
+  int64_t groupSize = 16;  ///< G
+  Type weightType;         ///< weight, bias, dweight, dbias
+  Type outType;            ///< y (forward) or dx (backward)
+  Type gradType;           ///< dy (backward)
+  float eps = 1e-5f;
+
+  StringRef opName() const {
+    if (kind == NormKind::RMS)
+      return backward ? "rmsnorm_grad" : "rmsnorm";
+    return backward ? "layernorm_grad" : "layernorm";
+  }
+  bool hasMean() const { return kind == NormKind::Layer; }
+};
+
+/// How the GPU kernel spreads a row over threads.
+struct TeamShape {
+  int64_t threadsPerRow; ///< T
+  int64_t slots;         ///< K groups per thread
+  int64_t blockSize;     ///< threads per CTA, a multiple of T
+  int64_t maxCols;       ///< K * T * G
+  int64_t teamsPerBlock() const { return blockSize / threadsPerRow; }
+  int64_t warpsPerTeam() const { return std::max<int64_t>(threadsPerRow / 32, 1); }
+};
+
+/// Values a team reduces at once (backward: two sums).
+constexpr int64_t kMaxSums = 2;
+/// Threads per CTA of the column-sum kernel: 32 columns x kReduceWarps warps.
+constexpr int64_t kReduceWarps = 8;
+
+//===----------------------------------------------------------------------===//
+// ABI
+//===----------------------------------------------------------------------===//
+
+MemRefType bufferOf(Type logical) {
+  return MemRefType::get({ShapedType::kDynamic}, laneStorageType(logical));
+}
+
+SmallVector<AbiArg> buildRowAbi(MLIRContext *ctx, const NormSpec &s) {
+  Type fp8 = getFp8Type(ctx, s.format);
+  Type f32 = Float32Type::get(ctx);
+  Type i64 = IntegerType::get(ctx, 64);
+  auto buf = [&](StringRef name, Type logical, StringRef extent) {
+    return AbiArg{name.str(), bufferOf(logical), manifestDtype(logical),
+                  extent.str()};
+  };
+  SmallVector<AbiArg> abi = {buf("x_codes", fp8, "n"),
+                             buf("x_scale", s.scaleType, "groups")};
+  if (!s.backward) {
+    if (s.hasWeight)
+      abi.push_back(buf("weight", s.weightType, "cols"));
+    if (s.hasBias)
+      abi.push_back(buf("bias", s.weightType, "cols"));
+    abi.push_back(buf("y", s.outType, "n"));
+    if (s.hasMean())
+      abi.push_back(buf("mean", f32, "rows"));
+    abi.push_back(buf("rstd", f32, "rows"));
+    if (s.epilogueMax)
+      abi.push_back(buf("absmax", f32, "groups"));
+  } else {
+    if (s.hasWeight)
+      abi.push_back(buf("weight", s.weightType, "cols"));
+    if (s.hasMean())
+      abi.push_back(buf("mean", f32, "rows"));
+    abi.push_back(buf("rstd", f32, "rows"));
+    abi.push_back(buf("dy", s.gradType, "n"));
+    abi.push_back(buf("dx", s.outType, "n"));
+    if (s.hasWeight)
+      abi.push_back(buf("dweight_partial", f32, "partials*cols"));
+    if (s.hasBias)
+      abi.push_back(buf("dbias_partial", f32, "partials*cols"));
+  }
+  abi.push_back({"rows", i64, "i64", ""});
+  abi.push_back({"cols", i64, "i64", ""});
+  if (s.backward && s.hasWeight)
+    abi.push_back({"partials", i64, "i64", ""});
+  return abi;
+}
+
+SmallVector<AbiArg> buildReduceAbi(MLIRContext *ctx, const NormSpec &s) {
+  Type f32 = Float32Type::get(ctx);
+  Type i64 = IntegerType::get(ctx, 64);
+  SmallVector<AbiArg> abi = {
+      {"dweight_partial", bufferOf(f32), "f32", "partials*cols"},
+      {"dweight", bufferOf(s.weightType), manifestDtype(s.weightType), "cols"}};
+  if (s.hasBias) {
+    abi.push_back({"dbias_partial", bufferOf(f32), "f32", "partials*cols"});
+    abi.push_back(
+        {"dbias", bufferOf(s.weightType), manifestDtype(s.weightType), "cols"});
+  }
+  abi.push_back({"cols", i64, "i64", ""});
+  abi.push_back({"partials", i64, "i64", ""});
+  return abi;
+}
+
+using ArgMap = llvm::StringMap<Value>;
+
+ArgMap bindArgs(ValueRange values, ArrayRef<AbiArg> abi) {
+  ArgMap m;
+  for (auto [v, a] : llvm::zip(values, abi))
+    m[a.name] = v;
+  return m;
+}
+
+//===----------------------------------------------------------------------===//
+// Emission helpers
+//===----------------------------------------------------------------------===//
+
+/// Moves `b` into `block`, before its terminator if it has one.
+void setInsertionPointIn(OpBuilder &b, Block *block) {
+  if (!block->empty() && block->back().hasTrait<OpTrait::IsTerminator>())
+    b.setInsertionPoint(&block->back());
+  else
+    b.setInsertionPointToEnd(block);
+}
+
+/// scf.if with results built by two callbacks.
+SmallVector<Value> emitIf(ImplicitLocOpBuilder &b, Value cond, TypeRange types,
+                          function_ref<SmallVector<Value>()> thenFn,
+                          function_ref<SmallVector<Value>()> elseFn) {
+  auto op = scf::IfOp::create(b, types, cond, /*withElseRegion=*/true);
+  for (auto [region, fn] : {std::pair{&op.getThenRegion(), thenFn},
+                            std::pair{&op.getElseRegion(), elseFn}}) {
+    OpBuilder::InsertionGuard guard(b);
+    setInsertionPointIn(b, &region->front());
+    SmallVector<Value> results = fn();
+    if (!types.empty())
+      scf::YieldOp::create(b, results);
+  }
+  return SmallVector<Value>(op.getResults());
+}
+
+void emitIfThen(ImplicitLocOpBuilder &b, Value cond, function_ref<void()> fn) {
+  auto op = scf::IfOp::create(b, TypeRange{}, cond, /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  setInsertionPointIn(b, &op.getThenRegion().front());
+  fn();
+}
+
+/// scf.for with loop-carried values.
+SmallVector<Value>
+emitFor(ImplicitLocOpBuilder &b, Value lb, Value ub, Value step,
+        ValueRange inits,
+        function_ref<SmallVector<Value>(Value, ValueRange)> body) {
+  auto loop = scf::ForOp::create(b, lb, ub, step, inits);
+  OpBuilder::InsertionGuard guard(b);
+  setInsertionPointIn(b, loop.getBody());
+  SmallVector<Value> results =
+      body(loop.getInductionVar(), loop.getRegionIterArgs());
+  if (!inits.empty())
+    scf::YieldOp::create(b, results);
+  return SmallVector<Value>(loop.getResults());
+}
+
+/// One group's G values, widened to f32, as a vector<G x f32>.
+using GroupVec = Value;
+
+/// Emits the per-row math shared by the GPU kernel and the CPU twin.
+class NormEmitter {
+public:
+  NormEmitter(ImplicitLocOpBuilder &b, const NormSpec &spec, const ArgMap &args,
+              bool onGpu, const TeamShape &team)
+      : b(b), spec(spec), args(args), onGpu(onGpu), team(team) {}
+
+  /// GPU: one team's row (forward) or rows (backward). `teamThread` is the
+  /// thread's index in its team, `warpSlot` the first workgroup-memory slot
+  /// of its team, `warpInTeam`/`lane` its position for the reductions.
+  void emitGpuForward(Value row, Value teamThread, Value warpSlot,
+                      Value warpInTeam, Value lane, Value smem);
+  void emitGpuBackward(Value partial, Value teamThread, Value warpSlot,
+                       Value warpInTeam, Value lane, Value smem);
+  /// CPU: all rows (forward) or all partials (backward).
+  void emitCpuForward();
+  void emitCpuBackward();
+
+private:
+  struct Slot {
+    int64_t k;   ///< unrolled slot (GPU), -1 on the CPU
+    Value group; ///< index of the group in the row
+    Value valid; ///< i1: the group exists (masked tail, rows past the end)
+  };
+  using SlotFn = function_ref<SmallVector<Value>(const Slot &, ValueRange)>;
+
+  Value cidx(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
+  Value cf32(double v) {
+    return arith::ConstantOp::create(b, b.getF32FloatAttr(float(v)));
+  }
+  VectorType groupVecType(Type elt) {
+    return VectorType::get({spec.groupSize}, elt);
+  }
+  Value splat(Value scalar) {
+    return vector::BroadcastOp::create(b, groupVecType(b.getF32Type()), scalar);
+  }
+  Value toIndex(Value v) {
+    return arith::IndexCastOp::create(b, b.getIndexType(), v);
+  }
+  Value ult(Value x, Value y) {
+    return arith::CmpIOp::create(b, arith::CmpIPredicate::ult, x, y);
+  }
+  Value andI(Value x, Value y) { return arith::AndIOp::create(b, x, y); }
+  Value addI(Value x, Value y) { return arith::AddIOp::create(b, x, y); }
+  Value mulI(Value x, Value y) { return arith::MulIOp::create(b, x, y); }
+
+  /// Runs `body` over the groups this thread owns in the current row: the
+  /// K unrolled slots on the GPU, a loop over all groups on the CPU.
+  SmallVector<Value> forEachGroup(ValueRange inits, SlotFn body);
+  /// Sums each value over the team (identity on the CPU).
+  SmallVector<Value> teamSum(ValueRange values);
+
+  /// G elements of `buffer` from element `first`, widened to f32; zeros
+  /// when `valid` is false. Cached per (buffer, slot) on the GPU.
+  GroupVec loadGroup(Value buffer, Type logical, Value first, Value valid,
+                     int64_t k);
+  void storeGroup(Value buffer, Type logical, Value first, Value valid,
+                  GroupVec v);
+  Value loadScalarF32(Value buffer, Type logical, Value idx, Value valid);
+  llvm::MaybeAlign alignment(Type logical) const {
+    int64_t bytes = spec.groupSize * laneStorageType(logical)
+                                         .getIntOrFloatBitWidth() / 8;
+    return llvm::MaybeAlign(std::min<int64_t>(bytes, 16));
+  }
+
+  /// Row-level pieces.
+  GroupVec loadX(const Slot &s);
+  GroupVec loadRowOperand(StringRef name, Type logical, const Slot &s);
+  GroupVec loadColOperand(StringRef name, const Slot &s);
+  Value elementIndex(const Slot &s) {
+    return addI(rowBase, mulI(s.group, cidx(spec.groupSize)));
+  }
+  Value sumElements(GroupVec v);
+  Value maxAbsElements(GroupVec v);
+  Value rowRstd(Value sumSquares);
+
+  void emitForwardRow();
+  /// Backward of the current row; returns the updated dweight/dbias
+  /// accumulators (GPU: one vector per slot and sum; CPU: none, it
+  /// accumulates into the workspace row `partialRow`).
+  SmallVector<Value> emitBackwardRow(ValueRange accs, Value partialRow);
+
+  ImplicitLocOpBuilder &b;
+  const NormSpec &spec;
+  const ArgMap &args;
+  bool onGpu;
+  TeamShape team;
+
+  // Current row.
+  Value row, rowValid, rowBase, cols, groups, colsF32;
+  // GPU reduction state.
+  Value teamThread, warpSlot, warpInTeam, lane, smem;
+  std::map<std::pair<void *, int64_t>, Value> cache;
+};
+
+GroupVec NormEmitter::loadGroup(Value buffer, Type logical, Value first,
+                                Value valid, int64_t k) {
+  auto key = std::make_pair(buffer.getAsOpaquePointer(), k);
+  if (onGpu && k >= 0) {
+    auto it = cache.find(key);
+    if (it != cache.end())
+      return it->second;
+  }
+  Type storage = laneStorageType(logical);
+  VectorType raw = groupVecType(storage);
+  Value vec = emitIf(
+      b, valid, raw,
+      [&] {
+        return SmallVector<Value>{vector::LoadOp::create(
+            b, raw, buffer, ValueRange{first}, /*nontemporal=*/false,
+            alignment(logical))};
+      },
+      [&] {
+        return SmallVector<Value>{arith::ConstantOp::create(
+            b, DenseElementsAttr::get(raw, b.getZeroAttr(storage)))};
+      })[0];
+  if (storage != logical)
+    vec = arith::BitcastOp::create(b, groupVecType(logical), vec);
+  if (!logical.isF32())
+    vec = arith::ExtFOp::create(b, groupVecType(b.getF32Type()), vec);
+  if (onGpu && k >= 0)
+    cache[key] = vec;
+  return vec;
+}
+
+void NormEmitter::storeGroup(Value buffer, Type logical, Value first,
+                             Value valid, GroupVec v) {
+  if (!logical.isF32())
+    v = arith::TruncFOp::create(b, groupVecType(logical), v);
+  Type storage = laneStorageType(logical);
+  if (storage != logical)
+    v = arith::BitcastOp::create(b, groupVecType(storage), v);
+  emitIfThen(b, valid, [&] {
+    vector::StoreOp::create(b, v, buffer, ValueRange{first},
+                            /*nontemporal=*/false, alignment(logical));
+  });
+}
+
+Value NormEmitter::loadScalarF32(Value buffer, Type logical, Value idx,
+                                 Value valid) {
+  Type storage = laneStorageType(logical);
+  Value v = emitIf(
+      b, valid, storage,
+      [&] {
+        return SmallVector<Value>{
+            memref::LoadOp::create(b, buffer, ValueRange{idx})};
+      },
+      [&] {
+        return SmallVector<Value>{
+            arith::ConstantOp::create(b, b.getZeroAttr(storage))};
+      })[0];
+  if (storage != logical)
+    v = arith::BitcastOp::create(b, logical, v);
+  if (!logical.isF32())
+    v = arith::ExtFOp::create(b, b.getF32Type(), v);
+  return v;
+}
+
+GroupVec NormEmitter::loadX(const Slot &s) {
+  // Dequantize: x = f32(code) * s_g (COAT.md §3.4).
+  Type fp8 = getFp8Type(b.getContext(), spec.format);
+  GroupVec codes = loadGroup(args.lookup("x_codes"), fp8, elementIndex(s),
+                             s.valid, s.k);
+  auto key = std::make_pair(args.lookup("x_scale").getAsOpaquePointer(), s.k);
+  Value scale;
+  if (onGpu && cache.count(key)) {
+    scale = cache[key];
+  } else {
+    Value scaleIdx = addI(mulI(row, groups), s.group);
+    scale = loadScalarF32(args.lookup("x_scale"), spec.scaleType, scaleIdx,
+                          s.valid);
+    if (onGpu)
+      cache[key] = scale;
+  }
+  return arith::MulFOp::create(b, codes, splat(scale));
+}
+
+GroupVec NormEmitter::loadRowOperand(StringRef name, Type logical,
+                                     const Slot &s) {
+  return loadGroup(args.lookup(name), logical, elementIndex(s), s.valid, s.k);
+}
+
+GroupVec NormEmitter::loadColOperand(StringRef name, const Slot &s) {
+  return loadGroup(args.lookup(name), spec.weightType,
+                   mulI(s.group, cidx(spec.groupSize)), s.valid, s.k);
+}
+
+Value NormEmitter::sumElements(GroupVec v) {
+  Value acc;
+  for (int64_t i = 0; i < spec.groupSize; ++i) {
+    Value e = vector::ExtractOp::create(b, v, ArrayRef<int64_t>{i});
+    acc = acc ? arith::AddFOp::create(b, acc, e).getResult() : e;
+  }
+  return acc;
+}
+
+Value NormEmitter::maxAbsElements(GroupVec v) {
+  Value acc = cf32(0.0);
+  Value a = math::AbsFOp::create(b, v);
+  for (int64_t i = 0; i < spec.groupSize; ++i) // NaN skipped, as fmax does
+    acc = arith::MaxNumFOp::create(
+        b, acc, vector::ExtractOp::create(b, a, ArrayRef<int64_t>{i}));
+  return acc;
+}
+
+Value NormEmitter::rowRstd(Value sumSquares) {
+  // IEEE division and sqrt (sqrt.rn on the GPU): rstd is saved and must
+  // match the reference for the same sum.
+  Value var = arith::DivFOp::create(b, sumSquares, colsF32);
+  Value root = math::SqrtOp::create(
+      b, arith::AddFOp::create(b, var, cf32(spec.eps)));
+  return arith::DivFOp::create(b, cf32(1.0), root);
+}
+
+SmallVector<Value> NormEmitter::forEachGroup(ValueRange inits, SlotFn body) {
+  if (!onGpu)
+    return emitFor(b, cidx(0), groups, cidx(1), inits,
+                   [&](Value g, ValueRange accs) {
+                     Value yes = arith::ConstantOp::create(b, b.getBoolAttr(true));
+                     return body(Slot{-1, g, yes}, accs);
+                   });
+  SmallVector<Value> accs(inits);
+  for (int64_t k = 0; k < team.slots; ++k) {
+    Value g = addI(teamThread, cidx(k * team.threadsPerRow));
+    Value valid = andI(rowValid, ult(g, groups));
+    SmallVector<Value> next = body(Slot{k, g, valid}, accs);
+    // Masked slots leave the accumulators as they were.
+    for (auto [acc, n] : llvm::zip(accs, next))
+      acc = acc == n ? acc : arith::SelectOp::create(b, valid, n, acc);
+  }
+  return accs;
+}
+
+SmallVector<Value> NormEmitter::teamSum(ValueRange values) {
+  SmallVector<Value> out(values);
+  if (!onGpu)
+    return out;
+  assert(values.size() <= kMaxSums && "workgroup buffer too small");
+  // Butterfly: lane i and lane i^o add the same two values, so all lanes end
+  // with bitwise the same warp sum.
+  for (Value &v : out)
+    for (int64_t offset = 16; offset >= 1; offset /= 2) {
+      auto shuffle = gpu::ShuffleOp::create(b, v, int32_t(offset),
+                                            /*width=*/32, gpu::ShuffleMode::XOR);
+      v = arith::AddFOp::create(b, v, shuffle.getShuffleResult());
+    }
+  if (team.threadsPerRow <= 32)
+    return out;
+  // One value per warp through workgroup memory, summed in warp order.
+  Value mySlot = mulI(addI(warpSlot, warpInTeam), cidx(kMaxSums));
+  emitIfThen(b, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane,
+                                      cidx(0)),
+             [&] {
+               for (auto [i, v] : llvm::enumerate(out))
+                 memref::StoreOp::create(b, v, smem,
+                                         ValueRange{addI(mySlot, cidx(i))});
+             });
+  gpu::BarrierOp::create(b);
+  for (auto [i, v] : llvm::enumerate(out)) {
+    Value acc;
+    for (int64_t w = 0; w < team.warpsPerTeam(); ++w) {
+      Value at = addI(mulI(addI(warpSlot, cidx(w)), cidx(kMaxSums)), cidx(i));
+      Value part = memref::LoadOp::create(b, smem, ValueRange{at});
+      acc = acc ? arith::AddFOp::create(b, acc, part).getResult() : part;
+    }
+    v = acc;
+  }
+  // The buffer is reused by the next reduction.
+  gpu::BarrierOp::create(b);
+  return out;
+}
+
+void NormEmitter::emitForwardRow() {
+  Value zero = cf32(0.0);
+  Value mean;
+  if (spec.hasMean()) {
+    Value sum = forEachGroup(zero, [&](const Slot &s, ValueRange acc) {
+      return SmallVector<Value>{
+          arith::AddFOp::create(b, acc[0], sumElements(loadX(s)))};
+    })[0];
+    mean = arith::DivFOp::create(b, teamSum(sum)[0], colsF32);
+  }
+  Value sumSquares = forEachGroup(zero, [&](const Slot &s, ValueRange acc) {
+    GroupVec x = loadX(s);
+    if (mean)
+      x = arith::SubFOp::create(b, x, splat(mean));
+    return SmallVector<Value>{arith::AddFOp::create(
+        b, acc[0], sumElements(arith::MulFOp::create(b, x, x)))};
+  })[0];
+  Value rstd = rowRstd(teamSum(sumSquares)[0]);
+
+  forEachGroup({}, [&](const Slot &s, ValueRange) {
+    GroupVec y = loadX(s);
+    if (mean)
+      y = arith::SubFOp::create(b, y, splat(mean));
+    y = arith::MulFOp::create(b, y, splat(rstd));
+    if (spec.hasWeight)
+      y = arith::MulFOp::create(b, y, loadColOperand("weight", s));
+    if (spec.hasBias)
+      y = arith::AddFOp::create(b, y, loadColOperand("bias", s));
+    storeGroup(args.lookup("y"), spec.outType, elementIndex(s), s.valid, y);
+    if (spec.epilogueMax) {
+      // Rounding is monotonic, so the maximum of the stored values is the
+      // rounded maximum: the partial maxima match what was written.
+      Value m = maxAbsElements(y);
+      if (!spec.outType.isF32())
+        m = arith::ExtFOp::create(
+            b, b.getF32Type(),
+            arith::TruncFOp::create(b, spec.outType, m).getResult());
+      emitIfThen(b, s.valid, [&] {
+        memref::StoreOp::create(b, m, args.lookup("absmax"),
+                                ValueRange{addI(mulI(row, groups), s.group)});
+      });
+    }
+    return SmallVector<Value>{};
+  });
+
+  // Statistics: stored once per row.
+  Value leader = rowValid;
+  if (onGpu)
+    leader = andI(leader, arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                                teamThread, cidx(0)));
+  emitIfThen(b, leader, [&] {
+    if (mean)
+      memref::StoreOp::create(b, mean, args.lookup("mean"), ValueRange{row});
+    memref::StoreOp::create(b, rstd, args.lookup("rstd"), ValueRange{row});
+  });
+}
+
+SmallVector<Value> NormEmitter::emitBackwardRow(ValueRange accs,
+                                                Value partialRow) {
+  Value zero = cf32(0.0);
+  Value rstd = loadScalarF32(args.lookup("rstd"), b.getF32Type(), row, rowValid);
+  Value mean = spec.hasMean() ? loadScalarF32(args.lookup("mean"),
+                                              b.getF32Type(), row, rowValid)
+                              : Value();
+  auto normalized = [&](const Slot &s) {
+    GroupVec x = loadX(s);
+    if (mean)
+      x = arith::SubFOp::create(b, x, splat(mean));
+    return arith::MulFOp::create(b, x, splat(rstd)).getResult();
+  };
+  auto weighted = [&](const Slot &s, GroupVec dy) {
+    return spec.hasWeight
+               ? arith::MulFOp::create(b, loadColOperand("weight", s), dy)
+                     .getResult()
+               : dy;
+  };
+  // dot = sum(xh * w*dy); LayerNorm also sum(w*dy).
+  bool withSum = spec.hasMean();
+  SmallVector<Value> inits = {zero};
+  if (withSum)
+    inits.push_back(zero);
+  SmallVector<Value> sums =
+      forEachGroup(inits, [&](const Slot &s, ValueRange acc) {
+        GroupVec dy = loadRowOperand("dy", spec.gradType, s);
+        GroupVec wdy = weighted(s, dy);
+        SmallVector<Value> next = {arith::AddFOp::create(
+            b, acc[0], sumElements(arith::MulFOp::create(b, normalized(s), wdy)))};
+        if (withSum)
+          next.push_back(arith::AddFOp::create(b, acc[1], sumElements(wdy)));
+        return next;
+      });
+  sums = teamSum(sums);
+  // The output pass reads the row again (an L1/L2 hit: the team just read
+  // it) so that registers go to the column sums, not to cached operands.
+  cache.clear();
+  Value meanDot = arith::DivFOp::create(b, sums[0], colsF32);
+  Value meanWeighted =
+      withSum ? arith::DivFOp::create(b, sums[1], colsF32).getResult()
+              : Value();
+
+  SmallVector<Value> nextAccs(accs);
+  int64_t perSlot = (spec.hasWeight ? 1 : 0) + (spec.hasBias ? 1 : 0);
+  forEachGroup({}, [&](const Slot &s, ValueRange) {
+    GroupVec dy = loadRowOperand("dy", spec.gradType, s);
+    GroupVec xh = normalized(s);
+    // dx = (w*dy - (xh*mean(xh*w*dy) [+ mean(w*dy)])) * rstd
+    Value correction = arith::MulFOp::create(b, xh, splat(meanDot));
+    if (meanWeighted)
+      correction = arith::AddFOp::create(b, correction, splat(meanWeighted));
+    Value dx = arith::MulFOp::create(
+        b, arith::SubFOp::create(b, weighted(s, dy), correction), splat(rstd));
+    storeGroup(args.lookup("dx"), spec.outType, elementIndex(s), s.valid, dx);
+    if (perSlot == 0)
+      return SmallVector<Value>{};
+    SmallVector<Value> terms;
+    if (spec.hasWeight)
+      terms.push_back(arith::MulFOp::create(b, dy, xh));
+    if (spec.hasBias)
+      terms.push_back(dy);
+    StringRef names[] = {"dweight_partial", "dbias_partial"};
+    for (auto [i, term] : llvm::enumerate(terms)) {
+      if (onGpu) {
+        // Rows past the end load zeros, so their terms are zero.
+        Value &acc = nextAccs[s.k * perSlot + i];
+        acc = arith::AddFOp::create(b, acc, term);
+        continue;
+      }
+      Value ws = args.lookup(names[i]);
+      Value at = addI(mulI(partialRow, cols),
+                      mulI(s.group, cidx(spec.groupSize)));
+      Type f32 = b.getF32Type();
+      Value prev = loadGroup(ws, f32, at, s.valid, -1);
+      storeGroup(ws, f32, at, s.valid, arith::AddFOp::create(b, prev, term));
+    }
+    return SmallVector<Value>{};
+  });
+  return nextAccs;
+}
+
+void NormEmitter::emitGpuForward(Value rowIdx, Value teamThreadIdx,
+                                 Value warpSlotIdx, Value warpInTeamIdx,
+                                 Value laneIdx, Value smemBuf) {
+  teamThread = teamThreadIdx;
+  warpSlot = warpSlotIdx;
+  warpInTeam = warpInTeamIdx;
+  lane = laneIdx;
+  smem = smemBuf;
+  cols = toIndex(args.lookup("cols"));
+  groups = arith::DivUIOp::create(b, cols, cidx(spec.groupSize));
+  colsF32 = arith::UIToFPOp::create(b, b.getF32Type(), args.lookup("cols"));
+  row = rowIdx;
+  rowValid = ult(row, toIndex(args.lookup("rows")));
+  rowBase = mulI(row, cols);
+  emitForwardRow();
+}
+
+void NormEmitter::emitGpuBackward(Value partial, Value teamThreadIdx,
+                                  Value warpSlotIdx, Value warpInTeamIdx,
+                                  Value laneIdx, Value smemBuf) {
+  teamThread = teamThreadIdx;
+  warpSlot = warpSlotIdx;
+  warpInTeam = warpInTeamIdx;
+  lane = laneIdx;
+  smem = smemBuf;
+  cols = toIndex(args.lookup("cols"));
+  groups = arith::DivUIOp::create(b, cols, cidx(spec.groupSize));
+  colsF32 = arith::UIToFPOp::create(b, b.getF32Type(), args.lookup("cols"));
+  Value rows = toIndex(args.lookup("rows"));
+  bool columnSums = spec.hasWeight;
+  // Without dweight every team takes one row, as in the forward.
+  Value partials = columnSums ? toIndex(args.lookup("partials")) : rows;
+  Value partialValid = ult(partial, partials);
+  int64_t perSlot = (spec.hasWeight ? 1 : 0) + (spec.hasBias ? 1 : 0);
+  Value zeroVec = splat(cf32(0.0));
+  SmallVector<Value> inits(team.slots * perSlot, zeroVec);
+  // Rows partial, partial + partials, ...; the trip count is the same for
+  // every team of the CTA because the reductions synchronize the CTA.
+  Value trips = columnSums ? arith::CeilDivUIOp::create(
+                                 b, rows, arith::MaxUIOp::create(b, partials,
+                                                                 cidx(1)))
+                                 .getResult()
+                           : cidx(1);
+  SmallVector<Value> accs =
+      emitFor(b, cidx(0), trips, cidx(1), inits, [&](Value i, ValueRange a) {
+        cache.clear(); // operands of another row
+        row = addI(partial, mulI(i, partials));
+        rowValid = andI(partialValid, ult(row, rows));
+        rowBase = mulI(row, cols);
+        return emitBackwardRow(a, Value());
+      });
+  if (!columnSums)
+    return;
+  // One workspace row per team.
+  StringRef names[] = {"dweight_partial", "dbias_partial"};
+  for (int64_t k = 0; k < team.slots; ++k) {
+    Value g = addI(teamThread, cidx(k * team.threadsPerRow));
+    Value valid = andI(partialValid, ult(g, groups));
+    Value at = addI(mulI(partial, cols), mulI(g, cidx(spec.groupSize)));
+    for (int64_t i = 0; i < perSlot; ++i)
+      storeGroup(args.lookup(names[i]), b.getF32Type(), at, valid,
+                 accs[k * perSlot + i]);
+  }
+}
+
+void NormEmitter::emitCpuForward() {
+  cols = toIndex(args.lookup("cols"));
+  groups = arith::DivUIOp::create(b, cols, cidx(spec.groupSize));
+  colsF32 = arith::UIToFPOp::create(b, b.getF32Type(), args.lookup("cols"));
+  Value rows = toIndex(args.lookup("rows"));
+  emitFor(b, cidx(0), rows, cidx(1), {}, [&](Value r, ValueRange) {
+    row = r;
+    rowValid = arith::ConstantOp::create(b, b.getBoolAttr(true));
+    rowBase = mulI(row, cols);
+    emitForwardRow();
+    return SmallVector<Value>{};
+  });
+}
+
+void NormEmitter::emitCpuBackward() {
+  cols = toIndex(args.lookup("cols"));
+  groups = arith::DivUIOp::create(b, cols, cidx(spec.groupSize));
+  colsF32 = arith::UIToFPOp::create(b, b.getF32Type(), args.lookup("cols"));
+  Value rows = toIndex(args.lookup("rows"));
+  bool columnSums = spec.hasWeight;
+  Value partials = columnSums ? toIndex(args.lookup("partials")) : rows;
+  StringRef names[] = {"dweight_partial", "dbias_partial"};
+  int64_t perSlot = (spec.hasWeight ? 1 : 0) + (spec.hasBias ? 1 : 0);
+  emitFor(b, cidx(0), partials, cidx(1), {}, [&](Value p, ValueRange) {
+    if (columnSums) {
+      Value zero = splat(cf32(0.0));
+      emitFor(b, cidx(0), groups, cidx(1), {}, [&](Value g, ValueRange) {
+        Value at = addI(mulI(p, cols), mulI(g, cidx(spec.groupSize)));
+        Value yes = arith::ConstantOp::create(b, b.getBoolAttr(true));
+        for (int64_t i = 0; i < perSlot; ++i)
+          storeGroup(args.lookup(names[i]), b.getF32Type(), at, yes, zero);
+        return SmallVector<Value>{};
+      });
+    }
+    emitFor(b, p, rows, partials, {}, [&](Value r, ValueRange) {
+      row = r;
+      rowValid = arith::ConstantOp::create(b, b.getBoolAttr(true));
+      rowBase = mulI(row, cols);
+      emitBackwardRow({}, p);
+      return SmallVector<Value>{};
+    });
+    return SmallVector<Value>{};
+  });
+}
+
+/// dweight[c] (and dbias[c]) = sum over p of partial[p, c], p ascending in
+/// each of kReduceWarps strides, then the strides in order. This thread sums
+/// the partials firstPartial, firstPartial + partialStep, ... of `column`;
+/// `combine` turns that into the final sum (null: nothing to store yet),
+/// stored where `storeGuard` holds.
+void emitColumnSums(ImplicitLocOpBuilder &b, const NormSpec &spec,
+                    const ArgMap &args, Value column, Value firstPartial,
+                    Value partialStep, Value storeGuard,
+                    function_ref<Value(Value, int64_t)> combine) {
+  Value cols = arith::IndexCastOp::create(b, b.getIndexType(),
+                                          args.lookup("cols"));
+  Value partials = arith::IndexCastOp::create(b, b.getIndexType(),
+                                              args.lookup("partials"));
+  Value inRange = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, column,
+                                        cols);
+  Value zero = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0f));
+  SmallVector<std::pair<StringRef, StringRef>> sums = {
+      {"dweight_partial", "dweight"}};
+  if (spec.hasBias)
+    sums.push_back({"dbias_partial", "dbias"});
+  for (auto [i, names] : llvm::enumerate(sums)) {
+    Value ws = args.lookup(names.first);
+    Value out = args.lookup(names.second);
+    Value acc = emitFor(b, firstPartial, partials, partialStep, zero,
+                        [&](Value p, ValueRange a) {
+                          Value at = arith::AddIOp::create(
+                              b, arith::MulIOp::create(b, p, cols), column);
+                          Value v = emitIf(
+                              b, inRange, b.getF32Type(),
+                              [&] {
+                                return SmallVector<Value>{memref::LoadOp::create(
+                                    b, ws, ValueRange{at})};
+                              },
+                              [&] { return SmallVector<Value>{zero}; })[0];
+                          return SmallVector<Value>{
+                              arith::AddFOp::create(b, a[0], v)};
+                        })[0];
+    acc = combine(acc, i);
+    if (!acc)
+      continue;
+    emitIfThen(b, arith::AndIOp::create(b, inRange, storeGuard), [&] {
+      Value v = acc;
+      if (!spec.weightType.isF32()) {
+        v = arith::TruncFOp::create(b, spec.weightType, v);
+        v = arith::BitcastOp::create(b, laneStorageType(spec.weightType), v);
+      }
+      memref::StoreOp::create(b, v, out, ValueRange{column});
+    });
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// The pass
+//===----------------------------------------------------------------------===//
+
+struct CoatLowerNormsPass
+    : mlir::coat::impl::CoatLowerNormsBase<CoatLowerNormsPass> {
+  using Base::Base;
+  void runOnOperation() override;
+
+private:
+  FailureOr<NormSpec> analyze(func::FuncOp fn, int64_t &maxColsOut);
+  FailureOr<TeamShape> chooseTeam(Operation *anchor, const NormSpec &spec,
+                                  int64_t maxCols);
+  void lowerGpu(func::FuncOp fn, const NormSpec &spec, const TeamShape &team,
+                gpu::GPUModuleOp &gpuModule);
+  void lowerCpu(func::FuncOp fn, const NormSpec &spec, const TeamShape &team);
+  SmallVector<NamedAttribute> config(const NormSpec &spec,
+                                     const TeamShape &team);
+};
+
+SmallVector<NamedAttribute> CoatLowerNormsPass::config(const NormSpec &spec,
+                                                       const TeamShape &team) {
+  Builder b(&getContext());
+  auto str = [&](StringRef s) { return b.getStringAttr(s); };
+  Type fp8 = getFp8Type(&getContext(), spec.format);
+  SmallVector<NamedAttribute> c = {
+      b.getNamedAttr("norm", str(spec.kind == NormKind::RMS ? "rms" : "layer")),
+      b.getNamedAttr("input", str(manifestDtype(fp8))),
+      b.getNamedAttr("scale", str(manifestDtype(spec.scaleType))),
+      b.getNamedAttr("scaling", str("per_group")),
+      b.getNamedAttr("group_size", b.getI64IntegerAttr(spec.groupSize)),
+      b.getNamedAttr(spec.backward ? "dx" : "output",
+                     str(manifestDtype(spec.outType))),
+      b.getNamedAttr("eps", b.getF64FloatAttr(spec.eps)),
+      b.getNamedAttr("max_cols", b.getI64IntegerAttr(team.maxCols)),
+      b.getNamedAttr("threads_per_row",
+                     b.getI64IntegerAttr(team.threadsPerRow)),
+      b.getNamedAttr("rows_per_block",
+                     b.getI64IntegerAttr(team.teamsPerBlock()))};
+  if (spec.hasWeight)
+    c.push_back(b.getNamedAttr("weight", str(manifestDtype(spec.weightType))));
+  c.push_back(b.getNamedAttr("bias", b.getBoolAttr(spec.hasBias)));
+  if (spec.backward)
+    c.push_back(b.getNamedAttr("grad", str(manifestDtype(spec.gradType))));
+  else
+    c.push_back(b.getNamedAttr("epilogue_absmax", b.getBoolAttr(spec.epilogueMax)));
+  return c;
+}
+
+/// The input of every norm kernel: 1xG FP8 with power-of-two G.
+LogicalResult checkInput(Operation *op, Value input, NormSpec &spec) {
+  auto qt = dyn_cast<QTensorType>(input.getType());
+  if (!qt)
+    return op->emitError("norm kernels take a resolved !coat.qtensor input "
+                         "(run coat-mixed-granularity first), got ")
+           << input.getType();
+  if (qt.getShape().size() != 2)
+    return op->emitError("norm kernels take 2-D [rows, cols] tensors, got ")
+           << input.getType();
+  ::coat::Scaling scaling = qt.getScalingValue();
+  if (scaling.kind != ::coat::ScalingKind::PerGroup || qt.getExpanded())
+    return op->emitError("norm kernels need a per_group<G> input (1xG FP8 "
+                         "groups along cols), got ")
+           << input.getType();
+  if (!llvm::isPowerOf2_64(scaling.groupSize) || scaling.groupSize < 16 ||
+      scaling.groupSize > 128)
+    return op->emitError("group size ")
+           << scaling.groupSize
+           << " has no norm kernel: need a power of two in [16, 128]";
+  spec.format = qt.getFormat();
+  spec.scaleType = qt.getScaleType();
+  spec.groupSize = scaling.groupSize;
+  return success();
+}
+
+Type elementType(Value v) {
+  return cast<ShapedType>(v.getType()).getElementType();
+}
+
+FailureOr<NormSpec> CoatLowerNormsPass::analyze(func::FuncOp fn,
+                                                int64_t &maxColsOut) {
+  Block &body = fn.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  SmallVector<Operation *> ops;
+  for (Operation &op : body.without_terminator())
+    ops.push_back(&op);
+  auto shapeError = [&] {
+    return fn.emitError("kernel-spec function @")
+           << fn.getSymName()
+           << " must hold one coat.rmsnorm, coat.layernorm (optionally "
+              "followed by a coat.absmax ... epilogue of its result), "
+              "coat.rmsnorm_grad or coat.layernorm_grad, and return all "
+              "their results in order";
+  };
+  if (ops.empty() || ops.size() > 2)
+    return shapeError();
+  Operation *norm = ops[0];
+  for (Value operand : norm->getOperands())
+    if (!isa<BlockArgument>(operand))
+      return norm->emitError("operands of a kernel-spec op must be function "
+                             "arguments");
+  SmallVector<Value> expected(norm->getResults());
+
+  NormSpec spec;
+  Value input;
+  if (auto op = dyn_cast<RMSNormOp>(norm)) {
+    if (op.getResultT() || isa<QTensorType>(op.getResult().getType()))
+      return op.emitError("norm kernels write the unquantized values: the "
+                          "result must be a bf16/f16/f32 tensor without a "
+                          "transposed copy (run coat-group-scaling)");
+    spec.kind = NormKind::RMS;
+    spec.hasWeight = true;
+    spec.weightType = elementType(op.getWeight());
+    spec.eps = op.getEps().convertToFloat();
+    input = op.getInput();
+  } else if (auto op = dyn_cast<LayerNormOp>(norm)) {
+    if (op.getResultT() || isa<QTensorType>(op.getResult().getType()))
+      return op.emitError("norm kernels write the unquantized values: the "
+                          "result must be a bf16/f16/f32 tensor without a "
+                          "transposed copy (run coat-group-scaling)");
+    spec.kind = NormKind::Layer;
+    spec.hasWeight = static_cast<bool>(op.getWeight());
+    spec.hasBias = static_cast<bool>(op.getBias());
+    if (spec.hasBias && !spec.hasWeight)
+      return op.emitError("a LayerNorm bias needs a weight");
+    if (spec.hasWeight && spec.hasBias &&
+        elementType(op.getWeight()) != elementType(op.getBias()))
+      return op.emitError("weight and bias must have the same element type");
+    if (spec.hasWeight)
+      spec.weightType = elementType(op.getWeight());
+    spec.eps = op.getEps().convertToFloat();
+    input = op.getInput();
+  } else if (auto op = dyn_cast<RMSNormGradOp>(norm)) {
+    spec.kind = NormKind::RMS;
+    spec.backward = true;
+    spec.hasWeight = true;
+    spec.weightType = elementType(op.getWeight());
+    if (elementType(op.getDweight()) != spec.weightType)
+      return op.emitError("dweight must have the weight's element type");
+    spec.gradType = elementType(op.getGrad());
+    input = op.getInput();
+  } else if (auto op = dyn_cast<LayerNormGradOp>(norm)) {
+    spec.kind = NormKind::Layer;
+    spec.backward = true;
+    spec.hasWeight = static_cast<bool>(op.getWeight());
+    spec.hasBias = static_cast<bool>(op.getDbias());
+    if (spec.hasWeight != static_cast<bool>(op.getDweight()))
+      return op.emitError("an affine LayerNorm backward returns dweight (and "
+                          "optionally dbias); a non-affine one neither");
+    if (spec.hasWeight) {
+      spec.weightType = elementType(op.getWeight());
+      for (Value d : {op.getDweight(), op.getDbias()})
+        if (d && elementType(d) != spec.weightType)
+          return op.emitError("dweight/dbias must have the weight's element "
+                              "type");
+    }
+    spec.gradType = elementType(op.getGrad());
+    input = op.getInput();
+  } else {
+    return shapeError();
+  }
+  if (failed(checkInput(norm, input, spec)))
+    return failure();
+  Value out = norm->getResult(0);
+  auto outType = dyn_cast<RankedTensorType>(out.getType());
+  if (!outType)
+    return norm->emitError("the first result must be a high-precision "
+                           "tensor, got ")
+           << out.getType();
+  spec.outType = outType.getElementType();
+  if (spec.backward && spec.outType != spec.gradType)
+    return norm->emitError("dx must have the element type of dy");
+
+  if (ops.size() == 2) {
+    auto absmax = dyn_cast<AbsMaxOp>(ops[1]);
+    if (!absmax || spec.backward || absmax.getInput() != out)
+      return shapeError();
+    if (!absmax.getEpilogue())
+      return absmax.emitError("only a coat.absmax marked `epilogue` is fused "
+                              "into the norm kernel");
+    ::coat::Scaling s = absmax.getScaling().getValue();
+    if (s.kind != ::coat::ScalingKind::PerGroup || s.groupSize != spec.groupSize)
+      return absmax.emitError("the fused partial maxima must use the input's "
+                              "groups, per_group<")
+             << spec.groupSize << ">";
+    spec.epilogueMax = true;
+    expected.push_back(absmax.getResult());
+  }
+  if (ValueRange(ret.getOperands()) != ValueRange(expected))
+    return shapeError();
+
+  // Columns a kernel must cover: a static cols extent, else the spec's
+  // coat.max_cols attribute, else the pass option.
+  int64_t staticCols = cast<ShapedType>(input.getType()).getShape()[1];
+  maxColsOut = maxCols;
+  if (auto attr = fn->getAttrOfType<IntegerAttr>("coat.max_cols"))
+    maxColsOut = attr.getInt();
+  if (!ShapedType::isDynamic(staticCols))
+    maxColsOut = staticCols;
+  if (maxColsOut <= 0 || maxColsOut % spec.groupSize != 0)
+    return fn.emitError("max_cols must be a positive multiple of the group "
+                        "size ")
+           << spec.groupSize << ", got " << maxColsOut;
+  return spec;
+}
+
+FailureOr<TeamShape> CoatLowerNormsPass::chooseTeam(Operation *anchor,
+                                                    const NormSpec &spec,
+                                                    int64_t maxColsValue) {
+  if (blockSize < 32 || blockSize > 1024 || !llvm::isPowerOf2_64(blockSize))
+    return anchor->emitError("block-size must be a power of two in "
+                             "[32, 1024], got ")
+           << static_cast<int64_t>(blockSize);
+  if (groupsPerThread < 1 || groupsPerThread > 16)
+    return anchor->emitError("groups-per-thread must be in [1, 16], got ")
+           << static_cast<int64_t>(groupsPerThread);
+  int64_t groups = maxColsValue / spec.groupSize;
+  int64_t threads = threadsPerRow;
+  if (threads == 0) {
+    // Fewest threads (a warp at least) that hold the row in
+    // groups-per-thread slots each.
+    threads = 32;
+    while (threads < 1024 && threads * groupsPerThread < groups)
+      threads *= 2;
+  }
+  if (threads < 32 || threads > 1024 || !llvm::isPowerOf2_64(threads))
+    return anchor->emitError("threads-per-row must be 0 (auto) or a power "
+                             "of two in [32, 1024], got ")
+           << threads;
+  TeamShape t;
+  t.threadsPerRow = threads;
+  t.slots = llvm::divideCeil(groups, threads);
+  t.blockSize = std::max<int64_t>(blockSize, threads);
+  t.maxCols = t.slots * threads * spec.groupSize;
+  // Registers: the row's values per slot, and per-column sums backward.
+  if (t.slots * spec.groupSize > 256)
+    return anchor->emitError("a row of ")
+           << maxColsValue << " columns needs " << t.slots * spec.groupSize
+           << " values per thread with " << threads
+           << " threads per row (limit 256): raise threads-per-row or lower "
+              "max-cols";
+  return t;
+}
+
+void CoatLowerNormsPass::lowerGpu(func::FuncOp fn, const NormSpec &spec,
+                                  const TeamShape &team,
+                                  gpu::GPUModuleOp &gpuModule) {
+  MLIRContext *ctx = &getContext();
+  Location loc = fn.getLoc();
+  std::string name = fn.getSymName().str();
+  OpBuilder mb(ctx);
+  if (!gpuModule) {
+    mb.setInsertionPointToEnd(getOperation().getBody());
+    gpuModule = gpu::GPUModuleOp::create(mb, loc, "coat_norm_kernels");
+  }
+  auto makeKernel = [&](StringRef kname, ArrayRef<AbiArg> abi,
+                        DictionaryAttr record, int64_t threads,
+                        ArrayRef<Type> workgroup) {
+    SmallVector<Type> types;
+    for (const AbiArg &a : abi)
+      types.push_back(a.type);
+    mb.setInsertionPointToEnd(gpuModule.getBody());
+    auto kernel = gpu::GPUFuncOp::create(
+        mb, loc, kname, FunctionType::get(ctx, types, {}), workgroup);
+    kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), mb.getUnitAttr());
+    kernel.setKnownBlockSizeAttr(
+        mb.getDenseI32ArrayAttr({static_cast<int32_t>(threads), 1, 1}));
+    kernel->setAttr("coat.kernel", record);
+    return kernel;
+  };
+  auto workgroupF32 = [&](int64_t n) {
+    return MemRefType::get(
+        {n}, Float32Type::get(ctx), AffineMap(),
+        gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
+  };
+
+  // Row kernel.
+  SmallVector<AbiArg> abi = buildRowAbi(ctx, spec);
+  bool columnSums = spec.backward && spec.hasWeight;
+  LaunchRule launch{team.blockSize, 0, 0,
+                    {{columnSums ? "partials" : "rows", team.teamsPerBlock()}}};
+  DictionaryAttr record = buildKernelRecord(ctx, name, spec.opName(),
+                                            config(spec, team), abi, launch);
+  int64_t warps = team.blockSize / 32;
+  auto kernel = makeKernel(name, abi, record, team.blockSize,
+                           {workgroupF32(warps * kMaxSums)});
+  {
+    ImplicitLocOpBuilder b(loc, ctx);
+    b.setInsertionPointToStart(&kernel.getBody().front());
+    ArgMap args = bindArgs(kernel.getArguments(), abi);
+    auto cidx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
+    Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+    Value bid = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+    int64_t T = team.threadsPerRow;
+    Value teamInBlock = arith::DivUIOp::create(b, tid, cidx(T));
+    Value teamThread = arith::RemUIOp::create(b, tid, cidx(T));
+    Value teamIdx = arith::AddIOp::create(
+        b, arith::MulIOp::create(b, bid, cidx(team.teamsPerBlock())),
+        teamInBlock);
+    Value lane = arith::RemUIOp::create(b, tid, cidx(32));
+    Value warpInTeam = arith::DivUIOp::create(b, teamThread, cidx(32));
+    Value warpSlot =
+        arith::MulIOp::create(b, teamInBlock, cidx(team.warpsPerTeam()));
+    NormEmitter e(b, spec, args, /*onGpu=*/true, team);
+    Value smem = kernel.getWorkgroupAttributions()[0];
+    if (spec.backward)
+      e.emitGpuBackward(teamIdx, teamThread, warpSlot, warpInTeam, lane, smem);
+    else
+      e.emitGpuForward(teamIdx, teamThread, warpSlot, warpInTeam, lane, smem);
+    gpu::ReturnOp::create(b);
+  }
+  if (!columnSums)
+    return;
+
+  // Column sums of the workspace: 32 columns per CTA, kReduceWarps warps
+  // splitting the partials, combined in warp order.
+  SmallVector<AbiArg> rabi = buildReduceAbi(ctx, spec);
+  int64_t threads = 32 * kReduceWarps;
+  LaunchRule rlaunch{threads, 0, 0, {{"cols", 32}}};
+  Builder cb(ctx);
+  SmallVector<NamedAttribute> rconfig = {
+      cb.getNamedAttr("of", cb.getStringAttr(name)),
+      cb.getNamedAttr("dweight", cb.getStringAttr(manifestDtype(spec.weightType))),
+      cb.getNamedAttr("bias", cb.getBoolAttr(spec.hasBias))};
+  DictionaryAttr rrecord = buildKernelRecord(ctx, name + "_reduce",
+                                             "norm_grad_reduce", rconfig,
+                                             rabi, rlaunch);
+  auto rkernel = makeKernel(name + "_reduce", rabi, rrecord, threads,
+                            {workgroupF32(threads)});
+  ImplicitLocOpBuilder b(loc, ctx);
+  b.setInsertionPointToStart(&rkernel.getBody().front());
+  ArgMap args = bindArgs(rkernel.getArguments(), rabi);
+  auto cidx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
+  Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+  Value bid = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+  Value lane = arith::RemUIOp::create(b, tid, cidx(32));
+  Value warp = arith::DivUIOp::create(b, tid, cidx(32));
+  Value column = arith::AddIOp::create(
+      b, arith::MulIOp::create(b, bid, cidx(32)), lane);
+  Value smem = rkernel.getWorkgroupAttributions()[0];
+  Value isWarp0 =
+      arith::CmpIOp::create(b, arith::CmpIPredicate::eq, warp, cidx(0));
+  emitColumnSums(b, spec, args, column, warp, cidx(kReduceWarps), isWarp0,
+                 [&](Value acc, int64_t) -> Value {
+                   // Warp w's sum at smem[w*32 + lane], added in warp order.
+                   Value at = arith::AddIOp::create(
+                       b, arith::MulIOp::create(b, warp, cidx(32)), lane);
+                   memref::StoreOp::create(b, acc, smem, ValueRange{at});
+                   gpu::BarrierOp::create(b);
+                   Value total;
+                   for (int64_t w = 0; w < kReduceWarps; ++w) {
+                     Value part = memref::LoadOp::create(
+                         b, smem, ValueRange{arith::AddIOp::create(
+                                      b, cidx(w * 32), lane)});
+                     total = total ? arith::AddFOp::create(b, total, part)
+                                         .getResult()
+                                   : part;
+                   }
+                   // smem is reused by the next sum.
+                   gpu::BarrierOp::create(b);
+                   return total;
+                 });
+  gpu::ReturnOp::create(b);
+}
+
+void CoatLowerNormsPass::lowerCpu(func::FuncOp fn, const NormSpec &spec,
+                                  const TeamShape &team) {
+  MLIRContext *ctx = &getContext();
+  Location loc = fn.getLoc();
+  std::string name = fn.getSymName().str();
+  OpBuilder mb(ctx);
+  mb.setInsertionPoint(fn);
+  auto makeTwin = [&](StringRef tname, ArrayRef<AbiArg> abi,
+                      DictionaryAttr record) {
+    SmallVector<Type> types;
+    for (const AbiArg &a : abi)
+      types.push_back(a.type);
+    auto twin = func::FuncOp::create(mb, loc, (tname + ".cpu").str(),
+                                     FunctionType::get(ctx, types, {}));
+    twin->setAttr("coat.kernel", record);
+    twin.addEntryBlock();
+    return twin;
+  };
+  SmallVector<AbiArg> abi = buildRowAbi(ctx, spec);
+  auto twin = makeTwin(name, abi,
+                       buildKernelRecord(ctx, name, spec.opName(),
+                                         config(spec, team), abi,
+                                         std::nullopt));
+  {
+    ImplicitLocOpBuilder b(loc, ctx);
+    b.setInsertionPointToStart(&twin.getBody().front());
+    ArgMap args = bindArgs(twin.getArguments(), abi);
+    NormEmitter e(b, spec, args, /*onGpu=*/false, team);
+    if (spec.backward)
+      e.emitCpuBackward();
+    else
+      e.emitCpuForward();
+    func::ReturnOp::create(b);
+  }
+  if (!spec.backward || !spec.hasWeight)
+    return;
+  SmallVector<AbiArg> rabi = buildReduceAbi(ctx, spec);
+  Builder cb(ctx);
+  SmallVector<NamedAttribute> rconfig = {
+      cb.getNamedAttr("of", cb.getStringAttr(name)),
+      cb.getNamedAttr("dweight", cb.getStringAttr(manifestDtype(spec.weightType))),
+      cb.getNamedAttr("bias", cb.getBoolAttr(spec.hasBias))};
+  auto rtwin = makeTwin(name + "_reduce", rabi,
+                        buildKernelRecord(ctx, name + "_reduce",
+                                          "norm_grad_reduce", rconfig, rabi,
+                                          std::nullopt));
+  ImplicitLocOpBuilder b(loc, ctx);
+  b.setInsertionPointToStart(&rtwin.getBody().front());
+  ArgMap args = bindArgs(rtwin.getArguments(), rabi);
+  auto cidx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
+  Value cols = arith::IndexCastOp::create(b, b.getIndexType(),
+                                          args.lookup("cols"));
+  // The same order as the GPU: kReduceWarps strided sums, then in order.
+  emitFor(b, cidx(0), cols, cidx(1), {}, [&](Value c, ValueRange) {
+    SmallVector<SmallVector<Value>> strideSums;
+    for (int64_t w = 0; w < kReduceWarps; ++w) {
+      strideSums.emplace_back();
+      emitColumnSums(b, spec, args, c, cidx(w), cidx(kReduceWarps),
+                     arith::ConstantOp::create(b, b.getBoolAttr(true)),
+                     [&](Value acc, int64_t i) -> Value {
+                       strideSums.back().push_back(acc);
+                       if (w + 1 < kReduceWarps)
+                         return Value(); // stored after the last stride
+                       Value total;
+                       for (auto &s : strideSums)
+                         total = total ? arith::AddFOp::create(b, total, s[i])
+                                             .getResult()
+                                       : s[i];
+                       return total;
+                     });
+    }
+    return SmallVector<Value>{};
+  });
+  func::ReturnOp::create(b);
+}
+
+void CoatLowerNormsPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  if (target != "gpu" && target != "cpu") {
+    module.emitError("coat-lower-norms: target must be 'gpu' or 'cpu', got '")
+        << target << "'";
+    return signalPassFailure();
+  }
+  bool gpu = target == "gpu";
+  SmallVector<func::FuncOp> specs;
+  for (auto fn : module.getOps<func::FuncOp>()) {
+    if (fn.isExternal())
+      continue;
+    bool ours = false;
+    fn.walk([&](Operation *op) {
+      ours |= isa<RMSNormOp, LayerNormOp, RMSNormGradOp, LayerNormGradOp>(op);
+    });
+    if (ours)
+      specs.push_back(fn);
+  }
+  gpu::GPUModuleOp gpuModule;
+  bool failedAny = false;
+  for (func::FuncOp fn : specs) {
+    int64_t cols = 0;
+    FailureOr<NormSpec> spec = analyze(fn, cols);
+    if (failed(spec)) {
+      failedAny = true;
+      continue;
+    }
+    FailureOr<TeamShape> team =
+        chooseTeam(&fn.getBody().front().front(), *spec, cols);
+    if (failed(team)) {
+      failedAny = true;
+      continue;
+    }
+    if (gpu)
+      lowerGpu(fn, *spec, *team, gpuModule);
+    else
+      lowerCpu(fn, *spec, *team);
+    fn.erase();
+  }
+  if (failedAny)
+    return signalPassFailure();
+  if (gpu && gpuModule)
+    module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                    UnitAttr::get(&getContext()));
+  if (!gpu)
+    for (auto fn : llvm::make_early_inc_range(module.getOps<func::FuncOp>())) {
+      StringRef name = fn.getSymName();
+      if (name.ends_with(".cpu") && fn->hasAttr("coat.kernel"))
+        fn.setSymName(name.drop_back(4));
+    }
+}
+
+} // namespace

@@ -1,0 +1,81 @@
+// Structure of the norm kernels: a team of threads per row, workgroup sums
+// for teams wider than a warp, the fused partial maxima, the dweight
+// workspace and its _reduce kernel, and the manifest records.
+// RUN: coat-opt %s -coat-lower-norms='target=gpu' | FileCheck %s --check-prefix=GPU
+// RUN: coat-opt %s -coat-lower-norms='target=cpu' | FileCheck %s --check-prefix=CPU
+
+// GPU: gpu.module @coat_norm_kernels
+// GPU-LABEL: gpu.func @rms_warp(
+// GPU-SAME: workgroup(%{{.*}} : memref<16xf32, #gpu.address_space<workgroup>>)
+// GPU-SAME: config = {{{.*}}max_cols = 1024 : i64, norm = "rms"{{.*}}rows_per_block = 8 : i64{{.*}}threads_per_row = 32 : i64
+// GPU-SAME: launch = {block = [256, 1, 1], grid_tiles = {{\[}}["rows", 8]]
+// GPU-SAME: known_block_size = array<i32: 256, 1, 1>
+// GPU: vector.load {{.*}} : memref<?xi8>, vector<16xi8>
+// GPU: arith.extf {{.*}} : vector<16xf8E4M3FN> to vector<16xf32>
+// GPU: gpu.shuffle  xor {{.*}}, %{{.*}}, %{{.*}} : f32
+// GPU-NOT: gpu.barrier
+// GPU: math.sqrt
+// GPU: arith.maxnumf
+// GPU: arith.truncf {{.*}} : vector<16xf32> to vector<16xbf16>
+// GPU: vector.store
+// GPU: gpu.return
+func.func @rms_warp(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>,
+    %w: tensor<?xbf16>) -> (tensor<?x?xbf16>, tensor<?xf32>, tensor<?x?xf32>)
+    attributes {coat.max_cols = 1024 : i64} {
+  %y, %rstd = coat.rmsnorm %x, %w eps = 1.000000e-05
+      : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, tensor<?xbf16>
+      -> tensor<?x?xbf16>, tensor<?xf32>
+  %m = coat.absmax %y, per_group<16> epilogue : tensor<?x?xbf16> -> tensor<?x?xf32>
+  return %y, %rstd, %m : tensor<?x?xbf16>, tensor<?xf32>, tensor<?x?xf32>
+}
+
+// A static cols extent sets max_cols; 4096 columns in 2 groups per thread
+// is a team of 128 threads, wider than a warp: per-warp sums go through
+// workgroup memory between two barriers.
+// GPU-LABEL: gpu.func @ln_cta(
+// GPU-SAME: config = {{{.*}}max_cols = 4096 : i64, norm = "layer"{{.*}}threads_per_row = 128 : i64
+// GPU: gpu.shuffle  xor
+// GPU: gpu.barrier
+// GPU: memref.load {{.*}} : memref<16xf32, #gpu.address_space<workgroup>>
+// GPU: gpu.barrier
+func.func @ln_cta(%x: !coat.qtensor<?x4096xf8E4M3FN, per_group<16>, scale = bf16>)
+    -> (tensor<?x4096xf32>, tensor<?xf32>, tensor<?xf32>) {
+  %y, %mean, %rstd = coat.layernorm %x eps = 1.000000e-05
+      : !coat.qtensor<?x4096xf8E4M3FN, per_group<16>, scale = bf16>
+      -> tensor<?x4096xf32>, tensor<?xf32>, tensor<?xf32>
+  return %y, %mean, %rstd : tensor<?x4096xf32>, tensor<?xf32>, tensor<?xf32>
+}
+
+// Backward with dweight and dbias: a workspace row per team, then the
+// _reduce kernel (32 columns x 8 warps) sums the partials in a fixed order.
+// GPU-LABEL: gpu.func @ln_bwd(
+// GPU-SAME: {dtype = "f32", extent = "partials*cols", kind = "memref", name = "dweight_partial"}
+// GPU-SAME: {dtype = "f32", extent = "partials*cols", kind = "memref", name = "dbias_partial"}
+// GPU-SAME: name = "partials"
+// GPU-SAME: launch = {block = [256, 1, 1], grid_tiles = {{\[}}["partials", 1]]
+// GPU: scf.for
+// GPU: gpu.barrier
+// GPU-LABEL: gpu.func @ln_bwd_reduce(
+// GPU-SAME: launch = {block = [256, 1, 1], grid_tiles = {{\[}}["cols", 32]]
+// GPU-SAME: op = "norm_grad_reduce"
+// GPU: scf.for
+// GPU: gpu.barrier
+func.func @ln_bwd(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>,
+    %mean: tensor<?xf32>, %rstd: tensor<?xf32>, %dy: tensor<?x?xbf16>, %w: tensor<?xf32>)
+    -> (tensor<?x?xbf16>, tensor<?xf32>, tensor<?xf32>) attributes {coat.max_cols = 8192 : i64} {
+  %dx, %dw, %db = coat.layernorm_grad %x, %mean, %rstd, %dy weight %w
+      : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, tensor<?xf32>,
+        tensor<?xf32>, tensor<?x?xbf16>, tensor<?xf32>
+      -> tensor<?x?xbf16>, tensor<?xf32>, tensor<?xf32>
+  return %dx, %dw, %db : tensor<?x?xbf16>, tensor<?xf32>, tensor<?xf32>
+}
+
+// CPU twins: the same ABI, loops over rows and groups, no GPU ops.
+// CPU-LABEL: func.func @rms_warp(%{{.*}}: memref<?xi8>, %{{.*}}: memref<?xi16>, %{{.*}}: memref<?xi16>, %{{.*}}: memref<?xi16>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: i64, %{{.*}}: i64)
+// CPU-NOT: gpu.
+// CPU: scf.for
+// CPU-LABEL: func.func @ln_cta(
+// CPU-LABEL: func.func @ln_bwd(
+// CPU-SAME: %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64)
+// CPU-LABEL: func.func @ln_bwd_reduce(
+// CPU-NOT: gpu.

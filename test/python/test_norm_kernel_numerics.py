@@ -1,0 +1,399 @@
+"""The compiled norm kernels of examples/flow/norms.mlir (coat-lower-norms;
+CPU twin in CI, GPU kernel where CUDA is available) against the host
+reference library, on random and adversarial inputs and odd shapes.
+
+Bounds. The kernels and the library compute the same f32 formulas with
+IEEE division and sqrt, but add the row sums in a different order (the
+library left to right over H terms; the GPU kernel 16-element group sums,
+then a thread's K slots, then a log2(T) butterfly and the warps in order;
+the CPU twin group sums left to right). The rounding error of a recursive
+sum of nonnegative-weighted terms is at most depth * u * sum(|terms|), with
+u = 2^-24 and depth the longest chain of additions, so two orders differ by
+at most (depth_kernel + depth_ref) * u * sum(|terms|), with depth_ref = H and
+depth_kernel <= G + H/G + log2(1024) + 4. Every tolerance below is that sum
+bound pushed through the formula (a relative error e of the sum under the
+square root is e/2 in rstd), plus a few u for the remaining operations and
+one unit in the last place of a bf16 output (the two values may round to
+neighbouring bf16 numbers). Statistics (rstd, mean) are f32 and are checked
+at that bound; the fused partial maxima must equal, bit for bit, the maxima
+of the values the kernel wrote.
+"""
+
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import coat
+from coat import _paths, reference as ref
+
+if not ref.is_available():
+    pytest.skip("libcoat_reference.so is not built", allow_module_level=True)
+
+OPS = ("rmsnorm", "layernorm", "rmsnorm_grad", "layernorm_grad")
+U = 2.0 ** -24
+BF16_ULP = 2.0 ** -7  # a bf16 step relative to the value (8 significant bits)
+
+
+def kernels():
+    out = []
+    for d in _paths.default_kernel_dirs():
+        try:
+            mod = coat.load(d)
+        except coat.ManifestError:
+            continue
+        out += [k for k in mod.kernels.values() if k.spec.op in OPS and k.spec.cpu_symbol]
+    return out
+
+
+KERNELS = kernels()
+pytestmark = pytest.mark.skipif(
+    not KERNELS, reason="no compiled norm kernels (ctest's compile-examples makes them)")
+
+try:
+    import torch
+
+    HAVE_CUDA = torch.cuda.is_available()
+except ImportError:  # pragma: no cover
+    torch, HAVE_CUDA = None, False
+
+DEVICES = ["cpu"] + (["cuda"] if HAVE_CUDA else [])
+SHAPES = [(1, 16), (3, 48), (257, 80), (1000, 1040), (7, 16384)]
+CASES = ["random", "zeros", "nonfinite", "denormal", "equal", "huge"]
+G = 16
+
+
+# ---- buffers ---------------------------------------------------------------
+
+def to_device(x, dtype, device):
+    """f32 values (exact in `dtype`) or uint8 codes -> a buffer of the manifest dtype."""
+    x = np.ascontiguousarray(x)
+    if dtype == "bf16":
+        bits = ref.bf16_encode(x)
+        if device == "cuda":
+            return torch.from_numpy(bits.view(np.int16)).cuda().view(torch.bfloat16)
+        return bits.view(ml_dtypes.bfloat16)
+    if device == "cuda":
+        return torch.from_numpy(x.copy()).cuda()
+    return x.copy()
+
+
+def from_device(a, dtype):
+    if torch is not None and isinstance(a, torch.Tensor):
+        a = (a.view(torch.int16).cpu().numpy().view(np.uint16) if dtype == "bf16"
+             else a.cpu().numpy())
+    elif dtype == "bf16":
+        a = a.view(np.uint16)
+    return ref.bf16_decode(a) if dtype == "bf16" else np.asarray(a, dtype=np.float32)
+
+
+def garbage(shape, dtype, device):
+    """An output buffer full of NaN, so unwritten elements show."""
+    return to_device(np.full(shape, np.nan, np.float32), dtype, device)
+
+
+def sync(device):
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def round_to(x, dtype):
+    return ref.bf16_round(x) if dtype == "bf16" else np.asarray(x, np.float32)
+
+
+# ---- inputs ----------------------------------------------------------------
+
+def fp8_input(rng, shape, case):
+    """(codes, bf16 group scales, dequantized f32 values)."""
+    rows, cols = shape
+    x = rng.standard_normal(shape).astype(np.float32) * np.float32(3)
+    x += rng.standard_normal((rows, 1)).astype(np.float32)  # a row offset for LayerNorm
+    codes, scales = ref.quantize_per_group(x, G, "e4m3", bf16_scale=True)
+    codes = np.asarray(codes, np.uint8).reshape(shape).copy()
+    scales = np.asarray(scales, np.float32).reshape(rows, cols // G).copy()
+    if case == "zeros":
+        codes[::2] = 0  # whole zero rows
+        codes[:, : cols // 2] = 0
+    elif case == "nonfinite":
+        codes.reshape(-1)[5::97] = 0x7F  # E4M3 NaN
+        scales.reshape(-1)[3::11] = np.inf  # inf * code (NaN for code 0)
+    elif case == "denormal":
+        scales[...] = ref.bf16_round(np.full(scales.shape, 1e-39, np.float32))
+    elif case == "equal":
+        codes[...] = codes[:, :1]
+        scales[...] = scales[:, :1]
+    elif case == "huge":
+        scales[...] = ref.bf16_round(np.full(scales.shape, 1e30, np.float32))
+    x = ref.fp8_decode(codes, "e4m3") * np.repeat(scales, G, axis=1)
+    return codes, scales, x.astype(np.float32)
+
+
+def column(rng, cols, dtype, around):
+    return round_to((around + 0.5 * rng.standard_normal(cols)).astype(np.float32), dtype)
+
+
+# ---- checks ----------------------------------------------------------------
+
+def depth(cols):
+    """Additions in the longest chain of the kernel's and the library's sums."""
+    return (G + cols // G + 10 + 4) + cols
+
+
+def assert_close(got, want, tol, what):
+    got, want = np.asarray(got, np.float32), np.asarray(want, np.float32)
+    assert got.shape == want.shape, what
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(got), nan), (
+        f"{what}: NaN positions differ ({np.isnan(got).sum()} vs {nan.sum()})")
+    inf = np.isinf(want)
+    assert np.array_equal(got[inf], want[inf]), f"{what}: infinities differ"
+    fin = ~nan & ~inf
+    err = np.abs(got[fin].astype(np.float64) - want[fin])
+    tol = np.broadcast_to(tol, want.shape)[fin]
+    # Where the bound itself overflows (sums beyond f32), demand equal values.
+    tol = np.where(np.isfinite(tol), tol, 0.0)
+    bad = np.flatnonzero(~(err <= tol))
+    assert bad.size == 0, (f"{what}: {bad.size} values beyond the bound, first: "
+                           f"{got[fin][bad[0]]!r} vs {want[fin][bad[0]]!r} "
+                           f"(bound {tol[bad[0]]:.3g})")
+
+
+def out_ulp(dtype):
+    return BF16_ULP if dtype == "bf16" else U
+
+
+def check_partial_maxima(absmax, y, rows, cols):
+    """The fused maxima are those of the values written (NaN skipped)."""
+    want = np.fmax.reduce(np.abs(y).reshape(rows, cols // G, G), axis=2,
+                          initial=np.float32(0))
+    got = np.asarray(absmax, np.float32).reshape(rows, cols // G)
+    assert np.array_equal(got.view(np.uint32), want.astype(np.float32).view(np.uint32)), \
+        "partial maxima differ from the maxima of the written values"
+
+
+def depth_kernel(cols):
+    return G + cols // G + 10 + 4
+
+
+def stat_bounds(x, cols, layer, d):
+    """Bounds on the errors of mean and rstd of sums `d` additions deep:
+    (exact mean, exact rstd (f64), |mean error|, |rstd error|). The mean's
+    error e enters the variance as e^2; drstd = rstd^3/2 * dvar."""
+    x64 = x.astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean = x64.mean(axis=1) if layer else np.zeros(x.shape[0])
+        m_err = d * U * np.abs(x64).sum(axis=1) / cols + U * np.abs(mean) if layer \
+            else np.zeros(x.shape[0])
+        var = ((x64 - mean[:, None]) ** 2).mean(axis=1)
+        var_err = (d * U + 4 * U) * var + (2 * m_err) ** 2 + 2 * m_err * np.abs(
+            x64 - mean[:, None]).mean(axis=1)
+        rstd = 1 / np.sqrt(var + np.float64(np.float32(1e-5)))
+        r_err = 0.5 * rstd ** 3 * var_err + 4 * U * rstd
+    return mean, rstd, m_err, r_err
+
+
+def run_forward(kernel, device, shape, case, seed):
+    cfg, rows, cols = kernel.config, *shape
+    rng = np.random.default_rng(seed)
+    codes, scales, x = fp8_input(rng, shape, case)
+    rms = cfg["norm"] == "rms"
+    wdt = cfg.get("weight")
+    w = column(rng, cols, wdt, 1.0) if wdt else None
+    b = column(rng, cols, wdt, 0.0) if cfg["bias"] else None
+    odt = cfg["output"]
+    codes_buf = torch.from_numpy(codes).cuda() if device == "cuda" else codes.copy()
+    args = dict(x_codes=codes_buf, x_scale=to_device(scales, cfg["scale"], device))
+    if w is not None:
+        args["weight"] = to_device(w, wdt, device)
+    if b is not None:
+        args["bias"] = to_device(b, wdt, device)
+    args["y"] = garbage(shape, odt, device)
+    if not rms:
+        args["mean"] = garbage((rows,), "f32", device)
+    args["rstd"] = garbage((rows,), "f32", device)
+    if cfg["epilogue_absmax"]:
+        args["absmax"] = garbage((rows, cols // G), "f32", device)
+    kernel.launch(**args, rows=rows, cols=cols)
+    sync(device)
+    y = from_device(args["y"], odt).reshape(shape)
+    rstd = from_device(args["rstd"], "f32")
+    eps = np.float32(cfg["eps"])
+    if rms:
+        want_y, want_rstd = ref.rmsnorm_fwd(x, w, eps)
+        mean = want_mean = None
+    else:
+        want_y, want_mean, want_rstd = ref.layernorm_fwd(x, w, b, eps)
+        mean = from_device(args["mean"], "f32")
+    layer = not rms
+    # The statistics: within the kernel's own bound of the exact (f64)
+    # values, and within both bounds of the library's.
+    exact_mean, exact_rstd, m_err_k, r_err_k = stat_bounds(x, cols, layer, depth_kernel(cols))
+    _, _, m_err, r_err = stat_bounds(x, cols, layer, depth(cols))
+    # (Rows whose f32 sums overflow are compared with the library only.)
+    with np.errstate(over="ignore", invalid="ignore"):
+        sums_fit = np.sum(np.abs(x.astype(np.float64)) ** 2, axis=1) < 1e38
+    fin = np.isfinite(exact_rstd) & np.isfinite(r_err_k) & np.isfinite(want_rstd) & sums_fit
+    assert_close(rstd[fin], exact_rstd[fin].astype(np.float32), r_err_k[fin], "rstd (exact)")
+    assert_close(rstd, want_rstd, r_err, "rstd")
+    if layer:
+        fin = np.isfinite(exact_mean) & np.isfinite(m_err_k) & sums_fit
+        assert_close(mean[fin], exact_mean[fin].astype(np.float32), m_err_k[fin], "mean (exact)")
+        assert_close(mean, want_mean, m_err, "mean")
+    with np.errstate(over="ignore", invalid="ignore"):
+        wy = np.abs(w if w is not None else 1.0)
+        r_rel = (r_err / np.abs(want_rstd))[:, None]
+        y_tol = np.abs(want_y) * (r_rel + out_ulp(odt) + 6 * U)
+        if layer:
+            y_tol = y_tol + (m_err * np.abs(want_rstd))[:, None] * wy * (1 + r_rel)
+            if b is not None:
+                y_tol = y_tol + np.abs(b) * 4 * U
+    # Rounding to the output type first (the kernel stores rounded values).
+    assert_close(y, round_to(want_y, odt), y_tol, "y")
+    if cfg["epilogue_absmax"]:
+        check_partial_maxima(from_device(args["absmax"], "f32"), y, rows, cols)
+
+
+def run_backward(kernel, device, shape, case, seed):
+    cfg, rows, cols = kernel.config, *shape
+    rng = np.random.default_rng(seed)
+    codes, scales, x = fp8_input(rng, shape, case)
+    rms = cfg["norm"] == "rms"
+    wdt = cfg.get("weight")
+    w = column(rng, cols, wdt, 1.0) if wdt else None
+    gdt = cfg["grad"]
+    dy = round_to(rng.standard_normal(shape).astype(np.float32), gdt)
+    eps = np.float32(cfg["eps"])
+    if rms:
+        _, rstd = ref.rmsnorm_fwd(x, w, eps)
+        mean = None
+        want_dx, want_dw = ref.rmsnorm_bwd(x, w, dy, eps)
+        want_db = None
+    else:
+        _, mean, rstd = ref.layernorm_fwd(x, w, None, eps)
+        want_dx, want_dw, want_db = ref.layernorm_bwd(x, w, dy, eps)
+    module = kernel.module
+    partials = min(rows, 5 if device == "cpu" else 264)
+    codes_buf = torch.from_numpy(codes).cuda() if device == "cuda" else codes.copy()
+    args = dict(x_codes=codes_buf, x_scale=to_device(scales, cfg["scale"], device))
+    if w is not None:
+        args["weight"] = to_device(w, wdt, device)
+    if mean is not None:
+        args["mean"] = to_device(mean, "f32", device)
+    args["rstd"] = to_device(rstd, "f32", device)
+    args["dy"] = to_device(dy, gdt, device)
+    args["dx"] = garbage(shape, cfg["dx"], device)
+    scalars = dict(rows=rows, cols=cols)
+    if w is not None:
+        args["dweight_partial"] = garbage((partials, cols), "f32", device)
+        if cfg["bias"]:
+            args["dbias_partial"] = garbage((partials, cols), "f32", device)
+        scalars["partials"] = partials
+    kernel.launch(**args, **scalars)
+    dx = None
+    if w is not None:
+        red = module[kernel.name + "_reduce"]
+        rargs = dict(dweight_partial=args["dweight_partial"],
+                     dweight=garbage((cols,), wdt, device))
+        if cfg["bias"]:
+            rargs.update(dbias_partial=args["dbias_partial"],
+                         dbias=garbage((cols,), wdt, device))
+        red.launch(n=cols, **rargs, cols=cols, partials=partials)
+    sync(device)
+    dx = from_device(args["dx"], cfg["dx"]).reshape(shape)
+
+    with np.errstate(over="ignore", invalid="ignore"):
+        xh = ((x - (0 if mean is None else mean[:, None])) * rstd[:, None]).astype(np.float64)
+        wdy = (dy * (1.0 if w is None else w)).astype(np.float64)
+        s = depth(cols) * U
+        c1 = s * np.sum(np.abs(xh * wdy), axis=1) / cols  # |error of mean(xh*w*dy)|
+        c2 = s * np.sum(np.abs(wdy), axis=1) / cols if not rms else 0 * c1
+        dot = np.abs(np.sum(xh * wdy, axis=1) / cols)
+        dx_tol = (np.abs(want_dx) * (out_ulp(cfg["dx"]) + 4 * U)
+                  + rstd[:, None] * (np.abs(xh) * c1[:, None] + c2[:, None]
+                                     + 8 * U * (np.abs(wdy) + np.abs(xh) * dot[:, None])))
+    assert_close(dx, round_to(want_dx, cfg["dx"]), dx_tol, "dx")
+    if w is None:
+        return
+    with np.errstate(over="ignore", invalid="ignore"):
+        col_tol = (rows + 2 * 8 + partials) * U
+        dw_tol = (col_tol * np.sum(np.abs(dy * xh), axis=0)
+                  + np.abs(want_dw) * (out_ulp(wdt) + U))
+    assert_close(from_device(rargs["dweight"], wdt), round_to(want_dw, wdt), dw_tol, "dweight")
+    if cfg["bias"]:
+        db_tol = col_tol * np.sum(np.abs(dy), axis=0) + np.abs(want_db) * (out_ulp(wdt) + U)
+        assert_close(from_device(rargs["dbias"], wdt), round_to(want_db, wdt), db_tol, "dbias")
+
+
+def fits(kernel, shape):
+    return shape[1] <= kernel.config["max_cols"]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.name)
+def test_norm_kernel_matches_reference_library(kernel, case, device):
+    if device == "cuda" and kernel.spec.cubin is None and kernel.spec.ptx is None:
+        pytest.skip("module has no GPU binary")
+    run = run_backward if kernel.spec.op.endswith("_grad") else run_forward
+    for i, shape in enumerate(s for s in SHAPES if fits(kernel, s)):
+        try:
+            run(kernel, device, shape, case, seed=100 * i + CASES.index(case))
+        except AssertionError as e:
+            raise AssertionError(f"shape {shape[0]}x{shape[1]}: {e}") from None
+
+
+def grad_kernels_with_weights():
+    return [k for k in KERNELS if k.spec.op.endswith("_grad") and "weight" in k.config]
+
+
+@pytest.mark.skipif(not HAVE_CUDA, reason="needs CUDA")
+@pytest.mark.parametrize("kernel", grad_kernels_with_weights(), ids=lambda k: k.name)
+def test_column_sums_are_deterministic_and_match_the_cpu_twin(kernel):
+    """Same partials -> bitwise the same dweight on every run and on both
+    targets (the same additions in the same order, no atomics)."""
+    rows, cols = 1000, min(1040, kernel.config["max_cols"])
+    rng = np.random.default_rng(7)
+    codes, scales, x = fp8_input(rng, (rows, cols), "random")
+    wdt, gdt = kernel.config["weight"], kernel.config["grad"]
+    w = column(rng, cols, wdt, 1.0)
+    dy = round_to(rng.standard_normal((rows, cols)).astype(np.float32), gdt)
+    rms = kernel.config["norm"] == "rms"
+    mean = None if rms else ref.layernorm_fwd(x, w, None)[1]
+    rstd = ref.rmsnorm_fwd(x, w)[1] if rms else ref.layernorm_fwd(x, w, None)[2]
+    partials = 37
+    results = []
+    for device in ("cpu", "cuda", "cuda"):
+        args = dict(x_codes=torch.from_numpy(codes).cuda() if device == "cuda" else codes.copy(),
+                    x_scale=to_device(scales, "bf16", device), weight=to_device(w, wdt, device),
+                    rstd=to_device(rstd, "f32", device), dy=to_device(dy, gdt, device),
+                    dx=garbage((rows, cols), gdt, device),
+                    dweight_partial=garbage((partials, cols), "f32", device))
+        if mean is not None:
+            args["mean"] = to_device(mean, "f32", device)
+        if kernel.config["bias"]:
+            args["dbias_partial"] = garbage((partials, cols), "f32", device)
+        kernel.launch(**args, rows=rows, cols=cols, partials=partials)
+        dw = garbage((cols,), wdt, device)
+        rargs = dict(dweight_partial=args["dweight_partial"], dweight=dw)
+        if kernel.config["bias"]:
+            rargs.update(dbias_partial=args["dbias_partial"], dbias=garbage((cols,), wdt, device))
+        kernel.module[kernel.name + "_reduce"].launch(n=cols, **rargs, cols=cols,
+                                                      partials=partials)
+        sync(device)
+        results.append(from_device(dw, wdt).view(np.uint32).copy())
+    assert np.array_equal(results[1], results[2]), "two GPU runs differ"
+    assert np.array_equal(results[0], results[1]), "GPU and CPU twin differ"
+
+
+def test_launch_rejects_rows_wider_than_the_kernel():
+    narrow = [k for k in KERNELS if k.spec.op == "rmsnorm" and k.config["max_cols"] < 16384]
+    if not narrow:
+        pytest.skip("no narrow rmsnorm kernel compiled")
+    k = narrow[0]
+    rows, cols = 2, k.config["max_cols"] + G
+    args = {a.name: np.zeros(a.extent_for(rows * cols, G, dict(rows=rows, cols=cols)),
+                             {"e4m3": np.uint8, "bf16": ml_dtypes.bfloat16}.get(a.dtype, np.float32))
+            for a in k.spec.memrefs}
+    with pytest.raises(ValueError, match="max_cols"):
+        k.launch(**args, rows=rows, cols=cols)
