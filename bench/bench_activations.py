@@ -92,6 +92,20 @@ def buffers(kernel, rows, cols):
     return args, nbytes
 
 
+
+def anchor_compile(fn):
+    """torch.compile for an in-run anchor. Each anchor is a fresh closure of
+    one code object, which dynamo would recompile past its default limit of
+    8 and then silently run eagerly; lift the limit so every anchor is the
+    compiled code it claims to be."""
+    import torch._dynamo
+
+    cfg = torch._dynamo.config
+    for knob in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit"):
+        if hasattr(cfg, knob):
+            setattr(cfg, knob, max(getattr(cfg, knob), 4096))
+    return torch.compile(fn, dynamic=False)
+
 def torch_equivalent(kernel, args, rows, cols):
     """The same computation as a torch.compile'd function of the same buffers."""
     spec, cfg = kernel.spec, kernel.config
@@ -102,7 +116,7 @@ def torch_equivalent(kernel, args, rows, cols):
     if op == "absmax":
         def f(x):
             return x.view(-1, G).abs().amax(-1).float()
-        fn = torch.compile(f)
+        fn = anchor_compile(f)
         return lambda: fn(x)
     fmt = cfg["format"]
     fp8, fmax = FP8[fmt], FP8MAX[fmt]
@@ -113,7 +127,7 @@ def torch_equivalent(kernel, args, rows, cols):
             s = ((xf.abs().amax(-1, keepdim=True) + 1e-10) / fmax).to(sdt)
             q = (xf / s.float()).clamp(-fmax, fmax).to(fp8)
             return q.view(rows, cols), s.view(rows, cols // G)
-        fn = torch.compile(f)
+        fn = anchor_compile(f)
         return lambda: fn(x)
     if op in ("quantize", "quantize_transpose"):
         s = args["scale"]
@@ -122,7 +136,7 @@ def torch_equivalent(kernel, args, rows, cols):
         def f(x, s):
             q = (x.float() / s.float()).clamp(-fmax, fmax).to(fp8)
             return (q, q.t().contiguous()) if transpose else q
-        fn = torch.compile(f)
+        fn = anchor_compile(f)
         return lambda: fn(x, s)
     # dequantize
     codes = args["codes"].view(fp8).view(rows, cols)
@@ -135,7 +149,7 @@ def torch_equivalent(kernel, args, rows, cols):
     else:
         def f(q, s):
             return (q.float() * s.float()).to(out_dt)
-    fn = torch.compile(f)
+    fn = anchor_compile(f)
     return lambda: fn(codes, s)
 
 

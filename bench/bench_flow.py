@@ -23,7 +23,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import coat  # noqa: E402
-from bench_activations import SIZE, copy_bandwidth, graphed, time_ms  # noqa: E402
+from bench_activations import SIZE, anchor_compile, copy_bandwidth, graphed, time_ms  # noqa: E402
 
 OPS = ("silu", "silu_grad", "gelu", "gelu_grad", "swiglu_mul", "swiglu_mul_grad",
        "residual_add", "residual_add_grad")
@@ -113,7 +113,7 @@ def torch_equivalent(kernel, args, rows, cols):
     def g(*pairs):
         return f(*[operand(p, n) for p, n in zip(pairs, cfg["operands"])])
 
-    fn = torch.compile(g)
+    fn = anchor_compile(g)
     return lambda: fn(*ins)
 
 

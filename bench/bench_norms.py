@@ -26,7 +26,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import coat  # noqa: E402
-from bench_activations import copy_bandwidth, graphed, time_ms  # noqa: E402
+from bench_activations import anchor_compile, copy_bandwidth, graphed, time_ms  # noqa: E402
 
 OPS = ("rmsnorm", "layernorm", "rmsnorm_grad", "layernorm_grad")
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
@@ -109,7 +109,7 @@ def setup(k, rows, cols, partials):
             y = y.to(odt)
             m = y.abs().view(rows, -1, G).amax(-1).float()
             return (y, rstd, m) + ((mean,) if layer else ())
-        fn = torch.compile(ref)
+        fn = anchor_compile(ref)
         return launch, (lambda: fn(codes, scales, w, b)), nbytes
 
     gdt = DTYPES[cfg["grad"]]
@@ -161,7 +161,7 @@ def setup(k, rows, cols, partials):
             if cfg["bias"]:
                 out.append(g.sum(0).to(w.dtype))
         return out
-    fn = torch.compile(ref)
+    fn = anchor_compile(ref)
     return launch, (lambda: fn(codes, scales, w, rstd, mean, dy)), nbytes
 
 
