@@ -321,3 +321,29 @@ def test_quantized_output_zeros_and_saturation(kernels):
         assert torch.equal(codes.float(), q_ref), f"{tag(kern)}: codes differ"
         assert (codes[: m // 2].float() == 448.0).all()
         assert (codes[m // 2:].float() == 0.0).all()
+
+
+def test_scaled_mm_api_matches_torch(kernels):
+    """coat.linear.scaled_mm takes torch._scaled_mm's arguments (b column-major)
+    and picks the compiled kernel by formats, output dtype and bias."""
+    from coat.linear import scaled_mm
+
+    mods = {id(k.module): k.module for k in kernels}
+    mod = next(m for m in mods.values()
+               if any(k.spec.config.get("out") == "bf16" and not k.spec.config.get("bias")
+                      and k.spec.config.get("a") == "e4m3" for k in m.kernels.values()))
+    torch.manual_seed(0)
+    m, n, k = 300, 520, 256
+    a8, sa = quantize(torch.randn(m, k, device="cuda"))
+    w8, sb = quantize(torch.randn(n, k, device="cuda"))
+    y = scaled_mm(a8, w8.t(), sa, sb, out_dtype=torch.bfloat16, module=mod)
+    want = torch._scaled_mm(a8, w8.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+    assert y.shape == (m, n) and y.dtype == torch.bfloat16
+    torch.testing.assert_close(y.float(), want.float(), rtol=2e-2, atol=2e-2)
+    with pytest.raises(ValueError, match="column-major"):
+        scaled_mm(a8, w8.t().contiguous(), sa, sb, module=mod)
+    with pytest.raises(ValueError, match="inner dimensions"):
+        scaled_mm(a8, w8[:, :128].t(), sa, sb, module=mod)
+    with pytest.raises(ValueError, match="no compiled GEMM"):
+        scaled_mm(a8.view(torch.float8_e5m2), w8.t().view(torch.float8_e5m2), sa, sb,
+                  module=mod)

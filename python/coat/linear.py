@@ -1,0 +1,104 @@
+"""FP8 GEMMs from PyTorch with the calling convention of ``torch._scaled_mm``.
+
+``scaled_mm(a, b, scale_a, scale_b, bias=None, out_dtype=torch.bfloat16)``
+computes ``(a @ b) * scale_a * scale_b (+ bias)`` with a compiled
+``coat.linear`` kernel (``coat-lower-linear``): ``a`` is M x K row-major FP8,
+``b`` is K x N FP8 in column-major layout (``b.t()`` contiguous, i.e. both
+operands K-major, as Hopper's wgmma and ``torch._scaled_mm`` need), the scales
+are one-element f32 tensors. The kernel is picked from a compiled module by
+the operand formats, output dtype and bias, so one module of kernel specs
+(e.g. examples/linear/fp8_linear.mlir compiled by ``coat.compile``) serves
+forward (E4M3 x E4M3) and backward (E5M2 x E4M3) GEMMs alike.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+from .runtime import Kernel, Module, load
+from . import _paths
+
+_FORMATS = {"float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
+_OUT = {"bfloat16": "bf16", "float32": "f32"}
+_default: Optional[List[Module]] = None
+
+
+def _format(t, what: str) -> str:
+    name = str(t.dtype).replace("torch.", "")
+    if name not in _FORMATS:
+        raise ValueError(f"scaled_mm: {what} must be float8_e4m3fn or float8_e5m2, "
+                         f"got {t.dtype}")
+    return _FORMATS[name]
+
+
+def _modules(module) -> List[Module]:
+    global _default
+    if module is not None:
+        return [module if isinstance(module, Module) else load(module)]
+    if _default is None:
+        _default = []
+        for d in _paths.default_kernel_dirs():
+            try:
+                _default.append(load(d))
+            except Exception:  # a directory without GEMMs is not an error
+                continue
+    return _default
+
+
+def find_kernel(a_format: str, b_format: str, out: str, bias: bool,
+                module=None) -> Kernel:
+    """The compiled per-tensor GEMM for these formats; ValueError if none."""
+    seen = []
+    for mod in _modules(module):
+        for k in mod.kernels.values():
+            c = k.spec.config
+            if k.spec.op != "linear" or c.get("scaling") != "per_tensor":
+                continue
+            seen.append(f"{c.get('a')}x{c.get('b')}->{c.get('out')}"
+                        f"{'+bias' if c.get('bias') else ''}")
+            if (c.get("a"), c.get("b"), c.get("out"), bool(c.get("bias"))) == (
+                    a_format, b_format, out, bias):
+                return k
+    raise ValueError(
+        f"scaled_mm: no compiled GEMM for {a_format} x {b_format} -> {out}"
+        f"{' with bias' if bias else ''}; compiled: {sorted(set(seen)) or 'none'} "
+        "(compile a coat.linear kernel spec with these types)")
+
+
+def scaled_mm(a, b, scale_a, scale_b, bias=None, out_dtype=None, *, module=None):
+    """``torch._scaled_mm`` with per-tensor scales, on a coat kernel."""
+    import torch
+
+    out_dtype = out_dtype or torch.bfloat16
+    if a.dim() != 2 or b.dim() != 2:
+        raise ValueError(f"scaled_mm: a and b must be 2-D, got {tuple(a.shape)} and "
+                         f"{tuple(b.shape)}")
+    m, k = a.shape
+    k2, n = b.shape
+    if k != k2:
+        raise ValueError(f"scaled_mm: inner dimensions differ: a is {m}x{k}, b is {k2}x{n}")
+    if not a.is_contiguous():
+        raise ValueError("scaled_mm: a must be row-major (contiguous)")
+    if not b.t().is_contiguous():
+        raise ValueError("scaled_mm: b must be column-major (b.t() contiguous), as for "
+                         "torch._scaled_mm")
+    if k % 16:
+        raise ValueError(f"scaled_mm: K = {k} must be a multiple of 16 (TMA row pitch)")
+    fa, fb = _format(a, "a"), _format(b, "b")
+    out_name = _OUT.get(str(out_dtype).replace("torch.", ""))
+    if out_name is None:
+        raise ValueError(f"scaled_mm: out_dtype must be bfloat16 or float32, got {out_dtype}")
+    for s, what in ((scale_a, "scale_a"), (scale_b, "scale_b")):
+        if s.numel() != 1 or s.dtype != torch.float32:
+            raise ValueError(f"scaled_mm: {what} must be a one-element float32 tensor "
+                             f"(per-tensor scaling), got {tuple(s.shape)} {s.dtype}")
+    if bias is not None and (bias.dim() != 1 or bias.numel() != n):
+        raise ValueError(f"scaled_mm: bias must be 1-D of length {n}")
+    kern = find_kernel(fa, fb, out_name, bias is not None, module)
+    out = torch.empty((m, n), dtype=out_dtype, device=a.device)
+    args = dict(a=a, b=b.t(), out=out, a_scale=scale_a.reshape(1),
+                b_scale=scale_b.reshape(1), m=m, n=n, k=k)
+    if bias is not None:
+        args["bias"] = bias.contiguous()
+    kern.launch(**args)
+    return out
