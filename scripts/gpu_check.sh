@@ -1,29 +1,50 @@
 #!/usr/bin/env bash
-# On a GPU host (CUDA driver, torch; no LLVM needed): builds the runtime, runs
-# the GPU tests against compiled kernels, then the optimizer benchmark.
+# On a GPU host (CUDA driver, torch; no LLVM needed): builds the runtime and
+# runs every Python test against compiled kernels (GPU cases run, CPU twins
+# too), then, with --bench, every benchmark.
 #
-#   scripts/gpu_check.sh DIR [DIR ...]
+#   scripts/gpu_check.sh [--bench] DEMO_DIR | KERNEL_DIR [KERNEL_DIR ...]
 #
-# Each DIR is a compiled module (scripts/compile_examples.py or coat.compile,
-# run where LLVM is). Set COAT_REFERENCE_LIB to a built libcoat_reference.so
-# for the numerics tests against the reference library. Set COAT_BENCH_JSON to
-# also write the benchmark figures as JSON.
+# DEMO_DIR is what scripts/compile_examples.py writes (one sub-directory per
+# example, run where LLVM is); KERNEL_DIRs are compiled modules. Set
+# COAT_REFERENCE_LIB to a built libcoat_reference.so for the numerics tests
+# against the reference library.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-[ $# -ge 1 ] || { echo "usage: $0 KERNEL_DIR [KERNEL_DIR ...]" >&2; exit 2; }
-export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
-rt="${COAT_RUNTIME_BUILD:-/tmp/coat-runtime}"
+bench=0
+if [ "${1:-}" = "--bench" ]; then bench=1; shift; fi
+[ $# -ge 1 ] || { echo "usage: $0 [--bench] DEMO_DIR | KERNEL_DIR ..." >&2; exit 2; }
+dirs=()
+for d in "$@"; do
+  if [ -f "$d/manifest.json" ]; then dirs+=("$(cd "$d" && pwd)")
+  else for m in "$d"/*/manifest.json; do [ -f "$m" ] && dirs+=("$(cd "$(dirname "$m")" && pwd)"); done
+  fi
+done
+[ ${#dirs[@]} -ge 1 ] || { echo "$0: no manifest.json under $*" >&2; exit 2; }
+of_op() {  # the directories holding kernels of op $1
+  for d in "${dirs[@]}"; do grep -q "\"op\": *\"$1\"" "$d/manifest.json" && echo "$d"; done
+}
+export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 NCCL_NVLS_ENABLE=0
+rt="${COAT_RUNTIME_BUILD:-$(mktemp -d /tmp/coat-runtime.XXXXXX)}"
 cmake -S "$root/lib/Runtime" -B "$rt" -DCMAKE_BUILD_TYPE=Release >"$rt.log" 2>&1 \
   || { cat "$rt.log"; exit 1; }
 cmake --build "$rt" -j >>"$rt.log" 2>&1 || { cat "$rt.log"; exit 1; }
 export COAT_RUNTIME_LIB="$(find "$rt" -name libcoat_runtime.so | head -n1)"
 export PYTHONPATH="$root/python${PYTHONPATH:+:$PYTHONPATH}"
-export COAT_KERNELS="$(IFS=:; echo "$*")"
+export COAT_KERNELS="$(IFS=:; echo "${dirs[*]}")"
+export COAT_LINEAR_KERNELS="$(of_op linear | paste -sd:)"
 
-python3 -m pytest -q -rs -p no:cacheprovider \
-  "$root/test/python/test_runtime_lib.py" \
-  "$root/test/python/test_optim_kernels.py" \
-  "$root/test/python/test_adamw_kernel_numerics.py"
+python3 -m pytest -q -rs -p no:cacheprovider "$root/test/python"
+[ $bench = 1 ] || exit 0
 
-python3 "$root/bench/bench_optimizer.py" --kernels "$@" \
-  ${COAT_BENCH_JSON:+--json "$COAT_BENCH_JSON"}
+run_bench() {  # script op [args...]: the benchmark over the directories of op
+  local script=$1 op=$2; shift 2
+  local ds; ds=$(of_op "$op")
+  if [ -n "$ds" ]; then python3 "$root/bench/$script" --kernels $ds "$@"; fi
+}
+run_bench bench_optimizer.py adamw_step
+run_bench bench_activations.py quantize --only bf16_e4m3 --shapes 8192x8192 16384x4096
+run_bench bench_flow.py silu
+run_bench bench_norms.py rmsnorm
+run_bench bench_scales.py reduce_scales
+if [ -n "$COAT_LINEAR_KERNELS" ]; then python3 "$root/bench/bench_linear.py"; fi
