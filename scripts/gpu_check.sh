@@ -48,3 +48,4 @@ run_bench bench_flow.py silu
 run_bench bench_norms.py rmsnorm
 run_bench bench_scales.py reduce_scales
 if [ -n "$COAT_LINEAR_KERNELS" ]; then python3 "$root/bench/bench_linear.py"; fi
+python3 "$root/bench/bench_fsdp.py"
