@@ -75,4 +75,12 @@ def default_kernel_dirs() -> List[str]:
                 d = os.path.join(demo, name)
                 if os.path.isfile(os.path.join(d, "manifest.json")):
                     out.append(d)
-    return out
+    # One folder reached twice (e.g. $COAT_BUILD_DIR and the default build)
+    # is searched once.
+    seen, unique = set(), []
+    for d in out:
+        key = os.path.realpath(d)
+        if key not in seen:
+            seen.add(key)
+            unique.append(d)
+    return unique

@@ -5,7 +5,8 @@ garbage, and bitwise comparisons that treat NaN as one value."""
 import ml_dtypes
 import numpy as np
 
-from coat import reference as ref
+import coat
+from coat import _paths, reference as ref
 
 try:
     import torch
@@ -18,6 +19,21 @@ DEVICES = ["cpu"] + (["cuda"] if HAVE_CUDA else [])
 SHAPES = [(1, 16), (3, 48), (257, 80), (1000, 1040)]
 CASES = ["random", "zeros", "nonfinite", "denormal", "wide", "equal"]
 NAN_MASK = {"e4m3": 0x7F, "e5m2": 0x7C}
+
+
+def compiled_kernels(ops, *, cpu_twin=True):
+    """The compiled kernels whose manifest `op` is in `ops`, from every folder
+    coat searches ($COAT_KERNELS, then the build's demo output), keeping only
+    those with a CPU twin unless `cpu_twin` is False."""
+    out = []
+    for d in _paths.default_kernel_dirs():
+        try:
+            mod = coat.load(d)
+        except coat.ManifestError:
+            continue
+        out += [k for k in mod.kernels.values()
+                if k.spec.op in ops and (k.spec.cpu_symbol or not cpu_twin)]
+    return out
 
 
 def shape_for(kernel, rows, cols):

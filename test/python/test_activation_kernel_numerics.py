@@ -14,33 +14,20 @@ step where x/s lands within an ulp of a rounding midpoint.)
 import numpy as np
 import pytest
 
-import coat
-from coat import _paths, reference as ref
+from coat import reference as ref
 
 if not ref.is_available():
     pytest.skip("libcoat_reference.so is not built", allow_module_level=True)
 
+from kernel_io import (compiled_kernels, CASES, DEVICES, SHAPES, activation,  # noqa: E402
+                       assert_codes_equal, assert_values_equal, empty, hp_array,
+                       hp_values, shape_for, sync, torch)
+
 OPS = ("quantize", "quantize_transpose", "dequantize", "absmax")
-
-
-def kernels():
-    out = []
-    for d in _paths.default_kernel_dirs():
-        try:
-            mod = coat.load(d)
-        except coat.ManifestError:
-            continue
-        out += [k for k in mod.kernels.values() if k.spec.op in OPS and k.spec.cpu_symbol]
-    return out
-
-
-KERNELS = kernels()
+KERNELS = compiled_kernels(OPS)
 pytestmark = pytest.mark.skipif(
     not KERNELS, reason="no compiled activation kernels (ctest's compile-examples makes them)")
 
-from kernel_io import (CASES, DEVICES, SHAPES, activation,  # noqa: E402
-                       assert_codes_equal, assert_values_equal, empty, hp_array,
-                       hp_values, shape_for, sync, torch)
 
 def check_quantize(kernel, device, shape, case, seed):
     cfg = kernel.config

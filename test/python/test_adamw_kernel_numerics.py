@@ -12,25 +12,14 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-import coat
-from coat import _paths, reference as ref
+from coat import reference as ref
+from kernel_io import compiled_kernels  # noqa: E402
 
 if not ref.is_available():
     pytest.skip("libcoat_reference.so is not built", allow_module_level=True)
 
 
-def kernels():
-    out = []
-    for d in _paths.default_kernel_dirs():
-        try:
-            mod = coat.load(d)
-        except coat.ManifestError:
-            continue
-        out += [k for k in mod.find(op="adamw_step") if k.spec.cpu_symbol]
-    return out
-
-
-KERNELS = kernels()
+KERNELS = compiled_kernels(("adamw_step",))
 pytestmark = pytest.mark.skipif(
     not KERNELS, reason="no compiled adamw_step kernels (ctest's compile-examples makes them)")
 

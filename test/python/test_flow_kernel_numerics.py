@@ -31,13 +31,12 @@ NaN made by arithmetic differs between x86 and the GPU.
 import numpy as np
 import pytest
 
-import coat
-from coat import _paths, reference as ref
+from coat import reference as ref
 
 if not ref.is_available():
     pytest.skip("libcoat_reference.so is not built", allow_module_level=True)
 
-from kernel_io import (CASES, DEVICES, NAN_MASK, activation,  # noqa: E402
+from kernel_io import (compiled_kernels, CASES, DEVICES, NAN_MASK, activation,  # noqa: E402
                        assert_codes_equal, assert_values_equal, codes_of, empty,
                        hp_array, hp_values, sync, torch)
 
@@ -61,18 +60,7 @@ SPECIAL_FUNCTIONS = {"silu", "silu_grad", "gelu", "gelu_grad"}
 SHAPES = [(1, 16), (3, 48), (256, 64), (257, 80), (1000, 1040)]
 
 
-def kernels():
-    out = []
-    for d in _paths.default_kernel_dirs():
-        try:
-            mod = coat.load(d)
-        except coat.ManifestError:
-            continue
-        out += [k for k in mod.kernels.values() if k.spec.op in MATH and k.spec.cpu_symbol]
-    return out
-
-
-KERNELS = kernels()
+KERNELS = compiled_kernels(MATH)
 pytestmark = pytest.mark.skipif(
     not KERNELS, reason="no compiled flow kernels (ctest's compile-examples makes them)")
 

@@ -19,14 +19,13 @@ at that bound; the fused partial maxima must equal, bit for bit, the maxima
 of the values the kernel wrote.
 """
 
-import math
 
 import ml_dtypes
 import numpy as np
 import pytest
 
-import coat
-from coat import _paths, reference as ref
+from coat import reference as ref
+from kernel_io import compiled_kernels  # noqa: E402
 
 if not ref.is_available():
     pytest.skip("libcoat_reference.so is not built", allow_module_level=True)
@@ -36,18 +35,7 @@ U = 2.0 ** -24
 BF16_ULP = 2.0 ** -7  # a bf16 step relative to the value (8 significant bits)
 
 
-def kernels():
-    out = []
-    for d in _paths.default_kernel_dirs():
-        try:
-            mod = coat.load(d)
-        except coat.ManifestError:
-            continue
-        out += [k for k in mod.kernels.values() if k.spec.op in OPS and k.spec.cpu_symbol]
-    return out
-
-
-KERNELS = kernels()
+KERNELS = compiled_kernels(OPS)
 pytestmark = pytest.mark.skipif(
     not KERNELS, reason="no compiled norm kernels (ctest's compile-examples makes them)")
 

@@ -12,8 +12,8 @@ from the first input, or a wrong CTA count).
 import numpy as np
 import pytest
 
-import coat
-from coat import _paths, reference as ref
+from coat import reference as ref
+from kernel_io import compiled_kernels  # noqa: E402
 
 if not ref.is_available():
     pytest.skip("libcoat_reference.so is not built", allow_module_level=True)
@@ -26,18 +26,7 @@ except ImportError:  # pragma: no cover
     torch, HAVE_CUDA = None, False
 
 
-def kernels():
-    out = []
-    for d in _paths.default_kernel_dirs():
-        try:
-            mod = coat.load(d)
-        except coat.ManifestError:
-            continue
-        out += [k for k in mod.kernels.values() if k.spec.op == "reduce_scales"]
-    return out
-
-
-KERNELS = kernels()
+KERNELS = compiled_kernels(("reduce_scales",), cpu_twin=False)
 pytestmark = pytest.mark.skipif(
     not KERNELS, reason="no compiled scale kernels (ctest's compile-examples makes them)")
 
