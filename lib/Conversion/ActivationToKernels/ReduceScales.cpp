@@ -12,6 +12,7 @@
 
 #include "coat/Conversion/GroupKernel.h"
 #include "coat/Conversion/KernelRecord.h"
+#include "coat/Conversion/KernelSpec.h"
 #include "coat/Conversion/Passes.h"
 #include "coat/Dialect/CoatDialect.h"
 
@@ -316,25 +317,22 @@ struct CoatLowerReduceScalesPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MLIRContext *ctx = &getContext();
-    if (target != "gpu" && target != "cpu") {
-      module.emitError("coat-lower-reduce-scales: target must be 'gpu' or "
-                       "'cpu', got '")
-          << target << "'";
+    FailureOr<bool> gpu =
+        parseKernelTarget(module, "coat-lower-reduce-scales", target);
+    if (failed(gpu))
       return signalPassFailure();
-    }
     if (blockSize < 32 || blockSize > 1024 || blockSize % 32 != 0) {
       module.emitError("coat-lower-reduce-scales: block-size must be a "
                        "multiple of 32 in [32, 1024], got ")
           << static_cast<int64_t>(blockSize);
       return signalPassFailure();
     }
-    bool gpu = target == "gpu";
     SmallVector<func::FuncOp> specs;
     for (auto fn : module.getOps<func::FuncOp>())
       if (!fn.isExternal() && !fn.getOps<ReduceScalesOp>().empty())
         specs.push_back(fn);
 
-    gpu::GPUModuleOp gpuModule;
+    KernelContainer kernels(module, "coat_scale_kernels", *gpu);
     bool failedAny = false;
     for (func::FuncOp fn : specs) {
       FailureOr<ScaleSpec> spec = analyze(fn);
@@ -347,51 +345,30 @@ struct CoatLowerReduceScalesPass
       for (const AbiArg &a : abi)
         argTypes.push_back(a.type);
       auto fnType = FunctionType::get(ctx, argTypes, {});
-      std::string name = fn.getSymName().str();
-      Location loc = fn.getLoc();
-      ImplicitLocOpBuilder b(loc, ctx);
-      if (gpu) {
-        OpBuilder mb(ctx);
-        if (!gpuModule) {
-          mb.setInsertionPointToEnd(module.getBody());
-          gpuModule = gpu::GPUModuleOp::create(mb, loc, "coat_scale_kernels");
-        }
-        mb.setInsertionPointToEnd(gpuModule.getBody());
+      StringRef name = fn.getSymName();
+      DictionaryAttr rec = record(name, *spec, abi, *gpu);
+      ImplicitLocOpBuilder b(fn.getLoc(), ctx);
+      if (*gpu) {
         Type perWarp = MemRefType::get(
             {blockSize / 32}, IntegerType::get(ctx, 32), AffineMap(),
             gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
-        auto kernel =
-            gpu::GPUFuncOp::create(mb, loc, name, fnType, TypeRange{perWarp});
-        kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
-                        mb.getUnitAttr());
-        kernel.setKnownBlockSizeAttr(mb.getDenseI32ArrayAttr(
-            {static_cast<int32_t>(blockSize), 1, 1}));
-        kernel->setAttr("coat.kernel", record(name, *spec, abi, gpu));
+        gpu::GPUFuncOp kernel = kernels.createGpuKernel(
+            fn.getLoc(), name, fnType, blockSize, rec, TypeRange{perWarp});
         b.setInsertionPointToStart(&kernel.getBody().front());
         emitGpu(b, *spec, kernel);
         b.setInsertionPointToEnd(&kernel.getBody().front());
         gpu::ReturnOp::create(b);
       } else {
-        OpBuilder mb(ctx);
-        mb.setInsertionPoint(fn);
-        auto cpuFn = func::FuncOp::create(mb, loc, name + ".cpu", fnType);
-        cpuFn->setAttr("coat.kernel", record(name, *spec, abi, gpu));
-        Block *entry = cpuFn.addEntryBlock();
-        b.setInsertionPointToStart(entry);
-        emitCpu(b, *spec, cpuFn);
+        func::FuncOp twin = kernels.createCpuTwin(fn, name, fnType, rec);
+        b.setInsertionPointToStart(twin.addEntryBlock());
+        emitCpu(b, *spec, twin);
         func::ReturnOp::create(b);
       }
       fn.erase();
     }
     if (failedAny)
       return signalPassFailure();
-    if (gpu && gpuModule)
-      module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
-                      UnitAttr::get(ctx));
-    if (!gpu)
-      for (auto fn : llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
-        if (fn.getSymName().ends_with(".cpu") && fn->hasAttr("coat.kernel"))
-          fn.setSymName(fn.getSymName().drop_back(4));
+    kernels.finish();
   }
 };
 

@@ -9,6 +9,7 @@
 
 #include "coat/Conversion/GroupKernel.h"
 #include "coat/Conversion/KernelRecord.h"
+#include "coat/Conversion/KernelSpec.h"
 #include "coat/Conversion/Passes.h"
 #include "coat/Dialect/CoatDialect.h"
 #include "coat/Numerics/Fp8.h"
@@ -573,7 +574,7 @@ struct CoatLowerOptimizerPass
 
 private:
   LogicalResult lowerSpec(func::FuncOp fn, AdamWStepOp op, bool gpu,
-                          gpu::GPUModuleOp &gpuModule);
+                          KernelContainer &kernels);
 };
 
 /// Checks that `fn` is a kernel-spec function around `op`.
@@ -591,7 +592,7 @@ LogicalResult verifyKernelSpec(func::FuncOp fn, AdamWStepOp op) {
 
 LogicalResult CoatLowerOptimizerPass::lowerSpec(func::FuncOp fn,
                                                 AdamWStepOp op, bool gpu,
-                                                gpu::GPUModuleOp &gpuModule) {
+                                                KernelContainer &kernels) {
   if (failed(verifyKernelSpec(fn, op)))
     return failure();
   MLIRContext *ctx = &getContext();
@@ -634,18 +635,8 @@ LogicalResult CoatLowerOptimizerPass::lowerSpec(func::FuncOp fn,
   Location loc = fn.getLoc();
 
   if (gpu) {
-    OpBuilder mb(ctx);
-    if (!gpuModule) {
-      mb.setInsertionPointToEnd(getOperation().getBody());
-      gpuModule = gpu::GPUModuleOp::create(mb, loc, "coat_kernels");
-    }
-    mb.setInsertionPointToEnd(gpuModule.getBody());
-    auto kernel = gpu::GPUFuncOp::create(mb, loc, name, fnType);
-    kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
-                    mb.getUnitAttr());
-    kernel.setKnownBlockSizeAttr(mb.getDenseI32ArrayAttr(
-        {static_cast<int32_t>(shape.blockSize), 1, 1}));
-    kernel->setAttr("coat.kernel", record);
+    gpu::GPUFuncOp kernel =
+        kernels.createGpuKernel(loc, name, fnType, shape.blockSize, record);
     ImplicitLocOpBuilder b(loc, ctx);
     b.setInsertionPointToStart(&kernel.getBody().front());
     Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
@@ -670,10 +661,7 @@ LogicalResult CoatLowerOptimizerPass::lowerSpec(func::FuncOp fn,
     AdamWLaneEmitter(b, spec, lane, args).emit();
     gpu::ReturnOp::create(b);
   } else {
-    OpBuilder mb(ctx);
-    mb.setInsertionPoint(fn);
-    auto cpuFn = func::FuncOp::create(mb, loc, name + ".cpu", fnType);
-    cpuFn->setAttr("coat.kernel", record);
+    func::FuncOp cpuFn = kernels.createCpuTwin(fn, name, fnType, record);
     Block *entry = cpuFn.addEntryBlock();
     ImplicitLocOpBuilder b(loc, ctx);
     b.setInsertionPointToStart(entry);
@@ -703,33 +691,19 @@ LogicalResult CoatLowerOptimizerPass::lowerSpec(func::FuncOp fn,
 
 void CoatLowerOptimizerPass::runOnOperation() {
   ModuleOp module = getOperation();
-  if (target != "gpu" && target != "cpu") {
-    module.emitError("coat-lower-optimizer: target must be 'gpu' or 'cpu', "
-                     "got '")
-        << target << "'";
+  FailureOr<bool> gpu = parseKernelTarget(module, "coat-lower-optimizer", target);
+  if (failed(gpu))
     return signalPassFailure();
-  }
-  bool gpu = target == "gpu";
   SmallVector<std::pair<func::FuncOp, AdamWStepOp>> specs;
   module.walk([&](AdamWStepOp op) {
     auto fn = op->getParentOfType<func::FuncOp>();
     specs.push_back({fn, op});
   });
-  gpu::GPUModuleOp gpuModule;
+  KernelContainer kernels(module, "coat_kernels", *gpu);
   for (auto [fn, op] : specs)
-    if (failed(lowerSpec(fn, op, gpu, gpuModule)))
+    if (failed(lowerSpec(fn, op, *gpu, kernels)))
       return signalPassFailure();
-  if (gpu && gpuModule)
-    module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
-                    UnitAttr::get(&getContext()));
-  // CPU twins keep the spec's name.
-  if (!gpu) {
-    for (auto fn : llvm::make_early_inc_range(module.getOps<func::FuncOp>())) {
-      StringRef name = fn.getSymName();
-      if (name.ends_with(".cpu"))
-        fn.setSymName(name.drop_back(4));
-    }
-  }
+  kernels.finish();
 }
 
 } // namespace

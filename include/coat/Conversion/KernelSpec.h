@@ -1,0 +1,56 @@
+//===- KernelSpec.h - what every kernel-spec lowering shares ----*- C++ -*-===//
+//
+// The lowerings that turn kernel-spec functions into kernels (optimizer,
+// activations, scales, pointwise flow, norms, GEMM) produce the same
+// containers: a gpu.module of kernel entry points, or CPU twins with the
+// kernels' names and ABI. Making and finishing those lives here, once.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COAT_CONVERSION_KERNELSPEC_H
+#define COAT_CONVERSION_KERNELSPEC_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/BuiltinOps.h"
+
+namespace mlir::coat {
+
+/// Whether a lowering's `target` option names the GPU. Anything but "gpu"
+/// and "cpu" is an error naming the pass.
+FailureOr<bool> parseKernelTarget(ModuleOp module, StringRef pass,
+                                  StringRef target);
+
+/// Where a lowering puts its kernels: one gpu.module of `name` at the end of
+/// the module, created on first use.
+class KernelContainer {
+public:
+  KernelContainer(ModuleOp module, StringRef name, bool gpu)
+      : module(module), name(name), gpu(gpu) {}
+
+  /// A kernel entry point `name` with `type` (and workgroup attributions),
+  /// launched with `blockSize` threads, carrying its manifest `record`.
+  gpu::GPUFuncOp createGpuKernel(Location loc, StringRef kernelName,
+                                 FunctionType type, int64_t blockSize,
+                                 DictionaryAttr record,
+                                 TypeRange workgroup = {});
+
+  /// The CPU twin of `spec`: a function beside it, named after the kernel
+  /// once `finish` has run (the spec still holds the name until erased).
+  func::FuncOp createCpuTwin(func::FuncOp spec, StringRef kernelName,
+                             FunctionType type, DictionaryAttr record);
+
+  /// After the specs are erased: marks the module as a GPU container, or
+  /// gives the CPU twins their kernels' names.
+  void finish();
+
+private:
+  ModuleOp module;
+  std::string name;
+  bool gpu;
+  gpu::GPUModuleOp gpuModule;
+};
+
+} // namespace mlir::coat
+
+#endif // COAT_CONVERSION_KERNELSPEC_H
