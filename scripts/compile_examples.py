@@ -15,6 +15,7 @@ written to `<out>/<name>/kernels.mlir`), and those are compiled like any other
 example.
 """
 import argparse
+import concurrent.futures
 import json
 import os
 import re
@@ -131,13 +132,14 @@ def main() -> int:
                    kernels_mlir)
         examples.append(kernels_mlir)
     rows = []
+
     def shown(src: Path) -> Path:
         try:
             return src.relative_to(args.examples)
         except ValueError:  # an outlined program, compiled from the output dir
             return src.parent.relative_to(args.out) / src.name
 
-    for src in examples:
+    def compile_one(src: Path):
         out = src.parent if src.name == "kernels.mlir" else Path(args.out) / src.stem
         out.mkdir(parents=True, exist_ok=True)
         for old in out.iterdir():
@@ -145,6 +147,13 @@ def main() -> int:
                 old.unlink()
         produced = tc.compile_file(src, out, chip=args.chip,
                                    features=args.features)
+        return out, produced
+
+    # Each example compiles in its own coat-opt/ptxas subprocesses: run them
+    # side by side, report in order.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        results = list(pool.map(compile_one, examples))
+    for src, (out, produced) in zip(examples, results):
         manifest = json.loads((out / "manifest.json").read_text())
         for k in manifest["kernels"]:
             rows.append((shown(src), k["name"],
