@@ -10,6 +10,8 @@
 #   OUT/n128s6   tile-n=128 stages=6 (deeper ring for the 128x128 tiles)
 #   OUT/m192wg3  tile-m=192 warpgroups=3 tile-n=128 stages=5 (three consumer
 #                warpgroups of 64 rows: one more wgmma stream per CTA)
+#   OUT/n192     tile-n=192 block-tile-n=192 stages=5 (block-scaled tiles
+#                that straddle two weight blocks)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 [ $# -eq 1 ] || { echo "usage: $0 OUT" >&2; exit 2; }
@@ -22,7 +24,8 @@ from pathlib import Path
 from coat.toolchain import Toolchain
 src, out = sys.argv[1], Path(sys.argv[2])
 for name, opts in [("default", ""), ("n128s6", "tile-n=128 stages=6"),
-                   ("m192wg3", "tile-m=192 warpgroups=3 tile-n=128 stages=5")]:
+                   ("m192wg3", "tile-m=192 warpgroups=3 tile-n=128 stages=5"),
+                   ("n192", "tile-n=192 block-tile-n=192 stages=5")]:
     Toolchain().compile_file(src, out / name, cpu=False, linear_options=opts)
     print(f"{out / name}: coat-lower-linear{{{opts}}}")
 PY

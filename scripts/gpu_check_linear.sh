@@ -7,7 +7,7 @@
 #
 # Each DIR holds examples/linear/fp8_linear.mlir compiled with one set of
 # coat-lower-linear options (scripts/compile_linear.sh OUT writes
-# OUT/default, OUT/n128s6 and OUT/m192wg3). BENCH=block runs only the block-scaled
+# OUT/default, OUT/n128s6, OUT/m192wg3 and OUT/n192). BENCH=block runs only the block-scaled
 # benchmark table, BENCH=none skips the benchmark.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -61,7 +61,7 @@ func.func @coat_fp8_linear_wgrad(%dyt: !coat.qtensor<?x?xf8E5M2, per_tensor>,
 // [ceil(N/128), ceil(K/128)] f32). Each 128-wide K slice's product is scaled
 // by s_A[i, kb] * s_B[j / 128, kb] and promoted into the f32 accumulator:
 // Y[i, j] = sum_kb s_A[i, kb] s_B[j/128, kb] sum_{k in kb} A[i, k] B[j, k].
-// These kernels use tile-n = min(tile-n, 128).
+// These kernels are block-tile-n (coat-lower-linear option, default 128) wide.
 func.func @coat_fp8_linear_block_fwd(
     %x: !coat.qtensor<?x?xf8E4M3FN, per_group<128>>,
     %w: !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>>) -> tensor<?x?xbf16> {

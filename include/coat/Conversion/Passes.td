@@ -538,14 +538,17 @@ def CoatLowerLinear : Pass<"coat-lower-linear", "::mlir::ModuleOp"> {
     multiplied into a fresh wgmma fragment (scale-d = 0), waited for
     (`wgmma.wait_group 0`; the other consumer warpgroup's wgmma overlaps),
     released, and added to the f32 accumulators with one FMA per element by
-    `s_A[row, kb] * s_B[n0 / 128, kb]`. The scales (row-major
+    `s_A[row, kb] * s_B[col / 128, kb]`. The scales (row-major
     `[m, k_blocks]` and `[n_blocks, k_blocks]` f32, `k_blocks = ceil(k/128)`,
     `n_blocks = ceil(n/128)`) are loaded per slice into registers before the
     slice's barrier wait; out-of-range rows and slices read a clamped, valid
     entry (their products are zero or not stored). These kernels use
-    `tile-n = min(tile-n, 128)` (the tile must lie in one 128-column weight
-    block and the partial fragment doubles the accumulators); other tile-n
-    values below 128 must divide 128.
+    `block-tile-n` (default 128) columns per tile instead of `tile-n`: the
+    partial fragment doubles the accumulators, and a tile may span at most
+    two weight blocks. A tile that can cross a block boundary (tile widths
+    not dividing 128, e.g. 192) gets one mainloop per column offset it can
+    start at inside its weight block (`scf.index_switch`), each with the
+    boundary as a constant.
 
     Tile shape, depth and schedule are options, so a caller picks them per
     problem shape (bench/bench_linear.py compiles several).
@@ -583,6 +586,9 @@ def CoatLowerLinear : Pass<"coat-lower-linear", "::mlir::ModuleOp"> {
            "Add a TMA producer warpgroup and make CTAs persistent">,
     Option<"groupM", "group-m", "int64_t", /*default=*/"8",
            "M tiles per group of the persistent tile order">,
+    Option<"blockTileN", "block-tile-n", "int64_t", /*default=*/"128",
+           "Output columns per tile of block-scaled kernels (multiple of 16; "
+           "a tile spans at most two 128-column weight blocks)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",

@@ -43,6 +43,8 @@
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 
+#include <numeric>
+
 namespace mlir::coat {
 #define GEN_PASS_DEF_COATLOWERLINEAR
 #define GEN_PASS_DEF_COATMARKGRIDCONSTANTS
@@ -350,10 +352,21 @@ private:
   /// tile's B-block scale for K slice `kt`, loaded from global memory with
   /// clamped indices (rows past M and slices past k_blocks read a valid
   /// entry; their products are zero or not stored).
-  SmallVector<Value> loadBlockScales(Value kt, Value rowBase, Value n0);
-  /// acc += partial * s_A[row, kb] * s_B[n-block, kb], per fragment element.
+  /// With `second`, also the scale of the next weight block (a tile that
+  /// crosses a block boundary).
+  SmallVector<Value> loadBlockScales(Value kt, Value rowBase, Value n0,
+                                     bool second);
+  /// acc += partial * s_A[row, kb] * s_B[n-block, kb], per fragment element;
+  /// n8 chunks from `boundary` on lie in the tile's second weight block.
   SmallVector<Value> promote(ValueRange accs, ValueRange partials,
-                             ArrayRef<Value> scales);
+                             ArrayRef<Value> scales, int64_t boundary);
+  /// Block-scaled: builds the mainloop once per column offset the tile can
+  /// have inside its 128-column weight block (one case when tile-n divides
+  /// 128), so the block boundary is a constant in each; `mainloop(boundary)`
+  /// returns the accumulators.
+  SmallVector<Value>
+  perColumnOffset(Value n0,
+                  llvm::function_ref<SmallVector<Value>(int64_t)> mainloop);
   Value undefAccumulator() { return LLVM::UndefOp::create(b, accType); }
   SmallVector<Value> zeroAccumulators();
   /// (m tile, n tile) of linear tile `t` in grouped order: `groupM` M tiles
@@ -448,7 +461,7 @@ SmallVector<Value> GemmKernelBuilder::issueWgmmas(Value stage, Value consumer,
 }
 
 SmallVector<Value> GemmKernelBuilder::loadBlockScales(Value kt, Value rowBase,
-                                                      Value n0) {
+                                                      Value n0, bool second) {
   Value lastRow = arith::SubIOp::create(b, M, cIdx(1));
   Value kb = arith::MinUIOp::create(
       b, kt, arith::SubIOp::create(b, arith::MaxUIOp::create(b, kBlocks, cIdx(1)),
@@ -460,31 +473,71 @@ SmallVector<Value> GemmKernelBuilder::loadBlockScales(Value kt, Value rowBase,
       scales.push_back(
           memref::LoadOp::create(b, aScale, ValueRange{add(mul(row, kBlocks), kb)}));
     }
-  // The tile lies in one 128-column block (tile-n divides 128).
-  Value nb = arith::MinUIOp::create(
-      b, arith::DivUIOp::create(b, n0, cIdx(kScaleBlock)),
-      arith::SubIOp::create(b, arith::MaxUIOp::create(b, nBlocks, cIdx(1)), cIdx(1)));
-  scales.push_back(
-      memref::LoadOp::create(b, bScale, ValueRange{add(mul(nb, kBlocks), kb)}));
+  // The tile's first weight block and, when it crosses into it, the next
+  // (clamped: past N it only scales columns that are not stored).
+  Value lastBlock =
+      arith::SubIOp::create(b, arith::MaxUIOp::create(b, nBlocks, cIdx(1)), cIdx(1));
+  Value nb0 = arith::DivUIOp::create(b, n0, cIdx(kScaleBlock));
+  for (int64_t blk = 0; blk < (second ? 2 : 1); ++blk) {
+    Value nb = arith::MinUIOp::create(b, add(nb0, cIdx(blk)), lastBlock);
+    scales.push_back(
+        memref::LoadOp::create(b, bScale, ValueRange{add(mul(nb, kBlocks), kb)}));
+  }
   return scales;
 }
 
 SmallVector<Value> GemmKernelBuilder::promote(ValueRange accsIn, ValueRange partials,
-                                              ArrayRef<Value> scales) {
+                                              ArrayRef<Value> scales,
+                                              int64_t boundary) {
   SmallVector<Value> accs(accsIn);
-  Value sb = scales.back();
+  int64_t rowScales = 2 * g.mBlocks();
+  bool crosses = boundary < g.tileN / 8;
   for (int64_t i = 0; i < g.mBlocks(); ++i) {
-    Value rowScale[2] = {arith::MulFOp::create(b, scales[2 * i], sb),
-                         arith::MulFOp::create(b, scales[2 * i + 1], sb)};
+    // [weight block][row half]
+    Value rowScale[2][2];
+    for (int64_t blk = 0; blk < (crosses ? 2 : 1); ++blk)
+      for (int64_t h = 0; h < 2; ++h)
+        rowScale[blk][h] =
+            arith::MulFOp::create(b, scales[2 * i + h], scales[rowScales + blk]);
     for (int64_t e = 0; e < g.tileN / 2; ++e) {
-      // Register e holds row rowInBlock + 8 * ((e / 2) % 2) of block i.
+      // Register e holds row rowInBlock + 8 * ((e / 2) % 2) of block i, in
+      // n8 chunk e / 4.
+      int64_t blk = e / 4 >= boundary ? 1 : 0;
       Value part = LLVM::ExtractValueOp::create(b, partials[i], e);
       Value acc = LLVM::ExtractValueOp::create(b, accs[i], e);
-      Value sum = math::FmaOp::create(b, part, rowScale[(e / 2) % 2], acc);
+      Value sum = math::FmaOp::create(b, part, rowScale[blk][(e / 2) % 2], acc);
       accs[i] = LLVM::InsertValueOp::create(b, accs[i], sum, e);
     }
   }
   return accs;
+}
+
+SmallVector<Value> GemmKernelBuilder::perColumnOffset(
+    Value n0, llvm::function_ref<SmallVector<Value>(int64_t)> mainloop) {
+  int64_t chunks = g.tileN / 8;
+  // Tile starts n0 = t * tile-n sit at multiples of gcd(tile-n, 128) inside
+  // their weight block.
+  int64_t step = std::gcd(g.tileN, kScaleBlock);
+  auto boundary = [&](int64_t offset) {
+    return offset + g.tileN > kScaleBlock ? (kScaleBlock - offset) / 8 : chunks;
+  };
+  if (kScaleBlock % g.tileN == 0 || step == kScaleBlock)
+    return mainloop(chunks);
+  SmallVector<int64_t> offsets;
+  for (int64_t o = step; o < kScaleBlock; o += step)
+    offsets.push_back(o);
+  Value offset = arith::RemUIOp::create(b, n0, cIdx(kScaleBlock));
+  auto sw = scf::IndexSwitchOp::create(
+      b, SmallVector<Type>(g.mBlocks(), accType), offset, offsets, offsets.size());
+  auto fill = [&](Region &region, int64_t o) {
+    OpBuilder::InsertionGuard guard(b);
+    b.createBlock(&region);
+    scf::YieldOp::create(b, mainloop(boundary(o)));
+  };
+  fill(sw.getDefaultRegion(), 0);
+  for (auto [region, o] : llvm::zip(sw.getCaseRegions(), offsets))
+    fill(region, o);
+  return SmallVector<Value>(sw.getResults());
 }
 
 std::pair<Value, Value> GemmKernelBuilder::tileCoords(Value t, Value tilesM,
@@ -564,16 +617,17 @@ void GemmKernelBuilder::buildPlain() {
              [&] { issueLoads(cIdx(s), cIdx(s), m0, n0); });
   });
 
-  auto loop = scf::ForOp::create(b, cIdx(0), kTiles, cIdx(1), zeroAccumulators());
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(loop.getBody());
-    Value kt = loop.getInductionVar();
-    Value stage = arith::RemUIOp::create(b, kt, cIdx(g.stages));
-    if (p.blockScaled) {
+  if (p.blockScaled) {
+    SmallVector<Value> accs = perColumnOffset(n0, [&](int64_t boundary) {
+      auto loop = scf::ForOp::create(b, cIdx(0), kTiles, cIdx(1), zeroAccumulators());
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(loop.getBody());
+      Value kt = loop.getInductionVar();
+      Value stage = arith::RemUIOp::create(b, kt, cIdx(g.stages));
       // Promotion per 128-wide K slice: the slice's product in a fresh
       // fragment, waited for, then scaled into the f32 accumulators.
-      SmallVector<Value> scales = loadBlockScales(kt, rowBase, n0);
+      SmallVector<Value> scales =
+          loadBlockScales(kt, rowBase, n0, boundary < g.tileN / 8);
       wait(fullBarrier(stage), roundParity(kt));
       SmallVector<Value> fresh(g.mBlocks(), undefAccumulator());
       SmallVector<Value> partials = issueWgmmas(stage, wg, fresh, /*fresh=*/true);
@@ -588,11 +642,20 @@ void GemmKernelBuilder::buildPlain() {
                wait(emptyBarrier(stage), roundParity(kt));
                issueLoads(stage, next, m0, n0);
              });
-      scf::YieldOp::create(b, promote(loop.getRegionIterArgs(), partials, scales));
-      b.setInsertionPointAfter(loop);
-      emitEpilogue(SmallVector<Value>(loop.getResults()), m0, n0, wg);
-      return;
-    }
+      scf::YieldOp::create(
+          b, promote(loop.getRegionIterArgs(), partials, scales, boundary));
+      return SmallVector<Value>(loop.getResults());
+    });
+    emitEpilogue(accs, m0, n0, wg);
+    return;
+  }
+
+  auto loop = scf::ForOp::create(b, cIdx(0), kTiles, cIdx(1), zeroAccumulators());
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value kt = loop.getInductionVar();
+    Value stage = arith::RemUIOp::create(b, kt, cIdx(g.stages));
     wait(fullBarrier(stage), roundParity(kt));
     SmallVector<Value> accs = issueWgmmas(stage, wg, loop.getRegionIterArgs());
     // At most this slice's group in flight: the previous stage is free.
@@ -680,32 +743,36 @@ void GemmKernelBuilder::buildWarpSpecialized() {
           });
         };
         tileLoop([&](Value m0, Value n0, Value kIter) {
-          auto kLoop = scf::ForOp::create(b, cIdx(0), kTiles, cIdx(1), zeroAccumulators());
           if (p.blockScaled) {
-            {
+            Value rowBase =
+                add(add(m0, mul(consumer, cIdx(g.mPerWarpgroup()))), rowInBlock);
+            SmallVector<Value> accs = perColumnOffset(n0, [&](int64_t boundary) {
+              auto kLoop =
+                  scf::ForOp::create(b, cIdx(0), kTiles, cIdx(1), zeroAccumulators());
               OpBuilder::InsertionGuard guard(b);
               b.setInsertionPointToStart(kLoop.getBody());
               Value kt = kLoop.getInductionVar();
               Value it = add(kIter, kt);
               Value stage = arith::RemUIOp::create(b, it, cIdx(g.stages));
-              Value rowBase =
-                  add(add(m0, mul(consumer, cIdx(g.mPerWarpgroup()))), rowInBlock);
               // Scales first: their loads overlap the barrier wait and wgmma.
-              SmallVector<Value> scales = loadBlockScales(kt, rowBase, n0);
+              SmallVector<Value> scales =
+                  loadBlockScales(kt, rowBase, n0, boundary < g.tileN / 8);
               wait(fullBarrier(stage), roundParity(it));
               SmallVector<Value> fresh(g.mBlocks(), undefAccumulator());
               SmallVector<Value> partials =
                   issueWgmmas(stage, consumer, fresh, /*fresh=*/true);
-              // The other consumer's wgmma keeps the tensor cores busy
+              // The other consumers' wgmma keeps the tensor cores busy
               // while this one promotes.
               NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
               release(it);
               scf::YieldOp::create(
-                  b, promote(kLoop.getRegionIterArgs(), partials, scales));
-            }
-            emitEpilogue(SmallVector<Value>(kLoop.getResults()), m0, n0, consumer);
+                  b, promote(kLoop.getRegionIterArgs(), partials, scales, boundary));
+              return SmallVector<Value>(kLoop.getResults());
+            });
+            emitEpilogue(accs, m0, n0, consumer);
             return;
           }
+          auto kLoop = scf::ForOp::create(b, cIdx(0), kTiles, cIdx(1), zeroAccumulators());
           {
             OpBuilder::InsertionGuard guard(b);
             b.setInsertionPointToStart(kLoop.getBody());
@@ -1028,13 +1095,22 @@ struct CoatLowerLinearPass
         return signalPassFailure();
       GemmShape shape = g;
       if (problem->blockScaled) {
-        // The slice's partial product doubles the accumulators, and one
-        // B-scale per tile needs the tile inside one 128-column block.
-        shape.tileN = std::min<int64_t>(g.tileN, kScaleBlock);
-        if (kScaleBlock % shape.tileN != 0) {
-          op.emitOpError("coat-lower-linear: block-scaled kernels need tile-n "
-                         "dividing 128 or >= 128 (used as 128), got ")
-              << g.tileN;
+        // The slice's partial product doubles the accumulators, and a tile
+        // may span at most two 128-column weight blocks: starting at a
+        // multiple of gcd(tile-n, 128) inside one, it must end in the next.
+        shape.tileN = blockTileN;
+        if (shape.tileN % 16 != 0 || shape.tileN < 16 || shape.tileN > 256 ||
+            shape.tileN > kScaleBlock + std::gcd(shape.tileN, kScaleBlock)) {
+          op.emitOpError("coat-lower-linear: block-tile-n (")
+              << shape.tileN
+              << ") must be a multiple of 16 whose tiles span at most two "
+                 "128-column weight blocks (<= 128 + gcd(block-tile-n, 128))";
+          return signalPassFailure();
+        }
+        if (shape.sharedBytes() > 227 * 1024) {
+          op.emitOpError("coat-lower-linear: block-scaled kernel needs ")
+              << shape.sharedBytes()
+              << " bytes of shared memory, more than Hopper's 227 KiB per block";
           return signalPassFailure();
         }
         int64_t regs = shape.consumerRegisters() ? shape.consumerRegisters() : 255;

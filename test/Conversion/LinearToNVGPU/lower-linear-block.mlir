@@ -2,14 +2,18 @@
 // lhs per_group<128> (1x128 along K), rhs per_block<128x128>, f32 scales.
 // Each 128-wide K slice (one ring stage) is multiplied by wgmma into a fresh
 // fragment, waited for, and promoted into the f32 accumulators with one FMA
-// per element by s_A[row, kb] * s_B[n-block, kb]; the tile is capped at 128
-// columns (one weight block, and room for the partial fragment).
+// per element by s_A[row, kb] * s_B[n-block, kb]. Tiles are block-tile-n
+// wide (default 128: one weight block, and room for the partial fragment);
+// a width that can cross a weight-block boundary (192) gets one mainloop per
+// column offset of the tile inside its block.
 // RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear)' \
 // RUN:   | FileCheck %s --check-prefix=IR
 // RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear,coat-gpu-to-binary{format=isa})' \
 // RUN:   | sed -e 's/\\0A/\n/g' -e 's/\\09/ /g' | FileCheck %s
-// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-m=64 tile-n=64 warpgroups=1 stages=3 warp-specialize=false},coat-gpu-to-binary{format=isa})' \
+// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-m=64 block-tile-n=64 warpgroups=1 stages=3 warp-specialize=false},coat-gpu-to-binary{format=isa})' \
 // RUN:   | sed -e 's/\\0A/\n/g' -e 's/\\09/ /g' | FileCheck %s --check-prefix=PLAIN
+// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-n=192 block-tile-n=192 stages=5})' \
+// RUN:   | FileCheck %s --check-prefix=N192
 
 // IR-LABEL: gpu.func @block_fwd(%{{[a-z0-9]+}}: !llvm.ptr {llvm.align = 64 : i32}, %{{[a-z0-9]+}}: !llvm.ptr {llvm.align = 64 : i32}, %{{[a-z0-9]+}}: memref<?xbf16>, %{{[a-z0-9]+}}: memref<?xf32>, %{{[a-z0-9]+}}: memref<?xf32>, %{{[a-z0-9]+}}: i64, %{{[a-z0-9]+}}: i64, %{{[a-z0-9]+}}: i64, %{{[a-z0-9]+}}: i64, %{{[a-z0-9]+}}: i64) kernel
 // IR-SAME: box = [128, 128], dims = ["k", "n"], dtype = "e4m3", kind = "tensormap", name = "b"
@@ -74,6 +78,24 @@
 // PLAIN: wgmma.wait_group.sync.aligned 0
 // PLAIN-COUNT-32: fma.rn.f32
 // PLAIN-NOT: .local
+
+// 192-wide tiles start at column offset 0 or 64 of a weight block and
+// always reach into the next one: n8 chunks 16..23 (offset 0) or 8..23
+// (offset 64) use the next block's scale, loaded as a fourth scale.
+// N192-LABEL: gpu.func @block_fwd(
+// N192-SAME: tile = [128, 192, 128]
+// N192: scf.index_switch %{{.*}} -> !llvm.struct
+// N192: case 64 {
+// N192: scf.for
+// N192-COUNT-4: memref.load
+// N192: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 192, k = 32>
+// N192-COUNT-96: math.fma
+// N192: default {
+// N192: scf.for
+// N192-COUNT-4: memref.load
+// N192-NOT: memref.load
+// N192: nvvm.wgmma.mma_async
+// N192-COUNT-96: math.fma
 
 func.func @block_fwd(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<128>>,
                      %w: !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>>)

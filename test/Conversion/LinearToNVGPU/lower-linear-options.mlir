@@ -4,7 +4,7 @@
 // RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{stages=6})' 2>&1 | FileCheck %s --check-prefix=SMEM
 // RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-m=256 warpgroups=2 stages=2})' 2>&1 | FileCheck %s --check-prefix=REGS
 // RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{stages=1})' 2>&1 | FileCheck %s --check-prefix=STAGES
-// RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-n=96})' 2>&1 | FileCheck %s --check-prefix=BLOCKN
+// RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{block-tile-n=176})' 2>&1 | FileCheck %s --check-prefix=BLOCKN
 // RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-m=128 warpgroups=1})' 2>&1 | FileCheck %s --check-prefix=BLOCKREGS
 
 // TILEM: lower-linear-options.mlir:[[@LINE+8]]:1: error: coat-lower-linear: tile-m (96) must be a positive multiple of 64 * warpgroups
@@ -12,7 +12,7 @@
 // SMEM: error: coat-lower-linear: 296032 bytes of shared memory exceed Hopper's 227 KiB per block
 // REGS: error: coat-lower-linear: warpgroups = 2 leaves 232 registers per consumer thread, too few for 256 accumulators
 // STAGES: error: coat-lower-linear: stages must be >= 2
-// BLOCKN: lower-linear-options.mlir:[[@LINE+13]]:8: error: 'coat.linear' op coat-lower-linear: block-scaled kernels need tile-n dividing 128 or >= 128 (used as 128), got 96
+// BLOCKN: lower-linear-options.mlir:[[@LINE+13]]:8: error: 'coat.linear' op coat-lower-linear: block-tile-n (176) must be a multiple of 16 whose tiles span at most two 128-column weight blocks (<= 128 + gcd(block-tile-n, 128))
 // BLOCKREGS: lower-linear-options.mlir:[[@LINE+12]]:8: error: 'coat.linear' op coat-lower-linear: a block-scaled kernel with tile-m = 128, warpgroups = 1 has 255 registers per consumer thread, too few for 256 accumulators and partial sums
 
 func.func @fwd(%x: !coat.qtensor<?x?xf8E4M3FN, per_tensor>,
