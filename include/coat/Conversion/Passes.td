@@ -501,9 +501,10 @@ def CoatLowerLinear : Pass<"coat-lower-linear", "::mlir::ModuleOp"> {
                 "TMA + wgmma kernels";
   let description = [{
     A kernel-spec function is a public `func.func` whose body holds one
-    `coat.linear` with per-tensor FP8 operands, or block-scaled ones (see
-    below) (A: M x K, B: N x K, both K-major). It becomes a `gpu.func` of the same name in
-    `gpu.module @coat_linear` computing `C = (A . B^T) * s_A * s_B (+ bias)`.
+    `coat.linear` with FP8 operands (A: M x K, B: N x K, both K-major),
+    per-tensor or block-scaled (below). It becomes a `gpu.func` of the same
+    name in `gpu.module @coat_linear`; per-tensor operands give
+    `C = (A . B^T) * s_A * s_B (+ bias)`.
     `forward`, `dgrad` and `wgrad` are the same NT GEMM once their operands
     are K-major (COAT.md §3.2), so all kinds share one kernel; A and B may be
     any of E4M3/E5M2 (`wgmma ... .e5m2.e4m3` etc.). The result is written as
