@@ -4,10 +4,19 @@ compiled lowering configuration, plus the 1x16-quantized-output kernel.
 Prints a table last: TFLOP/s of each and the ratio ours / cuBLASLt, and per
 shape the best configuration.
 
+Block-scaled kernels (scaling "block": 1x128 x 128x128 f32 scales, COAT.md
+§4.4) get their own table at 4096^3, 8192^3 and 8192x11008x4096: TFLOP/s,
+% of the 1979 TFLOP/s dense FP8 peak, and, where this torch has it, the
+DeepSeek-style blockwise torch._scaled_mm (cuBLASLt, CUDA >= 12.9, sm_90) as
+the anchor; otherwise the anchor column reads n/a. The error column is
+against the dequantized fp32 product. `--only block` / `--only per_tensor`
+runs one table.
+
 Kernels: $COAT_LINEAR_KERNELS (':'-separated folders with a manifest.json,
 e.g. one per set of coat-lower-linear options), or compiled from
 examples/linear/fp8_linear.mlir with coat-opt (default options)."""
 
+import argparse
 import os
 import sys
 import time
@@ -21,6 +30,9 @@ import coat  # noqa: E402
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 11008, 4096),
           (8192, 4096, 11008), (16384, 14336, 4096)]  # M, N, K
+BLOCK_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 11008, 4096)]
+BLOCK = 128
+FP8_PEAK_TFLOPS = 1979.0  # H200 dense FP8, docs/anchors.md
 
 
 def kernel_dirs():
@@ -56,11 +68,87 @@ def config_tag(spec):
     return f"{c['tile'][0]}x{c['tile'][1]} s{c['stages']} wg{c['warpgroups']} {sched}"
 
 
+def torch_blockwise(x8, w8, sa, sb):
+    """torch._scaled_mm with DeepSeek-style scales, in the layouts cuBLASLt
+    wants: s_A [M, K/128] outer-dim-major, s_B as [K/128 padded to 4, N/128]
+    with stride (1, padded). Returns a callable, or the reason it is missing."""
+    kb = sa.shape[1]
+    l4 = -(-kb // 4) * 4
+    sa_cm = sa.t().contiguous().t()
+    sb_pad = torch.zeros(sb.shape[0], l4, device=sb.device)
+    sb_pad[:, :kb] = sb
+    sb_arg = sb_pad.t()
+
+    def run():
+        return torch._scaled_mm(x8, w8.t(), scale_a=sa_cm, scale_b=sb_arg,
+                                out_dtype=torch.bfloat16)
+    try:
+        run()
+        torch.cuda.synchronize()
+    except (RuntimeError, TypeError, ValueError) as e:
+        return None, str(e).splitlines()[0][:80]
+    return run, None
+
+
+def bench_block(kernels):
+    rows = []
+    for m, n, k in BLOCK_SHAPES:
+        torch.manual_seed(0)
+        kb, nb = -(-k // BLOCK), -(-n // BLOCK)
+        x8 = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
+        w8 = (torch.randn(n, k, device="cuda") * 0.1).to(torch.float8_e4m3fn)
+        sa = torch.rand(m, kb, device="cuda") * 0.02 + 0.01
+        sb = torch.rand(nb, kb, device="cuda") * 0.02 + 0.01
+        out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+        flop = 2.0 * m * n * k
+        xd = x8.float() * sa.repeat_interleave(BLOCK, dim=1)[:, :k]
+        wd = w8.float() * sb.repeat_interleave(BLOCK, dim=0)[:n].repeat_interleave(
+            BLOCK, dim=1)[:, :k]
+        want = xd @ wd.t()
+        del xd, wd
+        anchor, why = torch_blockwise(x8, w8, sa, sb)
+        t_ref = time_ms(anchor) if anchor else None
+        ref_err = (((anchor().float() - want).abs().max() / want.abs().max()).item()
+                   if anchor else None)
+        for tag, kern in kernels:
+            def ours():
+                kern.launch(n=n, a=x8, b=w8, out=out, a_scale=sa, b_scale=sb, m=m, k=k,
+                            n_blocks=nb, k_blocks=kb)
+            t = time_ms(ours)
+            err = ((out.float() - want).abs().max() / want.abs().max()).item()
+            rows.append((f"{m}x{n}x{k}", tag, flop / t / 1e9,
+                         flop / t_ref / 1e9 if t_ref else None,
+                         t_ref / t if t_ref else None, f"{err:.2e}",
+                         f"{ref_err:.2e}" if ref_err is not None else "n/a"))
+        print(f"# {m}x{n}x{k}: blockwise torch._scaled_mm "
+              + (f"{flop / t_ref / 1e9:.1f} TFLOP/s" if t_ref else f"unavailable ({why})"),
+              flush=True)
+        del want
+    print(f"\n# FP8 GEMM e4m3 x e4m3, 1x128 x 128x128 f32 block scales -> bf16, "
+          f"{torch.cuda.get_device_name()}, torch {torch.__version__}, "
+          f"{time.strftime('%Y-%m-%d')}; mean of 50 after 10 warm-up; "
+          f"peak {FP8_PEAK_TFLOPS:.0f} TFLOP/s")
+    header = (f"| {'M x N x K':18} | {'ours':28} | {'ours TFLOP/s':>12} | {'% peak':>6} "
+              f"| {'torch blockwise TFLOP/s':>23} | {'ratio':>6} | {'ours err':>8} "
+              f"| {'torch err':>9} |")
+    print(header)
+    print(f"|{'-' * 20}|{'-' * 30}|{'-' * 14}|{'-' * 8}|{'-' * 25}|{'-' * 8}|{'-' * 10}"
+          f"|{'-' * 11}|")
+    for shape, tag, ours, ref, ratio, err, ref_err in rows:
+        ref_s = f"{ref:23.1f}" if ref else f"{'n/a':>23}"
+        ratio_s = f"{ratio:6.3f}" if ratio else f"{'n/a':>6}"
+        print(f"| {shape:18} | {tag:28} | {ours:12.1f} | {100 * ours / FP8_PEAK_TFLOPS:6.1f} "
+              f"| {ref_s} | {ratio_s} | {err:>8} | {ref_err:>9} |")
+
+
 def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", choices=["per_tensor", "block"], default=None)
+    args = ap.parse_args()
     if not torch.cuda.is_available():
         print("bench_linear: CUDA is not available")
         return 1
-    gemms, quantized = [], []
+    gemms, quantized, blocked = [], [], []
     for d in kernel_dirs():
         mod = coat.load(d)
         for k in mod.manifest.kernels:
@@ -69,10 +157,21 @@ def main():
                 continue
             if c.get("a") != "e4m3" or c.get("b") != "e4m3":
                 continue
+            if c.get("scaling") == "block":
+                if c.get("out") == "bf16":
+                    blocked.append((config_tag(k), mod[k.name]))
+                continue
             if c.get("out") == "bf16":
                 gemms.append((config_tag(k), mod[k.name]))
             elif c.get("out") == "e4m3":
                 quantized.append((config_tag(k) + " q16", mod[k.name]))
+    if args.only != "per_tensor":
+        if blocked:
+            bench_block(blocked)
+        else:
+            print("# no block-scaled forward bf16 kernel in the kernel folders")
+        if args.only == "block":
+            return 0
     rows, best = [], []
     for m, n, k in SHAPES:
         torch.manual_seed(0)

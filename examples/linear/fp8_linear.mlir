@@ -55,3 +55,49 @@ func.func @coat_fp8_linear_wgrad(%dyt: !coat.qtensor<?x?xf8E5M2, per_tensor>,
             !coat.qtensor<?x?xf8E4M3FN, per_tensor> -> tensor<?x?xf32>
   return %dw : tensor<?x?xf32>
 }
+
+// DeepSeek-style block scaling (COAT.md §4.4): A with 1x128 scales along K
+// (row-major [M, ceil(K/128)] f32), B with 128x128 block scales (row-major
+// [ceil(N/128), ceil(K/128)] f32). Each 128-wide K slice's product is scaled
+// by s_A[i, kb] * s_B[j / 128, kb] and promoted into the f32 accumulator:
+// Y[i, j] = sum_kb s_A[i, kb] s_B[j/128, kb] sum_{k in kb} A[i, k] B[j, k].
+// These kernels are block-tile-n (coat-lower-linear option, default 128) wide.
+func.func @coat_fp8_linear_block_fwd(
+    %x: !coat.qtensor<?x?xf8E4M3FN, per_group<128>>,
+    %w: !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>>) -> tensor<?x?xbf16> {
+  %y = coat.linear forward %x, %w
+         : !coat.qtensor<?x?xf8E4M3FN, per_group<128>>,
+           !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>> -> tensor<?x?xbf16>
+  return %y : tensor<?x?xbf16>
+}
+
+func.func @coat_fp8_linear_block_fwd_bias(
+    %x: !coat.qtensor<?x?xf8E4M3FN, per_group<128>>,
+    %w: !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>>,
+    %b: tensor<?xbf16>) -> tensor<?x?xbf16> {
+  %y = coat.linear forward %x, %w bias %b
+         : !coat.qtensor<?x?xf8E4M3FN, per_group<128>>,
+           !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>>, tensor<?xbf16>
+         -> tensor<?x?xbf16>
+  return %y : tensor<?x?xbf16>
+}
+
+// Dgrad dX = dY . W: E4M3 dY (1x128) x W^T re-quantized in 128x128 blocks.
+func.func @coat_fp8_linear_block_dgrad(
+    %dy: !coat.qtensor<?x?xf8E4M3FN, per_group<128>>,
+    %wt: !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>>) -> tensor<?x?xbf16> {
+  %dx = coat.linear dgrad %dy, %wt
+          : !coat.qtensor<?x?xf8E4M3FN, per_group<128>>,
+            !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>> -> tensor<?x?xbf16>
+  return %dx : tensor<?x?xbf16>
+}
+
+// Wgrad dW^T = X^T . dY: X^T (1x128 over tokens) x dY^T (128x128 blocks).
+func.func @coat_fp8_linear_block_wgrad(
+    %xt: !coat.qtensor<?x?xf8E4M3FN, per_group<128>>,
+    %dyt: !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>>) -> tensor<?x?xf32> {
+  %dw = coat.linear wgrad %xt, %dyt
+          : !coat.qtensor<?x?xf8E4M3FN, per_group<128>>,
+            !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>> -> tensor<?x?xf32>
+  return %dw : tensor<?x?xf32>
+}

@@ -1,8 +1,9 @@
 """coat-lower-linear's FP8 GEMMs on the GPU: every kind (forward, dgrad,
-wgrad), E4M3/E5M2 operand pairs, bf16/f32 outputs, bias, and the 1x16
-quantized output, checked against an fp32 reference that decodes the FP8
-operands and against torch._scaled_mm (cuBLASLt), on tile-multiple, ragged
-and adversarial (zero, max-magnitude) inputs.
+wgrad), E4M3/E5M2 operand pairs, bf16/f32 outputs, bias, the 1x16
+quantized output, and the DeepSeek-style block-scaled kernels (1x128 x
+128x128 f32 scales, COAT.md §4.4), checked against an fp32 reference that
+decodes the FP8 operands and against torch._scaled_mm (cuBLASLt), on
+tile-multiple, ragged and adversarial (zero, max-magnitude) inputs.
 
 Kernels come from $COAT_LINEAR_KERNELS (folders holding a manifest.json, ':'
 separated; every linear kernel in them is tested, so several lowering
@@ -69,7 +70,9 @@ def kernels():
 
 
 def pick(kernels, **want):
-    """The kernels whose manifest config matches `want` (skips if none)."""
+    """The kernels whose manifest config matches `want` (skips if none);
+    per-tensor ones unless `scaling` says otherwise."""
+    want.setdefault("scaling", "per_tensor")
     got = [k for k in kernels if all(k.spec.config.get(key) == v for key, v in want.items())]
     if not got:
         pytest.skip(f"no linear kernel with {want}")
@@ -347,3 +350,157 @@ def test_scaled_mm_api_matches_torch(kernels):
     with pytest.raises(ValueError, match="no compiled GEMM"):
         scaled_mm(a8.view(torch.float8_e5m2), w8.t().view(torch.float8_e5m2), sa, sb,
                   module=mod)
+
+
+# --- DeepSeek-style block scaling (COAT.md §4.4) ---
+
+BLOCK = 128
+
+
+def quantize_rows_1x128(x, fmt="e4m3"):
+    """1x128 groups along K (the last group may be partial): s = (max|x| +
+    1e-10) / fp8max per group, f32. Returns codes [M, K] and s [M, ceil(K/128)]."""
+    m, k = x.shape
+    kb = -(-k // BLOCK)
+    pad = torch.zeros(m, kb * BLOCK, device=x.device)
+    pad[:, :k] = x
+    g = pad.view(m, kb, BLOCK)
+    s = (g.abs().amax(dim=2) + SCALE_EPS) / FP8_MAX[fmt]
+    q = (g / s[:, :, None]).clamp(-FP8_MAX[fmt], FP8_MAX[fmt]).view(m, kb * BLOCK)[:, :k]
+    return q.contiguous().to(FP8[fmt]), s.contiguous()
+
+
+def quantize_blocks_128x128(x, fmt="e4m3"):
+    """128x128 blocks (edge blocks partial). Returns codes [N, K] and s
+    [ceil(N/128), ceil(K/128)], f32."""
+    n, k = x.shape
+    nb, kb = -(-n // BLOCK), -(-k // BLOCK)
+    pad = torch.zeros(nb * BLOCK, kb * BLOCK, device=x.device)
+    pad[:n, :k] = x
+    g = pad.view(nb, BLOCK, kb, BLOCK)
+    s = (g.abs().amax(dim=(1, 3)) + SCALE_EPS) / FP8_MAX[fmt]
+    q = (g / s[:, None, :, None]).clamp(-FP8_MAX[fmt], FP8_MAX[fmt])
+    return q.view(nb * BLOCK, kb * BLOCK)[:n, :k].contiguous().to(FP8[fmt]), s.contiguous()
+
+
+def block_reference(a8, b8, sa, sb, bias=None):
+    """The formula itself: Y[i, j] = sum_kb sa[i, kb] * sb[j // 128, kb] *
+    sum_{k in kb} A[i, k] * B[j, k], with decoded operands, in float64."""
+    m, k = a8.shape
+    n = b8.shape[0]
+    a, b = a8.float().double(), b8.float().double()
+    sbn = sb.double().repeat_interleave(BLOCK, dim=0)[:n]  # [n, kb]
+    y = torch.zeros(m, n, dtype=torch.float64, device=a8.device)
+    for kb in range(-(-k // BLOCK)):
+        sl = slice(kb * BLOCK, min(k, (kb + 1) * BLOCK))
+        part = a[:, sl] @ b[:, sl].t()
+        y += part * sa.double()[:, kb, None] * sbn[None, :, kb]
+    if bias is not None:
+        y += bias.double()
+    return y.float()
+
+
+def launch_block(kern, a8, b8, sa, sb, bias=None, out=None):
+    m, k = a8.shape
+    n = b8.shape[0]
+    args = dict(n=n, a=a8, b=b8, a_scale=sa, b_scale=sb, m=m, k=k,
+                n_blocks=-(-n // BLOCK), k_blocks=-(-k // BLOCK))
+    if bias is not None:
+        args["bias"] = bias
+    if out is None:
+        dtype = torch.float32 if kern.spec.config["out"] == "f32" else torch.bfloat16
+        out = torch.full((m, n), float("nan"), dtype=dtype, device=a8.device)
+    kern.launch(out=out, **args)
+    torch.cuda.synchronize()
+    return out
+
+
+BLOCK_SHAPES = SHAPES + [
+    (129, 130, 144),     # two K slices, the second 16 wide; N spans 2 weight blocks
+    (64, 384, 8192),     # long K: 64 promotions per tile
+]
+BLOCK_VARIANTS = [("forward", "bf16"), ("dgrad", "bf16"), ("wgrad", "f32")]
+
+
+@pytest.mark.parametrize("kind,out", BLOCK_VARIANTS)
+@pytest.mark.parametrize("m,n,k", BLOCK_SHAPES)
+def test_block_scaled_matches_formula(kernels, kind, out, m, n, k):
+    """Random operands with scales spread over 2^-8..2^8 per block, so a
+    kernel applying one scale per tile or per tensor fails. Tolerance as for
+    the per-tensor kinds (check_close)."""
+    torch.manual_seed(17 + m * 5 + n + k)
+    a8, sa = quantize_rows_1x128(torch.randn(m, k, device="cuda") * 3.0)
+    b8, sb = quantize_blocks_128x128(torch.randn(n, k, device="cuda") * 0.05)
+    sa = sa * torch.exp2(torch.randint(-8, 9, sa.shape, device="cuda").float())
+    sb = sb * torch.exp2(torch.randint(-8, 9, sb.shape, device="cuda").float())
+    ref = block_reference(a8, b8, sa, sb)
+    for kern in pick(kernels, kind=kind, scaling="block", out=out, bias=False):
+        check_close(kern, launch_block(kern, a8, b8, sa, sb), ref,
+                    f"block {kind} {m}x{n}x{k}")
+
+
+@pytest.mark.parametrize("m,n,k", [(128, 128, 128), (300, 200, 256), (257, 333, 4112)])
+def test_block_scaled_bias(kernels, m, n, k):
+    torch.manual_seed(23 + m)
+    a8, sa = quantize_rows_1x128(torch.randn(m, k, device="cuda"))
+    b8, sb = quantize_blocks_128x128(torch.randn(n, k, device="cuda"))
+    bias = (torch.randn(n, device="cuda") * 4.0).to(torch.bfloat16)
+    ref = block_reference(a8, b8, sa, sb, bias)
+    for kern in pick(kernels, kind="forward", scaling="block", bias=True):
+        check_close(kern, launch_block(kern, a8, b8, sa, sb, bias=bias), ref,
+                    f"block bias {m}x{n}x{k}")
+
+
+def test_block_scaled_adversarial(kernels):
+    """Zero blocks (codes 0, scale 0 or eps), max-magnitude blocks (all codes
+    +-448 with scales up to 2^20), and scales that change by 2^40 from one K
+    slice to the next: every output finite, as the formula says."""
+    m, n, k = 300, 333, 1040  # ragged M, N (3 weight blocks), K tail of 16
+    kb, nb = -(-k // BLOCK), -(-n // BLOCK)
+    torch.manual_seed(29)
+    a = torch.randn(m, k, device="cuda") * 100
+    b = torch.randn(n, k, device="cuda") * 100
+    a[:, :BLOCK] = 448.0                      # max codes, first K slice
+    b[:BLOCK, :BLOCK] = -448.0
+    a[7] = 0.0                                # a zero row
+    a[:, 3 * BLOCK:4 * BLOCK] = 0.0           # a zero K slice of A
+    b[BLOCK:2 * BLOCK, 5 * BLOCK:6 * BLOCK] = 0.0  # a zero weight block
+    a8 = a.clamp(-448, 448).to(FP8["e4m3"])
+    b8 = b.clamp(-448, 448).to(FP8["e4m3"])
+    sa = torch.exp2(torch.randint(-20, 21, (m, kb), device="cuda").float())
+    sb = torch.exp2(torch.randint(-20, 21, (nb, kb), device="cuda").float())
+    sa[:, 0] = 2.0 ** 20
+    sb[0, 0] = 2.0 ** 20 / 4
+    sa[:, 3] = 0.0                            # scale 0 on the zero slice
+    sb[1, 5] = 0.0
+    ref = block_reference(a8, b8, sa, sb)
+    assert torch.isfinite(ref).all()
+    for kern in pick(kernels, kind="forward", scaling="block", out="bf16", bias=False):
+        y = launch_block(kern, a8, b8, sa, sb)
+        assert torch.isfinite(y.float()).all(), f"{tag(kern)}: non-finite outputs"
+        assert (y[7] == 0).all(), f"{tag(kern)}: zero row gave nonzero outputs"
+        check_close(kern, y, ref, "block adversarial")
+    zeros8 = torch.zeros(m, k, device="cuda").to(FP8["e4m3"])
+    for kern in pick(kernels, kind="forward", scaling="block", out="bf16", bias=False):
+        y = launch_block(kern, zeros8, b8, torch.zeros_like(sa), sb)
+        assert (y.float() == 0).all(), f"{tag(kern)}: zeros in, nonzero out"
+
+
+def test_block_scaled_outputs_untouched_outside(kernels):
+    m, n, k = 130, 258, 272
+    a8, sa = quantize_rows_1x128(torch.randn(m, k, device="cuda"))
+    b8, sb = quantize_blocks_128x128(torch.randn(n, k, device="cuda"))
+    for kern in pick(kernels, kind="forward", scaling="block", out="bf16", bias=False):
+        big = torch.full((m * n + 4096,), 7.0, dtype=torch.bfloat16, device="cuda")
+        launch_block(kern, a8, b8, sa, sb, out=big[: m * n].view(m, n))
+        assert (big[m * n:] == 7.0).all(), f"{tag(kern)} wrote past the output"
+
+
+def test_block_scaled_rejects_wrong_scale_extents(kernels):
+    """The manifest sizes the scale buffers (m*k_blocks, n_blocks*k_blocks)."""
+    m, n, k = 128, 256, 384
+    a8, sa = quantize_rows_1x128(torch.randn(m, k, device="cuda"))
+    b8, sb = quantize_blocks_128x128(torch.randn(n, k, device="cuda"))
+    for kern in pick(kernels, kind="forward", scaling="block", out="bf16", bias=False):
+        with pytest.raises(ValueError, match="argument 'b_scale'"):
+            launch_block(kern, a8, b8, sa, sb[:, :2].contiguous())

@@ -180,6 +180,26 @@ def test_persistent_grid_counts_tiles_and_groups_extent():
     assert not plain.persistent and plain.grid(200, {"m": 300, "n": 200}) == (3, 1, 1)
 
 
+def test_block_scaled_gemm_scale_extents():
+    """Block-scaled GEMMs size their f32 scale matrices with the scalars
+    n_blocks and k_blocks (docs/manifest.md): [m, k_blocks], [n_blocks, k_blocks]."""
+    doc = gemm_doc()
+    rec = doc["kernels"][0]
+    rec["config"] = {"kind": "forward", "out": "bf16", "scaling": "block"}
+    rec["args"] = [a for a in rec["args"] if a["name"] != "out_scale"]
+    rec["args"][2] = {"name": "out", "kind": "memref", "dtype": "bf16", "extent": "m*n"}
+    rec["args"][3:3] = [
+        {"name": "a_scale", "kind": "memref", "dtype": "f32", "extent": "m*k_blocks"},
+        {"name": "b_scale", "kind": "memref", "dtype": "f32", "extent": "n_blocks*k_blocks"}]
+    rec["args"] += [{"name": "n_blocks", "kind": "scalar", "dtype": "i64"},
+                    {"name": "k_blocks", "kind": "scalar", "dtype": "i64"}]
+    k = parse_manifest(doc, directory="/d").kernel("gemm_q16")
+    scalars = {"m": 300, "n": 200, "k": 1040, "n_blocks": 2, "k_blocks": 9}
+    ext = {a.name: a.extent_for(200, k.group_size, scalars) for a in k.args
+           if a.kind == "memref"}
+    assert ext == {"out": 300 * 200, "a_scale": 300 * 9, "b_scale": 2 * 9}
+
+
 @pytest.mark.parametrize("change, message", [
     (lambda d: d["kernels"][0]["launch"].update(persistent="yes"), "expected true or false"),
     (lambda d: d["kernels"][0]["launch"].update(grid_tiles=[], elements_per_block=16),

@@ -501,9 +501,10 @@ def CoatLowerLinear : Pass<"coat-lower-linear", "::mlir::ModuleOp"> {
                 "TMA + wgmma kernels";
   let description = [{
     A kernel-spec function is a public `func.func` whose body holds one
-    `coat.linear` with per-tensor FP8 operands (A: M x K, B: N x K, both
-    K-major). It becomes a `gpu.func` of the same name in
-    `gpu.module @coat_linear` computing `C = (A . B^T) * s_A * s_B (+ bias)`.
+    `coat.linear` with FP8 operands (A: M x K, B: N x K, both K-major),
+    per-tensor or block-scaled (below). It becomes a `gpu.func` of the same
+    name in `gpu.module @coat_linear`; per-tensor operands give
+    `C = (A . B^T) * s_A * s_B (+ bias)`.
     `forward`, `dgrad` and `wgrad` are the same NT GEMM once their operands
     are K-major (COAT.md §3.2), so all kinds share one kernel; A and B may be
     any of E4M3/E5M2 (`wgmma ... .e5m2.e4m3` etc.). The result is written as
@@ -531,15 +532,35 @@ def CoatLowerLinear : Pass<"coat-lower-linear", "::mlir::ModuleOp"> {
       buffers), adds the bias in f32 and stores with bounds checks (any M,
       N; K must be a multiple of 16 for TMA strides).
 
+    Block-scaled operands (COAT.md §4.4, DeepSeek-style: lhs
+    `per_group<128>`, rhs `per_block<128x128>`, f32 scales) compute
+    `Y[i, j] = sum_kb s_A[i, kb] s_B[j / 128, kb] sum_{k in kb} A[i, k] B[j, k]`
+    with promotion to f32 every 128 of K: each K slice (one ring stage) is
+    multiplied into a fresh wgmma fragment (scale-d = 0), waited for
+    (`wgmma.wait_group 0`; the other consumer warpgroup's wgmma overlaps),
+    released, and added to the f32 accumulators with one FMA per element by
+    `s_A[row, kb] * s_B[col / 128, kb]`. The scales (row-major
+    `[m, k_blocks]` and `[n_blocks, k_blocks]` f32, `k_blocks = ceil(k/128)`,
+    `n_blocks = ceil(n/128)`) are loaded per slice into registers before the
+    slice's barrier wait; out-of-range rows and slices read a clamped, valid
+    entry (their products are zero or not stored). These kernels use
+    `block-tile-n` (default 128) columns per tile instead of `tile-n`: the
+    partial fragment doubles the accumulators, and a tile may span at most
+    two weight blocks. A tile that can cross a block boundary (tile widths
+    not dividing 128, e.g. 192) gets one mainloop per column offset it can
+    start at inside its weight block (`scf.index_switch`), each with the
+    boundary as a constant.
+
     Tile shape, depth and schedule are options, so a caller picks them per
     problem shape (bench/bench_linear.py compiles several).
 
     Parameters (docs/manifest.md): tensormaps `a`, `b` (CUtensorMap by value,
     grid constants; see `coat-mark-grid-constants`), memref `out` (m*n of
     bf16, f32 or FP8 codes), for FP8 results `out_scale` (bf16, m*groups,
-    groups = ceil(n/16)), `a_scale`, `b_scale` (f32, 1), optional `bias` (n),
-    then i64 `m`, `n`, `k`. A `coat.kernel` dictionary records them for the
-    manifest. Operands that are not resolved per-tensor qtensors, or option
+    groups = ceil(n/16)), `a_scale`, `b_scale` (f32, 1; block-scaled:
+    `m*k_blocks` and `n_blocks*k_blocks`), optional `bias` (n), then i64
+    `m`, `n`, `k` (block-scaled: then `n_blocks`, `k_blocks`). A `coat.kernel` dictionary records them for the
+    manifest. Operands that are not resolved per-tensor or block-scaled qtensors, or option
     values that do not fit the hardware, are reported as errors.
 
     ```mlir
@@ -566,6 +587,9 @@ def CoatLowerLinear : Pass<"coat-lower-linear", "::mlir::ModuleOp"> {
            "Add a TMA producer warpgroup and make CTAs persistent">,
     Option<"groupM", "group-m", "int64_t", /*default=*/"8",
            "M tiles per group of the persistent tile order">,
+    Option<"blockTileN", "block-tile-n", "int64_t", /*default=*/"128",
+           "Output columns per tile of block-scaled kernels (multiple of 16; "
+           "a tile spans at most two 128-column weight blocks)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",

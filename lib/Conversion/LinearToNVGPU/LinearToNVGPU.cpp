@@ -43,6 +43,8 @@
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 
+#include <numeric>
+
 namespace mlir::coat {
 #define GEN_PASS_DEF_COATLOWERLINEAR
 #define GEN_PASS_DEF_COATMARKGRIDCONSTANTS
@@ -76,7 +78,16 @@ struct GemmProblem {
   OutputKind out;
   ::coat::Fp8Format outFormat = ::coat::Fp8Format::E4M3; ///< Fp8Groups codes
   Type biasElem; ///< null without a bias
+  /// DeepSeek-style scales (COAT.md §4.4): A 1x128 along K, B 128x128, f32,
+  /// applied to each 128-wide K slice's partial product before it is added
+  /// to the f32 accumulator.
+  bool blockScaled = false;
 };
+
+/// Side of a block-scale block (1x128 for A, 128x128 for B); equal to the K
+/// slice of one ring stage, so one stage is one scale block.
+constexpr int64_t kScaleBlock = 128;
+static_assert(kScaleBlock == kTileK, "one ring stage per K scale block");
 
 /// The kernel's tiling and schedule (the pass options).
 struct GemmShape {
@@ -175,13 +186,25 @@ SmallVector<GemmParam> gemmParams(MLIRContext *ctx, const GemmProblem &p,
     memref("out_scale", b.getI16Type(), "bf16", str("m*groups"));
     break;
   }
-  memref("a_scale", b.getF32Type(), "f32", b.getI64IntegerAttr(1));
-  memref("b_scale", b.getF32Type(), "f32", b.getI64IntegerAttr(1));
+  if (p.blockScaled) {
+    // Row-major [m, k_blocks] and [n_blocks, k_blocks] f32 scale matrices.
+    memref("a_scale", b.getF32Type(), "f32", str("m*k_blocks"));
+    memref("b_scale", b.getF32Type(), "f32", str("n_blocks*k_blocks"));
+  } else {
+    memref("a_scale", b.getF32Type(), "f32", b.getI64IntegerAttr(1));
+    memref("b_scale", b.getF32Type(), "f32", b.getI64IntegerAttr(1));
+  }
   if (p.biasElem)
     memref("bias", p.biasElem, manifestDtype(p.biasElem), str("n"));
   scalar("m");
   scalar("n");
   scalar("k");
+  if (p.blockScaled) {
+    // ceil(n / 128) and ceil(k / 128): scalars so the runtime can size the
+    // scale buffers with its product-of-scalars extents.
+    scalar("n_blocks");
+    scalar("k_blocks");
+  }
   return params;
 }
 
@@ -196,7 +219,7 @@ DictionaryAttr buildManifestRecord(MLIRContext *ctx, StringRef name,
       named("a", str(::coat::getFp8Traits(p.lhs).name)),
       named("b", str(::coat::getFp8Traits(p.rhs).name)),
       named("out", str(outputDtype(p))),
-      named("scaling", str("per_tensor")),
+      named("scaling", str(p.blockScaled ? "block" : "per_tensor")),
       named("bias", b.getBoolAttr(static_cast<bool>(p.biasElem))),
       named("tile", b.getI64ArrayAttr({g.tileM, g.tileN, kTileK})),
       named("stages", b.getI64IntegerAttr(g.stages)),
@@ -204,6 +227,11 @@ DictionaryAttr buildManifestRecord(MLIRContext *ctx, StringRef name,
       named("warp_specialized", b.getBoolAttr(g.warpSpecialized))};
   if (g.warpSpecialized)
     config.push_back(named("group_m", b.getI64IntegerAttr(g.groupM)));
+  if (p.blockScaled) {
+    config.push_back(named("a_scale_block", b.getI64ArrayAttr({1, kScaleBlock})));
+    config.push_back(
+        named("b_scale_block", b.getI64ArrayAttr({kScaleBlock, kScaleBlock})));
+  }
   if (p.out == OutputKind::Fp8Groups) {
     config.push_back(named("group_size", b.getI64IntegerAttr(kOutputGroup)));
     config.push_back(named("out_scale", str("bf16")));
@@ -256,6 +284,7 @@ private:
   // Kernel arguments.
   Value tensorMapA, tensorMapB, out, outScale, aScale, bScale, bias;
   Value M, N, K;
+  Value nBlocks, kBlocks; ///< block-scaled: scale matrix extents
   // Per-thread values.
   Value tid, base, kTiles;
   LLVM::LLVMStructType accType;
@@ -315,7 +344,30 @@ private:
   void issueLoads(Value stage, Value kTile, Value m0, Value n0);
   /// Issues one K slice's wgmma group from ring stage `stage` for the rows
   /// of consumer warpgroup `consumer`; returns the new accumulators.
-  SmallVector<Value> issueWgmmas(Value stage, Value consumer, ValueRange accs);
+  /// With `fresh`, the first wgmma ignores `accs` (scale-d = 0): the group
+  /// computes this slice's product alone.
+  SmallVector<Value> issueWgmmas(Value stage, Value consumer, ValueRange accs,
+                                 bool fresh = false);
+  /// Block-scaled: this thread's A-row scales (2 per 64-row block) and the
+  /// tile's B-block scale for K slice `kt`, loaded from global memory with
+  /// clamped indices (rows past M and slices past k_blocks read a valid
+  /// entry; their products are zero or not stored).
+  /// With `second`, also the scale of the next weight block (a tile that
+  /// crosses a block boundary).
+  SmallVector<Value> loadBlockScales(Value kt, Value rowBase, Value n0,
+                                     bool second);
+  /// acc += partial * s_A[row, kb] * s_B[n-block, kb], per fragment element;
+  /// n8 chunks from `boundary` on lie in the tile's second weight block.
+  SmallVector<Value> promote(ValueRange accs, ValueRange partials,
+                             ArrayRef<Value> scales, int64_t boundary);
+  /// Block-scaled: builds the mainloop once per column offset the tile can
+  /// have inside its 128-column weight block (one case when tile-n divides
+  /// 128), so the block boundary is a constant in each; `mainloop(boundary)`
+  /// returns the accumulators.
+  SmallVector<Value>
+  perColumnOffset(Value n0,
+                  llvm::function_ref<SmallVector<Value>(int64_t)> mainloop);
+  Value undefAccumulator() { return LLVM::UndefOp::create(b, accType); }
   SmallVector<Value> zeroAccumulators();
   /// (m tile, n tile) of linear tile `t` in grouped order: `groupM` M tiles
   /// sweep every N tile before the next group, so the CTAs running at once
@@ -378,7 +430,7 @@ SmallVector<Value> GemmKernelBuilder::zeroAccumulators() {
 }
 
 SmallVector<Value> GemmKernelBuilder::issueWgmmas(Value stage, Value consumer,
-                                                  ValueRange accsIn) {
+                                                  ValueRange accsIn, bool fresh) {
   MLIRContext *ctx = b.getContext();
   Value stageAddr = add(base, mul(toI64(stage), cI64(g.stageBytes())));
   Value aAddr = add(stageAddr, mul(toI64(consumer), cI64(g.mPerWarpgroup() * kTileK)));
@@ -391,6 +443,7 @@ SmallVector<Value> GemmKernelBuilder::issueWgmmas(Value stage, Value consumer,
   auto shape = NVVM::MMAShapeAttr::get(ctx, 64, g.tileN, kWgmmaK);
   auto one = NVVM::WGMMAScaleInAttr::get(ctx, NVVM::WGMMAScaleIn::one);
   auto outOne = NVVM::WGMMAScaleOutAttr::get(ctx, NVVM::WGMMAScaleOut::one);
+  auto outZero = NVVM::WGMMAScaleOutAttr::get(ctx, NVVM::WGMMAScaleOut::zero);
   auto row = NVVM::MMALayoutAttr::get(ctx, NVVM::MMALayout::row);
   auto col = NVVM::MMALayoutAttr::get(ctx, NVVM::MMALayout::col);
   for (int64_t kk = 0; kk < kTileK / kWgmmaK; ++kk) {
@@ -398,12 +451,93 @@ SmallVector<Value> GemmKernelBuilder::issueWgmmas(Value stage, Value consumer,
     for (int64_t i = 0; i < g.mBlocks(); ++i) {
       Value descA = descriptor(add(aAddr, cI64(i * 64 * kTileK + kWgmmaK * kk)));
       accs[i] = NVVM::WgmmaMmaAsyncOp::create(
-          b, accType, accs[i], descA, descB, shape, typeA, typeB, f32t, outOne,
-          one, one, row, col, NVVM::MMAIntOverflowAttr());
+          b, accType, accs[i], descA, descB, shape, typeA, typeB, f32t,
+          fresh && kk == 0 ? outZero : outOne, one, one, row, col,
+          NVVM::MMAIntOverflowAttr());
     }
   }
   NVVM::WgmmaGroupSyncAlignedOp::create(b);
   return accs;
+}
+
+SmallVector<Value> GemmKernelBuilder::loadBlockScales(Value kt, Value rowBase,
+                                                      Value n0, bool second) {
+  Value lastRow = arith::SubIOp::create(b, M, cIdx(1));
+  Value kb = arith::MinUIOp::create(
+      b, kt, arith::SubIOp::create(b, arith::MaxUIOp::create(b, kBlocks, cIdx(1)),
+                                   cIdx(1)));
+  SmallVector<Value> scales;
+  for (int64_t i = 0; i < g.mBlocks(); ++i)
+    for (int64_t h = 0; h < 2; ++h) {
+      Value row = arith::MinUIOp::create(b, add(rowBase, cIdx(64 * i + 8 * h)), lastRow);
+      scales.push_back(
+          memref::LoadOp::create(b, aScale, ValueRange{add(mul(row, kBlocks), kb)}));
+    }
+  // The tile's first weight block and, when it crosses into it, the next
+  // (clamped: past N it only scales columns that are not stored).
+  Value lastBlock =
+      arith::SubIOp::create(b, arith::MaxUIOp::create(b, nBlocks, cIdx(1)), cIdx(1));
+  Value nb0 = arith::DivUIOp::create(b, n0, cIdx(kScaleBlock));
+  for (int64_t blk = 0; blk < (second ? 2 : 1); ++blk) {
+    Value nb = arith::MinUIOp::create(b, add(nb0, cIdx(blk)), lastBlock);
+    scales.push_back(
+        memref::LoadOp::create(b, bScale, ValueRange{add(mul(nb, kBlocks), kb)}));
+  }
+  return scales;
+}
+
+SmallVector<Value> GemmKernelBuilder::promote(ValueRange accsIn, ValueRange partials,
+                                              ArrayRef<Value> scales,
+                                              int64_t boundary) {
+  SmallVector<Value> accs(accsIn);
+  int64_t rowScales = 2 * g.mBlocks();
+  bool crosses = boundary < g.tileN / 8;
+  for (int64_t i = 0; i < g.mBlocks(); ++i) {
+    // [weight block][row half]
+    Value rowScale[2][2];
+    for (int64_t blk = 0; blk < (crosses ? 2 : 1); ++blk)
+      for (int64_t h = 0; h < 2; ++h)
+        rowScale[blk][h] =
+            arith::MulFOp::create(b, scales[2 * i + h], scales[rowScales + blk]);
+    for (int64_t e = 0; e < g.tileN / 2; ++e) {
+      // Register e holds row rowInBlock + 8 * ((e / 2) % 2) of block i, in
+      // n8 chunk e / 4.
+      int64_t blk = e / 4 >= boundary ? 1 : 0;
+      Value part = LLVM::ExtractValueOp::create(b, partials[i], e);
+      Value acc = LLVM::ExtractValueOp::create(b, accs[i], e);
+      Value sum = math::FmaOp::create(b, part, rowScale[blk][(e / 2) % 2], acc);
+      accs[i] = LLVM::InsertValueOp::create(b, accs[i], sum, e);
+    }
+  }
+  return accs;
+}
+
+SmallVector<Value> GemmKernelBuilder::perColumnOffset(
+    Value n0, llvm::function_ref<SmallVector<Value>(int64_t)> mainloop) {
+  int64_t chunks = g.tileN / 8;
+  // Tile starts n0 = t * tile-n sit at multiples of gcd(tile-n, 128) inside
+  // their weight block.
+  int64_t step = std::gcd(g.tileN, kScaleBlock);
+  auto boundary = [&](int64_t offset) {
+    return offset + g.tileN > kScaleBlock ? (kScaleBlock - offset) / 8 : chunks;
+  };
+  if (kScaleBlock % g.tileN == 0 || step == kScaleBlock)
+    return mainloop(chunks);
+  SmallVector<int64_t> offsets;
+  for (int64_t o = step; o < kScaleBlock; o += step)
+    offsets.push_back(o);
+  Value offset = arith::RemUIOp::create(b, n0, cIdx(kScaleBlock));
+  auto sw = scf::IndexSwitchOp::create(
+      b, SmallVector<Type>(g.mBlocks(), accType), offset, offsets, offsets.size());
+  auto fill = [&](Region &region, int64_t o) {
+    OpBuilder::InsertionGuard guard(b);
+    b.createBlock(&region);
+    scf::YieldOp::create(b, mainloop(boundary(o)));
+  };
+  fill(sw.getDefaultRegion(), 0);
+  for (auto [region, o] : llvm::zip(sw.getCaseRegions(), offsets))
+    fill(region, o);
+  return SmallVector<Value>(sw.getResults());
 }
 
 std::pair<Value, Value> GemmKernelBuilder::tileCoords(Value t, Value tilesM,
@@ -435,6 +569,10 @@ void GemmKernelBuilder::build() {
   M = toIdx(entry.getArgument(a++));
   N = toIdx(entry.getArgument(a++));
   K = toIdx(entry.getArgument(a++));
+  if (p.blockScaled) {
+    nBlocks = toIdx(entry.getArgument(a++));
+    kBlocks = toIdx(entry.getArgument(a++));
+  }
 
   tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
   kTiles = arith::CeilDivUIOp::create(b, K, cIdx(kTileK));
@@ -470,6 +608,7 @@ void GemmKernelBuilder::buildPlain() {
   Value isWgLeader =
       cmp(arith::CmpIPredicate::eq, arith::RemUIOp::create(b, tid, cIdx(128)), cIdx(0));
   initBarriers(g.warpgroups);
+  Value rowBase = add(add(m0, mul(wg, cIdx(g.mPerWarpgroup()))), rowInBlock);
 
   // Prologue: fill the ring.
   ifThen(isLeader, [&] {
@@ -477,6 +616,39 @@ void GemmKernelBuilder::buildPlain() {
       ifThen(cmp(arith::CmpIPredicate::ult, cIdx(s), kTiles),
              [&] { issueLoads(cIdx(s), cIdx(s), m0, n0); });
   });
+
+  if (p.blockScaled) {
+    SmallVector<Value> accs = perColumnOffset(n0, [&](int64_t boundary) {
+      auto loop = scf::ForOp::create(b, cIdx(0), kTiles, cIdx(1), zeroAccumulators());
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(loop.getBody());
+      Value kt = loop.getInductionVar();
+      Value stage = arith::RemUIOp::create(b, kt, cIdx(g.stages));
+      // Promotion per 128-wide K slice: the slice's product in a fresh
+      // fragment, waited for, then scaled into the f32 accumulators.
+      SmallVector<Value> scales =
+          loadBlockScales(kt, rowBase, n0, boundary < g.tileN / 8);
+      wait(fullBarrier(stage), roundParity(kt));
+      SmallVector<Value> fresh(g.mBlocks(), undefAccumulator());
+      SmallVector<Value> partials = issueWgmmas(stage, wg, fresh, /*fresh=*/true);
+      NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
+      ifThen(isWgLeader, [&] {
+        NVVM::MBarrierArriveOp::create(b, Type(), emptyBarrier(stage), Value());
+      });
+      Value next = add(kt, cIdx(g.stages));
+      ifThen(arith::AndIOp::create(b, isLeader,
+                                   cmp(arith::CmpIPredicate::ult, next, kTiles)),
+             [&] {
+               wait(emptyBarrier(stage), roundParity(kt));
+               issueLoads(stage, next, m0, n0);
+             });
+      scf::YieldOp::create(
+          b, promote(loop.getRegionIterArgs(), partials, scales, boundary));
+      return SmallVector<Value>(loop.getResults());
+    });
+    emitEpilogue(accs, m0, n0, wg);
+    return;
+  }
 
   auto loop = scf::ForOp::create(b, cIdx(0), kTiles, cIdx(1), zeroAccumulators());
   {
@@ -571,6 +743,35 @@ void GemmKernelBuilder::buildWarpSpecialized() {
           });
         };
         tileLoop([&](Value m0, Value n0, Value kIter) {
+          if (p.blockScaled) {
+            Value rowBase =
+                add(add(m0, mul(consumer, cIdx(g.mPerWarpgroup()))), rowInBlock);
+            SmallVector<Value> accs = perColumnOffset(n0, [&](int64_t boundary) {
+              auto kLoop =
+                  scf::ForOp::create(b, cIdx(0), kTiles, cIdx(1), zeroAccumulators());
+              OpBuilder::InsertionGuard guard(b);
+              b.setInsertionPointToStart(kLoop.getBody());
+              Value kt = kLoop.getInductionVar();
+              Value it = add(kIter, kt);
+              Value stage = arith::RemUIOp::create(b, it, cIdx(g.stages));
+              // Scales first: their loads overlap the barrier wait and wgmma.
+              SmallVector<Value> scales =
+                  loadBlockScales(kt, rowBase, n0, boundary < g.tileN / 8);
+              wait(fullBarrier(stage), roundParity(it));
+              SmallVector<Value> fresh(g.mBlocks(), undefAccumulator());
+              SmallVector<Value> partials =
+                  issueWgmmas(stage, consumer, fresh, /*fresh=*/true);
+              // The other consumers' wgmma keeps the tensor cores busy
+              // while this one promotes.
+              NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
+              release(it);
+              scf::YieldOp::create(
+                  b, promote(kLoop.getRegionIterArgs(), partials, scales, boundary));
+              return SmallVector<Value>(kLoop.getResults());
+            });
+            emitEpilogue(accs, m0, n0, consumer);
+            return;
+          }
           auto kLoop = scf::ForOp::create(b, cIdx(0), kTiles, cIdx(1), zeroAccumulators());
           {
             OpBuilder::InsertionGuard guard(b);
@@ -613,9 +814,13 @@ Value GemmKernelBuilder::scaled(Value acc, Value scale, Value col, Value colIn) 
 
 void GemmKernelBuilder::emitEpilogue(ArrayRef<Value> accs, Value m0, Value n0,
                                      Value consumer) {
-  Value scale = arith::MulFOp::create(
-      b, memref::LoadOp::create(b, aScale, ValueRange{cIdx(0)}),
-      memref::LoadOp::create(b, bScale, ValueRange{cIdx(0)}));
+  // Block scales were applied per K slice.
+  Value scale =
+      p.blockScaled
+          ? Value(arith::ConstantOp::create(b, b.getF32FloatAttr(1.0f)))
+          : Value(arith::MulFOp::create(
+                b, memref::LoadOp::create(b, aScale, ValueRange{cIdx(0)}),
+                memref::LoadOp::create(b, bScale, ValueRange{cIdx(0)})));
   Value rowBase = add(add(m0, mul(consumer, cIdx(g.mPerWarpgroup()))), rowInBlock);
   if (p.out == OutputKind::Fp8Groups)
     return storeFp8Groups(accs, scale, rowBase, n0);
@@ -794,11 +999,18 @@ FailureOr<GemmProblem> analyze(LinearOp op) {
   if (!lhs || !rhs)
     return op.emitOpError("coat-lower-linear needs resolved !coat.qtensor operands "
                           "(run coat-mixed-granularity first)");
-  if (!lhs.getScaling().isPerTensor() || !rhs.getScaling().isPerTensor())
-    return op.emitOpError("coat-lower-linear handles only per_tensor operands so far");
+  bool perTensor = lhs.getScaling().isPerTensor() && rhs.getScaling().isPerTensor();
+  bool blockScaled =
+      lhs.getScalingValue() == ::coat::Scaling::perGroup(kScaleBlock) &&
+      rhs.getScalingValue() == ::coat::Scaling::perBlock(kScaleBlock, kScaleBlock) &&
+      lhs.getScaleType().isF32() && rhs.getScaleType().isF32();
+  if (!perTensor && !blockScaled)
+    return op.emitOpError("coat-lower-linear handles per_tensor operands and "
+                          "per_group<128> x per_block<128x128> ones with f32 scales");
   if (lhs.getRank() != 2 || rhs.getRank() != 2)
     return op.emitOpError("coat-lower-linear needs 2-D operands");
   GemmProblem p;
+  p.blockScaled = blockScaled;
   p.kind = op.getKind();
   p.lhs = lhs.getFormat();
   p.rhs = rhs.getFormat();
@@ -881,7 +1093,36 @@ struct CoatLowerLinearPass
       FailureOr<GemmProblem> problem = analyze(op);
       if (failed(problem))
         return signalPassFailure();
-      lowerSpec(fn, *problem, g, gpuModule);
+      GemmShape shape = g;
+      if (problem->blockScaled) {
+        // The slice's partial product doubles the accumulators, and a tile
+        // may span at most two 128-column weight blocks: starting at a
+        // multiple of gcd(tile-n, 128) inside one, it must end in the next.
+        shape.tileN = blockTileN;
+        if (shape.tileN % 16 != 0 || shape.tileN < 16 || shape.tileN > 256 ||
+            shape.tileN > kScaleBlock + std::gcd(shape.tileN, kScaleBlock)) {
+          op.emitOpError("coat-lower-linear: block-tile-n (")
+              << shape.tileN
+              << ") must be a multiple of 16 whose tiles span at most two "
+                 "128-column weight blocks (<= 128 + gcd(block-tile-n, 128))";
+          return signalPassFailure();
+        }
+        if (shape.sharedBytes() > 227 * 1024) {
+          op.emitOpError("coat-lower-linear: block-scaled kernel needs ")
+              << shape.sharedBytes()
+              << " bytes of shared memory, more than Hopper's 227 KiB per block";
+          return signalPassFailure();
+        }
+        int64_t regs = shape.consumerRegisters() ? shape.consumerRegisters() : 255;
+        if (regs < shape.tileN * shape.mBlocks() + 24) {
+          op.emitOpError("coat-lower-linear: a block-scaled kernel with tile-m = ")
+              << shape.tileM << ", warpgroups = " << shape.warpgroups << " has "
+              << regs << " registers per consumer thread, too few for "
+              << shape.tileN * shape.mBlocks() << " accumulators and partial sums";
+          return signalPassFailure();
+        }
+      }
+      lowerSpec(fn, *problem, shape, gpuModule);
     }
     module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
                     UnitAttr::get(module.getContext()));
