@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Where LLVM is: compiles examples/linear/fp8_linear.mlir (per-tensor and
 # block-scaled FP8 GEMM specs) once per set of coat-lower-linear options, one
-# folder each under OUT, for scripts/gpu_check_linear.sh and
+# folder each under OUT, for scripts/gpu_check.sh (it finds the GEMM folders) and
 # bench/bench_linear.py ($COAT_LINEAR_KERNELS).
 #
 #   scripts/compile_linear.sh OUT
