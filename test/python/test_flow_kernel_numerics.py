@@ -19,11 +19,11 @@ exact-math=true (manifest config math = "exact"): those evaluate each formula
 in the library's order with IEEE division and call the same libm expf/erff.
 
 Ops with special functions (silu, gelu and their gradients) differ from the
-library by a few f32 ulps: on the GPU with exact-math (libdevice
+library: by a few f32 ulps on the GPU with exact-math (libdevice
 __nv_expf/__nv_erff), and on both targets with the default fast formulas
-(math = "fast": ex2/rcp, Numerical Recipes' erfcc; coat-lower-pointwise's
-description derives their bounds: within 2^-16.4 relative, or 2^-21.2 *
-(1 + |x|) * |dy| absolute for the derivatives, before rounding). Near the
+(math = "fast": ex2/rcp and erfc as t exp(P(t) - z^2)) by at most 2^-16.0
+relative, or 2^-21.0 * (1 + |x|) * |dy| absolute for the derivatives, before
+rounding (coat-lower-pointwise's description derives these bounds). Near the
 zero of 1 + erf(x) and of the derivatives that error is amplified by
 cancellation. There a value passes if it is within one bf16 ulp of the
 library's, or within 16 * 2^-23 * |dy| * (1 + |x|) = 2^-19 * |dy| * (1 + |x|)
