@@ -24,7 +24,7 @@ LLVM_BIN = Path(os.environ.get("COAT_LLVM_BIN", "/usr/lib/llvm-22/bin"))
 # takes only specs without another coat op.
 GPU_PIPELINE = (
     "builtin.module(coat-fuse-adamw,coat-lower-optimizer{{target=gpu {lower}}},"
-    "coat-lower-pointwise{{target=gpu}},coat-lower-norms{{target=gpu}},"
+    "coat-lower-pointwise{{target=gpu {pointwise}}},coat-lower-norms{{target=gpu}},"
     "coat-lower-activations{{target=gpu}},coat-lower-reduce-scales{{target=gpu}},"
     "coat-lower-linear{{{linear}}},"
     "coat-export-manifest{{dir={out} chip={chip} features={features}}},"
@@ -41,7 +41,7 @@ GPU_ONLY_OPS = ("coat.linear",)
 # The same kernels for the CPU, down to the LLVM dialect.
 CPU_PIPELINE = (
     "builtin.module(coat-fuse-adamw,coat-lower-optimizer{{target=cpu}},"
-    "coat-lower-pointwise{{target=cpu}},coat-lower-norms{{target=cpu}},"
+    "coat-lower-pointwise{{target=cpu {pointwise}}},coat-lower-norms{{target=cpu}},"
     "coat-lower-activations{{target=cpu}},coat-lower-reduce-scales{{target=cpu}},"
     "coat-export-manifest{{dir={out} chip={chip} features={features}}},"
     "coat-expand-fp8-conversions,arith-expand{{include-bf16=true}},canonicalize,cse,"
@@ -78,11 +78,14 @@ class Toolchain:
     def compile_file(self, src: Path, out: Path, *, chip: str = "sm_90a",
                      features: str = "+ptx80", gpu: bool = True,
                      cpu: bool = True, lower_options: str = "",
-                     linear_options: str = "") -> List[Path]:
+                     linear_options: str = "",
+                     pointwise_options: str = "") -> List[Path]:
         """Compiles `src` into `out`; returns the files produced.
         `lower_options` go to coat-lower-optimizer for the GPU (for example
         "elements-per-thread=8 block-size=256"), `linear_options` to
-        coat-lower-linear (for example "tile-n=128 stages=3"). A module with
+        coat-lower-linear (for example "tile-n=128 stages=3"),
+        `pointwise_options` to coat-lower-pointwise on both targets (for
+        example "exact-math=true"). A module with
         GPU-only ops (GPU_ONLY_OPS) gets no CPU twins."""
         src, out = Path(src).resolve(), Path(out).resolve()
         cpu = cpu and not any(op in src.read_text() for op in GPU_ONLY_OPS)
@@ -91,7 +94,7 @@ class Toolchain:
         if manifest.exists():
             manifest.unlink()  # the export passes merge into an existing one
         fmt_args = dict(out=out, chip=chip, features=features, lower=lower_options,
-                        linear=linear_options)
+                        linear=linear_options, pointwise=pointwise_options)
         if gpu:
             for fmt in ("isa", "bin"):
                 self._run([self.coat_opt, str(src), *GPU_LLVM_FLAGS,

@@ -109,9 +109,36 @@ struct QuantizedLane {
 
 /// `s = round((max_group |x| + eps) / fp8max)` with IEEE division (the scale
 /// is stored, so both targets must agree on it), then `x / s` with the
-/// rounded `s`. Truncating `scaled` to the FP8 type gives COAT's codes.
+/// rounded `s` (divideBySharedDivisor, or `x * rcp(s)` with approxDivision).
+/// Truncating `scaled` to the FP8 type gives COAT's codes.
 QuantizedLane quantizeGroup(F32Emitter &f, const GroupLane &lane,
                             ArrayRef<Value> x, const GroupQuantization &q);
+
+/// `x_i / s` for values sharing one divisor, with one IEEE reciprocal
+/// `r = RN(1/s)` and per element three operations (Markstein's correction):
+///
+///   q = RN(x * r);  n = fma(q, s, -x);  q' = fma(-n, r, q)
+///
+/// (n is the exact residual x - q*s negated, so that x = -0 gives -0.) For
+/// 2^-126 <= s <= 2^126, q' is the IEEE quotient RN(x/s) whenever
+/// |x| >= 2^-102 (the residual does not underflow) and 2^-126 <= |x/s| <
+/// 2^127, and for x = +-0 (Markstein 1990; Muller et al., Handbook of
+/// Floating-Point Arithmetic, 2nd ed., §5.3: with r within 1/2 ulp of 1/s
+/// and q within one ulp of x/s the residual is exact and one rounding of
+/// q - n*r is correct). Tinier dividends and subnormal quotients keep the
+/// sign and stay within one ulp. s = +inf and NaN stay on this path and give
+/// x/s (r = 0 makes q = x * 0; the correction multiplies by 0, not inf), for
+/// finite or NaN x; any other s (<= 0, subnormal, above 2^126) takes a branch
+/// of IEEE divisions. Overflowing quotients and infinite x over finite s are
+/// outside the contract. test/Unit/DivisionTest.cpp checks all of this on
+/// the same sequence in C++, exhaustively over bf16 divisors on request.
+///
+/// For the quantizer (s = bf16((max|x| + 1e-10) / fp8max) >= 2^-50, |x/s| <
+/// 450, s = inf when the group holds an inf) this gives the codes of the
+/// IEEE quotient in every FP8 format: results can differ only below 2^-17,
+/// where both round to the same signed zero.
+SmallVector<Value> divideBySharedDivisor(F32Emitter &f, ArrayRef<Value> x,
+                                         Value s);
 
 
 /// How a buffer of float type `logical` is declared in a kernel: f32 as

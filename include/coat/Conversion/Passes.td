@@ -353,7 +353,41 @@ def CoatLowerPointwise : Pass<"coat-lower-pointwise", "::mlir::ModuleOp"> {
       no kernel re-reads the result to find it).
     - A `per_group<G>` FP8 result is quantized from the f32 values as
       `coat.quantize` does: `s = bf16((max|y| + 1e-10) / fp8max)` (IEEE
-      division), codes `cvt.rn.satfinite(y / s)`.
+      division), codes `cvt.rn.satfinite(y / s)`, the division by one
+      IEEE reciprocal of `s` per group and Markstein's correction per element
+      (`divideBySharedDivisor`, GroupKernel.h), which gives the codes of the
+      IEEE quotient.
+
+    The special functions have two formulations (`exact-math`):
+
+    - `exact-math=true`: the library's formulas in its order with IEEE
+      divisions and `expf`/`erff` (libm in the CPU twin, which then agrees
+      with the library bit for bit; libdevice on the GPU, within an ulp or
+      two of libm).
+    - `exact-math=false` (default): no IEEE division and no libdevice call
+      per element. sigmoid(x) = rcp(1 + ex2(-x log2 e)). Phi(x) = h for
+      x <= 0 and 1 - h for x > 0, h = erfc(|x|/sqrt2)/2, from erfc(z) =
+      t exp(P(t) - z^2), t = 1/(1 + z/2), evaluated in base 2 as
+      h = t ex2(P'(t) - x^2 log2(e)/2), P' = P log2 e - 1. gelu_grad takes
+      Numerical Recipes' erfcc (Press et al., Numerical Recipes in C, 2nd
+      ed., §6.2: degree-9 P, relative error < 1.2e-7) with one Newton step
+      on t and forms exp(-x^2/2) for its pdf term separately; gelu takes a
+      degree-5 P (a least-squares fit: erfc within 7.7e-6 relative).
+      1/sqrt2 and 1/sqrt(2 pi) are multiplications. On the GPU ex2 and rcp
+      are the SFU approximations (`afn`, coat-fast-nvvm-math: within 2 ulp
+      and 1 ulp); the CPU twin evaluates the same formulas with libm `exp2f`
+      and IEEE division. With those bounds (an fp64 evaluation on
+      [-100, 100], each ex2 and rcp perturbed by its bound) the f32 values
+      before rounding are within 2^-17.9 (silu) and 2^-16.0 (gelu) relative
+      of the exact functions, and silu_grad, gelu_grad within
+      2^-22.4 (1 + |x|) |dy| and 2^-21.0 (1 + |x|) |dy| absolute (gelu:
+      2^-20.1 (1 + |x|); the library's own f32 evaluation: about
+      2^-23 (1 + |x|) |dy|). So bf16 results are within one bf16 ulp of the
+      library's, or within 2^-19 (1 + |x|) |dy| of them where the
+      derivatives or 1 + erf cancel, and an FP8 code can move by one step
+      when y/s lies within about 2^-18 of a rounding boundary. The SFU ops
+      flush subnormal results: sigmoid(x) for x < -87.3 is 0 (an absolute
+      error below 2^-126 |x|).
 
     Per-tensor FP8 results and transposed copies need the maximum of the
     whole tensor: `coat-group-scaling` turns them into high-precision results
@@ -392,6 +426,10 @@ def CoatLowerPointwise : Pass<"coat-lower-pointwise", "::mlir::ModuleOp"> {
     Option<"lanesPerThread", "lanes-per-thread", "int64_t", /*default=*/"1",
            "GPU: lanes (E elements each) per thread, strided by the block "
            "size; more keeps more bytes in flight per thread">,
+    Option<"exactMath", "exact-math", "bool", /*default=*/"false",
+           "Evaluate sigmoid and GELU with the reference library's formulas "
+           "(IEEE divisions, expf/erff; the CPU twin is bit-exact) instead "
+           "of the fast forms (SFU ex2/rcp, erfcc)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",

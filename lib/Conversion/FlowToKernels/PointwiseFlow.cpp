@@ -43,10 +43,97 @@ namespace {
 // What each op contributes
 //===----------------------------------------------------------------------===//
 
+/// The formulas of the special functions, in one of two forms (the pass's
+/// `exact-math` option):
+///
+/// - exact: the reference library's (lib/Numerics/Activations.cpp) formulas
+///   in its evaluation order, IEEE divisions, expf/erff (libm on the CPU, so
+///   the CPU twin agrees with the library bit for bit; libdevice on the GPU);
+/// - fast: no IEEE division and no libdevice call. sigmoid(x) =
+///   rcp(1 + ex2(-x log2 e)); Phi(x) = erfc(-x/sqrt 2)/2 with erfc(z) =
+///   t exp(-z^2 + P(t)), t = 1/(1 + z/2): Numerical Recipes' erfcc (Press
+///   et al., Numerical Recipes in C, 2nd ed., §6.2: degree-9 P, relative
+///   error < 1.2e-7) in gelu_grad, a degree-5 P in gelu. ex2 and rcp are
+///   the SFU approximations on the GPU (afn, coat-fast-nvvm-math) and libm
+///   exp2f / IEEE division on the CPU. The pass description has the error
+///   bounds.
+struct ActivationMath {
+  F32Emitter &f;
+  bool exact;
+
+  Value neg(Value x) { return arith::NegFOp::create(f.b, x); }
+
+  Value sigmoid(Value x) {
+    if (exact)
+      return f.div(f.c(1.0), f.add(f.c(1.0), f.exp(neg(x))));
+    F32Emitter sfu{f.b, /*approx=*/true};
+    Value e = sfu.exp2(f.mul(x, f.c(-kLog2e)));
+    return sfu.div(f.c(1.0), f.add(f.c(1.0), e));
+  }
+
+  /// Phi(x) = (1 + erf(x / sqrt 2)) / 2; with `gauss`, also exp(-x^2 / 2).
+  /// `refine` (fast form) adds one Newton step to the SFU reciprocal, for
+  /// the cancellation of the GELU derivative.
+  Value geluCdf(Value x, Value *gauss = nullptr, bool refine = false) {
+    if (exact) {
+      if (gauss)
+        *gauss = f.exp(f.div(neg(f.mul(x, x)), f.c(2.0)));
+      return f.div(f.add(f.c(1.0), f.erf(f.div(x, f.c(std::sqrt(2.0f))))),
+                   f.c(2.0));
+    }
+    F32Emitter sfu{f.b, /*approx=*/true};
+    // Phi(x) = h for x <= 0 and 1 - h for x > 0, h = erfc(|x| / sqrt 2) / 2,
+    // from erfc(z) = t exp(P(t) - z^2), t = 1 / (1 + z / 2), evaluated in
+    // base 2 with the halving folded in: h = t ex2(P'(t) - x^2 log2(e) / 2),
+    // P' = P log2 e - 1. x^2 is formed from x, as exact as the library's
+    // x * x. The derivative (gauss) cancels near x = -0.75 and takes
+    // Numerical Recipes' erfcc (degree 9, relative error < 1.2e-7) with a
+    // Newton step on t; there |x| is clamped so that the step stays finite
+    // for x = +-inf (erfc(1e4) is 0 in f32 either way). The forward value
+    // takes a degree-5 P (a least-squares fit, reweighted towards minimax,
+    // of log(erfc(z) / t) + z^2 on t in [1/6.2, 1]: erfc within 7.7e-6
+    // relative), which suffices for a bf16 result; t = rcp(inf) = 0 makes
+    // h = 0 for x = +-inf.
+    static const double kErfcc[] = {-1.26551223, 1.00002368, 0.37409196,
+                                    0.09678418,  -0.18628806, 0.27886807,
+                                    -1.13520398, 1.48851587,  -0.82215223,
+                                    0.17087277};
+    static const double kErfc5[] = {-1.2665419661270167, 1.0180158566927036,
+                                    0.254434074790592,   0.4745096567517458,
+                                    -0.7092047502700171, 0.22879474388919815};
+    ArrayRef<double> poly = gauss ? ArrayRef<double>(kErfcc)
+                                  : ArrayRef<double>(kErfc5);
+    Value a = f.abs(x);
+    if (refine)
+      a = f.minnum(a, f.c(1e4));
+    Value d = f.fma(a, f.c(0.5 / std::sqrt(2.0)), f.c(1.0));
+    Value t = sfu.div(f.c(1.0), d);
+    if (refine)
+      t = f.fma(t, f.fma(neg(d), t, f.c(1.0)), t);
+    auto coeff = [&](size_t k) {
+      return f.c(poly[k] * kLog2e - (k == 0 ? 1.0 : 0.0));
+    };
+    Value p = coeff(poly.size() - 1);
+    for (size_t k = poly.size() - 1; k-- > 0;)
+      p = f.fma(p, t, coeff(k));
+    Value x2 = f.mul(x, x);
+    Value h;
+    if (gauss) {
+      *gauss = sfu.exp2(f.mul(x2, f.c(-0.5 * kLog2e)));
+      h = f.mul(f.mul(t, *gauss), sfu.exp2(p));
+    } else {
+      h = f.mul(t, sfu.exp2(f.fma(x2, f.c(-0.5 * kLog2e), p)));
+    }
+    return f.select(f.le(x, f.c(0.0)), h, f.sub(f.c(1.0), h));
+  }
+
+  static constexpr double kLog2e = 1.44269504088896340736;
+};
+
 /// The f32 element math of an op: operand values -> one value per entry of
 /// `PointwiseOpInfo::results` (a quantized copy repeats its source value).
 using ElementMath =
-    std::function<SmallVector<Value>(F32Emitter &, ArrayRef<Value>)>;
+    std::function<SmallVector<Value>(ActivationMath &, ArrayRef<Value>)>;
 
 struct NamedValue {
   Value value;
@@ -62,19 +149,10 @@ struct PointwiseOpInfo {
   SmallVector<NamedValue> results;
   SmallVector<Value> transposed;
   ElementMath math;
+  /// Whether the math calls a special function (exp, erf).
+  bool special = false;
 };
 
-Value neg(F32Emitter &f, Value x) { return arith::NegFOp::create(f.b, x); }
-
-// The formulas and their evaluation order are the reference library's
-// (lib/Numerics/Activations.cpp), so the CPU twin agrees with it bit for bit.
-Value sigmoid(F32Emitter &f, Value x) {
-  return f.div(f.c(1.0), f.add(f.c(1.0), f.exp(neg(f, x))));
-}
-Value geluCdf(F32Emitter &f, Value x) {
-  return f.div(f.add(f.c(1.0), f.erf(f.div(x, f.c(std::sqrt(2.0f))))),
-               f.c(2.0));
-}
 const double kSqrt2Pi = std::sqrt(2.0 * 3.14159265358979323846);
 
 /// Appends `v` under `name` when the optional result is present.
@@ -88,20 +166,23 @@ std::optional<PointwiseOpInfo> describe(Operation *op) {
       .Case([](SiluOp op) {
         return PointwiseOpInfo{
             "silu", {{op.getInput(), "x"}}, {{op.getResult(), "y"}}, {},
-            [](F32Emitter &f, ArrayRef<Value> in) -> SmallVector<Value> {
-              return {f.mul(in[0], sigmoid(f, in[0]))};
-            }};
+            [](ActivationMath &m, ArrayRef<Value> in) -> SmallVector<Value> {
+              return {m.f.mul(in[0], m.sigmoid(in[0]))};
+            },
+            /*special=*/true};
       })
       .Case([](SiluGradOp op) {
         PointwiseOpInfo info{
             "silu_grad", {{op.getInput(), "x"}, {op.getGrad(), "dy"}},
             {{op.getDx(), "dx"}}, {},
-            [](F32Emitter &f, ArrayRef<Value> in) -> SmallVector<Value> {
-              Value x = in[0], s = sigmoid(f, x);
+            [](ActivationMath &m, ArrayRef<Value> in) -> SmallVector<Value> {
+              F32Emitter &f = m.f;
+              Value x = in[0], s = m.sigmoid(x);
               Value d = f.add(s, f.mul(f.mul(x, s), f.sub(f.c(1.0), s)));
               Value dx = f.mul(in[1], d);
               return {dx, dx};
-            }};
+            },
+            /*special=*/true};
         addIfPresent(info.results, op.getDxQ(), "dx_q");
         if (op.getDxQt())
           info.transposed.push_back(op.getDxQt());
@@ -110,9 +191,10 @@ std::optional<PointwiseOpInfo> describe(Operation *op) {
       .Case([](GeluOp op) {
         PointwiseOpInfo info{
             "gelu", {{op.getInput(), "x"}}, {{op.getResult(), "y"}}, {},
-            [](F32Emitter &f, ArrayRef<Value> in) -> SmallVector<Value> {
-              return {f.mul(in[0], geluCdf(f, in[0]))};
-            }};
+            [](ActivationMath &m, ArrayRef<Value> in) -> SmallVector<Value> {
+              return {m.f.mul(in[0], m.geluCdf(in[0]))};
+            },
+            /*special=*/true};
         if (op.getResultT())
           info.transposed.push_back(op.getResultT());
         return info;
@@ -121,13 +203,17 @@ std::optional<PointwiseOpInfo> describe(Operation *op) {
         PointwiseOpInfo info{
             "gelu_grad", {{op.getInput(), "x"}, {op.getGrad(), "dy"}},
             {{op.getDx(), "dx"}}, {},
-            [](F32Emitter &f, ArrayRef<Value> in) -> SmallVector<Value> {
-              Value x = in[0];
-              Value e = f.exp(f.div(neg(f, f.mul(x, x)), f.c(2.0)));
-              Value pdfTerm = f.div(f.mul(x, e), f.c(kSqrt2Pi));
-              Value dx = f.mul(in[1], f.add(geluCdf(f, x), pdfTerm));
+            [](ActivationMath &m, ArrayRef<Value> in) -> SmallVector<Value> {
+              F32Emitter &f = m.f;
+              Value x = in[0], e;
+              Value cdf = m.geluCdf(x, &e, /*refine=*/true);
+              Value pdfTerm = m.exact
+                                  ? f.div(f.mul(x, e), f.c(kSqrt2Pi))
+                                  : f.mul(f.mul(x, e), f.c(1.0 / kSqrt2Pi));
+              Value dx = f.mul(in[1], f.add(cdf, pdfTerm));
               return {dx, dx};
-            }};
+            },
+            /*special=*/true};
         addIfPresent(info.results, op.getDxQ(), "dx_q");
         if (op.getDxQt())
           info.transposed.push_back(op.getDxQt());
@@ -137,7 +223,8 @@ std::optional<PointwiseOpInfo> describe(Operation *op) {
         PointwiseOpInfo info{
             "swiglu_mul", {{op.getLhs(), "x1"}, {op.getRhs(), "x2"}},
             {{op.getResult(), "y"}}, {},
-            [](F32Emitter &f, ArrayRef<Value> in) -> SmallVector<Value> {
+            [](ActivationMath &m, ArrayRef<Value> in) -> SmallVector<Value> {
+              F32Emitter &f = m.f;
               return {f.mul(in[0], in[1])};
             }};
         if (op.getResultT())
@@ -149,7 +236,8 @@ std::optional<PointwiseOpInfo> describe(Operation *op) {
             "swiglu_mul_grad",
             {{op.getLhs(), "x1"}, {op.getRhs(), "x2"}, {op.getGrad(), "dy"}},
             {{op.getDlhs(), "dx1"}, {op.getDrhs(), "dx2"}}, {},
-            [](F32Emitter &f, ArrayRef<Value> in) -> SmallVector<Value> {
+            [](ActivationMath &m, ArrayRef<Value> in) -> SmallVector<Value> {
+              F32Emitter &f = m.f;
               Value g1 = f.mul(in[2], in[1]), g2 = f.mul(in[2], in[0]);
               return {g1, g2, g2};
             }};
@@ -163,7 +251,8 @@ std::optional<PointwiseOpInfo> describe(Operation *op) {
             "residual_add",
             {{op.getResidual(), "residual"}, {op.getBranch(), "branch"}},
             {{op.getSum(), "sum"}, {op.getSumQ(), "sum_q"}}, {},
-            [](F32Emitter &f, ArrayRef<Value> in) -> SmallVector<Value> {
+            [](ActivationMath &m, ArrayRef<Value> in) -> SmallVector<Value> {
+              F32Emitter &f = m.f;
               Value s = f.add(in[0], in[1]);
               return {s, s};
             }};
@@ -172,7 +261,8 @@ std::optional<PointwiseOpInfo> describe(Operation *op) {
         PointwiseOpInfo info{
             "residual_add_grad", {{op.getLhs(), "a"}, {op.getRhs(), "b"}},
             {{op.getSum(), "sum"}}, {},
-            [](F32Emitter &f, ArrayRef<Value> in) -> SmallVector<Value> {
+            [](ActivationMath &m, ArrayRef<Value> in) -> SmallVector<Value> {
+              F32Emitter &f = m.f;
               Value s = f.add(in[0], in[1]);
               return {s, s};
             }};
@@ -397,7 +487,7 @@ FailureOr<PointwiseSpec> analyze(func::FuncOp fn) {
 }
 
 DictionaryAttr buildRecord(MLIRContext *ctx, StringRef name,
-                           const PointwiseSpec &spec,
+                           const PointwiseSpec &spec, bool exactMath,
                            std::optional<LaunchRule> launch) {
   Builder b(ctx);
   SmallVector<NamedAttribute> config;
@@ -415,6 +505,10 @@ DictionaryAttr buildRecord(MLIRContext *ctx, StringRef name,
   if (spec.hasFp8Output())
     config.push_back(b.getNamedAttr(
         "eps", b.getF64FloatAttr(::coat::kActivationScaleEps)));
+  // Which formulas the special functions use (the tests' tolerances differ).
+  if (spec.info.special)
+    config.push_back(
+        b.getNamedAttr("math", b.getStringAttr(exactMath ? "exact" : "fast")));
   return buildKernelRecord(ctx, name, spec.info.opName, config, spec.abi,
                            launch);
 }
@@ -427,8 +521,8 @@ DictionaryAttr buildRecord(MLIRContext *ctx, StringRef name,
 class PointwiseEmitter {
 public:
   PointwiseEmitter(ImplicitLocOpBuilder &b, const PointwiseSpec &spec,
-                   ValueRange args)
-      : b(b), f(F32Emitter{b}), spec(spec), args(args) {
+                   ValueRange args, bool exactMath)
+      : b(b), f(F32Emitter{b}), spec(spec), args(args), exactMath(exactMath) {
     Value n = arith::MulIOp::create(b, args[spec.rowsArg], args[spec.colsArg]);
     nI64 = n;
     nIndex = arith::IndexCastOp::create(b, b.getIndexType(), n);
@@ -526,7 +620,8 @@ private:
       SmallVector<Value> operands;
       for (const SmallVector<Value> &x : in)
         operands.push_back(x[i]);
-      SmallVector<Value> ys = spec.info.math(f, operands);
+      ActivationMath m{f, exactMath};
+      SmallVector<Value> ys = spec.info.math(m, operands);
       for (auto [k, out] : llvm::enumerate(spec.outputs))
         results[k].push_back(ys[out.mathIndex]);
     }
@@ -541,16 +636,14 @@ private:
         storeFromLeader(lane, out.scaleArg, out.scaleType, q.scale, tail);
         continue;
       }
-      // The maxima are of the stored (rounded) values, which the quantize
-      // that consumes them reads.
-      SmallVector<Value> stored;
-      for (Value y : ys)
-        stored.push_back(f.roundTo(y, out.type));
-      acc.storeF32(args[out.valuesArg], stored, out.type,
+      acc.storeF32(args[out.valuesArg], ys, out.type,
                    alignment(lane, out.valuesArg));
       if (out.absmaxArgs.empty())
         continue;
-      Value m = groupMaxAbs(f, lane, stored);
+      // The maxima are of the stored (rounded) values, which the quantize
+      // that consumes them reads. Rounding to nearest is monotonic and odd,
+      // so max |round(y)| = round(max |y|): one rounding per group.
+      Value m = f.roundTo(groupMaxAbs(f, lane, ys), out.type);
       for (int arg : out.absmaxArgs)
         storeFromLeader(lane, arg, b.getF32Type(), m, tail);
     }
@@ -560,6 +653,7 @@ private:
   F32Emitter f;
   const PointwiseSpec &spec;
   ValueRange args;
+  bool exactMath;
   Value nI64, nIndex, groups;
 };
 
@@ -648,14 +742,14 @@ void CoatLowerPointwisePass::lowerGpu(func::FuncOp fn,
       mb.getDenseI32ArrayAttr({static_cast<int32_t>(blockSize), 1, 1}));
   int64_t lanesPerBlock = blockSize * lanesPerThread;
   kernel->setAttr("coat.kernel",
-                  buildRecord(ctx, fn.getSymName(), spec,
+                  buildRecord(ctx, fn.getSymName(), spec, exactMath,
                               LaunchRule{blockSize, lanesPerBlock *
                                                         shape.elementsPerLane}));
 
   ImplicitLocOpBuilder b(loc, ctx);
   b.setInsertionPointToStart(&kernel.getBody().front());
   auto cidx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
-  PointwiseEmitter emitter(b, spec, kernel.getArguments());
+  PointwiseEmitter emitter(b, spec, kernel.getArguments(), exactMath);
   // Lane u of a thread is lane base + u * blockSize + tid: every unrolled
   // step is a coalesced sweep of the block, and a group's lanes stay
   // adjacent threads of one warp.
@@ -701,12 +795,13 @@ void CoatLowerPointwisePass::lowerCpu(func::FuncOp fn,
   auto cpuFn = func::FuncOp::create(mb, loc, fn.getSymName().str() + ".cpu",
                                     FunctionType::get(ctx, argTypes, {}));
   cpuFn->setAttr("coat.kernel",
-                 buildRecord(ctx, fn.getSymName(), spec, std::nullopt));
+                 buildRecord(ctx, fn.getSymName(), spec, exactMath,
+                             std::nullopt));
   Block *entry = cpuFn.addEntryBlock();
   ImplicitLocOpBuilder b(loc, ctx);
   b.setInsertionPointToStart(entry);
   auto cidx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
-  PointwiseEmitter emitter(b, spec, cpuFn.getArguments());
+  PointwiseEmitter emitter(b, spec, cpuFn.getArguments(), exactMath);
   Value lanes = arith::CeilDivUIOp::create(b, emitter.numElements(),
                                            cidx(shape.elementsPerLane));
   auto loop = scf::ForOp::create(b, cidx(0), lanes, cidx(1));

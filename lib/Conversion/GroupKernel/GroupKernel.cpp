@@ -9,6 +9,8 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
+#include <limits>
+
 using namespace mlir;
 using namespace mlir::coat;
 
@@ -156,10 +158,48 @@ QuantizedLane mlir::coat::quantizeGroup(F32Emitter &f, const GroupLane &lane,
     for (Value xi : x)
       out.scaled.push_back(f.mul(xi, inv));
   } else {
-    for (Value xi : x)
-      out.scaled.push_back(arith::DivFOp::create(b, xi, s));
+    out.scaled = divideBySharedDivisor(f, x, s);
   }
   return out;
+}
+
+SmallVector<Value> mlir::coat::divideBySharedDivisor(F32Emitter &f,
+                                                     ArrayRef<Value> x,
+                                                     Value s) {
+  ImplicitLocOpBuilder &b = f.b;
+  // Positive divisors only: with s < 0, x = +0 would give +0 (scales are
+  // positive; a negative s takes the IEEE branch).
+  Value isInf = f.eq(s, f.c(std::numeric_limits<float>::infinity()));
+  Value normalRange =
+      arith::AndIOp::create(b, f.le(f.c(0x1p-126), s), f.le(s, f.c(0x1p126)));
+  Value isNan = arith::CmpFOp::create(b, arith::CmpFPredicate::UNO, s, s);
+  Value fast = arith::OrIOp::create(
+      b, normalRange, arith::OrIOp::create(b, isInf, isNan));
+  SmallVector<Type> types(x.size(), b.getF32Type());
+  auto branch = scf::IfOp::create(b, types, fast, /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(branch.thenBlock());
+    // IEEE 1/s: the correction needs the correctly rounded reciprocal.
+    Value r = arith::DivFOp::create(b, f.c(1.0), s);
+    // With s = +inf, q = x * 0 already is x / s; fma(-n, 0, q) keeps it.
+    Value sFinite = f.select(isInf, f.c(0.0), s);
+    // The residual is formed negated, q*s - x, so that x = -0 gives
+    // -0 + -0 = -0 in the last step (x - q*s would give +0).
+    SmallVector<Value> q;
+    for (Value xi : x) {
+      Value q0 = f.mul(xi, r);
+      Value negE = f.fma(q0, sFinite, arith::NegFOp::create(b, xi));
+      q.push_back(f.fma(arith::NegFOp::create(b, negE), r, q0));
+    }
+    scf::YieldOp::create(b, q);
+    b.setInsertionPointToStart(branch.elseBlock());
+    SmallVector<Value> exact;
+    for (Value xi : x)
+      exact.push_back(arith::DivFOp::create(b, xi, s));
+    scf::YieldOp::create(b, exact);
+  }
+  return SmallVector<Value>(branch.getResults());
 }
 
 Type mlir::coat::laneStorageType(Type logical) {

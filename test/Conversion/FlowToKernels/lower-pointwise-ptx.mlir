@@ -1,8 +1,10 @@
 // The PTX that matters: 16-byte global accesses, the hardware FP8
 // conversions (E5M2 copies of gradients are per-tensor: coat-group-scaling
-// leaves them to the quantize kernels), shuffles for groups spanning lanes, IEEE
-// divisions with no mul+add contraction of the element math (mul.rn/add.rn),
-// and no local-memory spills.
+// leaves them to the quantize kernels), shuffles for groups spanning lanes,
+// the sigmoid on the SFU (ex2/rcp .approx.ftz), the group scale and its
+// reciprocal by IEEE division and the values divided by fma corrections, no
+// mul+add contraction of the element math (mul.rn/add.rn), and no
+// local-memory spills.
 // RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-pointwise{target=gpu},coat-gpu-to-binary{format=isa})' \
 // RUN:   | sed -e 's/\\0A/\n/g' -e 's/\\09/ /g' | FileCheck %s
 
@@ -10,7 +12,12 @@
 // CHECK-NOT: .local
 // CHECK: ld.global.v4.b32
 // CHECK: cvt.rn.f16x2.e4m3x2
-// CHECK: div.rn.f32
+// CHECK: ex2.approx.ftz.f32
+// CHECK: rcp.approx.ftz.f32
+// CHECK: div.rn.f32 {{.*}}, 0f43E00000;
+// CHECK: rcp.rn.f32
+// CHECK: fma.rn.f32
+// CHECK: fma.rn.f32
 // CHECK: cvt.rn.satfinite.e4m3x2.f32
 // CHECK: st.global.v4.b32
 // CHECK-LABEL: .visible .entry residual_add_g64(

@@ -1,25 +1,43 @@
 // RUN: coat-opt %s -coat-lower-pointwise | FileCheck %s
 // RUN: coat-opt %s -coat-lower-pointwise=target=cpu | FileCheck %s --check-prefix=CPU
 // RUN: coat-opt %s -coat-lower-pointwise=lanes-per-thread=2 | FileCheck %s --check-prefix=U2
+// RUN: coat-opt %s -coat-lower-pointwise=exact-math=true | FileCheck %s --check-prefix=EXACT
+// RUN: coat-opt %s -coat-lower-pointwise='target=cpu exact-math=true' | FileCheck %s --check-prefix=EXACT-CPU
 
 // A 1x16 FP8 in -> 1x16 FP8 out op: no shuffles (one lane per group), the
 // codes are read and written with 16-byte vectors, the scale is derived from
-// the group maximum with IEEE division and rounded to bf16.
+// the group maximum with IEEE division and rounded to bf16, and the values
+// are divided by it with one IEEE reciprocal and two FMAs each (IEEE
+// divisions only in the branch for scales outside [2^-126, 2^126]). The
+// default sigmoid is rcp(1 + ex2(-x log2 e)), both afn.
+// The quotient q = x * r is corrected by fma(-(fma(q, s, -x)), r, q).
 // CHECK: gpu.module @coat_flow_kernels
 // CHECK-LABEL: gpu.func @silu(
 // CHECK-SAME: %{{.*}}: memref<?xi8>, %{{.*}}: memref<?xi16>, %{{.*}}: memref<?xi8>, %{{.*}}: memref<?xi16>, %{{.*}}: i64, %{{.*}}: i64) kernel
 // CHECK-SAME: coat.kernel = {args = [{dtype = "e4m3", extent = "n", kind = "memref", name = "x"}, {dtype = "bf16", extent = "groups", kind = "memref", name = "x_scale"}, {dtype = "e4m3", extent = "n", kind = "memref", name = "y"}, {dtype = "bf16", extent = "groups", kind = "memref", name = "y_scale"}
-// CHECK-SAME: config = {eps = {{.*}}, group_size = 16 : i64, operands = ["x"], results = ["y"]}
+// CHECK-SAME: config = {eps = {{.*}}, group_size = 16 : i64, math = "fast", operands = ["x"], results = ["y"]}
 // CHECK-SAME: launch = {block = [256, 1, 1], elements_per_block = 4096 : i64
 // CHECK-SAME: op = "silu"}, known_block_size = array<i32: 256, 1, 1>
 // CHECK: scf.if
 // CHECK: vector.load %{{.*}} {alignment = 16 : i64} : memref<?xi8>, vector<16xi8>
 // CHECK: arith.extf %{{.*}} : vector<16xf8E4M3FN> to vector<16xf32>
-// CHECK: math.exp
+// CHECK-NOT: math.exp %
+// CHECK: math.exp2 %{{.*}} fastmath<afn> : f32
+// CHECK: arith.divf %{{.*}}, %{{.*}} fastmath<afn> : f32
 // CHECK: arith.maxnumf
 // CHECK-NOT: gpu.shuffle
 // CHECK: arith.constant 4.480000e+02 : f32
-// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: %[[SB:.*]] = arith.truncf %{{.*}} : f32 to bf16
+// CHECK: %[[S:.*]] = arith.extf %[[SB]] : bf16 to f32
+// CHECK: %[[R:.*]] = arith.divf %{{.*}}, %[[S]] : f32
+// CHECK: %[[SF:.*]] = arith.select %{{.*}}, %{{.*}}, %[[S]] : f32
+// CHECK: %[[Q:.*]] = arith.mulf %{{.*}}, %[[R]] : f32
+// CHECK: %[[NX:.*]] = arith.negf
+// CHECK: %[[N:.*]] = math.fma %[[Q]], %[[SF]], %[[NX]] : f32
+// CHECK: %[[NN:.*]] = arith.negf %[[N]] : f32
+// CHECK: math.fma %[[NN]], %[[R]], %[[Q]] : f32
+// CHECK: } else {
+// CHECK: arith.divf %{{.*}}, %[[S]] : f32
 // CHECK: arith.truncf %{{.*}} : vector<16xf32> to vector<16xf8E4M3FN>
 // CHECK: vector.store %{{.*}} {alignment = 16 : i64} : memref<?xi8>, vector<16xi8>
 // The last block masks its tail.
@@ -30,8 +48,14 @@
 // CPU-LABEL: func.func @silu(
 // CPU-SAME: coat.kernel
 // CPU: scf.for
-// CPU: math.exp
+// CPU: math.exp2
 // CPU-NOT: gpu.
+// EXACT-LABEL: gpu.func @silu(
+// EXACT-SAME: math = "exact"
+// EXACT-NOT: math.exp2
+// EXACT: math.exp %
+// EXACT-NOT: fastmath<afn>
+// EXACT: gpu.return
 // U2-LABEL: gpu.func @silu(
 // U2-SAME: elements_per_block = 8192 : i64
 // U2-COUNT-2: vector.load %{{.*}} : memref<?xi8>, vector<16xi8>
@@ -48,18 +72,32 @@ func.func @silu(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>)
 // CHECK-LABEL: gpu.func @gelu_grad(
 // CHECK-SAME: name = "x"}, {dtype = "f32", extent = "groups", kind = "memref", name = "x_scale"}, {dtype = "bf16", extent = "n", kind = "memref", name = "dy"}, {dtype = "bf16", extent = "n", kind = "memref", name = "dx"}, {dtype = "f32", extent = "groups", kind = "memref", name = "dx_absmax"}
 // CHECK-SAME: group_size = 64
+// The fast GELU: Numerical Recipes' erfcc, t = rcp(1 + |z|/2) refined by a
+// Newton step, a degree-9 polynomial in t, ex2 for exp(-x^2/2) and exp(P(t)).
 // CHECK: vector.load %{{.*}} {alignment = 16 : i64} : memref<?xi16>, vector<16xi16>
-// CHECK: math.erf
-// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK-NOT: math.erf
+// CHECK: arith.divf %{{.*}}, %{{.*}} fastmath<afn> : f32
+// CHECK-COUNT-11: math.fma
+// CHECK: math.exp2 %{{.*}} fastmath<afn> : f32
+// CHECK: math.exp2 %{{.*}} fastmath<afn> : f32
+// CHECK: arith.truncf %{{.*}} : vector<16xf32> to vector<16xbf16>
 // CHECK: vector.store %{{.*}} : memref<?xi16>, vector<16xi16>
 // CHECK: gpu.shuffle  xor %{{.*}}, %{{.*}}, %{{.*}} : f32
 // CHECK: gpu.shuffle  xor
 // CHECK-NOT: gpu.shuffle
+// The maximum of the rounded values is the rounded maximum: one rounding.
+// CHECK: %[[MB:.*]] = arith.truncf %{{.*}} : f32 to bf16
+// CHECK: %[[M:.*]] = arith.extf %[[MB]] : bf16 to f32
 // CHECK: scf.if
-// CHECK: memref.store %{{.*}} : memref<?xf32>
+// CHECK: memref.store %[[M]], %{{.*}} : memref<?xf32>
 // CPU-LABEL: func.func @gelu_grad(
-// CPU: func.call @erff
-// CPU-NOT: math.erf
+// CPU-NOT: call @erff
+// CPU: math.exp2
+// EXACT-LABEL: gpu.func @gelu_grad(
+// EXACT: math.erf
+// EXACT-CPU-LABEL: func.func @gelu_grad(
+// EXACT-CPU: func.call @erff
+// EXACT-CPU-NOT: math.erf
 func.func @gelu_grad(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<64>>, %dy: tensor<?x?xbf16>)
     -> (tensor<?x?xbf16>, tensor<?x?xf32>) {
   %dx = coat.gelu_grad %x, %dy : !coat.qtensor<?x?xf8E4M3FN, per_group<64>>, tensor<?x?xbf16>
