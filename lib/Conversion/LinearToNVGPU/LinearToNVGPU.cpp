@@ -1094,6 +1094,16 @@ struct CoatLowerLinearPass
       if (failed(problem))
         return signalPassFailure();
       GemmShape shape = g;
+      // Without explicit tiles, a spec with a static M picks by shape: tall
+      // problems (M >= 8192) ran fastest with 256x128 tiles on the H200,
+      // smaller ones with 128x256 (docs/benchmarks.md, FP8 GEMM).
+      auto lhsShape = cast<ShapedType>(op.getLhs().getType()).getShape();
+      if (!tileM.hasValue() && !tileN.hasValue() && !problem->blockScaled &&
+          !ShapedType::isDynamic(lhsShape[0]) && lhsShape[0] >= 8192 &&
+          warpgroups == 2) {
+        shape.tileM = 256;
+        shape.tileN = 128;
+      }
       if (problem->blockScaled) {
         // The slice's partial product doubles the accumulators, and a tile
         // may span at most two 128-column weight blocks: starting at a
