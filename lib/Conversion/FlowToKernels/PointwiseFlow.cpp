@@ -12,6 +12,7 @@
 
 #include "coat/Conversion/GroupKernel.h"
 #include "coat/Conversion/KernelRecord.h"
+#include "coat/Conversion/KernelSpec.h"
 #include "coat/Conversion/Passes.h"
 #include "coat/Dialect/CoatDialect.h"
 #include "coat/Numerics/Fp8.h"
@@ -716,35 +717,25 @@ struct CoatLowerPointwisePass
 
 private:
   void lowerGpu(func::FuncOp fn, const PointwiseSpec &spec, LaneShape shape,
-                gpu::GPUModuleOp &gpuModule);
-  void lowerCpu(func::FuncOp fn, const PointwiseSpec &spec, LaneShape shape);
+                KernelContainer &kernels);
+  void lowerCpu(func::FuncOp fn, const PointwiseSpec &spec, LaneShape shape,
+                KernelContainer &kernels);
 };
 
 void CoatLowerPointwisePass::lowerGpu(func::FuncOp fn,
                                       const PointwiseSpec &spec,
                                       LaneShape shape,
-                                      gpu::GPUModuleOp &gpuModule) {
+                                      KernelContainer &kernels) {
   MLIRContext *ctx = &getContext();
   Location loc = fn.getLoc();
-  OpBuilder mb(ctx);
-  if (!gpuModule) {
-    mb.setInsertionPointToEnd(getOperation().getBody());
-    gpuModule = gpu::GPUModuleOp::create(mb, loc, "coat_flow_kernels");
-  }
-  mb.setInsertionPointToEnd(gpuModule.getBody());
   SmallVector<Type> argTypes;
   for (const AbiArg &a : spec.abi)
     argTypes.push_back(a.type);
-  auto kernel = gpu::GPUFuncOp::create(mb, loc, fn.getSymName(),
-                                       FunctionType::get(ctx, argTypes, {}));
-  kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), mb.getUnitAttr());
-  kernel.setKnownBlockSizeAttr(
-      mb.getDenseI32ArrayAttr({static_cast<int32_t>(blockSize), 1, 1}));
   int64_t lanesPerBlock = blockSize * lanesPerThread;
-  kernel->setAttr("coat.kernel",
-                  buildRecord(ctx, fn.getSymName(), spec, exactMath,
-                              LaunchRule{blockSize, lanesPerBlock *
-                                                        shape.elementsPerLane}));
+  gpu::GPUFuncOp kernel = kernels.createGpuKernel(
+      loc, fn.getSymName(), FunctionType::get(ctx, argTypes, {}), blockSize,
+      buildRecord(ctx, fn.getSymName(), spec, exactMath,
+                  LaunchRule{blockSize, lanesPerBlock * shape.elementsPerLane}));
 
   ImplicitLocOpBuilder b(loc, ctx);
   b.setInsertionPointToStart(&kernel.getBody().front());
@@ -784,19 +775,16 @@ void CoatLowerPointwisePass::lowerGpu(func::FuncOp fn,
 
 void CoatLowerPointwisePass::lowerCpu(func::FuncOp fn,
                                       const PointwiseSpec &spec,
-                                      LaneShape shape) {
+                                      LaneShape shape,
+                                      KernelContainer &kernels) {
   MLIRContext *ctx = &getContext();
   Location loc = fn.getLoc();
-  OpBuilder mb(ctx);
-  mb.setInsertionPoint(fn);
   SmallVector<Type> argTypes;
   for (const AbiArg &a : spec.abi)
     argTypes.push_back(a.type);
-  auto cpuFn = func::FuncOp::create(mb, loc, fn.getSymName().str() + ".cpu",
-                                    FunctionType::get(ctx, argTypes, {}));
-  cpuFn->setAttr("coat.kernel",
-                 buildRecord(ctx, fn.getSymName(), spec, exactMath,
-                             std::nullopt));
+  func::FuncOp cpuFn = kernels.createCpuTwin(
+      fn, fn.getSymName(), FunctionType::get(ctx, argTypes, {}),
+      buildRecord(ctx, fn.getSymName(), spec, exactMath, std::nullopt));
   Block *entry = cpuFn.addEntryBlock();
   ImplicitLocOpBuilder b(loc, ctx);
   b.setInsertionPointToStart(entry);
@@ -815,12 +803,10 @@ void CoatLowerPointwisePass::lowerCpu(func::FuncOp fn,
 
 void CoatLowerPointwisePass::runOnOperation() {
   ModuleOp module = getOperation();
-  if (target != "gpu" && target != "cpu") {
-    module.emitError("coat-lower-pointwise: target must be 'gpu' or 'cpu', "
-                     "got '")
-        << target << "'";
+  FailureOr<bool> onGpu =
+      parseKernelTarget(module, "coat-lower-pointwise", target);
+  if (failed(onGpu))
     return signalPassFailure();
-  }
   if (blockSize <= 0 || blockSize % 32 != 0 || blockSize > 1024) {
     module.emitError("coat-lower-pointwise: block-size must be a multiple of "
                      "32 in [32, 1024], got ")
@@ -833,7 +819,7 @@ void CoatLowerPointwisePass::runOnOperation() {
         << static_cast<int64_t>(lanesPerThread);
     return signalPassFailure();
   }
-  bool gpu = target == "gpu";
+  bool gpu = *onGpu;
   // Kernel-spec functions are those holding a pointwise flow op.
   SmallVector<func::FuncOp> specs;
   for (auto fn : module.getOps<func::FuncOp>()) {
@@ -844,7 +830,7 @@ void CoatLowerPointwisePass::runOnOperation() {
     if (ours)
       specs.push_back(fn);
   }
-  gpu::GPUModuleOp gpuModule;
+  KernelContainer kernels(module, "coat_flow_kernels", gpu);
   bool failedAny = false;
   for (func::FuncOp fn : specs) {
     FailureOr<PointwiseSpec> spec = analyze(fn);
@@ -861,23 +847,14 @@ void CoatLowerPointwisePass::runOnOperation() {
     if (!gpu)
       shape = {g ? g : 16, 1};
     if (gpu)
-      lowerGpu(fn, *spec, shape, gpuModule);
+      lowerGpu(fn, *spec, shape, kernels);
     else
-      lowerCpu(fn, *spec, shape);
+      lowerCpu(fn, *spec, shape, kernels);
     fn.erase();
   }
   if (failedAny)
     return signalPassFailure();
-  if (gpu && gpuModule)
-    module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
-                    UnitAttr::get(&getContext()));
-  if (!gpu) {
-    for (auto fn : llvm::make_early_inc_range(module.getOps<func::FuncOp>())) {
-      StringRef name = fn.getSymName();
-      if (name.ends_with(".cpu") && fn->hasAttr("coat.kernel"))
-        fn.setSymName(name.drop_back(4));
-    }
-  }
+  kernels.finish();
 }
 
 } // namespace

@@ -29,6 +29,7 @@
 
 #include "coat/Conversion/GroupKernel.h"
 #include "coat/Conversion/KernelRecord.h"
+#include "coat/Conversion/KernelSpec.h"
 #include "coat/Conversion/Passes.h"
 #include "coat/Dialect/CoatDialect.h"
 
@@ -1088,7 +1089,7 @@ struct CoatLowerLinearPass
                   Twine(g.consumerRegisters()) + " registers per consumer thread, "
                   "too few for " + Twine(g.tileN / 2 * g.mBlocks()) + " accumulators");
 
-    gpu::GPUModuleOp gpuModule;
+    KernelContainer kernels(module, "coat_linear", /*gpu=*/true);
     for (auto [fn, op] : specs) {
       FailureOr<GemmProblem> problem = analyze(op);
       if (failed(problem))
@@ -1132,38 +1133,30 @@ struct CoatLowerLinearPass
           return signalPassFailure();
         }
       }
-      lowerSpec(fn, *problem, shape, gpuModule);
+      lowerSpec(fn, *problem, shape, kernels);
     }
-    module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
-                    UnitAttr::get(module.getContext()));
+    kernels.finish();
   }
 
   void lowerSpec(func::FuncOp fn, const GemmProblem &p, const GemmShape &g,
-                 gpu::GPUModuleOp &gpuModule) {
+                 KernelContainer &kernels) {
     MLIRContext *ctx = &getContext();
     OpBuilder mb(ctx);
     Location loc = fn.getLoc();
-    if (!gpuModule) {
-      mb.setInsertionPointToEnd(getOperation().getBody());
-      gpuModule = gpu::GPUModuleOp::create(mb, loc, "coat_linear");
-    }
     SmallVector<GemmParam> params = gemmParams(ctx, p, g);
     SmallVector<Type> types;
     for (const GemmParam &a : params)
       types.push_back(a.type);
-    mb.setInsertionPointToEnd(gpuModule.getBody());
     std::string name = fn.getSymName().str();
-    auto kernel = gpu::GPUFuncOp::create(mb, loc, name, mb.getFunctionType(types, {}));
-    kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), mb.getUnitAttr());
-    kernel.setKnownBlockSizeAttr(
-        mb.getDenseI32ArrayAttr({static_cast<int32_t>(g.threads()), 1, 1}));
+    gpu::GPUFuncOp kernel = kernels.createGpuKernel(
+        loc, name, mb.getFunctionType(types, {}), g.threads(),
+        buildManifestRecord(ctx, name, p, g, params));
     // One CTA per multiprocessor: the register cap setmaxnreg needs at entry.
     kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(), mb.getI32IntegerAttr(1));
     kernel->setAttr(kGridConstantAttr, mb.getDenseI32ArrayAttr({0, 1}));
     for (unsigned i = 0; i < 2; ++i)
       kernel.setArgAttr(i, LLVM::LLVMDialect::getAlignAttrName(),
                         mb.getI32IntegerAttr(64));
-    kernel->setAttr("coat.kernel", buildManifestRecord(ctx, name, p, g, params));
     ImplicitLocOpBuilder b(loc, ctx);
     b.setInsertionPointToStart(&kernel.getBody().front());
     GemmKernelBuilder(b, p, g, kernel).build();
