@@ -439,8 +439,9 @@ def CoatLowerNorms : Pass<"coat-lower-norms", "::mlir::ModuleOp"> {
 
     GPU layout: a team of T threads per row (T = 32: a row per warp; up to
     the block: a row per CTA), chosen as the fewest threads that hold
-    `max_cols` columns in `groups-per-thread` G-element slots each
-    (`threads-per-row` overrides). Thread j owns groups j, j+T, ...: one
+    `max_cols` columns in `groups-per-thread` G-element slots each (a
+    backward with dweight: one slot per thread up to T = 512, since each
+    slot also holds its column accumulators; `threads-per-row` overrides). Thread j owns groups j, j+T, ...: one
     group per 16-byte-wide access, the row's values stay in registers
     between the statistics and the output pass, masked slots cover any
     `cols` up to `max_cols` (a static cols extent, else the function's

@@ -13,7 +13,11 @@
 //    (16 bytes of E4M3 codes for G = 16) and the group's scale, its partial
 //    maximum and the masked tail (groups past cols) are per slot;
 //  - the K slots are unrolled and stay in registers between the statistics
-//    pass and the output pass; K = ceil(max_cols / (G*T)) bounds cols;
+//    pass and the output pass (backward: what it re-reads instead is chosen
+//    per kernel, see emitBackwardRow); K = ceil(max_cols / (G*T)) bounds
+//    cols;
+//  - backward: sum((x [- mean]) * w*dy) is scaled by rstd once per row,
+//    group sums and dweight use fused multiply-adds;
 //  - row sums combine by a warp butterfly and, for T > 32, through one f32
 //    per warp in workgroup memory summed in warp order, so every thread of
 //    the team holds bitwise the same statistic;
@@ -295,6 +299,8 @@ private:
     return addI(rowBase, mulI(s.group, cidx(spec.groupSize)));
   }
   Value sumElements(GroupVec v);
+  /// sum(u*v) over the group, one fused multiply-add per element.
+  Value dotElements(GroupVec u, GroupVec v);
   Value maxAbsElements(GroupVec v);
   Value rowRstd(Value sumSquares);
 
@@ -414,6 +420,17 @@ Value NormEmitter::sumElements(GroupVec v) {
   for (int64_t i = 0; i < spec.groupSize; ++i) {
     Value e = vector::ExtractOp::create(b, v, ArrayRef<int64_t>{i});
     acc = acc ? arith::AddFOp::create(b, acc, e).getResult() : e;
+  }
+  return acc;
+}
+
+Value NormEmitter::dotElements(GroupVec u, GroupVec v) {
+  Value acc;
+  for (int64_t i = 0; i < spec.groupSize; ++i) {
+    Value a = vector::ExtractOp::create(b, u, ArrayRef<int64_t>{i});
+    Value c = vector::ExtractOp::create(b, v, ArrayRef<int64_t>{i});
+    acc = acc ? math::FmaOp::create(b, a, c, acc).getResult()
+              : arith::MulFOp::create(b, a, c).getResult();
   }
   return acc;
 }
@@ -558,11 +575,9 @@ SmallVector<Value> NormEmitter::emitBackwardRow(ValueRange accs,
   Value mean = spec.hasMean() ? loadScalarF32(args.lookup("mean"),
                                               b.getF32Type(), row, rowValid)
                               : Value();
-  auto normalized = [&](const Slot &s) {
+  auto centered = [&](const Slot &s) {
     GroupVec x = loadX(s);
-    if (mean)
-      x = arith::SubFOp::create(b, x, splat(mean));
-    return arith::MulFOp::create(b, x, splat(rstd)).getResult();
+    return mean ? arith::SubFOp::create(b, x, splat(mean)).getResult() : x;
   };
   auto weighted = [&](const Slot &s, GroupVec dy) {
     return spec.hasWeight
@@ -570,26 +585,38 @@ SmallVector<Value> NormEmitter::emitBackwardRow(ValueRange accs,
                      .getResult()
                : dy;
   };
-  // dot = sum(xh * w*dy); LayerNorm also sum(w*dy).
+  // dot = sum((x [- mean]) * w*dy), scaled by rstd once per row instead of
+  // once per element; LayerNorm also sum(w*dy).
   bool withSum = spec.hasMean();
   SmallVector<Value> inits = {zero};
   if (withSum)
     inits.push_back(zero);
   SmallVector<Value> sums =
       forEachGroup(inits, [&](const Slot &s, ValueRange acc) {
-        GroupVec dy = loadRowOperand("dy", spec.gradType, s);
-        GroupVec wdy = weighted(s, dy);
-        SmallVector<Value> next = {arith::AddFOp::create(
-            b, acc[0], sumElements(arith::MulFOp::create(b, normalized(s), wdy)))};
+        GroupVec wdy = weighted(s, loadRowOperand("dy", spec.gradType, s));
+        SmallVector<Value> next = {
+            arith::AddFOp::create(b, acc[0], dotElements(centered(s), wdy))};
         if (withSum)
           next.push_back(arith::AddFOp::create(b, acc[1], sumElements(wdy)));
         return next;
       });
   sums = teamSum(sums);
-  // The output pass reads the row again (an L1/L2 hit: the team just read
-  // it) so that registers go to the column sums, not to cached operands.
-  cache.clear();
-  Value meanDot = arith::DivFOp::create(b, sums[0], colsF32);
+  // What the output pass takes from registers and what it reads again (an
+  // L1 hit: the team just read it). Column sums already hold 16 f32 per
+  // slot and sum; with them the row's x, dy and w*dy stay (one slot per
+  // thread, see chooseTeam) unless a thread has several slots, where the
+  // weight is read again. Without them, the codes are read again, which
+  // keeps the kernel at 64 registers.
+  SmallVector<StringRef> reread;
+  if (!spec.hasWeight)
+    reread = {"x_codes", "x_scale"};
+  else if (team.slots > 1)
+    reread = {"weight"};
+  for (int64_t k = 0; k < team.slots; ++k)
+    for (StringRef name : reread)
+      cache.erase({args.lookup(name).getAsOpaquePointer(), k});
+  Value meanDot = arith::DivFOp::create(
+      b, arith::MulFOp::create(b, sums[0], rstd), colsF32);
   Value meanWeighted =
       withSum ? arith::DivFOp::create(b, sums[1], colsF32).getResult()
               : Value();
@@ -598,27 +625,30 @@ SmallVector<Value> NormEmitter::emitBackwardRow(ValueRange accs,
   int64_t perSlot = (spec.hasWeight ? 1 : 0) + (spec.hasBias ? 1 : 0);
   forEachGroup({}, [&](const Slot &s, ValueRange) {
     GroupVec dy = loadRowOperand("dy", spec.gradType, s);
-    GroupVec xh = normalized(s);
+    GroupVec xh = arith::MulFOp::create(b, centered(s), splat(rstd));
     // dx = (w*dy - (xh*mean(xh*w*dy) [+ mean(w*dy)])) * rstd
-    Value correction = arith::MulFOp::create(b, xh, splat(meanDot));
-    if (meanWeighted)
-      correction = arith::AddFOp::create(b, correction, splat(meanWeighted));
+    Value correction =
+        meanWeighted
+            ? math::FmaOp::create(b, xh, splat(meanDot), splat(meanWeighted))
+                  .getResult()
+            : arith::MulFOp::create(b, xh, splat(meanDot)).getResult();
     Value dx = arith::MulFOp::create(
         b, arith::SubFOp::create(b, weighted(s, dy), correction), splat(rstd));
     storeGroup(args.lookup("dx"), spec.outType, elementIndex(s), s.valid, dx);
     if (perSlot == 0)
       return SmallVector<Value>{};
-    SmallVector<Value> terms;
-    if (spec.hasWeight)
-      terms.push_back(arith::MulFOp::create(b, dy, xh));
-    if (spec.hasBias)
-      terms.push_back(dy);
     StringRef names[] = {"dweight_partial", "dbias_partial"};
-    for (auto [i, term] : llvm::enumerate(terms)) {
+    for (int64_t i = 0; i < perSlot; ++i) {
+      // dweight += dy*xh (fused), dbias += dy.
+      auto accumulate = [&](Value acc) -> Value {
+        if (i == 0)
+          return math::FmaOp::create(b, dy, xh, acc);
+        return arith::AddFOp::create(b, acc, dy);
+      };
       if (onGpu) {
         // Rows past the end load zeros, so their terms are zero.
         Value &acc = nextAccs[s.k * perSlot + i];
-        acc = arith::AddFOp::create(b, acc, term);
+        acc = accumulate(acc);
         continue;
       }
       Value ws = args.lookup(names[i]);
@@ -626,7 +656,7 @@ SmallVector<Value> NormEmitter::emitBackwardRow(ValueRange accs,
                       mulI(s.group, cidx(spec.groupSize)));
       Type f32 = b.getF32Type();
       Value prev = loadGroup(ws, f32, at, s.valid, -1);
-      storeGroup(ws, f32, at, s.valid, arith::AddFOp::create(b, prev, term));
+      storeGroup(ws, f32, at, s.valid, accumulate(prev));
     }
     return SmallVector<Value>{};
   });
@@ -1014,9 +1044,16 @@ FailureOr<TeamShape> CoatLowerNormsPass::chooseTeam(Operation *anchor,
   int64_t threads = threadsPerRow;
   if (threads == 0) {
     // Fewest threads (a warp at least) that hold the row in
-    // groups-per-thread slots each.
+    // groups-per-thread slots each. A backward with column sums carries
+    // 16 f32 accumulators per slot and sum besides the row's x, dy and w*dy
+    // (~60 registers a slot with dbias): one slot per thread keeps it near
+    // 128 registers without spills, up to 512 threads (a 1024-thread CTA
+    // would have to fit in 64 registers); wider rows take more slots.
+    bool columnSums = spec.backward && spec.hasWeight;
+    int64_t perThread = columnSums ? 1 : groupsPerThread;
+    int64_t most = columnSums ? 512 : 1024;
     threads = 32;
-    while (threads < 1024 && threads * groupsPerThread < groups)
+    while (threads < most && threads * perThread < groups)
       threads *= 2;
   }
   if (threads < 32 || threads > 1024 || !llvm::isPowerOf2_64(threads))

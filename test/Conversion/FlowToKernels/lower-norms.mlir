@@ -48,11 +48,14 @@ func.func @ln_cta(%x: !coat.qtensor<?x4096xf8E4M3FN, per_group<16>, scale = bf16
 
 // Backward with dweight and dbias: a workspace row per team, then the
 // _reduce kernel (32 columns x 8 warps) sums the partials in a fixed order.
+// One group per thread (its column accumulators stay in registers): 512
+// threads for 8192 columns.
 // GPU-LABEL: gpu.func @ln_bwd(
 // GPU-SAME: {dtype = "f32", extent = "partials*cols", kind = "memref", name = "dweight_partial"}
 // GPU-SAME: {dtype = "f32", extent = "partials*cols", kind = "memref", name = "dbias_partial"}
 // GPU-SAME: name = "partials"
-// GPU-SAME: launch = {block = [256, 1, 1], grid_tiles = {{\[}}["partials", 1]]
+// GPU-SAME: threads_per_row = 512
+// GPU-SAME: launch = {block = [512, 1, 1], grid_tiles = {{\[}}["partials", 1]]
 // GPU: scf.for
 // GPU: gpu.barrier
 // GPU-LABEL: gpu.func @ln_bwd_reduce(
