@@ -482,6 +482,10 @@ def CoatLowerNorms : Pass<"coat-lower-norms", "::mlir::ModuleOp"> {
            /*default=*/"2",
            "Target number of G-element groups each thread holds when "
            "threads-per-row is picked automatically">,
+    Option<"stageStores", "stage-stores", "bool", /*default=*/"true",
+           "Forward: store y through workgroup memory so each warp store "
+           "writes 512 contiguous bytes (outputs wider than 16 bytes a "
+           "group, blocks of at most 32 KiB of y)">,
     Option<"maxCols", "max-cols", "int64_t", /*default=*/"16384",
            "Largest cols a kernel with a dynamic cols extent handles (unless "
            "the spec function has a coat.max_cols attribute)">,
@@ -490,7 +494,7 @@ def CoatLowerNorms : Pass<"coat-lower-norms", "::mlir::ModuleOp"> {
     "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
     "::mlir::gpu::GPUDialect", "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
-    "::mlir::vector::VectorDialect"];
+    "::mlir::vector::VectorDialect", "::mlir::NVVM::NVVMDialect"];
 }
 
 //===----------------------------------------------------------------------===//

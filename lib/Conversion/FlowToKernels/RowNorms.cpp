@@ -42,6 +42,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -90,6 +91,7 @@ struct TeamShape {
   int64_t slots;         ///< K groups per thread
   int64_t blockSize;     ///< threads per CTA, a multiple of T
   int64_t maxCols;       ///< K * T * G
+  bool stageStores = false; ///< forward y through workgroup memory per warp
   int64_t teamsPerBlock() const { return blockSize / threadsPerRow; }
   int64_t warpsPerTeam() const { return std::max<int64_t>(threadsPerRow / 32, 1); }
 };
@@ -237,7 +239,8 @@ public:
   /// thread's index in its team, `warpSlot` the first workgroup-memory slot
   /// of its team, `warpInTeam`/`lane` its position for the reductions.
   void emitGpuForward(Value row, Value teamThread, Value warpSlot,
-                      Value warpInTeam, Value lane, Value smem);
+                      Value warpInTeam, Value lane, Value smem,
+                      Value stage = Value());
   void emitGpuBackward(Value partial, Value teamThread, Value warpSlot,
                        Value warpInTeam, Value lane, Value smem);
   /// CPU: all rows (forward) or all partials (backward).
@@ -284,6 +287,9 @@ private:
                      int64_t k);
   void storeGroup(Value buffer, Type logical, Value first, Value valid,
                   GroupVec v);
+  /// GPU: stores slot `s` of the row through the warp's region of `stage`
+  /// so that each warp store writes 32 consecutive 16-byte chunks.
+  void storeGroupStaged(Value buffer, Type logical, const Slot &s, GroupVec v);
   Value loadScalarF32(Value buffer, Type logical, Value idx, Value valid);
   llvm::MaybeAlign alignment(Type logical) const {
     int64_t bytes = spec.groupSize * laneStorageType(logical)
@@ -319,7 +325,7 @@ private:
   // Current row.
   Value row, rowValid, rowBase, cols, groups, colsF32;
   // GPU reduction state.
-  Value teamThread, warpSlot, warpInTeam, lane, smem;
+  Value teamThread, warpSlot, warpInTeam, lane, smem, stage;
   std::map<std::pair<void *, int64_t>, Value> cache;
 };
 
@@ -364,6 +370,50 @@ void NormEmitter::storeGroup(Value buffer, Type logical, Value first,
     vector::StoreOp::create(b, v, buffer, ValueRange{first},
                             /*nontemporal=*/false, alignment(logical));
   });
+}
+
+void NormEmitter::storeGroupStaged(Value buffer, Type logical, const Slot &s,
+                                   GroupVec v) {
+  // A thread owns a whole group (G * 4 bytes for f32), so its own 16-byte
+  // stores are G*bytes apart across the warp and fill half sectors. The
+  // warp writes its 32 groups to workgroup memory, then each lane stores
+  // the 16-byte chunks lane, lane + 32, ...: every store instruction covers
+  // 512 contiguous bytes of the row.
+  if (!logical.isF32())
+    v = arith::TruncFOp::create(b, groupVecType(logical), v);
+  Type storage = laneStorageType(logical);
+  if (storage != logical)
+    v = arith::BitcastOp::create(b, groupVecType(storage), v);
+  int64_t bytes = storage.getIntOrFloatBitWidth() / 8;
+  int64_t chunk = 16 / bytes;                  // elements per 16 bytes
+  int64_t chunksPerGroup = spec.groupSize / chunk;
+  Value warpBase =
+      mulI(addI(warpSlot, warpInTeam), cidx(32 * spec.groupSize));
+  vector::StoreOp::create(
+      b, v, stage, ValueRange{addI(warpBase, mulI(lane, cidx(spec.groupSize)))},
+      /*nontemporal=*/false, llvm::MaybeAlign(16));
+  Value full = arith::ConstantOp::create(b, b.getI32IntegerAttr(-1));
+  NVVM::SyncWarpOp::create(b, full);
+  // The warp's first group in this slot.
+  Value firstGroup = arith::SubIOp::create(b, s.group, lane);
+  VectorType chunkType = VectorType::get({chunk}, storage);
+  for (int64_t c = 0; c < chunksPerGroup; ++c) {
+    Value q = addI(lane, cidx(c * 32));
+    Value group = addI(firstGroup, arith::DivUIOp::create(
+                                       b, q, cidx(chunksPerGroup)));
+    Value valid = andI(rowValid, ult(group, groups));
+    Value part = vector::LoadOp::create(
+        b, chunkType, stage, ValueRange{addI(warpBase, mulI(q, cidx(chunk)))},
+        /*nontemporal=*/false, llvm::MaybeAlign(16));
+    Value at = addI(rowBase, addI(mulI(firstGroup, cidx(spec.groupSize)),
+                                  mulI(q, cidx(chunk))));
+    emitIfThen(b, valid, [&] {
+      vector::StoreOp::create(b, part, buffer, ValueRange{at},
+                              /*nontemporal=*/false, llvm::MaybeAlign(16));
+    });
+  }
+  // The region is written again by the next slot.
+  NVVM::SyncWarpOp::create(b, full);
 }
 
 Value NormEmitter::loadScalarF32(Value buffer, Type logical, Value idx,
@@ -525,8 +575,8 @@ void NormEmitter::emitForwardRow() {
     GroupVec x = loadX(s);
     if (mean)
       x = arith::SubFOp::create(b, x, splat(mean));
-    return SmallVector<Value>{arith::AddFOp::create(
-        b, acc[0], sumElements(arith::MulFOp::create(b, x, x)))};
+    return SmallVector<Value>{
+        arith::AddFOp::create(b, acc[0], dotElements(x, x))};
   })[0];
   Value rstd = rowRstd(teamSum(sumSquares)[0]);
 
@@ -539,7 +589,10 @@ void NormEmitter::emitForwardRow() {
       y = arith::MulFOp::create(b, y, loadColOperand("weight", s));
     if (spec.hasBias)
       y = arith::AddFOp::create(b, y, loadColOperand("bias", s));
-    storeGroup(args.lookup("y"), spec.outType, elementIndex(s), s.valid, y);
+    if (stage)
+      storeGroupStaged(args.lookup("y"), spec.outType, s, y);
+    else
+      storeGroup(args.lookup("y"), spec.outType, elementIndex(s), s.valid, y);
     if (spec.epilogueMax) {
       // Rounding is monotonic, so the maximum of the stored values is the
       // rounded maximum: the partial maxima match what was written.
@@ -665,12 +718,14 @@ SmallVector<Value> NormEmitter::emitBackwardRow(ValueRange accs,
 
 void NormEmitter::emitGpuForward(Value rowIdx, Value teamThreadIdx,
                                  Value warpSlotIdx, Value warpInTeamIdx,
-                                 Value laneIdx, Value smemBuf) {
+                                 Value laneIdx, Value smemBuf,
+                                 Value stageBuf) {
   teamThread = teamThreadIdx;
   warpSlot = warpSlotIdx;
   warpInTeam = warpInTeamIdx;
   lane = laneIdx;
   smem = smemBuf;
+  stage = stageBuf;
   cols = toIndex(args.lookup("cols"));
   groups = arith::DivUIOp::create(b, cols, cidx(spec.groupSize));
   colsF32 = arith::UIToFPOp::create(b, b.getF32Type(), args.lookup("cols"));
@@ -1065,6 +1120,13 @@ FailureOr<TeamShape> CoatLowerNormsPass::chooseTeam(Operation *anchor,
   t.slots = llvm::divideCeil(groups, threads);
   t.blockSize = std::max<int64_t>(blockSize, threads);
   t.maxCols = t.slots * threads * spec.groupSize;
+  // Forward outputs wider than 16 bytes a group go through workgroup
+  // memory (block * G elements, at most 32 KiB) to be stored coalesced.
+  int64_t outBytes =
+      laneStorageType(spec.outType).getIntOrFloatBitWidth() / 8;
+  t.stageStores = stageStores && !spec.backward &&
+                  spec.groupSize * outBytes > 16 &&
+                  t.blockSize * spec.groupSize * outBytes <= 32 * 1024;
   // Registers: the row's values per slot, and per-column sums backward.
   if (t.slots * spec.groupSize > 256)
     return anchor->emitError("a row of ")
@@ -1115,8 +1177,19 @@ void CoatLowerNormsPass::lowerGpu(func::FuncOp fn, const NormSpec &spec,
   DictionaryAttr record = buildKernelRecord(ctx, name, spec.opName(),
                                             config(spec, team), abi, launch);
   int64_t warps = team.blockSize / 32;
-  auto kernel = makeKernel(name, abi, record, team.blockSize,
-                           {workgroupF32(warps * kMaxSums)});
+  SmallVector<Type> workgroup = {workgroupF32(warps * kMaxSums)};
+  if (team.stageStores)
+    workgroup.push_back(MemRefType::get(
+        {team.blockSize * spec.groupSize}, laneStorageType(spec.outType),
+        AffineMap(),
+        gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup)));
+  auto kernel = makeKernel(name, abi, record, team.blockSize, workgroup);
+  // Forward: at most 64 registers, so that 2048 threads (the row data in
+  // flight) fit on a multiprocessor.
+  if (!spec.backward)
+    kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+                    mb.getI32IntegerAttr(
+                        std::max<int64_t>(1, 1024 / team.blockSize)));
   {
     ImplicitLocOpBuilder b(loc, ctx);
     b.setInsertionPointToStart(&kernel.getBody().front());
@@ -1139,7 +1212,9 @@ void CoatLowerNormsPass::lowerGpu(func::FuncOp fn, const NormSpec &spec,
     if (spec.backward)
       e.emitGpuBackward(teamIdx, teamThread, warpSlot, warpInTeam, lane, smem);
     else
-      e.emitGpuForward(teamIdx, teamThread, warpSlot, warpInTeam, lane, smem);
+      e.emitGpuForward(teamIdx, teamThread, warpSlot, warpInTeam, lane, smem,
+                       team.stageStores ? Value(kernel.getWorkgroupAttributions()[1])
+                                        : Value());
     gpu::ReturnOp::create(b);
   }
   if (!columnSums)
