@@ -658,11 +658,11 @@ SmallVector<Value> NormEmitter::emitBackwardRow(ValueRange accs,
   // L1 hit: the team just read it). Column sums already hold 16 f32 per
   // slot and sum; with them the row's x, dy and w*dy stay (one slot per
   // thread, see chooseTeam) unless a thread has several slots, where the
-  // weight is read again. Without them, the codes are read again, which
-  // keeps the kernel at 64 registers.
+  // weight is read again. Without them, x and dy are read again, which
+  // keeps the kernel at 48 registers (5 CTAs of 256 per multiprocessor).
   SmallVector<StringRef> reread;
   if (!spec.hasWeight)
-    reread = {"x_codes", "x_scale"};
+    reread = {"x_codes", "x_scale", "dy"};
   else if (team.slots > 1)
     reread = {"weight"};
   for (int64_t k = 0; k < team.slots; ++k)
