@@ -435,7 +435,9 @@ def CoatLowerNorms : Pass<"coat-lower-norms", "::mlir::ModuleOp"> {
     `x̂ = (x [−mean])·rstd`: RMSNorm `dx = (w·dy − x̂·mean(x̂·w·dy))·rstd`,
     LayerNorm `dx = (w·dy − (x̂·mean(x̂·w·dy) + mean(w·dy)))·rstd` (w = 1
     without affine), `dw = Σ_rows dy·x̂`, `db = Σ_rows dy`. Division and
-    sqrt are IEEE.
+    sqrt are IEEE; group sums of products (Σx², Σ(x−mean)·w·dy, the
+    dweight accumulation) use fused multiply-adds, and the backward scales
+    Σ(x−mean)·w·dy by rstd once per row.
 
     GPU layout: a team of T threads per row (T = 32: a row per warp; up to
     the block: a row per CTA), chosen as the fewest threads that hold
