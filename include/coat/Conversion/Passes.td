@@ -473,12 +473,15 @@ def CoatLowerNorms : Pass<"coat-lower-norms", "::mlir::ModuleOp"> {
     `x̂ = (x [−mean])·rstd`: RMSNorm `dx = (w·dy − x̂·mean(x̂·w·dy))·rstd`,
     LayerNorm `dx = (w·dy − (x̂·mean(x̂·w·dy) + mean(w·dy)))·rstd` (w = 1
     without affine), `dw = Σ_rows dy·x̂`, `db = Σ_rows dy`. Division and
-    sqrt are IEEE.
+    sqrt are IEEE; group sums of products (Σx², Σ(x−mean)·w·dy, the
+    dweight accumulation) use fused multiply-adds, and the backward scales
+    Σ(x−mean)·w·dy by rstd once per row.
 
     GPU layout: a team of T threads per row (T = 32: a row per warp; up to
     the block: a row per CTA), chosen as the fewest threads that hold
-    `max_cols` columns in `groups-per-thread` G-element slots each
-    (`threads-per-row` overrides). Thread j owns groups j, j+T, ...: one
+    `max_cols` columns in `groups-per-thread` G-element slots each (a
+    backward with dweight: one slot per thread up to T = 512, since each
+    slot also holds its column accumulators; `threads-per-row` overrides). Thread j owns groups j, j+T, ...: one
     group per 16-byte-wide access, the row's values stay in registers
     between the statistics and the output pass, masked slots cover any
     `cols` up to `max_cols` (a static cols extent, else the function's
@@ -519,6 +522,10 @@ def CoatLowerNorms : Pass<"coat-lower-norms", "::mlir::ModuleOp"> {
            /*default=*/"2",
            "Target number of G-element groups each thread holds when "
            "threads-per-row is picked automatically">,
+    Option<"stageStores", "stage-stores", "bool", /*default=*/"true",
+           "Forward: store y through workgroup memory so each warp store "
+           "writes 512 contiguous bytes (outputs wider than 16 bytes a "
+           "group, blocks of at most 32 KiB of y)">,
     Option<"maxCols", "max-cols", "int64_t", /*default=*/"16384",
            "Largest cols a kernel with a dynamic cols extent handles (unless "
            "the spec function has a coat.max_cols attribute)">,
@@ -527,7 +534,7 @@ def CoatLowerNorms : Pass<"coat-lower-norms", "::mlir::ModuleOp"> {
     "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
     "::mlir::gpu::GPUDialect", "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
-    "::mlir::vector::VectorDialect"];
+    "::mlir::vector::VectorDialect", "::mlir::NVVM::NVVMDialect"];
 }
 
 //===----------------------------------------------------------------------===//

@@ -13,7 +13,11 @@
 //    (16 bytes of E4M3 codes for G = 16) and the group's scale, its partial
 //    maximum and the masked tail (groups past cols) are per slot;
 //  - the K slots are unrolled and stay in registers between the statistics
-//    pass and the output pass; K = ceil(max_cols / (G*T)) bounds cols;
+//    pass and the output pass (backward: what it re-reads instead is chosen
+//    per kernel, see emitBackwardRow); K = ceil(max_cols / (G*T)) bounds
+//    cols;
+//  - backward: sum((x [- mean]) * w*dy) is scaled by rstd once per row,
+//    group sums and dweight use fused multiply-adds;
 //  - row sums combine by a warp butterfly and, for T > 32, through one f32
 //    per warp in workgroup memory summed in warp order, so every thread of
 //    the team holds bitwise the same statistic;
@@ -38,6 +42,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -86,6 +91,7 @@ struct TeamShape {
   int64_t slots;         ///< K groups per thread
   int64_t blockSize;     ///< threads per CTA, a multiple of T
   int64_t maxCols;       ///< K * T * G
+  bool stageStores = false; ///< forward y through workgroup memory per warp
   int64_t teamsPerBlock() const { return blockSize / threadsPerRow; }
   int64_t warpsPerTeam() const { return std::max<int64_t>(threadsPerRow / 32, 1); }
 };
@@ -233,7 +239,8 @@ public:
   /// thread's index in its team, `warpSlot` the first workgroup-memory slot
   /// of its team, `warpInTeam`/`lane` its position for the reductions.
   void emitGpuForward(Value row, Value teamThread, Value warpSlot,
-                      Value warpInTeam, Value lane, Value smem);
+                      Value warpInTeam, Value lane, Value smem,
+                      Value stage = Value());
   void emitGpuBackward(Value partial, Value teamThread, Value warpSlot,
                        Value warpInTeam, Value lane, Value smem);
   /// CPU: all rows (forward) or all partials (backward).
@@ -280,6 +287,9 @@ private:
                      int64_t k);
   void storeGroup(Value buffer, Type logical, Value first, Value valid,
                   GroupVec v);
+  /// GPU: stores slot `s` of the row through the warp's region of `stage`
+  /// so that each warp store writes 32 consecutive 16-byte chunks.
+  void storeGroupStaged(Value buffer, Type logical, const Slot &s, GroupVec v);
   Value loadScalarF32(Value buffer, Type logical, Value idx, Value valid);
   llvm::MaybeAlign alignment(Type logical) const {
     int64_t bytes = spec.groupSize * laneStorageType(logical)
@@ -295,6 +305,8 @@ private:
     return addI(rowBase, mulI(s.group, cidx(spec.groupSize)));
   }
   Value sumElements(GroupVec v);
+  /// sum(u*v) over the group, one fused multiply-add per element.
+  Value dotElements(GroupVec u, GroupVec v);
   Value maxAbsElements(GroupVec v);
   Value rowRstd(Value sumSquares);
 
@@ -313,7 +325,7 @@ private:
   // Current row.
   Value row, rowValid, rowBase, cols, groups, colsF32;
   // GPU reduction state.
-  Value teamThread, warpSlot, warpInTeam, lane, smem;
+  Value teamThread, warpSlot, warpInTeam, lane, smem, stage;
   std::map<std::pair<void *, int64_t>, Value> cache;
 };
 
@@ -358,6 +370,50 @@ void NormEmitter::storeGroup(Value buffer, Type logical, Value first,
     vector::StoreOp::create(b, v, buffer, ValueRange{first},
                             /*nontemporal=*/false, alignment(logical));
   });
+}
+
+void NormEmitter::storeGroupStaged(Value buffer, Type logical, const Slot &s,
+                                   GroupVec v) {
+  // A thread owns a whole group (G * 4 bytes for f32), so its own 16-byte
+  // stores are G*bytes apart across the warp and fill half sectors. The
+  // warp writes its 32 groups to workgroup memory, then each lane stores
+  // the 16-byte chunks lane, lane + 32, ...: every store instruction covers
+  // 512 contiguous bytes of the row.
+  if (!logical.isF32())
+    v = arith::TruncFOp::create(b, groupVecType(logical), v);
+  Type storage = laneStorageType(logical);
+  if (storage != logical)
+    v = arith::BitcastOp::create(b, groupVecType(storage), v);
+  int64_t bytes = storage.getIntOrFloatBitWidth() / 8;
+  int64_t chunk = 16 / bytes;                  // elements per 16 bytes
+  int64_t chunksPerGroup = spec.groupSize / chunk;
+  Value warpBase =
+      mulI(addI(warpSlot, warpInTeam), cidx(32 * spec.groupSize));
+  vector::StoreOp::create(
+      b, v, stage, ValueRange{addI(warpBase, mulI(lane, cidx(spec.groupSize)))},
+      /*nontemporal=*/false, llvm::MaybeAlign(16));
+  Value full = arith::ConstantOp::create(b, b.getI32IntegerAttr(-1));
+  NVVM::SyncWarpOp::create(b, full);
+  // The warp's first group in this slot.
+  Value firstGroup = arith::SubIOp::create(b, s.group, lane);
+  VectorType chunkType = VectorType::get({chunk}, storage);
+  for (int64_t c = 0; c < chunksPerGroup; ++c) {
+    Value q = addI(lane, cidx(c * 32));
+    Value group = addI(firstGroup, arith::DivUIOp::create(
+                                       b, q, cidx(chunksPerGroup)));
+    Value valid = andI(rowValid, ult(group, groups));
+    Value part = vector::LoadOp::create(
+        b, chunkType, stage, ValueRange{addI(warpBase, mulI(q, cidx(chunk)))},
+        /*nontemporal=*/false, llvm::MaybeAlign(16));
+    Value at = addI(rowBase, addI(mulI(firstGroup, cidx(spec.groupSize)),
+                                  mulI(q, cidx(chunk))));
+    emitIfThen(b, valid, [&] {
+      vector::StoreOp::create(b, part, buffer, ValueRange{at},
+                              /*nontemporal=*/false, llvm::MaybeAlign(16));
+    });
+  }
+  // The region is written again by the next slot.
+  NVVM::SyncWarpOp::create(b, full);
 }
 
 Value NormEmitter::loadScalarF32(Value buffer, Type logical, Value idx,
@@ -414,6 +470,17 @@ Value NormEmitter::sumElements(GroupVec v) {
   for (int64_t i = 0; i < spec.groupSize; ++i) {
     Value e = vector::ExtractOp::create(b, v, ArrayRef<int64_t>{i});
     acc = acc ? arith::AddFOp::create(b, acc, e).getResult() : e;
+  }
+  return acc;
+}
+
+Value NormEmitter::dotElements(GroupVec u, GroupVec v) {
+  Value acc;
+  for (int64_t i = 0; i < spec.groupSize; ++i) {
+    Value a = vector::ExtractOp::create(b, u, ArrayRef<int64_t>{i});
+    Value c = vector::ExtractOp::create(b, v, ArrayRef<int64_t>{i});
+    acc = acc ? math::FmaOp::create(b, a, c, acc).getResult()
+              : arith::MulFOp::create(b, a, c).getResult();
   }
   return acc;
 }
@@ -508,8 +575,8 @@ void NormEmitter::emitForwardRow() {
     GroupVec x = loadX(s);
     if (mean)
       x = arith::SubFOp::create(b, x, splat(mean));
-    return SmallVector<Value>{arith::AddFOp::create(
-        b, acc[0], sumElements(arith::MulFOp::create(b, x, x)))};
+    return SmallVector<Value>{
+        arith::AddFOp::create(b, acc[0], dotElements(x, x))};
   })[0];
   Value rstd = rowRstd(teamSum(sumSquares)[0]);
 
@@ -522,7 +589,10 @@ void NormEmitter::emitForwardRow() {
       y = arith::MulFOp::create(b, y, loadColOperand("weight", s));
     if (spec.hasBias)
       y = arith::AddFOp::create(b, y, loadColOperand("bias", s));
-    storeGroup(args.lookup("y"), spec.outType, elementIndex(s), s.valid, y);
+    if (stage)
+      storeGroupStaged(args.lookup("y"), spec.outType, s, y);
+    else
+      storeGroup(args.lookup("y"), spec.outType, elementIndex(s), s.valid, y);
     if (spec.epilogueMax) {
       // Rounding is monotonic, so the maximum of the stored values is the
       // rounded maximum: the partial maxima match what was written.
@@ -558,11 +628,9 @@ SmallVector<Value> NormEmitter::emitBackwardRow(ValueRange accs,
   Value mean = spec.hasMean() ? loadScalarF32(args.lookup("mean"),
                                               b.getF32Type(), row, rowValid)
                               : Value();
-  auto normalized = [&](const Slot &s) {
+  auto centered = [&](const Slot &s) {
     GroupVec x = loadX(s);
-    if (mean)
-      x = arith::SubFOp::create(b, x, splat(mean));
-    return arith::MulFOp::create(b, x, splat(rstd)).getResult();
+    return mean ? arith::SubFOp::create(b, x, splat(mean)).getResult() : x;
   };
   auto weighted = [&](const Slot &s, GroupVec dy) {
     return spec.hasWeight
@@ -570,26 +638,38 @@ SmallVector<Value> NormEmitter::emitBackwardRow(ValueRange accs,
                      .getResult()
                : dy;
   };
-  // dot = sum(xh * w*dy); LayerNorm also sum(w*dy).
+  // dot = sum((x [- mean]) * w*dy), scaled by rstd once per row instead of
+  // once per element; LayerNorm also sum(w*dy).
   bool withSum = spec.hasMean();
   SmallVector<Value> inits = {zero};
   if (withSum)
     inits.push_back(zero);
   SmallVector<Value> sums =
       forEachGroup(inits, [&](const Slot &s, ValueRange acc) {
-        GroupVec dy = loadRowOperand("dy", spec.gradType, s);
-        GroupVec wdy = weighted(s, dy);
-        SmallVector<Value> next = {arith::AddFOp::create(
-            b, acc[0], sumElements(arith::MulFOp::create(b, normalized(s), wdy)))};
+        GroupVec wdy = weighted(s, loadRowOperand("dy", spec.gradType, s));
+        SmallVector<Value> next = {
+            arith::AddFOp::create(b, acc[0], dotElements(centered(s), wdy))};
         if (withSum)
           next.push_back(arith::AddFOp::create(b, acc[1], sumElements(wdy)));
         return next;
       });
   sums = teamSum(sums);
-  // The output pass reads the row again (an L1/L2 hit: the team just read
-  // it) so that registers go to the column sums, not to cached operands.
-  cache.clear();
-  Value meanDot = arith::DivFOp::create(b, sums[0], colsF32);
+  // What the output pass takes from registers and what it reads again (an
+  // L1 hit: the team just read it). Column sums already hold 16 f32 per
+  // slot and sum; with them the row's x, dy and w*dy stay (one slot per
+  // thread, see chooseTeam) unless a thread has several slots, where the
+  // weight is read again. Without them, x and dy are read again, which
+  // keeps the kernel at 48 registers (5 CTAs of 256 per multiprocessor).
+  SmallVector<StringRef> reread;
+  if (!spec.hasWeight)
+    reread = {"x_codes", "x_scale", "dy"};
+  else if (team.slots > 1)
+    reread = {"weight"};
+  for (int64_t k = 0; k < team.slots; ++k)
+    for (StringRef name : reread)
+      cache.erase({args.lookup(name).getAsOpaquePointer(), k});
+  Value meanDot = arith::DivFOp::create(
+      b, arith::MulFOp::create(b, sums[0], rstd), colsF32);
   Value meanWeighted =
       withSum ? arith::DivFOp::create(b, sums[1], colsF32).getResult()
               : Value();
@@ -598,27 +678,30 @@ SmallVector<Value> NormEmitter::emitBackwardRow(ValueRange accs,
   int64_t perSlot = (spec.hasWeight ? 1 : 0) + (spec.hasBias ? 1 : 0);
   forEachGroup({}, [&](const Slot &s, ValueRange) {
     GroupVec dy = loadRowOperand("dy", spec.gradType, s);
-    GroupVec xh = normalized(s);
+    GroupVec xh = arith::MulFOp::create(b, centered(s), splat(rstd));
     // dx = (w*dy - (xh*mean(xh*w*dy) [+ mean(w*dy)])) * rstd
-    Value correction = arith::MulFOp::create(b, xh, splat(meanDot));
-    if (meanWeighted)
-      correction = arith::AddFOp::create(b, correction, splat(meanWeighted));
+    Value correction =
+        meanWeighted
+            ? math::FmaOp::create(b, xh, splat(meanDot), splat(meanWeighted))
+                  .getResult()
+            : arith::MulFOp::create(b, xh, splat(meanDot)).getResult();
     Value dx = arith::MulFOp::create(
         b, arith::SubFOp::create(b, weighted(s, dy), correction), splat(rstd));
     storeGroup(args.lookup("dx"), spec.outType, elementIndex(s), s.valid, dx);
     if (perSlot == 0)
       return SmallVector<Value>{};
-    SmallVector<Value> terms;
-    if (spec.hasWeight)
-      terms.push_back(arith::MulFOp::create(b, dy, xh));
-    if (spec.hasBias)
-      terms.push_back(dy);
     StringRef names[] = {"dweight_partial", "dbias_partial"};
-    for (auto [i, term] : llvm::enumerate(terms)) {
+    for (int64_t i = 0; i < perSlot; ++i) {
+      // dweight += dy*xh (fused), dbias += dy.
+      auto accumulate = [&](Value acc) -> Value {
+        if (i == 0)
+          return math::FmaOp::create(b, dy, xh, acc);
+        return arith::AddFOp::create(b, acc, dy);
+      };
       if (onGpu) {
         // Rows past the end load zeros, so their terms are zero.
         Value &acc = nextAccs[s.k * perSlot + i];
-        acc = arith::AddFOp::create(b, acc, term);
+        acc = accumulate(acc);
         continue;
       }
       Value ws = args.lookup(names[i]);
@@ -626,7 +709,7 @@ SmallVector<Value> NormEmitter::emitBackwardRow(ValueRange accs,
                       mulI(s.group, cidx(spec.groupSize)));
       Type f32 = b.getF32Type();
       Value prev = loadGroup(ws, f32, at, s.valid, -1);
-      storeGroup(ws, f32, at, s.valid, arith::AddFOp::create(b, prev, term));
+      storeGroup(ws, f32, at, s.valid, accumulate(prev));
     }
     return SmallVector<Value>{};
   });
@@ -635,12 +718,14 @@ SmallVector<Value> NormEmitter::emitBackwardRow(ValueRange accs,
 
 void NormEmitter::emitGpuForward(Value rowIdx, Value teamThreadIdx,
                                  Value warpSlotIdx, Value warpInTeamIdx,
-                                 Value laneIdx, Value smemBuf) {
+                                 Value laneIdx, Value smemBuf,
+                                 Value stageBuf) {
   teamThread = teamThreadIdx;
   warpSlot = warpSlotIdx;
   warpInTeam = warpInTeamIdx;
   lane = laneIdx;
   smem = smemBuf;
+  stage = stageBuf;
   cols = toIndex(args.lookup("cols"));
   groups = arith::DivUIOp::create(b, cols, cidx(spec.groupSize));
   colsF32 = arith::UIToFPOp::create(b, b.getF32Type(), args.lookup("cols"));
@@ -1014,9 +1099,16 @@ FailureOr<TeamShape> CoatLowerNormsPass::chooseTeam(Operation *anchor,
   int64_t threads = threadsPerRow;
   if (threads == 0) {
     // Fewest threads (a warp at least) that hold the row in
-    // groups-per-thread slots each.
+    // groups-per-thread slots each. A backward with column sums carries
+    // 16 f32 accumulators per slot and sum besides the row's x, dy and w*dy
+    // (~60 registers a slot with dbias): one slot per thread keeps it near
+    // 128 registers without spills, up to 512 threads (a 1024-thread CTA
+    // would have to fit in 64 registers); wider rows take more slots.
+    bool columnSums = spec.backward && spec.hasWeight;
+    int64_t perThread = columnSums ? 1 : groupsPerThread;
+    int64_t most = columnSums ? 512 : 1024;
     threads = 32;
-    while (threads < 1024 && threads * groupsPerThread < groups)
+    while (threads < most && threads * perThread < groups)
       threads *= 2;
   }
   if (threads < 32 || threads > 1024 || !llvm::isPowerOf2_64(threads))
@@ -1028,6 +1120,13 @@ FailureOr<TeamShape> CoatLowerNormsPass::chooseTeam(Operation *anchor,
   t.slots = llvm::divideCeil(groups, threads);
   t.blockSize = std::max<int64_t>(blockSize, threads);
   t.maxCols = t.slots * threads * spec.groupSize;
+  // Forward outputs wider than 16 bytes a group go through workgroup
+  // memory (block * G elements, at most 32 KiB) to be stored coalesced.
+  int64_t outBytes =
+      laneStorageType(spec.outType).getIntOrFloatBitWidth() / 8;
+  t.stageStores = stageStores && !spec.backward &&
+                  spec.groupSize * outBytes > 16 &&
+                  t.blockSize * spec.groupSize * outBytes <= 32 * 1024;
   // Registers: the row's values per slot, and per-column sums backward.
   if (t.slots * spec.groupSize > 256)
     return anchor->emitError("a row of ")
@@ -1078,8 +1177,19 @@ void CoatLowerNormsPass::lowerGpu(func::FuncOp fn, const NormSpec &spec,
   DictionaryAttr record = buildKernelRecord(ctx, name, spec.opName(),
                                             config(spec, team), abi, launch);
   int64_t warps = team.blockSize / 32;
-  auto kernel = makeKernel(name, abi, record, team.blockSize,
-                           {workgroupF32(warps * kMaxSums)});
+  SmallVector<Type> workgroup = {workgroupF32(warps * kMaxSums)};
+  if (team.stageStores)
+    workgroup.push_back(MemRefType::get(
+        {team.blockSize * spec.groupSize}, laneStorageType(spec.outType),
+        AffineMap(),
+        gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup)));
+  auto kernel = makeKernel(name, abi, record, team.blockSize, workgroup);
+  // Forward: at most 64 registers, so that 2048 threads (the row data in
+  // flight) fit on a multiprocessor.
+  if (!spec.backward)
+    kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+                    mb.getI32IntegerAttr(
+                        std::max<int64_t>(1, 1024 / team.blockSize)));
   {
     ImplicitLocOpBuilder b(loc, ctx);
     b.setInsertionPointToStart(&kernel.getBody().front());
@@ -1102,7 +1212,9 @@ void CoatLowerNormsPass::lowerGpu(func::FuncOp fn, const NormSpec &spec,
     if (spec.backward)
       e.emitGpuBackward(teamIdx, teamThread, warpSlot, warpInTeam, lane, smem);
     else
-      e.emitGpuForward(teamIdx, teamThread, warpSlot, warpInTeam, lane, smem);
+      e.emitGpuForward(teamIdx, teamThread, warpSlot, warpInTeam, lane, smem,
+                       team.stageStores ? Value(kernel.getWorkgroupAttributions()[1])
+                                        : Value());
     gpu::ReturnOp::create(b);
   }
   if (!columnSums)

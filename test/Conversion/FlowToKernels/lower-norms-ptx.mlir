@@ -1,5 +1,6 @@
 // The PTX that matters: 16-byte loads of the FP8 codes and stores of the
-// values, the FP8->f16x2 conversion, the butterfly shuffles, IEEE division,
+// values (forward: staged per warp in shared memory, then stored
+// contiguously), the FP8->f16x2 conversion, the butterfly shuffles, IEEE division,
 // sqrt and reciprocal for rstd, barriers only where a row spans warps, and no
 // local-memory stack.
 // RUN: coat-opt %s --nvvm-reflect-add=__CUDA_PREC_SQRT=1 --pass-pipeline='builtin.module(coat-lower-norms{target=gpu},coat-gpu-to-binary{format=isa})' \
@@ -15,6 +16,9 @@
 // CHECK: div.rn.f32
 // CHECK: sqrt.rn.f32
 // CHECK: rcp.rn.f32
+// CHECK: st.shared.v4.b32
+// CHECK: bar.warp.sync -1;
+// CHECK: ld.shared.v4.b32
 // CHECK: st.global.v4.b32
 // CHECK-LABEL: .visible .entry ln_bwd(
 // CHECK-NOT: .local

@@ -6,7 +6,7 @@
 
 // GPU: gpu.module @coat_norm_kernels
 // GPU-LABEL: gpu.func @rms_warp(
-// GPU-SAME: workgroup(%{{.*}} : memref<16xf32, #gpu.address_space<workgroup>>)
+// GPU-SAME: workgroup(%{{.*}} : memref<16xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<4096xi16, #gpu.address_space<workgroup>>)
 // GPU-SAME: config = {{{.*}}max_cols = 1024 : i64, norm = "rms"{{.*}}rows_per_block = 8 : i64{{.*}}threads_per_row = 32 : i64
 // GPU-SAME: launch = {block = [256, 1, 1], grid_tiles = {{\[}}["rows", 8]]
 // GPU-SAME: known_block_size = array<i32: 256, 1, 1>
@@ -32,12 +32,23 @@ func.func @rms_warp(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>
 // A static cols extent sets max_cols; 4096 columns in 2 groups per thread
 // is a team of 128 threads, wider than a warp: per-warp sums go through
 // workgroup memory between two barriers.
+// The f32 output (64 bytes a group) is stored through a per-warp region of
+// workgroup memory: a group's 16-byte chunks are written by consecutive
+// lanes, so every store instruction covers 512 contiguous bytes.
 // GPU-LABEL: gpu.func @ln_cta(
+// GPU-SAME: workgroup(%{{.*}} : memref<16xf32, #gpu.address_space<workgroup>>, %[[STAGE:.*]] : memref<4096xf32, #gpu.address_space<workgroup>>)
 // GPU-SAME: config = {{{.*}}max_cols = 4096 : i64, norm = "layer"{{.*}}threads_per_row = 128 : i64
+// GPU-SAME: nvvm.minctasm = 4 : i32
 // GPU: gpu.shuffle  xor
 // GPU: gpu.barrier
 // GPU: memref.load {{.*}} : memref<16xf32, #gpu.address_space<workgroup>>
 // GPU: gpu.barrier
+// GPU: vector.store %{{.*}}, %[[STAGE]][%{{.*}}] {alignment = 16 : i64} : memref<4096xf32, #gpu.address_space<workgroup>>, vector<16xf32>
+// GPU-NEXT: %{{.*}} = arith.constant -1 : i32
+// GPU-NEXT: nvvm.bar.warp.sync
+// GPU: vector.load %[[STAGE]]{{.*}} : memref<4096xf32, #gpu.address_space<workgroup>>, vector<4xf32>
+// GPU: vector.store {{.*}} : memref<?xf32>, vector<4xf32>
+// GPU: nvvm.bar.warp.sync
 func.func @ln_cta(%x: !coat.qtensor<?x4096xf8E4M3FN, per_group<16>, scale = bf16>)
     -> (tensor<?x4096xf32>, tensor<?xf32>, tensor<?xf32>) {
   %y, %mean, %rstd = coat.layernorm %x eps = 1.000000e-05
@@ -48,11 +59,14 @@ func.func @ln_cta(%x: !coat.qtensor<?x4096xf8E4M3FN, per_group<16>, scale = bf16
 
 // Backward with dweight and dbias: a workspace row per team, then the
 // _reduce kernel (32 columns x 8 warps) sums the partials in a fixed order.
+// One group per thread (its column accumulators stay in registers): 512
+// threads for 8192 columns.
 // GPU-LABEL: gpu.func @ln_bwd(
 // GPU-SAME: {dtype = "f32", extent = "partials*cols", kind = "memref", name = "dweight_partial"}
 // GPU-SAME: {dtype = "f32", extent = "partials*cols", kind = "memref", name = "dbias_partial"}
 // GPU-SAME: name = "partials"
-// GPU-SAME: launch = {block = [256, 1, 1], grid_tiles = {{\[}}["partials", 1]]
+// GPU-SAME: threads_per_row = 512
+// GPU-SAME: launch = {block = [512, 1, 1], grid_tiles = {{\[}}["partials", 1]]
 // GPU: scf.for
 // GPU: gpu.barrier
 // GPU-LABEL: gpu.func @ln_bwd_reduce(
