@@ -35,6 +35,7 @@
 
 #include "coat/Conversion/GroupKernel.h"
 #include "coat/Conversion/KernelRecord.h"
+#include "coat/Conversion/KernelSpec.h"
 #include "coat/Conversion/Passes.h"
 #include "coat/Dialect/CoatDialect.h"
 #include "coat/Numerics/Fp8.h"
@@ -893,8 +894,9 @@ private:
   FailureOr<TeamShape> chooseTeam(Operation *anchor, const NormSpec &spec,
                                   int64_t maxCols);
   void lowerGpu(func::FuncOp fn, const NormSpec &spec, const TeamShape &team,
-                gpu::GPUModuleOp &gpuModule);
-  void lowerCpu(func::FuncOp fn, const NormSpec &spec, const TeamShape &team);
+                KernelContainer &kernels);
+  void lowerCpu(func::FuncOp fn, const NormSpec &spec, const TeamShape &team,
+                KernelContainer &kernels);
   SmallVector<NamedAttribute> config(const NormSpec &spec,
                                      const TeamShape &team);
 };
@@ -1139,29 +1141,19 @@ FailureOr<TeamShape> CoatLowerNormsPass::chooseTeam(Operation *anchor,
 
 void CoatLowerNormsPass::lowerGpu(func::FuncOp fn, const NormSpec &spec,
                                   const TeamShape &team,
-                                  gpu::GPUModuleOp &gpuModule) {
+                                  KernelContainer &kernels) {
   MLIRContext *ctx = &getContext();
   Location loc = fn.getLoc();
   std::string name = fn.getSymName().str();
-  OpBuilder mb(ctx);
-  if (!gpuModule) {
-    mb.setInsertionPointToEnd(getOperation().getBody());
-    gpuModule = gpu::GPUModuleOp::create(mb, loc, "coat_norm_kernels");
-  }
   auto makeKernel = [&](StringRef kname, ArrayRef<AbiArg> abi,
                         DictionaryAttr record, int64_t threads,
                         ArrayRef<Type> workgroup) {
     SmallVector<Type> types;
     for (const AbiArg &a : abi)
       types.push_back(a.type);
-    mb.setInsertionPointToEnd(gpuModule.getBody());
-    auto kernel = gpu::GPUFuncOp::create(
-        mb, loc, kname, FunctionType::get(ctx, types, {}), workgroup);
-    kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), mb.getUnitAttr());
-    kernel.setKnownBlockSizeAttr(
-        mb.getDenseI32ArrayAttr({static_cast<int32_t>(threads), 1, 1}));
-    kernel->setAttr("coat.kernel", record);
-    return kernel;
+    return kernels.createGpuKernel(loc, kname,
+                                   FunctionType::get(ctx, types, {}), threads,
+                                   record, workgroup);
   };
   auto workgroupF32 = [&](int64_t n) {
     return MemRefType::get(
@@ -1188,8 +1180,8 @@ void CoatLowerNormsPass::lowerGpu(func::FuncOp fn, const NormSpec &spec,
   // flight) fit on a multiprocessor.
   if (!spec.backward)
     kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
-                    mb.getI32IntegerAttr(
-                        std::max<int64_t>(1, 1024 / team.blockSize)));
+                    IntegerAttr::get(IntegerType::get(ctx, 32),
+                                     std::max<int64_t>(1, 1024 / team.blockSize)));
   {
     ImplicitLocOpBuilder b(loc, ctx);
     b.setInsertionPointToStart(&kernel.getBody().front());
@@ -1272,20 +1264,18 @@ void CoatLowerNormsPass::lowerGpu(func::FuncOp fn, const NormSpec &spec,
 }
 
 void CoatLowerNormsPass::lowerCpu(func::FuncOp fn, const NormSpec &spec,
-                                  const TeamShape &team) {
+                                  const TeamShape &team,
+                                  KernelContainer &kernels) {
   MLIRContext *ctx = &getContext();
   Location loc = fn.getLoc();
   std::string name = fn.getSymName().str();
-  OpBuilder mb(ctx);
-  mb.setInsertionPoint(fn);
   auto makeTwin = [&](StringRef tname, ArrayRef<AbiArg> abi,
                       DictionaryAttr record) {
     SmallVector<Type> types;
     for (const AbiArg &a : abi)
       types.push_back(a.type);
-    auto twin = func::FuncOp::create(mb, loc, (tname + ".cpu").str(),
-                                     FunctionType::get(ctx, types, {}));
-    twin->setAttr("coat.kernel", record);
+    func::FuncOp twin = kernels.createCpuTwin(
+        fn, tname, FunctionType::get(ctx, types, {}), record);
     twin.addEntryBlock();
     return twin;
   };
@@ -1349,12 +1339,10 @@ void CoatLowerNormsPass::lowerCpu(func::FuncOp fn, const NormSpec &spec,
 
 void CoatLowerNormsPass::runOnOperation() {
   ModuleOp module = getOperation();
-  if (target != "gpu" && target != "cpu") {
-    module.emitError("coat-lower-norms: target must be 'gpu' or 'cpu', got '")
-        << target << "'";
+  FailureOr<bool> onGpu = parseKernelTarget(module, "coat-lower-norms", target);
+  if (failed(onGpu))
     return signalPassFailure();
-  }
-  bool gpu = target == "gpu";
+  bool gpu = *onGpu;
   SmallVector<func::FuncOp> specs;
   for (auto fn : module.getOps<func::FuncOp>()) {
     if (fn.isExternal())
@@ -1366,7 +1354,7 @@ void CoatLowerNormsPass::runOnOperation() {
     if (ours)
       specs.push_back(fn);
   }
-  gpu::GPUModuleOp gpuModule;
+  KernelContainer kernels(module, "coat_norm_kernels", gpu);
   bool failedAny = false;
   for (func::FuncOp fn : specs) {
     int64_t cols = 0;
@@ -1382,22 +1370,14 @@ void CoatLowerNormsPass::runOnOperation() {
       continue;
     }
     if (gpu)
-      lowerGpu(fn, *spec, *team, gpuModule);
+      lowerGpu(fn, *spec, *team, kernels);
     else
-      lowerCpu(fn, *spec, *team);
+      lowerCpu(fn, *spec, *team, kernels);
     fn.erase();
   }
   if (failedAny)
     return signalPassFailure();
-  if (gpu && gpuModule)
-    module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
-                    UnitAttr::get(&getContext()));
-  if (!gpu)
-    for (auto fn : llvm::make_early_inc_range(module.getOps<func::FuncOp>())) {
-      StringRef name = fn.getSymName();
-      if (name.ends_with(".cpu") && fn->hasAttr("coat.kernel"))
-        fn.setSymName(name.drop_back(4));
-    }
+  kernels.finish();
 }
 
 } // namespace
