@@ -7,7 +7,8 @@ copy bandwidth measured in the same run as the ceiling.
 
 Each DIR is a compiled module (scripts/compile_examples.py output, e.g.
 build/demo/quantize); every quantize / dequantize / absmax /
-quantize_transpose kernel in it is timed on each shape. "ideal" is the bytes
+quantize_transpose kernel in it (per-group, per-tensor and 128x128 per-block)
+is timed on each shape. "ideal" is the bytes
 that must move (every buffer read or written once: inputs, codes, scales, the
 transposed copy) at the copy bandwidth; "%" is ideal time / measured time.
 Prints one line per measurement as it goes and a table last; --json writes
@@ -78,7 +79,7 @@ def buffers(kernel, rows, cols):
     G = spec.group_size
     args, nbytes = {}, 0
     for a in spec.memrefs:
-        extent = a.extent_for(n, G)
+        extent = a.extent_for(n, G, {"rows": rows, "cols": cols})
         if a.dtype in DTYPES:
             t = torch.randn(extent, device="cuda").to(DTYPES[a.dtype])
             if a.name == "scale":
@@ -107,6 +108,20 @@ def torch_equivalent(kernel, args, rows, cols):
     fmt = cfg["format"]
     fp8, fmax = FP8[fmt], FP8MAX[fmt]
     sdt = DTYPES[cfg["scale"]]
+    if cfg.get("scaling") == "per_block":
+        B, eps = cfg["block"], cfg["eps"]
+        if rows % B or cols % B:
+            raise ValueError(f"the torch anchor needs {B}-multiples")
+        transpose = op == "quantize_transpose"
+
+        def f(x):
+            xb = x.float().view(rows // B, B, cols // B, B)
+            s = ((xb.abs().amax(dim=(1, 3)) + eps) / fmax).to(sdt)
+            q = (xb / s.float()[:, None, :, None]).clamp(-fmax, fmax).to(fp8)
+            q = q.view(rows, cols)
+            return (q, s, q.t().contiguous(), s.t().contiguous()) if transpose else (q, s)
+        fn = torch.compile(f)
+        return lambda: fn(x)
     if op == "quantize" and cfg["scaling"] == "per_group":
         def f(x):
             xf = x.float().view(-1, G)
