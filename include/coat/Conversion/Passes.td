@@ -272,12 +272,17 @@ def CoatLowerActivations : Pass<"coat-lower-activations", "::mlir::ModuleOp"> {
            "bf16/f16 and 8 for f32 data, at most the group size)">,
     Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
            "Threads per GPU block (multiple of 32)">,
-    Option<"tile", "tile", "int64_t", /*default=*/"128",
+    Option<"tile", "tile", "int64_t", /*default=*/"0",
            "Square tile of the per-tensor quantize+transpose kernel: 32, "
-           "64 or 128 (per_block<BxB> kernels use B)">,
+           "64 or 128; 0 picks 128 for bf16/f16 and 64 for f32 input (8 "
+           "16-byte loads per thread at 256 threads). per_block<BxB> "
+           "kernels use B">,
     Option<"approxDivision", "approx-division", "bool", /*default=*/"false",
            "GPU: multiply by an approximate reciprocal of the scale instead "
            "of an IEEE division (faster; codes may move by one FP8 step)">,
+    Option<"tileMinCtas", "tile-min-ctas", "int64_t", /*default=*/"0",
+           "GPU tile kernels: CTAs per multiprocessor the registers must "
+           "allow (.minnctapersm); 0 leaves the register count to ptxas">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",

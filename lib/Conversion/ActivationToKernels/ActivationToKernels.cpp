@@ -423,7 +423,17 @@ void emitTileGpu(ImplicitLocOpBuilder &b, const ActSpec &spec,
     Value ok;           ///< i1, or null when every thread has this item
     Value lr, lc, gr, gc, at;
     Value mask;         ///< elements in the tensor (and the item in range)
-    Value x;            ///< vector<v1 x f32>
+    Value raw;          ///< vector<v1 x storage>, as loaded
+  };
+  // Widened where used, so that only the loaded bits stay live across the
+  // block reduction.
+  auto widen = [&](Value raw) {
+    Value x = raw;
+    if (storage != spec.hpType)
+      x = arith::BitcastOp::create(b, VectorType::get({v1}, spec.hpType), x);
+    if (!spec.hpType.isF32())
+      x = arith::ExtFOp::create(b, f32Vec, x);
+    return x;
   };
   SmallVector<Item> items;
   for (int64_t k = 0; k * B < items1; ++k) {
@@ -458,22 +468,42 @@ void emitTileGpu(ImplicitLocOpBuilder &b, const ActSpec &spec,
                                                  zero);
           scf::YieldOp::create(nb, loc, v);
         });
-    Value x = ld.getResult(0);
-    if (storage != spec.hpType)
-      x = arith::BitcastOp::create(b, VectorType::get({v1}, spec.hpType), x);
-    if (!spec.hpType.isF32())
-      x = arith::ExtFOp::create(b, f32Vec, x);
-    it.x = x;
+    it.raw = ld.getResult(0);
     items.push_back(it);
   }
 
   // Pass 1b (per block): the block maximum and its scale. Masked-off
   // elements load as 0 and leave the maximum alone; NaN is skipped (fmax).
+  // |x| of non-NaN floats orders like its bits, so the thread's maximum is
+  // an unsigned maximum of the bits with the sign cleared and NaN set to 0.
   if (blocked) {
-    Value m = f.c(0.0);
-    for (const Item &it : items)
-      for (int64_t i = 0; i < v1; ++i)
-        m = f.maxnum(m, f.abs(vector::ExtractOp::create(b, it.x, i)));
+    unsigned width = spec.hpType.getIntOrFloatBitWidth();
+    auto bitsType = b.getIntegerType(width);
+    auto bitsVec = VectorType::get({v1}, bitsType);
+    APInt inf = APFloat::getInf(cast<FloatType>(spec.hpType).getFloatSemantics())
+                    .bitcastToAPInt();
+    auto splat = [&](const APInt &v) {
+      return arith::ConstantOp::create(
+          b, DenseElementsAttr::get(bitsVec, ArrayRef<APInt>(v)));
+    };
+    Value signOff = splat(APInt::getSignedMaxValue(width));
+    Value infBits = splat(inf), zeroBits = splat(APInt(width, 0));
+    Value acc = zeroBits;
+    for (const Item &it : items) {
+      Value bits = it.raw;
+      if (storage != bitsType)
+        bits = arith::BitcastOp::create(b, bitsVec, bits);
+      Value mag = arith::AndIOp::create(b, bits, signOff);
+      Value nan = arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, mag,
+                                        infBits);
+      acc = arith::MaxUIOp::create(
+          b, acc, arith::SelectOp::create(b, nan, zeroBits, mag));
+    }
+    Value mBits = vector::ReductionOp::create(b, vector::CombiningKind::MAXUI,
+                                              acc);
+    Value m = arith::BitcastOp::create(b, spec.hpType, mBits);
+    if (!spec.hpType.isF32())
+      m = arith::ExtFOp::create(b, f32, m);
     GroupLane warp;
     warp.onGpu = true;
     warp.lanesPerGroup = 32;
@@ -511,7 +541,8 @@ void emitTileGpu(ImplicitLocOpBuilder &b, const ActSpec &spec,
   Value sv = vector::BroadcastOp::create(b, f32Vec, inv ? inv : s);
   for (const Item &it : items) {
     // Per block, always the IEEE division (the reference library's).
-    Value scaled = inv ? f.mul(it.x, sv) : arith::DivFOp::create(b, it.x, sv);
+    Value x = widen(it.raw);
+    Value scaled = inv ? f.mul(x, sv) : arith::DivFOp::create(b, x, sv);
     Value q = arith::TruncFOp::create(b, VectorType::get({v1}, fp8), scaled);
     q = arith::BitcastOp::create(b, codeVec1, q);
     guarded(it.ok, [&] {
@@ -949,7 +980,8 @@ LogicalResult CoatLowerActivationsPass::lowerSpec(func::FuncOp fn,
 
   // Flat kernels: E elements per lane, L lanes per group.
   FlatShape flat{1, 1, 1};
-  TileShape tiles{spec.blocked() ? spec.blockEdge : int64_t(tile), blockSize,
+  int64_t tileEdge = tile != 0 ? int64_t(tile) : (hpBytes >= 4 ? 64 : 128);
+  TileShape tiles{spec.blocked() ? spec.blockEdge : tileEdge, blockSize,
                   16 / hpBytes};
   int64_t elementsPerBlock = 0;
   if (blockSize <= 0 || blockSize % 32 != 0 || blockSize > 1024)
@@ -957,9 +989,9 @@ LogicalResult CoatLowerActivationsPass::lowerSpec(func::FuncOp fn,
                              "[32, 1024], got ")
            << static_cast<int64_t>(blockSize);
   if (spec.tiled()) {
-    if (tile != 32 && tile != 64 && tile != 128)
+    if (tileEdge != 32 && tileEdge != 64 && tileEdge != 128)
       return anchor->emitError("tile must be 32, 64 or 128, got ")
-             << static_cast<int64_t>(tile);
+             << tileEdge;
     elementsPerBlock = tiles.tile * tiles.tile;
   } else {
     int64_t e = elementsPerThread > 0 ? elementsPerThread
@@ -1040,6 +1072,9 @@ LogicalResult CoatLowerActivationsPass::lowerSpec(func::FuncOp fn,
     kernel.setKnownBlockSizeAttr(
         mb.getDenseI32ArrayAttr({static_cast<int32_t>(blockSize), 1, 1}));
     kernel->setAttr("coat.kernel", record);
+    if (spec.tiled() && tileMinCtas > 0)
+      kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+                      mb.getI32IntegerAttr(static_cast<int32_t>(tileMinCtas)));
     // The tile is written with vector stores: align it like one.
     for (int64_t i = 0, e = workgroup.size(); i < e; ++i)
       kernel.setWorkgroupAttributionAttr(i, "llvm.align",
