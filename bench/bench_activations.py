@@ -7,7 +7,9 @@ copy bandwidth measured in the same run as the ceiling.
 
 Each DIR is a compiled module (scripts/compile_examples.py output, e.g.
 build/demo/quantize); every quantize / dequantize / absmax /
-quantize_transpose kernel in it is timed on each shape. "ideal" is the bytes
+quantize_transpose kernel in it (per-group, per-tensor and 128x128 per-block)
+is timed on each shape (with several DIRs, e.g. variants compiled with other
+coat-lower-activations options, rows are labelled DIR/kernel). "ideal" is the bytes
 that must move (every buffer read or written once: inputs, codes, scales, the
 transposed copy) at the copy bandwidth; "%" is ideal time / measured time.
 Prints one line per measurement as it goes and a table last; --json writes
@@ -78,7 +80,7 @@ def buffers(kernel, rows, cols):
     G = spec.group_size
     args, nbytes = {}, 0
     for a in spec.memrefs:
-        extent = a.extent_for(n, G)
+        extent = a.extent_for(n, G, {"rows": rows, "cols": cols})
         if a.dtype in DTYPES:
             t = torch.randn(extent, device="cuda").to(DTYPES[a.dtype])
             if a.name == "scale":
@@ -121,6 +123,20 @@ def torch_equivalent(kernel, args, rows, cols):
     fmt = cfg["format"]
     fp8, fmax = FP8[fmt], FP8MAX[fmt]
     sdt = DTYPES[cfg["scale"]]
+    if cfg.get("scaling") == "per_block":
+        B, eps = cfg["block"], cfg["eps"]
+        if rows % B or cols % B:
+            raise ValueError(f"the torch anchor needs {B}-multiples")
+        transpose = op == "quantize_transpose"
+
+        def f(x):
+            xb = x.float().view(rows // B, B, cols // B, B)
+            s = ((xb.abs().amax(dim=(1, 3)) + eps) / fmax).to(sdt)
+            q = (xb / s.float()[:, None, :, None]).clamp(-fmax, fmax).to(fp8)
+            q = q.view(rows, cols)
+            return (q, s, q.t().contiguous(), s.t().contiguous()) if transpose else (q, s)
+        fn = torch.compile(f)
+        return lambda: fn(x)
     if op == "quantize" and cfg["scaling"] == "per_group":
         def f(x):
             xf = x.float().view(-1, G)
@@ -168,7 +184,9 @@ def main():
     kernels = []
     for d in args.kernels:
         mod = coat.load(d)
-        kernels += [k for k in mod.kernels.values()
+        # Several DIRs (variants of one module): label rows DIR/kernel.
+        prefix = Path(d).name + "/" if len(args.kernels) > 1 else ""
+        kernels += [(prefix + k.name, k) for k in mod.kernels.values()
                     if k.spec.op in OPS and (k.spec.cubin or k.spec.ptx) and args.only in k.name]
     if not kernels:
         sys.exit("no activation kernels with a GPU binary in " + " ".join(args.kernels))
@@ -177,7 +195,7 @@ def main():
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes]
 
     rows = []
-    for k in kernels:
+    for label, k in kernels:
         for (m, n) in shapes:
             if k.spec.group_size and n % k.spec.group_size:
                 continue
@@ -191,13 +209,13 @@ def main():
                     tfn, _ = graphed(torch_equivalent(k, bufs, m, n))
                     t_ms = time_ms(tfn)
                 except Exception as e:  # noqa: BLE001 - report and go on
-                    print(f"  torch.compile anchor failed for {k.name}: {e}")
-            row = dict(kernel=k.name, op=k.spec.op, shape=f"{m}x{n}", bytes=nbytes,
+                    print(f"  torch.compile anchor failed for {label}: {e}")
+            row = dict(kernel=label, op=k.spec.op, shape=f"{m}x{n}", bytes=nbytes,
                        ideal_ms=ideal_ms, coat_ms=ms, coat_pct=100 * ideal_ms / ms,
                        torch_ms=t_ms, torch_pct=(100 * ideal_ms / t_ms) if t_ms else None,
                        speedup=(t_ms / ms) if t_ms else None, graph=graph)
             rows.append(row)
-            print(f"{k.name:40s} {m:>6d}x{n:<6d} coat {ms:8.4f} ms ({row['coat_pct']:5.1f}%)"
+            print(f"{label:40s} {m:>6d}x{n:<6d} coat {ms:8.4f} ms ({row['coat_pct']:5.1f}%)"
                   + (f"  torch.compile {t_ms:8.4f} ms ({row['torch_pct']:5.1f}%)" if t_ms else ""),
                   flush=True)
 

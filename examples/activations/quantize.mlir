@@ -8,6 +8,9 @@
 //       per-group maxima (coat.absmax per_group<G>) reduced on the host
 //   (c) per-tensor quantize + transpose (q and q^T from one read)
 //   (d) dequantize, per-group and per-tensor
+//   (e) 128x128 block quantize with f32 scales (DeepSeek-style weights,
+//       COAT.md §4.4), alone and with the transposed copy (q^T's block
+//       scales are the same matrix, transposed)
 
 
 func.func @coat_quantize_bf16_e4m3_g16_sbf16(%x: tensor<?x?xbf16>) -> !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16> {
@@ -121,4 +124,31 @@ func.func @coat_dequantize_e4m3_pt_sbf16_bf16(%q: !coat.qtensor<?x?xf8E4M3FN, pe
 func.func @coat_dequantize_e5m2_pt_sf32_f32(%q: !coat.qtensor<?x?xf8E5M2, per_tensor>) -> tensor<?x?xf32> {
   %x = coat.dequantize %q : !coat.qtensor<?x?xf8E5M2, per_tensor> -> tensor<?x?xf32>
   return %x : tensor<?x?xf32>
+}
+
+func.func @coat_quantize_b128_bf16_e4m3_sf32(%x: tensor<?x?xbf16>) -> !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>> {
+  %q = coat.quantize %x : tensor<?x?xbf16> -> !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>>
+  return %q : !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>>
+}
+
+func.func @coat_quantize_b128_f32_e4m3_sf32(%x: tensor<?x?xf32>) -> !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>> {
+  %q = coat.quantize %x : tensor<?x?xf32> -> !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>>
+  return %q : !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>>
+}
+
+func.func @coat_quantize_b128_bf16_e5m2_sbf16(%x: tensor<?x?xbf16>) -> !coat.qtensor<?x?xf8E5M2, per_block<128x128>, scale = bf16> {
+  %q = coat.quantize %x : tensor<?x?xbf16> -> !coat.qtensor<?x?xf8E5M2, per_block<128x128>, scale = bf16>
+  return %q : !coat.qtensor<?x?xf8E5M2, per_block<128x128>, scale = bf16>
+}
+
+func.func @coat_quantize_tb128_bf16_e4m3_sf32(%x: tensor<?x?xbf16>) -> (!coat.qtensor<?x?xf8E4M3FN, per_block<128x128>>, !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>>) {
+  %q = coat.quantize %x : tensor<?x?xbf16> -> !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>>
+  %t = coat.transpose %q : !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>> -> !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>>
+  return %q, %t : !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>>, !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>>
+}
+
+func.func @coat_quantize_tb128_f32_e4m3_sf32(%x: tensor<?x?xf32>) -> (!coat.qtensor<?x?xf8E4M3FN, per_block<128x128>>, !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>>) {
+  %q = coat.quantize %x : tensor<?x?xf32> -> !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>>
+  %t = coat.transpose %q : !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>> -> !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>>
+  return %q, %t : !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>>, !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>>
 }

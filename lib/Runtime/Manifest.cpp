@@ -307,12 +307,25 @@ bool parseKernel(Reader &r, const Value &k, const std::string &where,
     return false;
   };
   for (const auto &a : out.args) {
-    for (const auto &f : a.extentFactors)
-      if (f != "groups" && !isScalarArg(f))
+    for (const auto &f : a.extentFactors) {
+      // "rows/128": ceil(rows / 128), the count of 128-row blocks.
+      size_t slash = f.find('/');
+      std::string name = f.substr(0, slash);
+      bool divisorOk = true;
+      if (slash != std::string::npos) {
+        std::string d = f.substr(slash + 1);
+        divisorOk = !d.empty() && d.size() < 10 &&
+                    d.find_first_not_of("0123456789") == std::string::npos &&
+                    std::stoll(d) > 0;
+      }
+      if (!divisorOk || (name != "groups" && !isScalarArg(name)) ||
+          (name == "groups" && slash != std::string::npos))
         return r.fail(where, "extent of '" + a.name + "': expected \"n\", "
                              "\"groups\" or an integer, or a product of scalar "
-                             "arguments like \"m*n\" ('" + f +
-                             "' is not a scalar argument)");
+                             "arguments like \"m*n\" or \"rows/128*cols/128\" ('" +
+                             f + "' is not a scalar argument or one divided by "
+                             "a positive integer)");
+    }
     for (const auto &d : a.mapDims)
       if (!(d[0] >= '0' && d[0] <= '9') && !isScalarArg(d))
         return r.fail(where, "dims of '" + a.name + "' name '" + d +
@@ -512,8 +525,16 @@ bool packLaunch(const KernelSpec &kernel, int64_t n, const uint64_t *buffers,
                                                              : a.fixedExtent;
       if (a.extent == ArgSpec::Extent::Product) {
         extent = 1;
-        for (const auto &f : a.extentFactors)
-          extent *= f == "groups" ? groups : scalarValue(f);
+        for (const auto &f : a.extentFactors) {
+          size_t slash = f.find('/');
+          if (slash == std::string::npos) {
+            extent *= f == "groups" ? groups : scalarValue(f);
+            continue;
+          }
+          int64_t v = scalarValue(f.substr(0, slash));
+          int64_t d = std::stoll(f.substr(slash + 1));
+          extent *= v <= 0 ? 0 : (v + d - 1) / d;
+        }
       }
       if (ptr == 0 && extent > 0) {
         error = who + "buffer for memref argument '" + a.name + "' is null";

@@ -48,7 +48,9 @@ class ArgSpec:
         if isinstance(self.extent, str):
             out = 1
             for f in self.extent.split("*"):
-                out *= -(-n // group_size) if f == "groups" else int(scalars[f])
+                name, _, div = f.partition("/")
+                v = -(-n // group_size) if name == "groups" else int(scalars[name])
+                out *= -(-max(v, 0) // int(div)) if div else v
             return out
         return int(self.extent)
 
@@ -228,6 +230,10 @@ def _parse_kernel(k: Any, where: str, directory: str) -> KernelSpec:
         if isinstance(a.extent, str) and a.extent not in ("n", "groups"):
             for f in a.extent.split("*"):
                 needs_groups |= f == "groups"
+                f, slash, div = f.partition("/")  # "rows/128": ceil(rows / 128)
+                if slash and (f == "groups" or not div.isdigit() or int(div) <= 0):
+                    _fail(f"{where}.args ({a.name!r}).extent",
+                          f"{a.extent!r}: a factor name/k needs a scalar name and k > 0")
                 if f != "groups" and f not in scalar_names:
                     _fail(f"{where}.args ({a.name!r}).extent",
                           'expected "n", "groups" or an integer, or a product of scalar '

@@ -25,7 +25,8 @@ LLVM_BIN = Path(os.environ.get("COAT_LLVM_BIN", "/usr/lib/llvm-22/bin"))
 GPU_PIPELINE = (
     "builtin.module(coat-fuse-adamw,coat-lower-optimizer{{target=gpu {lower}}},"
     "coat-lower-pointwise{{target=gpu {pointwise}}},coat-lower-norms{{target=gpu}},"
-    "coat-lower-activations{{target=gpu}},coat-lower-reduce-scales{{target=gpu}},"
+    "coat-lower-activations{{target=gpu {activation}}},"
+    "coat-lower-reduce-scales{{target=gpu}},"
     "coat-lower-linear{{{linear}}},"
     "coat-export-manifest{{dir={out} chip={chip} features={features}}},"
     "coat-gpu-to-binary{{chip={chip} features={features} format={fmt}}},"
@@ -79,13 +80,16 @@ class Toolchain:
                      features: str = "+ptx80", gpu: bool = True,
                      cpu: bool = True, lower_options: str = "",
                      linear_options: str = "",
-                     pointwise_options: str = "") -> List[Path]:
+                     pointwise_options: str = "",
+                     activation_options: str = "") -> List[Path]:
         """Compiles `src` into `out`; returns the files produced.
         `lower_options` go to coat-lower-optimizer for the GPU (for example
         "elements-per-thread=8 block-size=256"), `linear_options` to
         coat-lower-linear (for example "tile-n=128 stages=3"),
         `pointwise_options` to coat-lower-pointwise on both targets (for
-        example "exact-math=true"). A module with
+        example "exact-math=true"), `activation_options` to
+        coat-lower-activations for the GPU (for example "tile=64
+        tile-min-ctas=3"). A module with
         GPU-only ops (GPU_ONLY_OPS) gets no CPU twins."""
         src, out = Path(src).resolve(), Path(out).resolve()
         cpu = cpu and not any(op in src.read_text() for op in GPU_ONLY_OPS)
@@ -94,7 +98,8 @@ class Toolchain:
         if manifest.exists():
             manifest.unlink()  # the export passes merge into an existing one
         fmt_args = dict(out=out, chip=chip, features=features, lower=lower_options,
-                        linear=linear_options, pointwise=pointwise_options)
+                        linear=linear_options, pointwise=pointwise_options,
+                        activation=activation_options)
         if gpu:
             for fmt in ("isa", "bin"):
                 self._run([self.coat_opt, str(src), *GPU_LLVM_FLAGS,

@@ -191,3 +191,34 @@ TEST(RuntimeManifest, PacksTensorMapsAndTileGrids) {
   EXPECT_FALSE(packLaunch(k, 200, bufs, 4, odd, 3, p, err));
   EXPECT_NE(err.find("multiple of 16"), std::string::npos) << err;
 }
+
+namespace {
+// A per_block<128x128> quantize: the scale extent divides scalars, rounding up.
+const char *kBlockManifest = R"({
+  "format": "coat-manifest", "version": 1,
+  "kernels": [{
+    "name": "qb", "op": "quantize", "gpu": {"cubin": "q.cubin"},
+    "config": {"scaling": "per_block", "block": 128},
+    "launch": {"block": [256, 1, 1], "elements_per_block": 16384},
+    "args": [
+      {"name": "input", "kind": "memref", "dtype": "bf16", "extent": "n"},
+      {"name": "scale", "kind": "memref", "dtype": "f32", "extent": "rows/128*cols/128"},
+      {"name": "rows", "kind": "scalar", "dtype": "i64"},
+      {"name": "cols", "kind": "scalar", "dtype": "i64"}
+    ]}]})";
+} // namespace
+
+TEST(RuntimeManifest, BlockScaleExtentsRoundUp) {
+  Manifest m = parseOk(kBlockManifest);
+  uint64_t bufs[2] = {0x1000, 0x2000};
+  double scalars[2] = {257, 129};
+  PackedLaunch p;
+  std::string err;
+  ASSERT_TRUE(packLaunch(m.kernels[0], 257 * 129, bufs, 2, scalars, 2, p, err))
+      << err;
+  EXPECT_EQ(*static_cast<uint64_t *>(p.params[8]), 6u); // 3 x 2 blocks
+  EXPECT_NE(parseErr(kBlockManifest, "rows/128*", "rows/0*").find("extent"),
+            std::string::npos);
+  EXPECT_NE(parseErr(kBlockManifest, "rows/128*", "depth/128*").find("extent"),
+            std::string::npos);
+}

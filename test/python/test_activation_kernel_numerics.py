@@ -29,11 +29,46 @@ pytestmark = pytest.mark.skipif(
     not KERNELS, reason="no compiled activation kernels (ctest's compile-examples makes them)")
 
 
+# Tile kernels (quantize_transpose, per_block) also run on shapes with whole
+# 16-byte rows of q and q^T (their vector path) and on odd ones.
+TILE_SHAPES = [(256, 384), (272, 144), (129, 131), (130, 1)]
+
+
+def check_quantize_block(kernel, device, shape, x):
+    """per_block<BxB>: codes and the [ceil(rows/B), ceil(cols/B)] f32 (or
+    bf16) block scales, and for quantize_transpose q^T and the transposed
+    scale matrix."""
+    cfg = kernel.config
+    fmt, in_dtype, B = cfg["format"], cfg["input"], cfg["block"]
+    rows, cols = shape
+    want_codes, want_scales = ref.quantize_per_block(
+        x, B, B, fmt, bf16_scale=cfg["scale"] == "bf16", eps=np.float32(cfg["eps"]))
+    codes = empty(shape, fmt, device)
+    scales = empty(want_scales.shape, cfg["scale"], device)
+    bufs = dict(input=hp_array(x, in_dtype, device), codes=codes, scale=scales)
+    transposed = kernel.spec.op == "quantize_transpose"
+    if transposed:
+        bufs["codes_t"] = empty((cols, rows), fmt, device)
+        bufs["scale_t"] = empty(want_scales.shape[::-1], cfg["scale"], device)
+    kernel.launch(**bufs, rows=rows, cols=cols)
+    sync(device)
+    assert_codes_equal(codes, want_codes, fmt, "codes")
+    assert_values_equal(hp_values(scales, cfg["scale"]), want_scales, "block scales")
+    if transposed:
+        assert_codes_equal(bufs["codes_t"], want_codes.reshape(rows, cols).T, fmt,
+                           "transposed codes")
+        assert_values_equal(hp_values(bufs["scale_t"], cfg["scale"]), want_scales.T,
+                            "transposed block scales")
+
+
 def check_quantize(kernel, device, shape, case, seed):
     cfg = kernel.config
     fmt, in_dtype, bf16_scale = cfg["format"], cfg["input"], cfg["scale"] == "bf16"
     rows, cols = shape
     x = activation(np.random.default_rng(seed), shape, case, in_dtype == "bf16")
+    if cfg["scaling"] == "per_block":
+        check_quantize_block(kernel, device, shape, x)
+        return
     if cfg["scaling"] == "per_group":
         G = kernel.spec.group_size
         want_codes, want_scales = ref.quantize_per_group(x, G, fmt, bf16_scale=bf16_scale)
@@ -46,7 +81,7 @@ def check_quantize(kernel, device, shape, case, seed):
         assert_values_equal(hp_values(scales, cfg["scale"]), want_scales, "scales")
         return
     # A given per-tensor scale: COAT's group-scaling scale of this input.
-    s = ref.two_stage_tensor_scale(x, 16, fmt, bf16_scale=bf16_scale)
+    s = ref.two_stage_tensor_scale(x, 16 if cols % 16 == 0 else 1, fmt, bf16_scale=bf16_scale)
     scale = hp_array(np.array([s], np.float32), cfg["scale"], device)
     want = ref.quantize_with_scale(x, s, fmt)
     codes = empty(shape, fmt, device)
@@ -126,7 +161,8 @@ CHECKS = {"quantize": check_quantize, "quantize_transpose": check_quantize,
 def test_kernel_matches_reference_library(kernel, case, device):
     if device == "cuda" and kernel.spec.cubin is None and kernel.spec.ptx is None:
         pytest.skip("module has no GPU binary")
-    for i, (rows, cols) in enumerate(SHAPES):
+    tiled = "tile" in kernel.config
+    for i, (rows, cols) in enumerate(SHAPES + (TILE_SHAPES if tiled else [])):
         shape = shape_for(kernel, rows, cols)
         try:
             CHECKS[kernel.spec.op](kernel, device, shape, case, seed=100 * i + CASES.index(case))

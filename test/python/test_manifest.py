@@ -212,3 +212,33 @@ def test_rejects_bad_persistent_gemm_records(change, message):
     with pytest.raises(ManifestError) as e:
         parse_manifest(doc)
     assert message in str(e.value)
+
+
+def block_quantize_doc(extent="rows/128*cols/128"):
+    doc = fixture_doc()
+    doc["kernels"] = [{
+        "name": "qb", "op": "quantize", "cpu": {"object": "qb.o", "symbol": "qb"},
+        "config": {"scaling": "per_block", "block": 128},
+        "launch": {"block": [256], "elements_per_block": 16384},
+        "args": [
+            {"name": "input", "kind": "memref", "dtype": "bf16", "extent": "n"},
+            {"name": "codes", "kind": "memref", "dtype": "e4m3", "extent": "n"},
+            {"name": "scale", "kind": "memref", "dtype": "f32", "extent": extent},
+            {"name": "rows", "kind": "scalar", "dtype": "i64"},
+            {"name": "cols", "kind": "scalar", "dtype": "i64"},
+        ]}]
+    return doc
+
+
+def test_block_scale_extent_divides_scalars_rounding_up():
+    k = parse_manifest(block_quantize_doc(), directory="/d").kernel("qb")
+    scale = next(a for a in k.args if a.name == "scale")
+    assert scale.extent_for(257 * 129, 0, {"rows": 257, "cols": 129}) == 3 * 2
+    assert scale.extent_for(256 * 128, 0, {"rows": 256, "cols": 128}) == 2 * 1
+    assert scale.extent_for(0, 0, {"rows": 0, "cols": 128}) == 0
+
+
+@pytest.mark.parametrize("extent", ["rows/0*cols/128", "rows/x", "groups/128", "depth/128"])
+def test_rejects_bad_block_scale_extents(extent):
+    with pytest.raises(ManifestError, match="extent"):
+        parse_manifest(block_quantize_doc(extent))

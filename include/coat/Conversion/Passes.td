@@ -227,6 +227,8 @@ def CoatLowerActivations : Pass<"coat-lower-activations", "::mlir::ModuleOp"> {
     | `coat.quantize` to `per_group<G>` | `quantize` | input, codes, scale, rows, cols |
     | `coat.quantize ... scale %s` to `per_tensor` | `quantize` | input, scale, codes, rows, cols |
     | the same + `coat.transpose`, returning both | `quantize_transpose` | input, scale, codes, codes_t, rows, cols |
+    | `coat.quantize` to `per_block<BxB>` (B = 32, 64, 128) | `quantize` | input, codes, scale, rows, cols |
+    | the same + `coat.transpose` (`per_block<BxB>`), returning both | `quantize_transpose` | input, codes, scale, codes_t, scale_t, rows, cols |
     | `coat.dequantize` of `per_group<G>` / `per_tensor` | `dequantize` | codes, scale, output, rows, cols |
     | `coat.absmax` with `per_group<G>` | `absmax` | input, absmax, rows, cols |
 
@@ -239,10 +241,18 @@ def CoatLowerActivations : Pass<"coat-lower-activations", "::mlir::ModuleOp"> {
     the `per_group<G>` groups because G divides `cols`; on the GPU a lane
     holds E consecutive elements (16-byte accesses), G/E adjacent lanes form
     a group and combine the group maximum with `gpu.shuffle xor`. Tails are
-    masked: any `rows x cols`. The transpose kernel moves T x T tiles through
-    workgroup memory (`gpu.barrier` between the row-major and the transposed
-    pass). Every kernel is launched with `gridDim.x = ceil(rows * cols /
-    elements_per_block)`.
+    masked: any `rows x cols`. Tile kernels (quantize + transpose, per-block
+    quantize) loop over T x T tiles (T = `tile`, or B per block): each
+    thread first issues all its 16-byte loads of the tile; per block, the
+    maximum is combined by warp shuffles and one word per warp in workgroup
+    memory, then `s = (max + eps) / fp8max` (IEEE, rounded to the scale
+    type) and `q = cvt(x / s)`. The transposed copy goes through a tile of
+    32-bit words in workgroup memory: each thread reads one column word of
+    16 rows, transposes 4x4 bytes with `nvvm.prmt` and stores 16-byte rows
+    of q^T. Per-block scales are `[ceil(rows/B), ceil(cols/B)]` row-major;
+    `scale_t` is its transpose, the scales of q^T's `per_block<BxB>` grid;
+    edge blocks are partial. Every kernel is launched with `gridDim.x =
+    ceil(rows * cols / elements_per_block)`.
 
     ```mlir
     func.func @q(%x: tensor<?x?xbf16>)
@@ -262,17 +272,23 @@ def CoatLowerActivations : Pass<"coat-lower-activations", "::mlir::ModuleOp"> {
            "bf16/f16 and 8 for f32 data, at most the group size)">,
     Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
            "Threads per GPU block (multiple of 32)">,
-    Option<"tile", "tile", "int64_t", /*default=*/"64",
-           "Square tile of the quantize+transpose kernel: 32 or 64">,
+    Option<"tile", "tile", "int64_t", /*default=*/"0",
+           "Square tile of the per-tensor quantize+transpose kernel: 32, "
+           "64 or 128; 0 picks 128 for bf16/f16 and 64 for f32 input (8 "
+           "16-byte loads per thread at 256 threads). per_block<BxB> "
+           "kernels use B">,
     Option<"approxDivision", "approx-division", "bool", /*default=*/"false",
            "GPU: multiply by an approximate reciprocal of the scale instead "
            "of an IEEE division (faster; codes may move by one FP8 step)">,
+    Option<"tileMinCtas", "tile-min-ctas", "int64_t", /*default=*/"0",
+           "GPU tile kernels: CTAs per multiprocessor the registers must "
+           "allow (.minnctapersm); 0 leaves the register count to ptxas">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
     "::mlir::gpu::GPUDialect", "::mlir::math::MathDialect",
-    "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
-    "::mlir::vector::VectorDialect"];
+    "::mlir::memref::MemRefDialect", "::mlir::NVVM::NVVMDialect",
+    "::mlir::scf::SCFDialect", "::mlir::vector::VectorDialect"];
 }
 
 def CoatLowerReduceScales : Pass<"coat-lower-reduce-scales", "::mlir::ModuleOp"> {

@@ -25,7 +25,7 @@ func.func @not_a_matrix(%x: tensor<?x?x?xbf16>) -> !coat.qtensor<?x?x?xf8E4M3FN,
 // -----
 
 func.func @flat_groups(%x: tensor<?x?xf32>) -> !coat.qtensor<?x?xf8E4M3FN, flat_group<128>> {
-  // expected-error @+1 {{activation kernels support per_group<G> and per_tensor scaling only}}
+  // expected-error @+1 {{activation kernels support per_group<G> and per_tensor scaling (and per_block<BxB> for coat.quantize) only}}
   %q = coat.quantize %x : tensor<?x?xf32> -> !coat.qtensor<?x?xf8E4M3FN, flat_group<128>>
   return %q : !coat.qtensor<?x?xf8E4M3FN, flat_group<128>>
 }
@@ -45,4 +45,21 @@ func.func @two_ops(%x: tensor<?x?xbf16>) -> (!coat.qtensor<?x?xf8E4M3FN, per_gro
   %q = coat.quantize %x : tensor<?x?xbf16> -> !coat.qtensor<?x?xf8E4M3FN, per_group<16>>
   %r = coat.quantize %x : tensor<?x?xbf16> -> !coat.qtensor<?x?xf8E5M2, per_group<16>>
   return %q, %r : !coat.qtensor<?x?xf8E4M3FN, per_group<16>>, !coat.qtensor<?x?xf8E5M2, per_group<16>>
+}
+
+// -----
+
+func.func @oblong_blocks(%x: tensor<?x?xbf16>) -> !coat.qtensor<?x?xf8E4M3FN, per_block<128x64>> {
+  // expected-error @+1 {{per_block<128x64> has no kernel: need square blocks of 32, 64 or 128}}
+  %q = coat.quantize %x : tensor<?x?xbf16> -> !coat.qtensor<?x?xf8E4M3FN, per_block<128x64>>
+  return %q : !coat.qtensor<?x?xf8E4M3FN, per_block<128x64>>
+}
+
+// -----
+
+func.func @big_blocks_t(%x: tensor<?x?xbf16>) -> (!coat.qtensor<?x?xf8E4M3FN, per_block<256x256>>, !coat.qtensor<?x?xf8E4M3FN, per_block<256x256>>) {
+  // expected-error @+1 {{per_block<256x256> has no kernel: need square blocks of 32, 64 or 128}}
+  %q = coat.quantize %x : tensor<?x?xbf16> -> !coat.qtensor<?x?xf8E4M3FN, per_block<256x256>>
+  %t = coat.transpose %q : !coat.qtensor<?x?xf8E4M3FN, per_block<256x256>> -> !coat.qtensor<?x?xf8E4M3FN, per_block<256x256>>
+  return %q, %t : !coat.qtensor<?x?xf8E4M3FN, per_block<256x256>>, !coat.qtensor<?x?xf8E4M3FN, per_block<256x256>>
 }

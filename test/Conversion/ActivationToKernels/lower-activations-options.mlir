@@ -2,11 +2,24 @@
 // RUN: not coat-opt %s -coat-lower-activations='target=gpu block-size=48' 2>&1 | FileCheck %s --check-prefix=BLOCK
 // RUN: not coat-opt %s -coat-lower-activations='target=gpu elements-per-thread=2' 2>&1 | FileCheck %s --check-prefix=EPT
 // RUN: not coat-opt %s -coat-lower-activations='target=tpu' 2>&1 | FileCheck %s --check-prefix=TARGET
+// RUN: not coat-opt %s -coat-lower-activations='target=gpu tile=48' 2>&1 | FileCheck %s --check-prefix=TILE
+// RUN: coat-opt %s -coat-lower-activations='target=gpu' | FileCheck %s --check-prefix=AUTO
 
 // BLOCK: block-size must be a multiple of 32 in [32, 1024], got 48
 // EPT: elements-per-thread=2 does not fit group size 128
 // TARGET: target must be 'gpu' or 'cpu', got 'tpu'
+// TILE: tile must be 32, 64 or 128, got 48
+// f32 input: 64x64 tiles (8 loads per thread at 256 threads).
+// AUTO-LABEL: gpu.func @qt_f32(
+// AUTO-SAME: workgroup(%{{.*}} : memref<64x16xi32, #gpu.address_space<workgroup>>
+// AUTO-SAME: tile = 64
 func.func @q(%x: tensor<?x?xbf16>) -> !coat.qtensor<?x?xf8E4M3FN, per_group<128>> {
   %q = coat.quantize %x : tensor<?x?xbf16> -> !coat.qtensor<?x?xf8E4M3FN, per_group<128>>
   return %q : !coat.qtensor<?x?xf8E4M3FN, per_group<128>>
+}
+
+func.func @qt_f32(%x: tensor<?x?xf32>, %s: tensor<f32>) -> (!coat.qtensor<?x?xf8E4M3FN, per_tensor>, !coat.qtensor<?x?xf8E4M3FN, per_tensor>) {
+  %q = coat.quantize %x scale %s : tensor<?x?xf32>, tensor<f32> -> !coat.qtensor<?x?xf8E4M3FN, per_tensor>
+  %t = coat.transpose %q : !coat.qtensor<?x?xf8E4M3FN, per_tensor> -> !coat.qtensor<?x?xf8E4M3FN, per_tensor>
+  return %q, %t : !coat.qtensor<?x?xf8E4M3FN, per_tensor>, !coat.qtensor<?x?xf8E4M3FN, per_tensor>
 }

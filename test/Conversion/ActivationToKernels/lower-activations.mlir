@@ -45,15 +45,18 @@ func.func @q_scaled(%x: tensor<?x?xf32>, %s: tensor<f32>) -> !coat.qtensor<?x?xf
   return %q : !coat.qtensor<?x?xf8E5M2, per_tensor>
 }
 
-// Quantize + transpose: a 64x64 i8 tile in workgroup memory, two barriers.
+// Quantize + transpose: a 128x128-byte tile of words in workgroup memory,
+// column words transposed with prmt, 16-byte rows of q^T, two barriers.
 // GPU-LABEL: gpu.func @q_t(
-// GPU-SAME: workgroup(%[[TILE:[^ ]*]] : memref<64x64xi8, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
+// GPU-SAME: workgroup(%[[TILE:[^ ]*]] : memref<128x32xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
 // GPU-SAME: name = "codes_t"
+// GPU-SAME: tile = 128
 // GPU-SAME: op = "quantize_transpose"
 // GPU: scf.for
-// GPU: vector.store %{{.*}}, %[[TILE]][{{.*}}] {alignment = 8 : i64}
+// GPU: vector.store %{{.*}}, %[[TILE]][{{.*}}] {alignment = 8 : i64} : memref<128x32xi32, #gpu.address_space<workgroup>>, vector<2xi32>
 // GPU: gpu.barrier
 // GPU: memref.load %[[TILE]]
+// GPU: nvvm.prmt <default>
 // GPU: vector.store %{{.*}} {alignment = 16 : i64} : memref<?xi8>, vector<16xi8>
 // GPU: gpu.barrier
 // CPU-LABEL: func.func @q_t(
@@ -86,4 +89,56 @@ func.func @dq(%q: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>) -> t
 func.func @amax(%x: tensor<?x?xbf16>) -> tensor<?x?xf32> {
   %a = coat.absmax %x, per_group<16> : tensor<?x?xbf16> -> tensor<?x?xf32>
   return %a : tensor<?x?xf32>
+}
+
+// 128x128 blocks: the block maximum over the CTA (warp shuffles, one word
+// per warp), an IEEE scale division, the block scale from thread 0.
+// GPU-LABEL: gpu.func @q_b(
+// GPU-SAME: workgroup(%[[RED:[^ ]*]] : memref<8xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
+// GPU-SAME: extent = "rows/128*cols/128", kind = "memref", name = "scale"
+// GPU-SAME: block = 128
+// GPU-SAME: scaling = "per_block"
+// GPU: scf.for
+// GPU: gpu.shuffle xor
+// GPU: memref.store %{{.*}}, %[[RED]]
+// GPU: gpu.barrier
+// GPU: memref.load %[[RED]]
+// GPU: arith.divf %{{.*}}, %{{.*}} : f32
+// GPU: arith.divf %{{.*}}, %{{.*}} : vector<8xf32>
+// GPU: arith.truncf %{{.*}} : vector<8xf32> to vector<8xf8E4M3FN>
+// GPU-NOT: nvvm.prmt
+// GPU: gpu.barrier
+// CPU-LABEL: func.func @q_b(
+// CPU: scf.for
+// CPU: scf.for
+// CPU: arith.maxnumf
+// CPU: arith.divf
+// CPU: memref.store
+// CPU: arith.truncf %{{.*}} : f32 to f8E4M3FN
+func.func @q_b(%x: tensor<?x?xbf16>) -> !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>> {
+  %q = coat.quantize %x : tensor<?x?xbf16> -> !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>>
+  return %q : !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>>
+}
+
+// The transposed form writes both scale matrices and both layouts.
+// GPU-LABEL: gpu.func @q_tb(
+// GPU-SAME: workgroup(%[[TILE2:[^ ]*]] : memref<128x32xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[RED2:[^ ]*]] : memref<8xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
+// GPU-SAME: extent = "cols/128*rows/128", kind = "memref", name = "scale_t"
+// GPU-SAME: op = "quantize_transpose"
+// GPU: gpu.shuffle xor
+// GPU: gpu.barrier
+// GPU: memref.store %{{.*}}, %{{.*}}[%{{.*}}] : memref<?xf32>
+// GPU: memref.store %{{.*}}, %{{.*}}[%{{.*}}] : memref<?xf32>
+// GPU: vector.store %{{.*}}, %[[TILE2]]
+// GPU: gpu.barrier
+// GPU: nvvm.prmt
+// CPU-LABEL: func.func @q_tb(
+// CPU-SAME: %{{.*}}: memref<?xi16>, %{{.*}}: memref<?xi8>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xi8>, %{{.*}}: memref<?xf32>, %{{.*}}: i64, %{{.*}}: i64)
+// CPU: arith.maxnumf
+// CPU: memref.store
+// CPU: memref.store
+func.func @q_tb(%x: tensor<?x?xbf16>) -> (!coat.qtensor<?x?xf8E4M3FN, per_block<128x128>>, !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>>) {
+  %q = coat.quantize %x : tensor<?x?xbf16> -> !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>>
+  %t = coat.transpose %q : !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>> -> !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>>
+  return %q, %t : !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>>, !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>>
 }
