@@ -21,6 +21,11 @@ namespace mlir::coat {
 FailureOr<bool> parseKernelTarget(ModuleOp module, StringRef pass,
                                   StringRef target);
 
+/// The kernel-spec functions of `module` a lowering takes: the defined
+/// functions holding an op for which `ours` holds.
+SmallVector<func::FuncOp>
+collectKernelSpecs(ModuleOp module, function_ref<bool(Operation *)> ours);
+
 /// Where a lowering puts its kernels: one gpu.module of `name` at the end of
 /// the module, created on first use.
 class KernelContainer {

@@ -13,6 +13,7 @@
 
 #include "coat/Conversion/GroupKernel.h"
 #include "coat/Conversion/KernelRecord.h"
+#include "coat/Conversion/KernelSpec.h"
 #include "coat/Conversion/Passes.h"
 #include "coat/Dialect/CoatDialect.h"
 #include "coat/Numerics/Fp8.h"
@@ -806,7 +807,7 @@ struct CoatLowerActivationsPass
 private:
   FailureOr<ActSpec> analyze(func::FuncOp fn);
   LogicalResult lowerSpec(func::FuncOp fn, const ActSpec &spec, bool gpu,
-                          gpu::GPUModuleOp &gpuModule);
+                          KernelContainer &kernels);
 };
 
 LogicalResult checkMatrix(Operation *op, Type t) {
@@ -973,7 +974,7 @@ FailureOr<ActSpec> CoatLowerActivationsPass::analyze(func::FuncOp fn) {
 LogicalResult CoatLowerActivationsPass::lowerSpec(func::FuncOp fn,
                                                   const ActSpec &spec,
                                                   bool gpu,
-                                                  gpu::GPUModuleOp &gpuModule) {
+                                                  KernelContainer &kernels) {
   MLIRContext *ctx = &getContext();
   Operation *anchor = &fn.getBody().front().front();
   int64_t hpBytes = spec.hpType.getIntOrFloatBitWidth() / 8;
@@ -1043,11 +1044,6 @@ LogicalResult CoatLowerActivationsPass::lowerSpec(func::FuncOp fn,
 
   if (gpu) {
     OpBuilder mb(ctx);
-    if (!gpuModule) {
-      mb.setInsertionPointToEnd(getOperation().getBody());
-      gpuModule = gpu::GPUModuleOp::create(mb, loc, "coat_activation_kernels");
-    }
-    mb.setInsertionPointToEnd(gpuModule.getBody());
     // Tile kernels: the codes tile as 32-bit words (transposed kinds), the
     // per-warp block maxima (per_block kinds).
     SmallVector<Type> workgroup;
@@ -1066,12 +1062,8 @@ LogicalResult CoatLowerActivationsPass::lowerSpec(func::FuncOp fn,
                                           Float32Type::get(ctx), AffineMap(),
                                           wgSpace));
     }
-    auto kernel = gpu::GPUFuncOp::create(mb, loc, name, fnType, workgroup);
-    kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
-                    mb.getUnitAttr());
-    kernel.setKnownBlockSizeAttr(
-        mb.getDenseI32ArrayAttr({static_cast<int32_t>(blockSize), 1, 1}));
-    kernel->setAttr("coat.kernel", record);
+    gpu::GPUFuncOp kernel = kernels.createGpuKernel(loc, name, fnType, blockSize,
+                                                    record, workgroup);
     if (spec.tiled() && tileMinCtas > 0)
       kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
                       mb.getI32IntegerAttr(static_cast<int32_t>(tileMinCtas)));
@@ -1100,10 +1092,7 @@ LogicalResult CoatLowerActivationsPass::lowerSpec(func::FuncOp fn,
     }
     gpu::ReturnOp::create(b);
   } else {
-    OpBuilder mb(ctx);
-    mb.setInsertionPoint(fn);
-    auto cpuFn = func::FuncOp::create(mb, loc, name + ".cpu", fnType);
-    cpuFn->setAttr("coat.kernel", record);
+    func::FuncOp cpuFn = kernels.createCpuTwin(fn, name, fnType, record);
     Block *entry = cpuFn.addEntryBlock();
     ImplicitLocOpBuilder b(loc, ctx);
     b.setInsertionPointToStart(entry);
@@ -1132,35 +1121,33 @@ LogicalResult CoatLowerActivationsPass::lowerSpec(func::FuncOp fn,
 
 void CoatLowerActivationsPass::runOnOperation() {
   ModuleOp module = getOperation();
-  if (target != "gpu" && target != "cpu") {
-    module.emitError("coat-lower-activations: target must be 'gpu' or "
-                     "'cpu', got '")
-        << target << "'";
+  FailureOr<bool> onGpu =
+      parseKernelTarget(module, "coat-lower-activations", target);
+  if (failed(onGpu))
     return signalPassFailure();
-  }
-  bool gpu = target == "gpu";
+  bool gpu = *onGpu;
   // Kernel-spec functions are those holding one of our ops and no other
   // coat op: maxima in a producer's epilogue (`coat.absmax ... epilogue`)
   // belong to the producer's kernel, which other lowerings own.
-  SmallVector<func::FuncOp> specs;
-  for (auto fn : module.getOps<func::FuncOp>()) {
-    if (fn.isExternal())
-      continue;
-    bool ours = false, others = false;
-    fn.walk([&](Operation *op) {
-      if (isa<QuantizeOp, DequantizeOp, AbsMaxOp>(op))
-        ours = true;
-      else if (!isa<TransposeOp>(op) && isa<CoatDialect>(op->getDialect()))
-        others = true;
-    });
-    if (ours && !others)
-      specs.push_back(fn);
-  }
-  gpu::GPUModuleOp gpuModule;
+  auto foreign = [](Operation *op) {
+    return !isa<QuantizeOp, DequantizeOp, AbsMaxOp, TransposeOp>(op) &&
+           isa_and_nonnull<CoatDialect>(op->getDialect());
+  };
+  SmallVector<func::FuncOp> specs = collectKernelSpecs(
+      module, [](Operation *op) {
+        return isa<QuantizeOp, DequantizeOp, AbsMaxOp>(op);
+      });
+  llvm::erase_if(specs, [&](func::FuncOp fn) {
+    return fn.walk([&](Operation *op) {
+               return foreign(op) ? WalkResult::interrupt()
+                                  : WalkResult::advance();
+             }).wasInterrupted();
+  });
+  KernelContainer kernels(module, "coat_activation_kernels", gpu);
   bool failedAny = false;
   for (func::FuncOp fn : specs) {
     FailureOr<ActSpec> spec = analyze(fn);
-    if (failed(spec) || failed(lowerSpec(fn, *spec, gpu, gpuModule))) {
+    if (failed(spec) || failed(lowerSpec(fn, *spec, gpu, kernels))) {
       failedAny = true;
       continue;
     }
@@ -1168,16 +1155,7 @@ void CoatLowerActivationsPass::runOnOperation() {
   }
   if (failedAny)
     return signalPassFailure();
-  if (gpu && gpuModule)
-    module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
-                    UnitAttr::get(&getContext()));
-  if (!gpu) {
-    for (auto fn : llvm::make_early_inc_range(module.getOps<func::FuncOp>())) {
-      StringRef name = fn.getSymName();
-      if (name.ends_with(".cpu") && fn->hasAttr("coat.kernel"))
-        fn.setSymName(name.drop_back(4));
-    }
-  }
+  kernels.finish();
 }
 
 } // namespace

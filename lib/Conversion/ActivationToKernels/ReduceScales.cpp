@@ -327,10 +327,8 @@ struct CoatLowerReduceScalesPass
           << static_cast<int64_t>(blockSize);
       return signalPassFailure();
     }
-    SmallVector<func::FuncOp> specs;
-    for (auto fn : module.getOps<func::FuncOp>())
-      if (!fn.isExternal() && !fn.getOps<ReduceScalesOp>().empty())
-        specs.push_back(fn);
+    SmallVector<func::FuncOp> specs = collectKernelSpecs(
+        module, [](Operation *op) { return isa<ReduceScalesOp>(op); });
 
     KernelContainer kernels(module, "coat_scale_kernels", *gpu);
     bool failedAny = false;

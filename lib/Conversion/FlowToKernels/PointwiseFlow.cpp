@@ -821,15 +821,8 @@ void CoatLowerPointwisePass::runOnOperation() {
   }
   bool gpu = *onGpu;
   // Kernel-spec functions are those holding a pointwise flow op.
-  SmallVector<func::FuncOp> specs;
-  for (auto fn : module.getOps<func::FuncOp>()) {
-    if (fn.isExternal())
-      continue;
-    bool ours = false;
-    fn.walk([&](Operation *op) { ours |= describe(op).has_value(); });
-    if (ours)
-      specs.push_back(fn);
-  }
+  SmallVector<func::FuncOp> specs = collectKernelSpecs(
+      module, [](Operation *op) { return describe(op).has_value(); });
   KernelContainer kernels(module, "coat_flow_kernels", gpu);
   bool failedAny = false;
   for (func::FuncOp fn : specs) {

@@ -1343,17 +1343,10 @@ void CoatLowerNormsPass::runOnOperation() {
   if (failed(onGpu))
     return signalPassFailure();
   bool gpu = *onGpu;
-  SmallVector<func::FuncOp> specs;
-  for (auto fn : module.getOps<func::FuncOp>()) {
-    if (fn.isExternal())
-      continue;
-    bool ours = false;
-    fn.walk([&](Operation *op) {
-      ours |= isa<RMSNormOp, LayerNormOp, RMSNormGradOp, LayerNormGradOp>(op);
-    });
-    if (ours)
-      specs.push_back(fn);
-  }
+  SmallVector<func::FuncOp> specs =
+      collectKernelSpecs(module, [](Operation *op) {
+        return isa<RMSNormOp, LayerNormOp, RMSNormGradOp, LayerNormGradOp>(op);
+      });
   KernelContainer kernels(module, "coat_norm_kernels", gpu);
   bool failedAny = false;
   for (func::FuncOp fn : specs) {

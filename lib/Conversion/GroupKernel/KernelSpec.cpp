@@ -17,6 +17,21 @@ FailureOr<bool> mlir::coat::parseKernelTarget(ModuleOp module, StringRef pass,
   return failure();
 }
 
+SmallVector<func::FuncOp>
+mlir::coat::collectKernelSpecs(ModuleOp module,
+                               function_ref<bool(Operation *)> ours) {
+  SmallVector<func::FuncOp> specs;
+  for (auto fn : module.getOps<func::FuncOp>()) {
+    if (fn.isExternal())
+      continue;
+    if (fn.walk([&](Operation *op) {
+            return ours(op) ? WalkResult::interrupt() : WalkResult::advance();
+          }).wasInterrupted())
+      specs.push_back(fn);
+  }
+  return specs;
+}
+
 gpu::GPUFuncOp KernelContainer::createGpuKernel(Location loc,
                                                 StringRef kernelName,
                                                 FunctionType type,
