@@ -39,7 +39,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coat import reference as ref
+import coat
+from coat import _paths, reference as ref
 
 if not ref.is_available():
     pytest.skip("libcoat_reference.so is not built", allow_module_level=True)
