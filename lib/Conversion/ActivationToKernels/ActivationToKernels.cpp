@@ -981,7 +981,7 @@ LogicalResult CoatLowerActivationsPass::lowerSpec(func::FuncOp fn,
 
   // Flat kernels: E elements per lane, L lanes per group.
   FlatShape flat{1, 1, 1};
-  int64_t tileEdge = tile != 0 ? int64_t(tile) : (hpBytes >= 4 ? 64 : 128);
+  int64_t tileEdge = tile != 0 ? int64_t(tile) : 64;
   TileShape tiles{spec.blocked() ? spec.blockEdge : tileEdge, blockSize,
                   16 / hpBytes};
   int64_t elementsPerBlock = 0;

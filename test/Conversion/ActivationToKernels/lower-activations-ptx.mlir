@@ -34,7 +34,7 @@ func.func @q_g16(%x: tensor<?x?xbf16>) -> !coat.qtensor<?x?xf8E5M2, per_group<16
 
 // The transposed copy: 32-bit shared loads of column words (never bytes),
 // 4x4 byte transposes with prmt, 16-byte stores of q^T rows.
-// CHECK: .shared .align 16 .b8 __wg_q_t_0[16384];
+// CHECK: .shared .align 16 .b8 __wg_q_t_0[4096];
 // CHECK-DAG: ld.global.v4.b32
 // CHECK-DAG: cvt.rn.satfinite.e4m3x2.f32
 // CHECK-DAG: st.shared.v2.b32

@@ -45,15 +45,15 @@ func.func @q_scaled(%x: tensor<?x?xf32>, %s: tensor<f32>) -> !coat.qtensor<?x?xf
   return %q : !coat.qtensor<?x?xf8E5M2, per_tensor>
 }
 
-// Quantize + transpose: a 128x128-byte tile of words in workgroup memory,
+// Quantize + transpose: a 64x64-byte tile of words in workgroup memory,
 // column words transposed with prmt, 16-byte rows of q^T, two barriers.
 // GPU-LABEL: gpu.func @q_t(
-// GPU-SAME: workgroup(%[[TILE:[^ ]*]] : memref<128x32xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
+// GPU-SAME: workgroup(%[[TILE:[^ ]*]] : memref<64x16xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
 // GPU-SAME: name = "codes_t"
-// GPU-SAME: tile = 128
+// GPU-SAME: tile = 64
 // GPU-SAME: op = "quantize_transpose"
 // GPU: scf.for
-// GPU: vector.store %{{.*}}, %[[TILE]][{{.*}}] {alignment = 8 : i64} : memref<128x32xi32, #gpu.address_space<workgroup>>, vector<2xi32>
+// GPU: vector.store %{{.*}}, %[[TILE]][{{.*}}] {alignment = 8 : i64} : memref<64x16xi32, #gpu.address_space<workgroup>>, vector<2xi32>
 // GPU: gpu.barrier
 // GPU: memref.load %[[TILE]]
 // GPU: nvvm.prmt <default>
