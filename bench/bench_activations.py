@@ -95,6 +95,36 @@ def buffers(kernel, rows, cols):
 
 
 
+def bench_parser(doc):
+    """The options every kernel benchmark takes."""
+    ap = argparse.ArgumentParser(description=doc,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kernels", nargs="+", required=True)
+    ap.add_argument("--shapes", nargs="+", default=["8192x8192", "16384x4096", "16384x11008"])
+    ap.add_argument("--only", default="", help="substring filter on kernel names")
+    ap.add_argument("--no-torch", action="store_true", help="skip the torch.compile anchors")
+    ap.add_argument("--json")
+    return ap
+
+
+def gpu_kernels(args, ops, what):
+    """(label, kernel) for the kernels of `ops` with a GPU binary in the
+    compiled folders of --kernels (filtered by --only); labels are DIR/kernel
+    when several folders (variants of one module) are compared. Exits
+    without a GPU or without kernels."""
+    if not torch.cuda.is_available():
+        sys.exit(f"benchmarking {what} kernels needs a CUDA device")
+    out = []
+    for d in args.kernels:
+        mod = coat.load(d)
+        prefix = Path(d).name + "/" if len(args.kernels) > 1 else ""
+        out += [(prefix + k.name, k) for k in mod.kernels.values()
+                if k.spec.op in ops and (k.spec.cubin or k.spec.ptx) and args.only in k.name]
+    if not out:
+        sys.exit(f"no {what} kernels with a GPU binary in " + " ".join(args.kernels))
+    return out
+
+
 def anchor_compile(fn):
     """torch.compile for an in-run anchor. Each anchor is a fresh closure of
     one code object, which dynamo would recompile past its default limit of
@@ -170,26 +200,8 @@ def torch_equivalent(kernel, args, rows, cols):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--kernels", nargs="+", required=True)
-    ap.add_argument("--shapes", nargs="+", default=["8192x8192", "16384x4096", "16384x11008"])
-    ap.add_argument("--only", default="", help="substring filter on kernel names")
-    ap.add_argument("--no-torch", action="store_true", help="skip the torch.compile anchors")
-    ap.add_argument("--json")
-    args = ap.parse_args()
-    if not torch.cuda.is_available():
-        sys.exit("bench_activations.py needs a CUDA device")
-
-    kernels = []
-    for d in args.kernels:
-        mod = coat.load(d)
-        # Several DIRs (variants of one module): label rows DIR/kernel.
-        prefix = Path(d).name + "/" if len(args.kernels) > 1 else ""
-        kernels += [(prefix + k.name, k) for k in mod.kernels.values()
-                    if k.spec.op in OPS and (k.spec.cubin or k.spec.ptx) and args.only in k.name]
-    if not kernels:
-        sys.exit("no activation kernels with a GPU binary in " + " ".join(args.kernels))
+    args = bench_parser(__doc__).parse_args()
+    kernels = gpu_kernels(args, OPS, "activation")
     bw = copy_bandwidth()
     print(f"copy bandwidth (read + write): {bw / 1e12:.2f} TB/s on {torch.cuda.get_device_name()}")
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes]

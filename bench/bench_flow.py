@@ -13,7 +13,6 @@ datasheet; both are printed); "%" is ideal time / measured time, GB/s the
 bytes over the measured time, speedup = torch.compile time / ours.
 """
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -22,8 +21,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import coat  # noqa: E402
-from bench_activations import SIZE, anchor_compile, copy_bandwidth, graphed, time_ms  # noqa: E402
+from bench_activations import (SIZE, anchor_compile, bench_parser, copy_bandwidth,  # noqa: E402
+                               gpu_kernels, graphed, time_ms)
 
 OPS = ("silu", "silu_grad", "gelu", "gelu_grad", "swiglu_mul", "swiglu_mul_grad",
        "residual_add", "residual_add_grad")
@@ -118,24 +117,9 @@ def torch_equivalent(kernel, args, rows, cols):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--kernels", nargs="+", required=True)
-    ap.add_argument("--shapes", nargs="+", default=["8192x8192", "16384x4096", "16384x11008"])
-    ap.add_argument("--only", default="", help="substring filter on kernel names")
-    ap.add_argument("--no-torch", action="store_true", help="skip the torch.compile anchors")
-    ap.add_argument("--json")
+    ap = bench_parser(__doc__)
     args = ap.parse_args()
-    if not torch.cuda.is_available():
-        sys.exit("bench_flow.py needs a CUDA device")
-
-    kernels = []
-    for d in args.kernels:
-        mod = coat.load(d)
-        kernels += [k for k in mod.kernels.values()
-                    if k.spec.op in OPS and (k.spec.cubin or k.spec.ptx) and args.only in k.name]
-    if not kernels:
-        sys.exit("no flow kernels with a GPU binary in " + " ".join(args.kernels))
+    kernels = [k for _, k in gpu_kernels(args, OPS, "flow")]
     bw = copy_bandwidth()
     print(f"copy bandwidth (read + write): {bw / 1e12:.2f} TB/s on "
           f"{torch.cuda.get_device_name()} (datasheet {DATASHEET_BW / 1e12:.1f} TB/s)")

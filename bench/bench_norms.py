@@ -16,7 +16,6 @@ traffic the kernel pays and is not counted as ideal. A backward with a
 weight is timed as its two launches (rows, then _reduce).
 """
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -25,8 +24,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import coat  # noqa: E402
-from bench_activations import anchor_compile, copy_bandwidth, graphed, time_ms  # noqa: E402
+from bench_activations import (anchor_compile, bench_parser, copy_bandwidth,  # noqa: E402
+                               gpu_kernels, graphed, time_ms)
 
 OPS = ("rmsnorm", "layernorm", "rmsnorm_grad", "layernorm_grad")
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
@@ -166,25 +165,11 @@ def setup(k, rows, cols, partials):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--kernels", nargs="+", required=True)
-    ap.add_argument("--shapes", nargs="+", default=["8192x8192", "16384x4096", "16384x11008"])
-    ap.add_argument("--only", default="", help="substring filter on kernel names")
+    ap = bench_parser(__doc__)
     ap.add_argument("--partials-per-sm", type=int, default=2,
                     help="backward: dweight workspace rows = this x SMs x rows per CTA")
-    ap.add_argument("--no-torch", action="store_true", help="skip the torch.compile anchors")
-    ap.add_argument("--json")
     args = ap.parse_args()
-    if not torch.cuda.is_available():
-        sys.exit("bench_norms.py needs a CUDA device")
-    kernels = []
-    for d in args.kernels:
-        mod = coat.load(d)
-        kernels += [k for k in mod.kernels.values()
-                    if k.spec.op in OPS and (k.spec.cubin or k.spec.ptx) and args.only in k.name]
-    if not kernels:
-        sys.exit("no norm kernels with a GPU binary in " + " ".join(args.kernels))
+    kernels = [k for _, k in gpu_kernels(args, OPS, "norm")]
     bw = copy_bandwidth()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     print(f"copy bandwidth (read + write): {bw / 1e12:.2f} TB/s on "
