@@ -94,11 +94,36 @@ struct CoatOutlineKernelsPass
       if (!partial)
         return q.emitError("a per-tensor quantization needs a static row "
                            "length to split its scale into partial maxima");
+      // The dequantize kernel writes no maxima: those of its values come
+      // from a kernel of their own, as for program inputs.
       Operation *producer = q.getInput().getDefiningOp();
-      splitDerivedPerTensorScale(q, *partial,
-                                 /*inProducer=*/producer && isCoatOp(producer));
+      bool inProducer = producer && isCoatOp(producer) &&
+                        !isa<DequantizeOp>(producer);
+      splitDerivedPerTensorScale(q, *partial, inProducer);
     }
     return success();
+  }
+
+  /// A `coat.requantize` that changes the tensor's type has no kernel of
+  /// its own: it is what it means, a dequantize (to f32) and a quantize of
+  /// that, whose derived per-tensor scale splitEntryScales then takes from
+  /// a maxima kernel.
+  void expandRequantizes(func::FuncOp fn) {
+    SmallVector<RequantizeOp> work;
+    fn.walk([&](RequantizeOp r) {
+      if (r.getInput().getType() != r.getResult().getType())
+        work.push_back(r);
+    });
+    for (RequantizeOp r : work) {
+      OpBuilder b(r);
+      QTensorType out = r.getResult().getType();
+      auto f32 = RankedTensorType::get(out.getShape(), b.getF32Type());
+      Value values = DequantizeOp::create(b, r.getLoc(), f32, r.getInput());
+      auto q = QuantizeOp::create(b, r.getLoc(), out, values, Value(),
+                                  r.getEpsAttr(), r.getExpandMinAttr());
+      r.getResult().replaceAllUsesWith(q.getResult());
+      r.erase();
+    }
   }
 
   /// Partitions the ops of `fn` into kernels.
@@ -262,6 +287,7 @@ struct CoatOutlineKernelsPass
     SymbolTable symbols(module);
     llvm::StringMap<func::FuncOp> specsByBody;
     for (func::FuncOp fn : programs) {
+      expandRequantizes(fn);
       if (failed(splitEntryScales(fn)))
         return signalPassFailure();
       FailureOr<SmallVector<KernelGroup>> groups = partition(fn);

@@ -101,3 +101,33 @@ func.func @loose_transpose(%x: !coat.qtensor<16x32xf8E4M3FN, per_tensor>, %y: te
   %q = coat.quantize %y : tensor<16x32xbf16> -> !coat.qtensor<16x32xf8E4M3FN, per_group<16>, scale = bf16>
   return %t, %q : !coat.qtensor<32x16xf8E4M3FN, per_tensor>, !coat.qtensor<16x32xf8E4M3FN, per_group<16>, scale = bf16>
 }
+
+// -----
+
+// A value with both kinds of consumers: its per-tensor copy is a requantize
+// of the 1x16 tensor, expanded into a dequantize to f32 and a quantize whose
+// scale comes from a maxima kernel of its own (the dequantize kernel writes
+// no maxima).
+// CHECK-LABEL: func.func @both_k1_dequantize(
+// CHECK-NEXT: coat.dequantize %arg0 : {{.*}} -> tensor<64x128xf32>
+// CHECK-LABEL: func.func @both_k2_absmax(
+// CHECK-NEXT: coat.absmax %arg0, per_group<16> : tensor<64x128xf32>
+// CHECK-LABEL: func.func @both(
+// CHECK-NEXT: %[[G:.*]] = call @both_k0_quantize_per_group(%arg0)
+// CHECK-NEXT: %[[D:.*]] = call @both_k1_dequantize(%[[G]])
+// CHECK-NEXT: %[[M:.*]] = call @both_k2_absmax(%[[D]])
+// CHECK-NEXT: %[[S:.*]] = call @both_k3_scale_from_maxima(%[[M]])
+// CHECK-NEXT: %[[T:.*]] = call @both_k4_quantize_per_tensor(%[[D]], %[[S]])
+// CHECK-NEXT: call @both_k5_silu(%[[G]])
+// CHECK-NOT: coat.requantize
+func.func @both(%x: tensor<64x128xbf16>)
+    -> (!coat.qtensor<64x128xf8E4M3FN, per_tensor, scale = bf16>,
+        !coat.qtensor<64x128xf8E4M3FN, per_group<16>, scale = bf16>) {
+  %g = coat.quantize %x : tensor<64x128xbf16> -> !coat.qtensor<64x128xf8E4M3FN, per_group<16>, scale = bf16>
+  %t = coat.requantize %g : !coat.qtensor<64x128xf8E4M3FN, per_group<16>, scale = bf16>
+      -> !coat.qtensor<64x128xf8E4M3FN, per_tensor, scale = bf16>
+  %s = coat.silu %g : !coat.qtensor<64x128xf8E4M3FN, per_group<16>, scale = bf16>
+      -> !coat.qtensor<64x128xf8E4M3FN, per_group<16>, scale = bf16>
+  return %t, %s : !coat.qtensor<64x128xf8E4M3FN, per_tensor, scale = bf16>,
+      !coat.qtensor<64x128xf8E4M3FN, per_group<16>, scale = bf16>
+}

@@ -164,6 +164,12 @@ def CoatOutlineKernels : Pass<"coat-outline-kernels", "::mlir::ModuleOp"> {
       split like group scaling does, with a maxima kernel of its own
       (`coat.absmax` without `epilogue`).
 
+    A `coat.requantize` that changes the type (e.g. the per-tensor copy
+    `coat-mixed-granularity` makes from a 1xG tensor for a value with both
+    kinds of consumers) is first expanded into what it means, a dequantize
+    to f32 and a quantize, so it compiles through existing kernels (at the
+    cost of an f32 round trip).
+
     Kernel-spec functions keep the program's static shapes (the kernels take
     their extents at run time); identical ones are outlined once and called
     from every site. Ops that are not coat ops (other than constants and
