@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 from coat import reference as ref
-from kernel_io import compiled_kernels  # noqa: E402
+from kernel_io import compiled_kernels, hp_array, hp_values  # noqa: E402
 
 if not ref.is_available():
     pytest.skip("libcoat_reference.so is not built", allow_module_level=True)
@@ -54,31 +54,9 @@ G = 16
 
 # ---- buffers ---------------------------------------------------------------
 
-def to_device(x, dtype, device):
-    """f32 values (exact in `dtype`) or uint8 codes -> a buffer of the manifest dtype."""
-    x = np.ascontiguousarray(x)
-    if dtype == "bf16":
-        bits = ref.bf16_encode(x)
-        if device == "cuda":
-            return torch.from_numpy(bits.view(np.int16)).cuda().view(torch.bfloat16)
-        return bits.view(ml_dtypes.bfloat16)
-    if device == "cuda":
-        return torch.from_numpy(x.copy()).cuda()
-    return x.copy()
-
-
-def from_device(a, dtype):
-    if torch is not None and isinstance(a, torch.Tensor):
-        a = (a.view(torch.int16).cpu().numpy().view(np.uint16) if dtype == "bf16"
-             else a.cpu().numpy())
-    elif dtype == "bf16":
-        a = a.view(np.uint16)
-    return ref.bf16_decode(a) if dtype == "bf16" else np.asarray(a, dtype=np.float32)
-
-
 def garbage(shape, dtype, device):
     """An output buffer full of NaN, so unwritten elements show."""
-    return to_device(np.full(shape, np.nan, np.float32), dtype, device)
+    return hp_array(np.full(shape, np.nan, np.float32), dtype, device)
 
 
 def sync(device):
@@ -191,11 +169,11 @@ def run_forward(kernel, device, shape, case, seed):
     b = column(rng, cols, wdt, 0.0) if cfg["bias"] else None
     odt = cfg["output"]
     codes_buf = torch.from_numpy(codes).cuda() if device == "cuda" else codes.copy()
-    args = dict(x_codes=codes_buf, x_scale=to_device(scales, cfg["scale"], device))
+    args = dict(x_codes=codes_buf, x_scale=hp_array(scales, cfg["scale"], device))
     if w is not None:
-        args["weight"] = to_device(w, wdt, device)
+        args["weight"] = hp_array(w, wdt, device)
     if b is not None:
-        args["bias"] = to_device(b, wdt, device)
+        args["bias"] = hp_array(b, wdt, device)
     args["y"] = garbage(shape, odt, device)
     if not rms:
         args["mean"] = garbage((rows,), "f32", device)
@@ -204,15 +182,15 @@ def run_forward(kernel, device, shape, case, seed):
         args["absmax"] = garbage((rows, cols // G), "f32", device)
     kernel.launch(**args, rows=rows, cols=cols)
     sync(device)
-    y = from_device(args["y"], odt).reshape(shape)
-    rstd = from_device(args["rstd"], "f32")
+    y = hp_values(args["y"], odt).reshape(shape)
+    rstd = hp_values(args["rstd"], "f32")
     eps = np.float32(cfg["eps"])
     if rms:
         want_y, want_rstd = ref.rmsnorm_fwd(x, w, eps)
         mean = want_mean = None
     else:
         want_y, want_mean, want_rstd = ref.layernorm_fwd(x, w, b, eps)
-        mean = from_device(args["mean"], "f32")
+        mean = hp_values(args["mean"], "f32")
     layer = not rms
     # The statistics: within the kernel's own bound of the exact (f64)
     # values, and within both bounds of the library's.
@@ -239,7 +217,7 @@ def run_forward(kernel, device, shape, case, seed):
     # Rounding to the output type first (the kernel stores rounded values).
     assert_close(y, round_to(want_y, odt), y_tol, "y")
     if cfg["epilogue_absmax"]:
-        check_partial_maxima(from_device(args["absmax"], "f32"), y, rows, cols)
+        check_partial_maxima(hp_values(args["absmax"], "f32"), y, rows, cols)
 
 
 def run_backward(kernel, device, shape, case, seed):
@@ -263,13 +241,13 @@ def run_backward(kernel, device, shape, case, seed):
     module = kernel.module
     partials = min(rows, 5 if device == "cpu" else 264)
     codes_buf = torch.from_numpy(codes).cuda() if device == "cuda" else codes.copy()
-    args = dict(x_codes=codes_buf, x_scale=to_device(scales, cfg["scale"], device))
+    args = dict(x_codes=codes_buf, x_scale=hp_array(scales, cfg["scale"], device))
     if w is not None:
-        args["weight"] = to_device(w, wdt, device)
+        args["weight"] = hp_array(w, wdt, device)
     if mean is not None:
-        args["mean"] = to_device(mean, "f32", device)
-    args["rstd"] = to_device(rstd, "f32", device)
-    args["dy"] = to_device(dy, gdt, device)
+        args["mean"] = hp_array(mean, "f32", device)
+    args["rstd"] = hp_array(rstd, "f32", device)
+    args["dy"] = hp_array(dy, gdt, device)
     args["dx"] = garbage(shape, cfg["dx"], device)
     scalars = dict(rows=rows, cols=cols)
     if w is not None:
@@ -288,7 +266,7 @@ def run_backward(kernel, device, shape, case, seed):
                          dbias=garbage((cols,), wdt, device))
         red.launch(n=cols, **rargs, cols=cols, partials=partials)
     sync(device)
-    dx = from_device(args["dx"], cfg["dx"]).reshape(shape)
+    dx = hp_values(args["dx"], cfg["dx"]).reshape(shape)
 
     with np.errstate(over="ignore", invalid="ignore"):
         xh = ((x - (0 if mean is None else mean[:, None])) * rstd[:, None]).astype(np.float64)
@@ -307,10 +285,10 @@ def run_backward(kernel, device, shape, case, seed):
         col_tol = (rows + 2 * 8 + partials) * U
         dw_tol = (col_tol * np.sum(np.abs(dy * xh), axis=0)
                   + np.abs(want_dw) * (out_ulp(wdt) + U))
-    assert_close(from_device(rargs["dweight"], wdt), round_to(want_dw, wdt), dw_tol, "dweight")
+    assert_close(hp_values(rargs["dweight"], wdt), round_to(want_dw, wdt), dw_tol, "dweight")
     if cfg["bias"]:
         db_tol = col_tol * np.sum(np.abs(dy), axis=0) + np.abs(want_db) * (out_ulp(wdt) + U)
-        assert_close(from_device(rargs["dbias"], wdt), round_to(want_db, wdt), db_tol, "dbias")
+        assert_close(hp_values(rargs["dbias"], wdt), round_to(want_db, wdt), db_tol, "dbias")
 
 
 def fits(kernel, shape):
@@ -353,12 +331,12 @@ def test_column_sums_are_deterministic_and_match_the_cpu_twin(kernel):
     results = []
     for device in ("cpu", "cuda", "cuda"):
         args = dict(x_codes=torch.from_numpy(codes).cuda() if device == "cuda" else codes.copy(),
-                    x_scale=to_device(scales, "bf16", device), weight=to_device(w, wdt, device),
-                    rstd=to_device(rstd, "f32", device), dy=to_device(dy, gdt, device),
+                    x_scale=hp_array(scales, "bf16", device), weight=hp_array(w, wdt, device),
+                    rstd=hp_array(rstd, "f32", device), dy=hp_array(dy, gdt, device),
                     dx=garbage((rows, cols), gdt, device),
                     dweight_partial=garbage((partials, cols), "f32", device))
         if mean is not None:
-            args["mean"] = to_device(mean, "f32", device)
+            args["mean"] = hp_array(mean, "f32", device)
         if kernel.config["bias"]:
             args["dbias_partial"] = garbage((partials, cols), "f32", device)
         kernel.launch(**args, rows=rows, cols=cols, partials=partials)
@@ -369,7 +347,7 @@ def test_column_sums_are_deterministic_and_match_the_cpu_twin(kernel):
         kernel.module[kernel.name + "_reduce"].launch(n=cols, **rargs, cols=cols,
                                                       partials=partials)
         sync(device)
-        results.append(from_device(dw, wdt).view(np.uint32).copy())
+        results.append(hp_values(dw, wdt).view(np.uint32).copy())
     assert np.array_equal(results[1], results[2]), "two GPU runs differ"
     assert np.array_equal(results[0], results[1]), "GPU and CPU twin differ"
 

@@ -140,20 +140,14 @@ Value emitScalarOps(OpBuilder &b, const ScaleSpec &spec, Value max) {
   return map.lookup(spec.returned);
 }
 
-/// Stores a scalar of `logical` type (f32, or bf16 kept as i16) at index 0.
-void storeScalar(ImplicitLocOpBuilder &b, Value buffer, Value v,
-                 Type logical) {
-  if (!logical.isF32())
-    v = arith::BitcastOp::create(b, laneStorageType(logical), v);
+/// Stores the scale kernel's result, already in its element type (f32, or
+/// bf16 kept as i16), at index 0. (storeScalarF32 narrows an f32 value; this
+/// one arrives narrowed by the spec's own arithmetic.)
+void storeResult(ImplicitLocOpBuilder &b, Value buffer, Value v) {
+  if (!v.getType().isF32())
+    v = arith::BitcastOp::create(b, laneStorageType(v.getType()), v);
   memref::StoreOp::create(b, v, buffer,
                           ValueRange{arith::ConstantIndexOp::create(b, 0)});
-}
-
-/// The reduction's value as f32 (bf16 scales widen exactly).
-Value toF32(ImplicitLocOpBuilder &b, Value v) {
-  if (v.getType().isF32())
-    return v;
-  return arith::ExtFOp::create(b, b.getF32Type(), v);
 }
 
 /// f32 `max` back to the reduction's element type (exact: it is one of the
@@ -286,7 +280,7 @@ struct CoatLowerReduceScalesPass
                                 workspace, ValueRange{cidx(1)});
     Value max = fromF32(b, arith::BitcastOp::create(b, f32, allBits),
                         spec.inputType);
-    storeScalar(b, scale, emitScalarOps(b, spec, max), spec.outputType);
+    storeResult(b, scale, emitScalarOps(b, spec, max));
   }
 
   void emitCpu(ImplicitLocOpBuilder &b, const ScaleSpec &spec,
@@ -301,17 +295,14 @@ struct CoatLowerReduceScalesPass
     {
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPointToStart(loop.getBody());
-      Value raw = memref::LoadOp::create(b, maxima,
-                                         ValueRange{loop.getInductionVar()});
-      if (!spec.inputType.isF32())
-        raw = arith::BitcastOp::create(b, spec.inputType, raw);
+      Value x = loadScalarF32(b, maxima, spec.inputType,
+                              loop.getInductionVar());
       // maximumf propagates NaN, like the GPU's NaN flag.
-      Value acc = arith::MaximumFOp::create(b, loop.getRegionIterArg(0),
-                                            toF32(b, raw));
+      Value acc = arith::MaximumFOp::create(b, loop.getRegionIterArg(0), x);
       scf::YieldOp::create(b, acc);
     }
     Value max = fromF32(b, loop.getResult(0), spec.inputType);
-    storeScalar(b, scale, emitScalarOps(b, spec, max), spec.outputType);
+    storeResult(b, scale, emitScalarOps(b, spec, max));
   }
 
   void runOnOperation() override {

@@ -249,6 +249,12 @@ public:
   void emitCpuBackward();
 
 private:
+  /// The row length as an index, in groups, and as f32 (for the means).
+  void bindRowExtent() {
+    cols = toIndex(args.lookup("cols"));
+    groups = arith::DivUIOp::create(b, cols, cidx(spec.groupSize));
+    colsF32 = arith::UIToFPOp::create(b, b.getF32Type(), args.lookup("cols"));
+  }
   struct Slot {
     int64_t k;   ///< unrolled slot (GPU), -1 on the CPU
     Value group; ///< index of the group in the row
@@ -727,9 +733,7 @@ void NormEmitter::emitGpuForward(Value rowIdx, Value teamThreadIdx,
   lane = laneIdx;
   smem = smemBuf;
   stage = stageBuf;
-  cols = toIndex(args.lookup("cols"));
-  groups = arith::DivUIOp::create(b, cols, cidx(spec.groupSize));
-  colsF32 = arith::UIToFPOp::create(b, b.getF32Type(), args.lookup("cols"));
+  bindRowExtent();
   row = rowIdx;
   rowValid = ult(row, toIndex(args.lookup("rows")));
   rowBase = mulI(row, cols);
@@ -744,9 +748,7 @@ void NormEmitter::emitGpuBackward(Value partial, Value teamThreadIdx,
   warpInTeam = warpInTeamIdx;
   lane = laneIdx;
   smem = smemBuf;
-  cols = toIndex(args.lookup("cols"));
-  groups = arith::DivUIOp::create(b, cols, cidx(spec.groupSize));
-  colsF32 = arith::UIToFPOp::create(b, b.getF32Type(), args.lookup("cols"));
+  bindRowExtent();
   Value rows = toIndex(args.lookup("rows"));
   bool columnSums = spec.hasWeight;
   // Without dweight every team takes one row, as in the forward.
@@ -785,9 +787,7 @@ void NormEmitter::emitGpuBackward(Value partial, Value teamThreadIdx,
 }
 
 void NormEmitter::emitCpuForward() {
-  cols = toIndex(args.lookup("cols"));
-  groups = arith::DivUIOp::create(b, cols, cidx(spec.groupSize));
-  colsF32 = arith::UIToFPOp::create(b, b.getF32Type(), args.lookup("cols"));
+  bindRowExtent();
   Value rows = toIndex(args.lookup("rows"));
   emitFor(b, cidx(0), rows, cidx(1), {}, [&](Value r, ValueRange) {
     row = r;
@@ -799,9 +799,7 @@ void NormEmitter::emitCpuForward() {
 }
 
 void NormEmitter::emitCpuBackward() {
-  cols = toIndex(args.lookup("cols"));
-  groups = arith::DivUIOp::create(b, cols, cidx(spec.groupSize));
-  colsF32 = arith::UIToFPOp::create(b, b.getF32Type(), args.lookup("cols"));
+  bindRowExtent();
   Value rows = toIndex(args.lookup("rows"));
   bool columnSums = spec.hasWeight;
   Value partials = columnSums ? toIndex(args.lookup("partials")) : rows;
