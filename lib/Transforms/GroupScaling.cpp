@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "coat/Dialect/CoatDialect.h"
+#include "coat/Numerics/Fp8.h"
 #include "coat/Transforms/GroupScaling.h"
 #include "coat/Transforms/Passes.h"
 
@@ -190,7 +191,7 @@ struct CoatGroupScalingPass
     Value value = split->getResult(
         newIndex[copy.valueIndex ? *copy.valueIndex : copy.copyIndex]);
     Value quantized = QuantizeOp::create(b, loc, q, value, Value(),
-                                         b.getF32FloatAttr(1e-10f),
+                                         b.getF32FloatAttr(::coat::kActivationScaleEps),
                                          b.getI64IntegerAttr(16));
     op->getResult(copy.copyIndex).replaceAllUsesWith(quantized);
     if (copy.transposedIndex) {

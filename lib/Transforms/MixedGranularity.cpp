@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "coat/Dialect/CoatDialect.h"
+#include "coat/Numerics/Fp8.h"
 #include "coat/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -46,7 +47,7 @@ struct Decision {
 };
 
 /// COAT's epsilon of derived activation scales, the ops' default.
-static const llvm::APFloat kDefaultEps(1.0e-10f);
+static const llvm::APFloat kDefaultEps(::coat::kActivationScaleEps);
 
 static StringRef formatName(::coat::Fp8Format f) {
   return ::coat::getFp8Traits(f).mlirType;

@@ -49,7 +49,7 @@ struct ActSpec {
   int64_t groupSize = 0;    ///< G of grouped kinds
   int64_t blockEdge = 0;    ///< B of per_block<BxB> kinds
   Type scaleType;           ///< f32 or bf16
-  float eps = 1e-10f;
+  float eps = ::coat::kActivationScaleEps;
 
   bool grouped() const { return groupSize > 0; }
   bool blocked() const { return blockEdge > 0; }
