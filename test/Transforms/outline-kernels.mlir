@@ -1,5 +1,8 @@
 // RUN: coat-opt %s -coat-outline-kernels -split-input-file -verify-diagnostics | FileCheck %s
 // RUN: coat-opt %s -coat-outline-kernels=drop-programs -split-input-file -verify-diagnostics | FileCheck %s --check-prefix=DROP
+// RUN: not coat-opt %s -coat-outline-kernels=group-size=0 -split-input-file 2>&1 | FileCheck %s --check-prefix=BADG
+
+// BADG: coat-outline-kernels: group-size must be positive, got 0
 
 // A norm with its epilogue maxima, the scale kernel with its scalar
 // arithmetic, and a quantize with its transposed copy become three kernels;

@@ -1,4 +1,9 @@
 // RUN: coat-opt %s -coat-lower-reduce-scales -split-input-file -verify-diagnostics
+// RUN: not coat-opt %s -coat-lower-reduce-scales=target=tpu -split-input-file 2>&1 | FileCheck %s --check-prefix=TARGET
+// RUN: not coat-opt %s -coat-lower-reduce-scales=block-size=48 -split-input-file 2>&1 | FileCheck %s --check-prefix=BLOCK
+
+// TARGET: coat-lower-reduce-scales: target must be 'gpu' or 'cpu', got 'tpu'
+// BLOCK: coat-lower-reduce-scales: block-size must be a multiple of 32 in [32, 1024], got 48
 
 func.func @two_results(%p: tensor<?xf32>) -> (tensor<f32>, tensor<f32>) {
   // expected-error @-1 {{a scale kernel returns one rank-0 value}}
