@@ -27,7 +27,7 @@ GPU_PIPELINE = (
     "coat-lower-pointwise{{target=gpu {pointwise}}},coat-lower-norms{{target=gpu}},"
     "coat-lower-activations{{target=gpu {activation}}},"
     "coat-lower-reduce-scales{{target=gpu}},"
-    "coat-lower-linear{{{linear}}},"
+    "coat-lower-linear{{target=gpu {linear}}},"
     "coat-export-manifest{{dir={out} chip={chip} features={features}}},"
     "coat-gpu-to-binary{{chip={chip} features={features} format={fmt}}},"
     "coat-export-binaries{{dir={out}}})")
@@ -36,14 +36,13 @@ GPU_PIPELINE = (
 # ops that asked for approximations (afn) are not affected.
 GPU_LLVM_FLAGS = ("--nvvm-reflect-add=__CUDA_PREC_SQRT=1",)
 
-# FP8 GEMMs (coat.linear) have a GPU lowering only: a module holding them
-# gets no CPU twins.
-GPU_ONLY_OPS = ("coat.linear",)
-# The same kernels for the CPU, down to the LLVM dialect.
+# The same kernels for the CPU, down to the LLVM dialect. The GEMM twins get
+# the GPU's linear options so that both targets record the same kernel.
 CPU_PIPELINE = (
     "builtin.module(coat-fuse-adamw,coat-lower-optimizer{{target=cpu}},"
     "coat-lower-pointwise{{target=cpu {pointwise}}},coat-lower-norms{{target=cpu}},"
     "coat-lower-activations{{target=cpu}},coat-lower-reduce-scales{{target=cpu}},"
+    "coat-lower-linear{{target=cpu {linear}}},"
     "coat-export-manifest{{dir={out} chip={chip} features={features}}},"
     "coat-expand-fp8-conversions,arith-expand{{include-bf16=true}},canonicalize,cse,"
     "convert-vector-to-scf,"
@@ -89,10 +88,8 @@ class Toolchain:
         `pointwise_options` to coat-lower-pointwise on both targets (for
         example "exact-math=true"), `activation_options` to
         coat-lower-activations for the GPU (for example "tile=64
-        tile-min-ctas=3"). A module with
-        GPU-only ops (GPU_ONLY_OPS) gets no CPU twins."""
+        tile-min-ctas=3")."""
         src, out = Path(src).resolve(), Path(out).resolve()
-        cpu = cpu and not any(op in src.read_text() for op in GPU_ONLY_OPS)
         out.mkdir(parents=True, exist_ok=True)
         manifest = out / "manifest.json"
         if manifest.exists():

@@ -48,7 +48,7 @@ def CoatLowerOptimizer : Pass<"coat-lower-optimizer", "::mlir::ModuleOp"> {
     Option<"elementsPerThread", "elements-per-thread", "int64_t",
            /*default=*/"0",
            "Elements each GPU thread holds (power of two; 0 picks "
-           "max(4, group_size/32))">,
+           "min(group_size, max(8, group_size/32)), the fastest measured)">,
     Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
            "Threads per GPU block (multiple of 32)">,
   ];
@@ -612,6 +612,13 @@ def CoatLowerLinear : Pass<"coat-lower-linear", "::mlir::ModuleOp"> {
     start at inside its weight block (`scf.index_switch`), each with the
     boundary as a constant.
 
+    With `target=cpu` each spec becomes a CPU twin instead: a `func.func`
+    of the kernel's name with the same parameters (the tensormaps as
+    `memref<?xi8>` of K-major codes) and the same manifest record less the
+    launch rule, computing the same scaled products, bias and epilogue with
+    loops and an f32 accumulator summed in K order (to f32 rounding of the
+    sum, not bitwise, the GPU's result; not meant to be fast).
+
     Tile shape, depth and schedule are options, so a caller picks them per
     problem shape (bench/bench_linear.py compiles several).
 
@@ -636,6 +643,10 @@ def CoatLowerLinear : Pass<"coat-lower-linear", "::mlir::ModuleOp"> {
     ```
   }];
   let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"gpu\"",
+           "gpu: Hopper kernels; cpu: CPU twins with the same parameters "
+           "and manifest records (tensormaps as memrefs of codes), loops "
+           "with an f32 accumulator summed in K order">,
     Option<"tileM", "tile-m", "int64_t", /*default=*/"128",
            "Output rows per tile (multiple of 64 * warpgroups, <= 256). "
            "With tile-m and tile-n unset, a spec with a static M >= 8192 "

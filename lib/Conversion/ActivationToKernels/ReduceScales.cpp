@@ -52,7 +52,37 @@ struct ScaleSpec {
   Type outputType;          ///< element type of the returned scalar
   SmallVector<Operation *> scalarOps; ///< the rank-0 arithmetic, in order
   Value returned;           ///< the returned rank-0 value
+  /// When the arithmetic is the scale derivation coat-group-scaling writes,
+  /// `(max + eps) / fp8max` (then rounded to the scale type): its constants,
+  /// recorded in the manifest so callers and tests know what the scale is
+  /// for without reading the IR.
+  std::optional<std::pair<float, float>> epsAndFp8Max;
 };
+
+/// The splat f32 value of a rank-0 constant, if `v` is one.
+std::optional<float> splatConstant(Value v) {
+  auto c = v.getDefiningOp<arith::ConstantOp>();
+  auto dense = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : nullptr;
+  if (!dense || !dense.isSplat() || !dense.getElementType().isF32())
+    return std::nullopt;
+  return dense.getSplatValue<APFloat>().convertToFloat();
+}
+
+/// Matches `returned = [truncf]((max + eps) / fp8max)`.
+std::optional<std::pair<float, float>> matchScaleDerivation(Value max,
+                                                            Value returned) {
+  if (auto t = returned.getDefiningOp<arith::TruncFOp>())
+    returned = t.getIn();
+  auto div = returned.getDefiningOp<arith::DivFOp>();
+  auto add = div ? div.getLhs().getDefiningOp<arith::AddFOp>() : nullptr;
+  if (!add || add.getLhs() != max)
+    return std::nullopt;
+  std::optional<float> eps = splatConstant(add.getRhs());
+  std::optional<float> fp8max = splatConstant(div.getRhs());
+  if (!eps || !fp8max)
+    return std::nullopt;
+  return std::make_pair(*eps, *fp8max);
+}
 
 FailureOr<ScaleSpec> analyze(func::FuncOp fn) {
   Block &body = fn.getBody().front();
@@ -93,6 +123,12 @@ FailureOr<ScaleSpec> analyze(func::FuncOp fn) {
   if (ret.getNumOperands() != 1)
     return fn.emitError("a scale kernel returns one rank-0 value");
   spec.returned = ret.getOperand(0);
+  if (spec.returned != spec.reduce.getResult() &&
+      !llvm::is_contained(spec.scalarOps, spec.returned.getDefiningOp()))
+    return ret.emitError("a scale kernel returns its maximum or the scalar "
+                         "arithmetic on it");
+  spec.epsAndFp8Max =
+      matchScaleDerivation(spec.reduce.getResult(), spec.returned);
   spec.inputType =
       cast<ShapedType>(spec.reduce.getInput().getType()).getElementType();
   spec.outputType = cast<ShapedType>(spec.returned.getType()).getElementType();
@@ -170,6 +206,15 @@ struct CoatLowerReduceScalesPass
         b.getNamedAttr("input", b.getStringAttr(manifestDtype(spec.inputType))),
         b.getNamedAttr("scale",
                        b.getStringAttr(manifestDtype(spec.outputType)))};
+    if (spec.epsAndFp8Max) {
+      auto [eps, fp8max] = *spec.epsAndFp8Max;
+      config.push_back(b.getNamedAttr("eps", b.getF32FloatAttr(eps)));
+      config.push_back(b.getNamedAttr("fp8max", b.getF32FloatAttr(fp8max)));
+      for (::coat::Fp8Format f : {::coat::Fp8Format::E4M3, ::coat::Fp8Format::E5M2})
+        if (::coat::getFp8Traits(f).maxFinite == fp8max)
+          config.push_back(b.getNamedAttr(
+              "format", b.getStringAttr(::coat::getFp8Traits(f).name)));
+    }
     std::optional<LaunchRule> launch;
     if (gpu)
       launch = LaunchRule{blockSize, blockSize * kVector * kSteps};

@@ -27,6 +27,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Gemm.h"
+
 #include "coat/Conversion/GroupKernel.h"
 #include "coat/Conversion/KernelRecord.h"
 #include "coat/Conversion/KernelSpec.h"
@@ -64,30 +66,9 @@ constexpr StringLiteral kGridConstantAttr = "coat.grid_constant";
 constexpr int64_t kTileK = 128; // 128 FP8 bytes: the 128B swizzle span
 constexpr int64_t kWgmmaK = 32; // K of one FP8 wgmma
 constexpr int64_t kTensorMapBytes = 128;
-/// Group size of a quantized GEMM output (COAT.md §3.1, §4.1: 1x16).
-constexpr int64_t kOutputGroup = 16;
 /// Registers per thread: what the producer warpgroup keeps, and the file.
 constexpr int64_t kProducerRegisters = 40;
 constexpr int64_t kRegisterFile = 65536;
-
-enum class OutputKind { BF16, F32, Fp8Groups };
-
-/// What one coat.linear asks of the kernel.
-struct GemmProblem {
-  LinearKind kind;
-  ::coat::Fp8Format lhs, rhs;
-  OutputKind out;
-  ::coat::Fp8Format outFormat = ::coat::Fp8Format::E4M3; ///< Fp8Groups codes
-  Type biasElem; ///< null without a bias
-  /// DeepSeek-style scales (COAT.md §4.4): A 1x128 along K, B 128x128, f32,
-  /// applied to each 128-wide K slice's partial product before it is added
-  /// to the f32 accumulator.
-  bool blockScaled = false;
-};
-
-/// Side of a block-scale block (1x128 for A, 128x128 for B); equal to the K
-/// slice of one ring stage, so one stage is one scale block.
-constexpr int64_t kScaleBlock = 128;
 static_assert(kScaleBlock == kTileK, "one ring stage per K scale block");
 
 /// The kernel's tiling and schedule (the pass options).
@@ -1089,7 +1070,10 @@ struct CoatLowerLinearPass
                   Twine(g.consumerRegisters()) + " registers per consumer thread, "
                   "too few for " + Twine(g.tileN / 2 * g.mBlocks()) + " accumulators");
 
-    KernelContainer kernels(module, "coat_linear", /*gpu=*/true);
+    FailureOr<bool> gpu = parseKernelTarget(module, "coat-lower-linear", target);
+    if (failed(gpu))
+      return signalPassFailure();
+    KernelContainer kernels(module, "coat_linear", *gpu);
     for (auto [fn, op] : specs) {
       FailureOr<GemmProblem> problem = analyze(op);
       if (failed(problem))
@@ -1133,7 +1117,10 @@ struct CoatLowerLinearPass
           return signalPassFailure();
         }
       }
-      lowerSpec(fn, *problem, shape, kernels);
+      if (*gpu)
+        lowerSpec(fn, *problem, shape, kernels);
+      else
+        lowerTwin(fn, *problem, shape, kernels);
     }
     kernels.finish();
   }
@@ -1160,6 +1147,37 @@ struct CoatLowerLinearPass
     ImplicitLocOpBuilder b(loc, ctx);
     b.setInsertionPointToStart(&kernel.getBody().front());
     GemmKernelBuilder(b, p, g, kernel).build();
+    fn.erase();
+  }
+
+  /// The CPU twin: the kernel's parameters and manifest record (tiles and
+  /// all, so a module compiled for both targets describes one kernel), with
+  /// tensormaps taken as memrefs of codes and no launch rule.
+  void lowerTwin(func::FuncOp fn, const GemmProblem &p, const GemmShape &g,
+                 KernelContainer &kernels) {
+    MLIRContext *ctx = &getContext();
+    Builder mb(ctx);
+    SmallVector<GemmParam> params = gemmParams(ctx, p, g);
+    SmallVector<Type> types;
+    for (const GemmParam &a : params) {
+      bool tensormap = cast<DictionaryAttr>(a.record).getAs<StringAttr>("kind") ==
+                       "tensormap";
+      types.push_back(tensormap ? MemRefType::get({ShapedType::kDynamic},
+                                                  mb.getI8Type())
+                                : a.type);
+    }
+    std::string name = fn.getSymName().str();
+    DictionaryAttr record = buildManifestRecord(ctx, name, p, g, params);
+    SmallVector<NamedAttribute> entries;
+    for (NamedAttribute e : record)
+      if (e.getName() != "launch")
+        entries.push_back(e);
+    func::FuncOp twin = kernels.createCpuTwin(
+        fn, name, mb.getFunctionType(types, {}), mb.getDictionaryAttr(entries));
+    ImplicitLocOpBuilder b(fn.getLoc(), ctx);
+    b.setInsertionPointToStart(twin.addEntryBlock());
+    emitGemmCpuTwin(b, twin, p);
+    func::ReturnOp::create(b);
     fn.erase();
   }
 };

@@ -609,9 +609,13 @@ LogicalResult CoatLowerOptimizerPass::lowerSpec(func::FuncOp fn,
 
   KernelShape shape{spec.groupSize, 1, 1};
   if (gpu) {
+    // Unset: 8 elements (two 16-byte f32 accesses) per thread, the fastest
+    // on the H200 for both the plain and the expanded step
+    // (docs/benchmarks.md), or more where a group needs it (<= 32 lanes).
     int64_t e = elementsPerThread > 0
                     ? elementsPerThread
-                    : std::max<int64_t>(4, spec.groupSize / 32);
+                    : std::min<int64_t>(spec.groupSize,
+                                        std::max<int64_t>(8, spec.groupSize / 32));
     if (!llvm::isPowerOf2_64(e) || e > spec.groupSize ||
         spec.groupSize / e > 32)
       return op.emitError("elements-per-thread=")

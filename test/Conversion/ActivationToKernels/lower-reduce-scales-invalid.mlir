@@ -28,3 +28,11 @@ func.func @tensor_arith(%p: tensor<4xf32>) -> tensor<f32> {
   %x = arith.addf %p, %p : tensor<4xf32>
   return %m : tensor<f32>
 }
+
+// -----
+
+func.func @returns_the_input(%p: tensor<?xf32>) -> tensor<?xf32> {
+  %m = coat.reduce_scales %p : tensor<?xf32> -> tensor<f32>
+  // expected-error @+1 {{a scale kernel returns its maximum or the scalar arithmetic on it}}
+  return %p : tensor<?xf32>
+}

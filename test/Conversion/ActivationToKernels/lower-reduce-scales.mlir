@@ -20,6 +20,7 @@ func.func @scale(%p: tensor<?x?xf32>) -> tensor<bf16> {
 // GPU-LABEL: gpu.func @scale(
 // GPU-SAME: %[[MAX:.*]]: memref<?xf32>, %[[OUT:.*]]: memref<?xi16>, %[[WS:.*]]: memref<?xi32>, %[[N:.*]]: i64)
 // GPU-SAME: workgroup(%[[PW:.*]] : memref<16xi32, #gpu.address_space<workgroup>>)
+// GPU-SAME: config = {eps = 1.000000e-10 : f32, format = "e4m3", fp8max = 4.480000e+02 : f32
 // GPU-SAME: launch = {block = [512, 1, 1], elements_per_block = 16384
 // GPU-SAME: op = "reduce_scales"
 // GPU-COUNT-8: vector.load %[[MAX]]{{.*}} {alignment = 16 : i64} : memref<?xf32>, vector<4xf32>
@@ -51,3 +52,27 @@ func.func @scale(%p: tensor<?x?xf32>) -> tensor<bf16> {
 // CPU: arith.addf
 // CPU: arith.divf
 // CPU: arith.truncf
+
+// The scale of an E5M2 gradient: the manifest records which format the
+// derivation is for (a scale of the wrong format is off by 128x).
+func.func @scale_e5m2(%p: tensor<?xf32>) -> tensor<bf16> {
+  %m = coat.reduce_scales %p : tensor<?xf32> -> tensor<f32>
+  %eps = arith.constant dense<1.0e-10> : tensor<f32>
+  %a = arith.addf %m, %eps : tensor<f32>
+  %max = arith.constant dense<57344.0> : tensor<f32>
+  %s = arith.divf %a, %max : tensor<f32>
+  %b = arith.truncf %s : tensor<f32> to tensor<bf16>
+  return %b : tensor<bf16>
+}
+// GPU-LABEL: gpu.func @scale_e5m2(
+// GPU-SAME: config = {eps = 1.000000e-10 : f32, format = "e5m2", fp8max = 5.734400e+04 : f32
+// CPU-LABEL: func.func @scale_e5m2(
+// CPU-SAME: config = {eps = 1.000000e-10 : f32, format = "e5m2", fp8max = 5.734400e+04 : f32
+
+// Arithmetic that is not the derivation records no format.
+func.func @max_only(%p: tensor<?xbf16>) -> tensor<bf16> {
+  %m = coat.reduce_scales %p : tensor<?xbf16> -> tensor<bf16>
+  return %m : tensor<bf16>
+}
+// GPU-LABEL: gpu.func @max_only(
+// GPU-SAME: config = {input = "bf16", scale = "bf16"}

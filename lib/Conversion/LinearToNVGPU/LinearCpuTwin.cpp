@@ -1,0 +1,215 @@
+//===- LinearCpuTwin.cpp - coat.linear as a loop nest for the CPU ---------===//
+//
+// The CPU twin of a GEMM kernel: the same ABI (the tensormap parameters are
+// plain memrefs of FP8 codes, K-major as the GPU reads them) and the same
+// arithmetic in f32, written as loops. It exists so that the IR a model
+// compiles to runs whole on the CPU (CI, and CPU tensors in Python); it makes
+// no attempt at speed. The GPU's tensor cores add FP8 products in their own
+// order and with their own internal precision, so the twin agrees with the
+// kernel to f32 rounding of the sum, not bit for bit.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Gemm.h"
+
+#include "coat/Conversion/GroupKernel.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+using namespace mlir;
+using namespace mlir::coat;
+
+namespace {
+
+/// Reads the twin's arguments by the names of the GPU kernel's parameters.
+struct TwinArgs {
+  Value a, b, out, outScale, aScale, bScale, bias, m, n, k, kBlocks;
+
+  TwinArgs(func::FuncOp twin, const GemmProblem &p) {
+    auto args = twin.getArguments();
+    unsigned i = 0;
+    a = args[i++];
+    b = args[i++];
+    out = args[i++];
+    if (p.out == OutputKind::Fp8Groups)
+      outScale = args[i++];
+    aScale = args[i++];
+    bScale = args[i++];
+    if (p.biasElem)
+      bias = args[i++];
+    m = args[i++];
+    n = args[i++];
+    k = args[i++];
+    if (p.blockScaled) {
+      ++i; // n_blocks: implied by n
+      kBlocks = args[i++];
+    }
+  }
+};
+
+class GemmTwinBuilder {
+public:
+  GemmTwinBuilder(ImplicitLocOpBuilder &b, func::FuncOp twin,
+                  const GemmProblem &p)
+      : b(b), p(p), args(twin, p), f{b} {}
+
+  void build() {
+    M = index(args.m);
+    N = index(args.n);
+    K = index(args.k);
+    if (p.blockScaled) {
+      KB = index(args.kBlocks);
+    } else {
+      scale = f.mul(load(args.aScale, b.getF32Type(), c(0)),
+                    load(args.bScale, b.getF32Type(), c(0)));
+    }
+    Type fp8Out = getFp8Type(b.getContext(), p.outFormat);
+    Value groups = arith::CeilDivUIOp::create(b, N, c(kOutputGroup));
+    forLoop(c(0), M, [&](Value row) {
+      forLoop(c(0), groups, [&](Value group) {
+        // One 1x16 group of output columns at a time, so the FP8 epilogue
+        // sees its whole group; columns past N are computed on the last
+        // column and count as zero.
+        Value lastCol = arith::SubIOp::create(b, N, c(1));
+        SmallVector<Value> cols, inside, vals;
+        for (int64_t e = 0; e < kOutputGroup; ++e) {
+          Value col = add(mul(group, c(kOutputGroup)), c(e));
+          Value in = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, col, N);
+          cols.push_back(col);
+          inside.push_back(in);
+          Value v = element(row, arith::MinUIOp::create(b, col, lastCol));
+          vals.push_back(f.select(in, v, f.c(0.0)));
+        }
+        if (p.out == OutputKind::Fp8Groups)
+          return storeGroup(row, group, cols, inside, vals, fp8Out);
+        Type elem = p.out == OutputKind::F32 ? Type(b.getF32Type())
+                                             : Type(b.getBF16Type());
+        for (int64_t e = 0; e < kOutputGroup; ++e)
+          ifThen(inside[e], [&] {
+            store(args.out, elem, vals[e],
+                           add(mul(row, N), cols[e]));
+          });
+      });
+    });
+  }
+
+private:
+  ImplicitLocOpBuilder &b;
+  const GemmProblem &p;
+  TwinArgs args;
+  F32Emitter f;
+  Value M, N, K, KB, scale;
+
+  Value c(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
+  Value index(Value i64) {
+    return arith::IndexCastOp::create(b, b.getIndexType(), i64);
+  }
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, x, y); }
+  Value mul(Value x, Value y) { return arith::MulIOp::create(b, x, y); }
+
+  void forLoop(Value lo, Value hi, function_ref<void(Value)> body) {
+    auto loop = scf::ForOp::create(b, lo, hi, c(1));
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(loop.getBody());
+    body(loop.getInductionVar());
+  }
+  /// An f32 loop-carried sum over [lo, hi).
+  Value sumLoop(Value lo, Value hi, Value init,
+                function_ref<Value(Value, Value)> step) {
+    auto loop = scf::ForOp::create(b, lo, hi, c(1), ValueRange{init});
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(loop.getBody());
+      scf::YieldOp::create(
+          b, step(loop.getInductionVar(), loop.getRegionIterArg(0)));
+    }
+    return loop.getResult(0);
+  }
+  /// buffer[idx] as f32, the buffer holding `logical` values as themselves
+  /// or as same-width integers (the kernel's parameter types).
+  Value load(Value buffer, Type logical, Value idx) {
+    Value v = memref::LoadOp::create(b, buffer, ValueRange{idx});
+    if (v.getType() != logical)
+      v = arith::BitcastOp::create(b, logical, v);
+    return logical.isF32() ? v : arith::ExtFOp::create(b, b.getF32Type(), v);
+  }
+  /// Rounds the f32 `v` to `logical` and stores it at buffer[idx].
+  void store(Value buffer, Type logical, Value v, Value idx) {
+    if (!logical.isF32())
+      v = arith::TruncFOp::create(b, logical, v);
+    Type elem = cast<MemRefType>(buffer.getType()).getElementType();
+    if (elem != logical)
+      v = arith::BitcastOp::create(b, elem, v);
+    memref::StoreOp::create(b, v, buffer, ValueRange{idx});
+  }
+  void ifThen(Value cond, function_ref<void()> body) {
+    auto op = scf::IfOp::create(b, cond, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(op.thenBlock());
+    body();
+  }
+
+  /// sum over k in [lo, hi) of A[row, k] * B[col, k], FP8 codes decoded.
+  Value dot(Value row, Value col, Value lo, Value hi) {
+    Type lhs = getFp8Type(b.getContext(), p.lhs);
+    Type rhs = getFp8Type(b.getContext(), p.rhs);
+    Value aRow = mul(row, K), bRow = mul(col, K);
+    return sumLoop(lo, hi, f.c(0.0), [&](Value kk, Value acc) {
+      Value x = load(args.a, lhs, add(aRow, kk));
+      Value y = load(args.b, rhs, add(bRow, kk));
+      return f.fma(x, y, acc);
+    });
+  }
+
+  /// The scaled result C[row, col] (+ bias) in f32, as the GPU epilogue
+  /// forms it: per-tensor `acc * (s_A * s_B)`; block-scaled, each 128-wide
+  /// K slice's partial added with one FMA by `s_A[row, kb] * s_B[col/128, kb]`.
+  Value element(Value row, Value col) {
+    Value v;
+    if (p.blockScaled) {
+      Value colBlock = arith::DivUIOp::create(b, col, c(kScaleBlock));
+      v = sumLoop(c(0), KB, f.c(0.0), [&](Value kb, Value acc) {
+        Value lo = mul(kb, c(kScaleBlock));
+        Value hi = arith::MinUIOp::create(b, add(lo, c(kScaleBlock)), K);
+        Value s = f.mul(
+            load(args.aScale, b.getF32Type(), add(mul(row, KB), kb)),
+            load(args.bScale, b.getF32Type(),
+                          add(mul(colBlock, KB), kb)));
+        return f.fma(dot(row, col, lo, hi), s, acc);
+      });
+    } else {
+      v = f.mul(dot(row, col, c(0), K), scale);
+    }
+    if (!p.biasElem)
+      return v;
+    return f.add(v, load(args.bias, p.biasElem, col));
+  }
+
+  /// COAT's quantized GEMM output (COAT.md §4.1): s = (max|acc| + 1e-10) /
+  /// fp8max (IEEE), codes = cvt(acc / s), scale stored as bf16(s).
+  void storeGroup(Value row, Value group, ArrayRef<Value> cols,
+                  ArrayRef<Value> inside, ArrayRef<Value> vals, Type fp8) {
+    Value amax = f.abs(vals[0]);
+    for (Value v : vals.drop_front())
+      amax = f.maxnum(amax, f.abs(v));
+    float fp8Max = ::coat::getFp8Traits(p.outFormat).maxFinite;
+    Value s = f.div(f.add(amax, f.c(::coat::kActivationScaleEps)), f.c(fp8Max));
+    for (size_t e = 0; e < vals.size(); ++e)
+      ifThen(inside[e], [&] {
+        store(args.out, fp8, f.div(vals[e], s),
+                       add(mul(row, N), cols[e]));
+      });
+    Value groups = arith::CeilDivUIOp::create(b, N, c(kOutputGroup));
+    store(args.outScale, b.getBF16Type(), s,
+                   add(mul(row, groups), group));
+  }
+};
+
+} // namespace
+
+void mlir::coat::emitGemmCpuTwin(ImplicitLocOpBuilder &b, func::FuncOp twin,
+                                 const GemmProblem &p) {
+  GemmTwinBuilder(b, twin, p).build();
+}

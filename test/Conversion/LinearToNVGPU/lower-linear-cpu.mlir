@@ -1,0 +1,53 @@
+// RUN: coat-opt %s -coat-lower-linear=target=cpu -split-input-file | FileCheck %s
+// RUN: not coat-opt %s -coat-lower-linear=target=tpu 2>&1 | FileCheck %s --check-prefix=TARGET
+
+// The CPU twin keeps the kernel's parameters and manifest record (tensormaps
+// become memrefs of codes) but not its launch rule, and sums decoded FP8
+// products in K order with an f32 FMA chain.
+// CHECK-LABEL: func.func @dgrad(
+// CHECK-SAME: %[[A:.*]]: memref<?xi8>, %[[B:.*]]: memref<?xi8>, %[[OUT:.*]]: memref<?xbf16>, %[[SA:.*]]: memref<?xf32>, %[[SB:.*]]: memref<?xf32>, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64)
+// CHECK-SAME: kind = "tensormap", name = "a"
+// CHECK-SAME: config = {a = "e5m2", b = "e4m3"
+// CHECK-NOT: launch =
+// CHECK: arith.mulf
+// CHECK: scf.for
+// CHECK: scf.for
+// CHECK: scf.for {{.*}} iter_args
+// CHECK: arith.bitcast %{{.*}} : i8 to f8E5M2
+// CHECK: arith.extf %{{.*}} : f8E5M2 to f32
+// CHECK: arith.bitcast %{{.*}} : i8 to f8E4M3FN
+// CHECK: math.fma
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: memref.store %{{.*}}, %[[OUT]]
+// CHECK-NOT: gpu.
+func.func @dgrad(%dy: !coat.qtensor<?x?xf8E5M2, per_tensor>,
+                 %wt: !coat.qtensor<?x?xf8E4M3FN, per_tensor>) -> tensor<?x?xbf16> {
+  %dx = coat.linear dgrad %dy, %wt
+      : !coat.qtensor<?x?xf8E5M2, per_tensor>,
+        !coat.qtensor<?x?xf8E4M3FN, per_tensor> -> tensor<?x?xbf16>
+  return %dx : tensor<?x?xbf16>
+}
+
+// -----
+
+// The 1x16 FP8 output: group maximum, IEEE division by (max + 1e-10) /
+// fp8max, codes and a bf16 scale per group.
+// CHECK-LABEL: func.func @fwd_q16(
+// CHECK-SAME: %{{.*}}: memref<?xi8>, %{{.*}}: memref<?xi8>, %[[CODES:.*]]: memref<?xi8>, %[[SCALE:.*]]: memref<?xi16>
+// CHECK: arith.maxnumf
+// CHECK: arith.constant 1.000000e-10 : f32
+// CHECK: arith.divf
+// CHECK: arith.truncf %{{.*}} : f32 to f8E4M3FN
+// CHECK: memref.store %{{.*}}, %[[CODES]]
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: memref.store %{{.*}}, %[[SCALE]]
+func.func @fwd_q16(%x: !coat.qtensor<?x?xf8E4M3FN, per_tensor>,
+                   %w: !coat.qtensor<?x?xf8E4M3FN, per_tensor>)
+    -> !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16> {
+  %y = coat.linear forward %x, %w
+      : !coat.qtensor<?x?xf8E4M3FN, per_tensor>, !coat.qtensor<?x?xf8E4M3FN, per_tensor>
+      -> !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>
+  return %y : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>
+}
+
+// TARGET: coat-lower-linear: target must be

@@ -1,0 +1,117 @@
+"""The CPU twins of coat-lower-linear's GEMMs (examples/linear/fp8_linear.mlir,
+compiled by ctest's compile-examples) against a float64 reference that
+decodes the FP8 operands with the reference library: every kind and output
+(bf16, f32, 1x16 FP8 codes + bf16 scales), bias, block scaling, on ragged
+shapes and adversarial operands (zeros, the largest codes, one-row and
+one-column problems). The twin sums in f32 in K order, so it must match the
+exact sum to f32 rounding of the sum; the GPU tests (test_linear_gpu.py)
+check the kernels against the same decoded math."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from coat import reference as ref
+from kernel_io import compiled_kernels
+
+if not ref.is_available():
+    pytest.skip("libcoat_reference.so is not built", allow_module_level=True)
+
+KERNELS = [k for k in compiled_kernels(("linear",)) if "fp8_linear" in k.spec.name]
+pytestmark = pytest.mark.skipif(
+    not KERNELS, reason="no compiled GEMM CPU twins (ctest's compile-examples makes them)")
+
+FP8MAX = {"e4m3": 448.0, "e5m2": 57344.0}
+SHAPES = [(1, 16, 16), (3, 17, 32), (33, 48, 40), (130, 70, 272)]  # m, n, k
+CASES = ["random", "zeros", "extreme"]
+
+
+def codes(rng, shape, fmt, case):
+    x = (rng.standard_normal(shape) * np.exp(rng.uniform(-3, 3, shape))).astype(np.float32)
+    if case == "zeros":
+        x[: shape[0] // 2] = 0
+    elif case == "extreme":
+        x = np.where(rng.uniform(size=shape) < 0.5, -FP8MAX[fmt], FP8MAX[fmt]).astype(np.float32)
+    q = ref.fp8_encode(x * np.float32(FP8MAX[fmt] / max(np.abs(x).max(), 1e-30)), fmt)
+    return q.reshape(shape)
+
+
+def operands(kernel, m, n, k, case, rng):
+    cfg = kernel.config
+    a = codes(rng, (m, k), cfg["a"], case)
+    b = codes(rng, (n, k), cfg["b"], "random" if case == "zeros" else case)
+    args = dict(a=a.reshape(-1), b=b.reshape(-1), m=m, n=n, k=k)
+    da = ref.fp8_decode(a, cfg["a"]).astype(np.float64)
+    db = ref.fp8_decode(b, cfg["b"]).astype(np.float64)
+    if cfg["scaling"] == "block":
+        kb, nb = -(-k // 128), -(-n // 128)
+        sa = rng.uniform(0.5, 2, (m, kb)).astype(np.float32)
+        sb = rng.uniform(0.5, 2, (nb, kb)).astype(np.float32)
+        args.update(a_scale=sa.reshape(-1), b_scale=sb.reshape(-1), n_blocks=nb, k_blocks=kb)
+        want = np.zeros((m, n))
+        mag = np.zeros((m, n))
+        for j in range(kb):
+            sl = slice(128 * j, 128 * (j + 1))
+            s = sa[:, j:j + 1].astype(np.float64) * np.repeat(sb[:, j], 128)[:n][None, :]
+            want += (da[:, sl] @ db[:, sl].T) * s
+            mag += (np.abs(da[:, sl]) @ np.abs(db[:, sl]).T) * s
+    else:
+        sa = np.array([0.37], np.float32)
+        sb = np.array([1.9], np.float32)
+        args.update(a_scale=sa, b_scale=sb)
+        s = np.float64(np.float32(sa[0] * sb[0]))
+        want = (da @ db.T) * s
+        mag = (np.abs(da) @ np.abs(db).T) * s
+    if cfg["bias"]:
+        bias = rng.standard_normal(n).astype(np.float32)
+        dtype = next(a.dtype for a in kernel.spec.args if a.name == "bias")
+        if dtype == "bf16":
+            bias = ref.bf16_round(bias)
+        args["bias"] = bias.astype(ml_dtypes.bfloat16 if dtype == "bf16" else np.float32)
+        want = want + bias
+        mag = mag + np.abs(bias)
+    return args, want, mag
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.spec.name)
+def test_gemm_twin(kernel, shape, case):
+    m, n, k = shape
+    cfg = kernel.config
+    rng = np.random.default_rng(m * 1000 + n + k)
+    args, want, mag = operands(kernel, m, n, k, case, rng)
+    # f32 accumulation in K order: each of the k additions rounds once.
+    tol = mag * (k + 4) * 2.0 ** -24
+    if cfg["out"] in FP8MAX:
+        out = np.full(m * n, 0x55, np.uint8)
+        scale = np.full(m * -(-n // 16), np.nan, ml_dtypes.bfloat16)
+        kernel.launch(out=out, out_scale=scale, **args)
+        groups = -(-n // 16)
+        s = scale.astype(np.float32).reshape(m, groups)
+        # The group scale is bf16((max|acc| + 1e-10) / fp8max) of the f32 results.
+        padded = np.zeros((m, groups * 16))
+        padded[:, :n] = want
+        amax = np.abs(padded).reshape(m, groups, 16).max(axis=2)
+        want_s = ref.bf16_round(((amax + 1e-10) / FP8MAX[cfg["out"]]).astype(np.float32))
+        assert np.allclose(s, want_s, rtol=2.0 ** -7, atol=0), "group scales"
+        # Codes of acc / s_f32 (the unrounded scale): within one FP8 step.
+        got = ref.fp8_decode(out, cfg["out"]).reshape(m, n)
+        s_f32 = np.repeat((amax + 1e-10) / FP8MAX[cfg["out"]], 16, axis=1)[:, :n]
+        ideal = want / s_f32
+        step = 2.0 ** -(3 if cfg["out"] == "e4m3" else 2)
+        err = np.abs(got - ideal)
+        bound = np.maximum(np.abs(ideal) * step, 2.0 ** -9 if cfg["out"] == "e4m3" else 2.0 ** -16)
+        bound += tol / s_f32
+        assert (err <= bound).all(), f"codes off by more than one FP8 step: max {err.max()}"
+        return
+    dtype = np.float32 if cfg["out"] == "f32" else ml_dtypes.bfloat16
+    out = np.full(m * n, np.nan, dtype)
+    kernel.launch(out=out, **args)
+    got = out.astype(np.float64).reshape(m, n)
+    assert not np.isnan(got).any(), "unwritten or NaN outputs"
+    if cfg["out"] == "bf16":
+        tol = tol + np.abs(want) * 2.0 ** -8  # one bf16 rounding
+    bad = np.abs(got - want) > tol
+    assert not bad.any(), (f"{bad.sum()} of {m * n} differ beyond f32 summation error, first "
+                           f"{np.argwhere(bad)[0]}: {got[bad][0]!r} vs {want[bad][0]!r}")
