@@ -3,7 +3,10 @@
 # runs every Python test against compiled kernels (GPU cases run, CPU twins
 # too), then, with --bench, every benchmark.
 #
-#   scripts/gpu_check.sh [--bench] DEMO_DIR | KERNEL_DIR [KERNEL_DIR ...]
+#   scripts/gpu_check.sh [--bench | --bench-only] [--dry-run] DEMO_DIR | KERNEL_DIR ...
+#
+# --dry-run prints the commands (tests, then benchmarks) instead of running
+# them; CI uses it to check that every benchmark is reached.
 #
 # DEMO_DIR is what scripts/compile_examples.py writes (one sub-directory per
 # example, run where LLVM is); KERNEL_DIRs are compiled modules. Set
@@ -11,9 +14,16 @@
 # against the reference library.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-bench=0
-if [ "${1:-}" = "--bench" ]; then bench=1; shift; fi
-[ $# -ge 1 ] || { echo "usage: $0 [--bench] DEMO_DIR | KERNEL_DIR ..." >&2; exit 2; }
+bench=0 tests=1 dry=0
+while [ $# -ge 1 ]; do
+  case "$1" in
+    --bench) bench=1; shift ;;
+    --bench-only) bench=1; tests=0; shift ;;
+    --dry-run) dry=1; shift ;;
+    *) break ;;
+  esac
+done
+[ $# -ge 1 ] || { echo "usage: $0 [--bench | --bench-only] [--dry-run] DEMO_DIR | KERNEL_DIR ..." >&2; exit 2; }
 dirs=()
 for d in "$@"; do
   if [ -f "$d/manifest.json" ]; then dirs+=("$(cd "$d" && pwd)")
@@ -21,31 +31,38 @@ for d in "$@"; do
   fi
 done
 [ ${#dirs[@]} -ge 1 ] || { echo "$0: no manifest.json under $*" >&2; exit 2; }
-of_op() {  # the directories holding kernels of op $1
-  for d in "${dirs[@]}"; do grep -q "\"op\": *\"$1\"" "$d/manifest.json" && echo "$d"; done
+of_op() {  # the directories holding kernels of op $1 (status 0 when none)
+  for d in "${dirs[@]}"; do
+    if grep -q "\"op\": *\"$1\"" "$d/manifest.json"; then echo "$d"; fi
+  done
+}
+run() {  # runs "$@", or prints it under --dry-run
+  if [ $dry = 1 ]; then echo "+ $*"; else "$@"; fi
 }
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 NCCL_NVLS_ENABLE=0
-rt="${COAT_RUNTIME_BUILD:-$(mktemp -d /tmp/coat-runtime.XXXXXX)}"
-cmake -S "$root/lib/Runtime" -B "$rt" -DCMAKE_BUILD_TYPE=Release >"$rt.log" 2>&1 \
-  || { cat "$rt.log"; exit 1; }
-cmake --build "$rt" -j >>"$rt.log" 2>&1 || { cat "$rt.log"; exit 1; }
-export COAT_RUNTIME_LIB="$(find "$rt" -name libcoat_runtime.so | head -n1)"
+if [ $dry = 0 ]; then
+  rt="${COAT_RUNTIME_BUILD:-$(mktemp -d /tmp/coat-runtime.XXXXXX)}"
+  cmake -S "$root/lib/Runtime" -B "$rt" -DCMAKE_BUILD_TYPE=Release >"$rt.log" 2>&1 \
+    || { cat "$rt.log"; exit 1; }
+  cmake --build "$rt" -j >>"$rt.log" 2>&1 || { cat "$rt.log"; exit 1; }
+  export COAT_RUNTIME_LIB="$(find "$rt" -name libcoat_runtime.so | head -n1)"
+fi
 export PYTHONPATH="$root/python${PYTHONPATH:+:$PYTHONPATH}"
 export COAT_KERNELS="$(IFS=:; echo "${dirs[*]}")"
 export COAT_LINEAR_KERNELS="$(of_op linear | paste -sd:)"
 
-python3 -m pytest -q -rs -p no:cacheprovider "$root/test/python"
+if [ $tests = 1 ]; then run python3 -m pytest -q -rs -p no:cacheprovider "$root/test/python"; fi
 [ $bench = 1 ] || exit 0
 
 run_bench() {  # script op [args...]: the benchmark over the directories of op
   local script=$1 op=$2; shift 2
   local ds; ds=$(of_op "$op")
-  if [ -n "$ds" ]; then python3 "$root/bench/$script" --kernels $ds "$@"; fi
+  if [ -n "$ds" ]; then run python3 "$root/bench/$script" --kernels $ds "$@"; fi
 }
 run_bench bench_optimizer.py adamw_step
 run_bench bench_activations.py quantize --only bf16_e4m3 --shapes 8192x8192 16384x4096
 run_bench bench_flow.py silu
 run_bench bench_norms.py rmsnorm
 run_bench bench_scales.py reduce_scales
-if [ -n "$COAT_LINEAR_KERNELS" ]; then python3 "$root/bench/bench_linear.py"; fi
-python3 "$root/bench/bench_fsdp.py"
+if [ -n "$COAT_LINEAR_KERNELS" ]; then run python3 "$root/bench/bench_linear.py"; fi
+run python3 "$root/bench/bench_fsdp.py"

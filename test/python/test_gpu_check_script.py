@@ -1,0 +1,64 @@
+"""scripts/gpu_check.sh must reach every benchmark whose kernels exist: a
+directory without the op (or the last one lacking it) must not end the run."""
+
+import json
+import os
+import subprocess
+
+from conftest import REPO
+
+SCRIPT = os.path.join(REPO, "scripts", "gpu_check.sh")
+
+
+def _module(root, name, ops):
+    d = root / name
+    d.mkdir()
+    manifest = {"kernels": [{"name": f"{name}_k{i}", "op": op} for i, op in enumerate(ops)]}
+    (d / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    return d
+
+
+def _dry_run(*args):
+    out = subprocess.run(["bash", SCRIPT, *args], capture_output=True, text=True,
+                         check=True).stdout
+    return [l[2:] for l in out.splitlines() if l.startswith("+ ")]
+
+
+def _what(cmd):
+    """pytest, or the benchmark script that a command runs."""
+    words = cmd.split()
+    return "pytest" if words[1:3] == ["-m", "pytest"] else os.path.basename(words[1])
+
+
+def test_every_benchmark_is_reached(tmp_path):
+    # Each op lives in one directory only, and the last directory holds none
+    # of the ops that a benchmark looks for.
+    _module(tmp_path, "a_opt", ["adamw_step"])
+    _module(tmp_path, "b_act", ["quantize", "silu"])
+    _module(tmp_path, "c_norm", ["rmsnorm", "reduce_scales", "linear"])
+    _module(tmp_path, "z_other", ["mul"])
+    cmds = _dry_run("--bench", "--dry-run", str(tmp_path))
+    assert [_what(c) for c in cmds] == ["pytest", "bench_optimizer.py", "bench_activations.py",
+                       "bench_flow.py", "bench_norms.py", "bench_scales.py",
+                       "bench_linear.py", "bench_fsdp.py"]
+    optimizer = cmds[1].split()
+    assert optimizer[optimizer.index("--kernels") + 1:] == [str(tmp_path / "a_opt")]
+
+
+def test_benchmarks_without_kernels_are_left_out(tmp_path):
+    _module(tmp_path, "only", ["mul"])
+    cmds = _dry_run("--bench", "--dry-run", str(tmp_path))
+    assert [_what(c) for c in cmds] == [
+        "pytest", "bench_fsdp.py"]
+
+
+def test_without_bench_only_the_tests_run(tmp_path):
+    _module(tmp_path, "a_opt", ["adamw_step"])
+    cmds = _dry_run("--dry-run", str(tmp_path))
+    assert len(cmds) == 1 and "pytest" in cmds[0]
+
+
+def test_bench_only_skips_the_tests(tmp_path):
+    _module(tmp_path, "a_opt", ["adamw_step"])
+    cmds = _dry_run("--bench-only", "--dry-run", str(tmp_path))
+    assert [_what(c) for c in cmds] == ["bench_optimizer.py", "bench_fsdp.py"]
