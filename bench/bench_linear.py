@@ -49,6 +49,14 @@ def kernel_dirs():
     return [out]
 
 
+def scale_args(kern, sa, sb):
+    """The per-tensor scales in the dtypes the kernel reads (f32 for
+    torch._scaled_mm-style kernels, bf16 for those of model programs)."""
+    dtype = {a.name: a.dtype for a in kern.spec.args}
+    conv = lambda s, name: s.bfloat16() if dtype[name] == "bf16" else s  # noqa: E731
+    return dict(a_scale=conv(sa, "a_scale"), b_scale=conv(sb, "b_scale"))
+
+
 def time_ms(fn, warmup=10, iters=50):
     for _ in range(warmup):
         fn()
@@ -192,15 +200,15 @@ def main():
         shape_rows = []
         for tag, kern in gemms:
             def ours():
-                kern.launch(n=n, a=x8, b=w8, out=out, a_scale=sx, b_scale=sw, m=m, k=k)
+                kern.launch(n=n, a=x8, b=w8, out=out, m=m, k=k, **scale_args(kern, sx, sw))
             t = time_ms(ours)
             err = ((out.float() - want).abs().max() / want.abs().max()).item()
             shape_rows.append((f"{m}x{n}x{k}", tag, flop / t / 1e9, flop / t_ref / 1e9,
                                t_ref / t, f"{err:.2e}"))
         for tag, kern in quantized:
             def ours_q():
-                kern.launch(n=n, a=x8, b=w8, out=codes, out_scale=scales, a_scale=sx,
-                            b_scale=sw, m=m, k=k)
+                kern.launch(n=n, a=x8, b=w8, out=codes, out_scale=scales, m=m, k=k,
+                            **scale_args(kern, sx, sw))
             t = time_ms(ours_q)
             deq = codes.float() * scales.float().repeat_interleave(16, dim=1)[:, :n]
             err = ((deq - want).abs().max() / want.abs().max()).item()

@@ -25,11 +25,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
 
-from coat import toolchain  # noqa: E402
+from coat import programs, toolchain  # noqa: E402
 from coat.compiler import CompileError  # noqa: E402,F401
 
 
 GRANULARITY_PASSES = ["-coat-mixed-granularity", "-coat-group-scaling"]
+# Generated block programs compiled with the examples (the kernels that
+# coat.nn and the training example use; tokens are a run-time extent).
+MODEL_BLOCKS = [programs.MLPBlockConfig(hidden=1024, ffn=2816)]
 _REMARK = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+):\d+: remark: (?P<text>.*)$")
 _NAME = re.compile(r"(%[\w.$-]+)\s*=\s*coat\.quantize_auto")
 
@@ -100,9 +103,8 @@ def main() -> int:
 
     tc = toolchain.Toolchain(coat_opt=args.coat_opt)
     examples = sorted(Path(args.examples).rglob("*.mlir"))
-    programs = [e for e in examples if is_unresolved_program(e)]
-    examples = [e for e in examples if e not in programs]
-    for src in programs:
+    programs_ = [e for e in examples if is_unresolved_program(e)]
+    for src in list(programs_):
         choices, fused = granularity_summary(tc.coat_opt, src)
         print(f"{src.relative_to(args.examples)}: granularity "
               f"({' '.join(GRANULARITY_PASSES)})")
@@ -122,33 +124,31 @@ def main() -> int:
         for i, name in enumerate(schedule):
             print(f"  {i:3d}  {name}")
         print()
-        out = Path(args.out) / src.stem
-        out.mkdir(parents=True, exist_ok=True)
-        for old in out.iterdir():
-            old.unlink()
-        kernels_mlir = out / "kernels.mlir"
-        run_passes(tc.coat_opt, src, [*OUTLINE_PASSES[:-1],
-                                      OUTLINE_PASSES[-1] + "=drop-programs"],
-                   kernels_mlir)
-        examples.append(kernels_mlir)
+    # Block programs generated from model configs (coat.programs): the
+    # kernel sets that coat.nn runs, token count dynamic.
+    for cfg in MODEL_BLOCKS:
+        src = Path(args.out) / "programs" / f"{cfg.name}.mlir"
+        src.parent.mkdir(parents=True, exist_ok=True)
+        src.write_text(programs.mlp_block(cfg))
+        programs_.append(src)
     rows = []
 
     def shown(src: Path) -> Path:
         try:
             return src.relative_to(args.examples)
-        except ValueError:  # an outlined program, compiled from the output dir
-            return src.parent.relative_to(args.out) / src.name
+        except ValueError:  # a generated program
+            return src.relative_to(args.out)
 
     def compile_one(src: Path):
-        out = src.parent if src.name == "kernels.mlir" else Path(args.out) / src.stem
+        out = Path(args.out) / src.stem
         out.mkdir(parents=True, exist_ok=True)
         for old in out.iterdir():
-            if old != src:
-                old.unlink()
-        produced = tc.compile_file(src, out, chip=args.chip,
-                                   features=args.features)
+            old.unlink()
+        compile = tc.compile_program if src in programs_ else tc.compile_file
+        produced = compile(src, out, chip=args.chip, features=args.features)
         return out, produced
 
+    examples = [e for e in examples if e not in programs_] + programs_
     # Each example compiles in its own coat-opt/ptxas subprocesses: run them
     # side by side, report in order.
     with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
@@ -158,7 +158,12 @@ def main() -> int:
         for k in manifest["kernels"]:
             rows.append((shown(src), k["name"],
                          "gpu" in k, "cpu" in k))
-        print(f"{shown(src)} -> {out}")
+        plans = manifest.get("programs", [])
+        print(f"{shown(src)} -> {out}"
+              + "".join(f"  (program {p['name']}: {len(p['steps'])} calls, "
+                        f"{sum(s['phase'] == 'forward' for s in p['steps'])} forward, "
+                        f"{len(p['saved'])} values saved for the backward)"
+                        for p in plans))
         for p in produced:
             print(f"  {p.name:32s} {p.stat().st_size:>9d} bytes")
     print()

@@ -301,6 +301,8 @@ struct CoatOutlineKernelsPass
           c->erase();
       if (dropPrograms)
         fn.erase();
+      else // coat-export-programs describes it to the executor
+        fn->setAttr(kProgramAttr, UnitAttr::get(fn.getContext()));
     }
   }
 };

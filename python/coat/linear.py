@@ -54,6 +54,10 @@ def find_kernel(a_format: str, b_format: str, out: str, bias: bool,
             c = k.spec.config
             if k.spec.op != "linear" or c.get("scaling") != "per_tensor":
                 continue
+            # torch._scaled_mm's scales are f32; model programs' GEMMs read
+            # their operands' bf16 scales.
+            if any(a.name in ("a_scale", "b_scale") and a.dtype != "f32" for a in k.spec.args):
+                continue
             seen.append(f"{c.get('a')}x{c.get('b')}->{c.get('out')}"
                         f"{'+bias' if c.get('bias') else ''}")
             if (c.get("a"), c.get("b"), c.get("out"), bool(c.get("bias"))) == (

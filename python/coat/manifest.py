@@ -26,6 +26,10 @@ class ArgSpec:
     dims: Tuple[Any, ...] = ()
     box: Tuple[int, ...] = ()
     swizzle: str = "none"
+    # What the argument is in terms of the kernel-spec function it was
+    # lowered from (docs/manifest.md, "Bindings"): value references for
+    # buffers, one extent expression for scalars; () when not recorded.
+    bind: Tuple[str, ...] = ()
 
     @property
     def is_memref(self) -> bool:
@@ -189,6 +193,11 @@ def _parse_kernel(k: Any, where: str, directory: str) -> KernelSpec:
         kind = _get(a, aw, "kind", str)
         dtype = _get(a, aw, "dtype", str)
         aw += f" ({aname!r})"
+        bind = a.get("bind", ())
+        bind = (bind,) if isinstance(bind, str) else bind
+        if not isinstance(bind, (list, tuple)) or not all(isinstance(b, str) for b in bind):
+            _fail(f"{aw}.bind", "expected a string or a list of strings")
+        bind = tuple(bind)
         if any(p.name == aname for p in args):
             _fail(aw, "duplicate argument name")
         if kind == "memref":
@@ -206,11 +215,11 @@ def _parse_kernel(k: Any, where: str, directory: str) -> KernelSpec:
             else:
                 _fail(f"{aw}.extent", 'expected "n", "groups" or an integer, or a product of '
                   'scalar arguments like "m*n"')
-            args.append(ArgSpec(aname, kind, dtype, ext))
+            args.append(ArgSpec(aname, kind, dtype, ext, bind=bind))
         elif kind == "scalar":
             if dtype not in _dtypes.SCALAR_DTYPES:
                 _fail(aw, f"unsupported scalar dtype {dtype!r} (expected i64, i32 or f32)")
-            args.append(ArgSpec(aname, kind, dtype))
+            args.append(ArgSpec(aname, kind, dtype, bind=bind))
         elif kind == "tensormap":
             if dtype not in _dtypes.MEMREF_DTYPES:
                 _fail(aw, f"unknown tensormap dtype {dtype!r}")
@@ -222,7 +231,7 @@ def _parse_kernel(k: Any, where: str, directory: str) -> KernelSpec:
             swz = a.get("swizzle", "none")
             if swz not in ("none", "32b", "64b", "128b"):
                 _fail(f"{aw}.swizzle", "expected none, 32b, 64b or 128b")
-            args.append(ArgSpec(aname, kind, dtype, None, dims, box, swz))
+            args.append(ArgSpec(aname, kind, dtype, None, dims, box, swz, bind))
         else:
             _fail(f"{aw}.kind", f'expected "memref", "scalar" or "tensormap", got {kind!r}')
     scalar_names = {a.name for a in args if a.kind == "scalar"}

@@ -50,6 +50,10 @@ CPU_PIPELINE = (
     "reconcile-unrealized-casts)")
 
 
+# A model program (before granularity resolution) to outlined kernel calls.
+PROGRAM_PASSES = ("-coat-mixed-granularity", "-coat-group-scaling", "-coat-outline-kernels")
+
+
 @dataclass
 class Toolchain:
     coat_opt: Optional[str] = None
@@ -121,4 +125,25 @@ class Toolchain:
                        str(out / "coat_cpu.so"), str(obj), "-lm"], "clang (cpu link)")
             llvm_mlir.unlink()
             ll.unlink()
+        return sorted(p for p in out.iterdir() if p.is_file())
+
+    def compile_program(self, src: Path, out: Path, **options) -> List[Path]:
+        """Compiles a model program (coat ops with ``coat.quantize_auto``,
+        e.g. from :mod:`coat.programs`) into ``out``: the granularity passes
+        and outlining, the kernels of every outlined spec (as
+        :meth:`compile_file`, with the same ``options``), then the launch
+        plan of each program in manifest.json (``coat-export-programs``).
+        Leaves ``program.mlir`` (the outlined program) and ``kernels.mlir``
+        (its specs) beside them."""
+        src, out = Path(src).resolve(), Path(out).resolve()
+        out.mkdir(parents=True, exist_ok=True)
+        program, kernels = out / "program.mlir", out / "kernels.mlir"
+        self._run([self.coat_opt, str(src), *PROGRAM_PASSES,
+                   "-mlir-print-op-on-diagnostic=false", "-o", str(program)],
+                  "coat-opt (outline program)")
+        self._run([self.coat_opt, str(program), "-coat-export-programs=strip",
+                   "-o", str(kernels)], "coat-opt (kernel specs)")
+        self.compile_file(kernels, out, **options)
+        self._run([self.coat_opt, str(program), f"-coat-export-programs=dir={out}",
+                   "-o", os.devnull], "coat-opt (launch plan)")
         return sorted(p for p in out.iterdir() if p.is_file())

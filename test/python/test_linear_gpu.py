@@ -88,7 +88,22 @@ def tag(kern):
 def quantize(x, fmt="e4m3"):
     """Per-tensor FP8 as COAT does it: s = (max|x| + 1e-10) / fp8max."""
     s = (x.abs().max().float() + SCALE_EPS) / FP8_MAX[fmt]
+    # bf16-exact, so kernels that read bf16 scales (those of model programs)
+    # see the same scale as those reading f32.
+    s = s.bfloat16().float()
     return (x / s).clamp(-FP8_MAX[fmt], FP8_MAX[fmt]).to(FP8[fmt]), s.reshape(1).float()
+
+
+def as_dtype(kern, name):
+    return next((a.dtype for a in kern.spec.args if a.name == name), None)
+
+
+def as_scale_arg(kern, name, s):
+    """`s` in the dtype the kernel's scale argument has (exactly)."""
+    dtype = as_dtype(kern, name)
+    t = s.bfloat16() if dtype == "bf16" else s.float()
+    assert torch.equal(t.float(), s.float()), f"{name} {s} is not exact in {dtype}"
+    return t
 
 
 def reference(a8, b8, sa, sb, bias=None):
@@ -101,7 +116,8 @@ def launch(kern, a8, b8, sa, sb, bias=None, out=None):
     m, k = a8.shape
     n = b8.shape[0]
     c = kern.spec.config
-    args = dict(n=n, a=a8, b=b8, a_scale=sa, b_scale=sb, m=m, k=k)
+    args = dict(n=n, a=a8, b=b8, a_scale=as_scale_arg(kern, "a_scale", sa),
+                b_scale=as_scale_arg(kern, "b_scale", sb), m=m, k=k)
     if bias is not None:
         args["bias"] = bias
     if c["out"] in FP8:
@@ -337,7 +353,8 @@ def test_scaled_mm_api_matches_torch(kernels):
     mods = {id(k.module): k.module for k in kernels}
     mod = next(m for m in mods.values()
                if any(k.spec.config.get("out") == "bf16" and not k.spec.config.get("bias")
-                      and k.spec.config.get("a") == "e4m3" for k in m.kernels.values()))
+                      and k.spec.config.get("a") == "e4m3"
+                      and as_dtype(k, "a_scale") == "f32" for k in m.kernels.values()))
     torch.manual_seed(0)
     m, n, k = 300, 528, 256
     a8, sa = quantize(torch.randn(m, k, device="cuda"))

@@ -36,6 +36,16 @@ using llvm::hash_value;
 #include "coat/Dialect/CoatOps.h.inc"
 
 namespace mlir::coat {
+/// Discardable attributes of model programs: `coat.program` marks a program
+/// that coat-outline-kernels cut into kernel calls; function arguments carry
+/// `coat.weight` or `coat.gradient`, and `coat.grad_of = i` pairs a gradient
+/// with the result (on an argument) or the argument (on a result) it is the
+/// gradient of.
+inline constexpr llvm::StringLiteral kProgramAttr = "coat.program";
+inline constexpr llvm::StringLiteral kWeightAttr = "coat.weight";
+inline constexpr llvm::StringLiteral kGradientAttr = "coat.gradient";
+inline constexpr llvm::StringLiteral kGradOfAttr = "coat.grad_of";
+
 /// The FP8 format of an MLIR float type, or nothing if it is not one of ours.
 std::optional<::coat::Fp8Format> getFp8Format(Type t);
 /// The MLIR float type of an FP8 format.

@@ -135,6 +135,46 @@ SmallVector<AbiArg> buildAbi(MLIRContext *ctx, const ActSpec &spec) {
   return abi;
 }
 
+/// Records what each ABI argument is in terms of the spec `fn` (whose op
+/// analyze() accepted): the input, the result's parts, the shape scalars.
+void bindToSpec(func::FuncOp fn, SmallVectorImpl<AbiArg> &abi) {
+  SpecRefs s(fn);
+  auto ops = fn.getBody().front().without_terminator();
+  Operation *op = &*ops.begin();
+  llvm::StringMap<std::vector<std::string>> binds;
+  Value matrix; // the 2-D tensor whose shape gives rows and cols
+  if (auto q = dyn_cast<QuantizeOp>(op)) {
+    matrix = q.getInput();
+    binds["input"] = {s.ref(q.getInput())};
+    binds["codes"] = {s.ref(q.getResult(), "codes")};
+    binds["scale"] = {s.ref(q.getResult(), "scale")};
+    if (Value given = q.getScale())
+      binds["scale"].insert(binds["scale"].begin(), s.ref(given));
+    if (std::next(ops.begin()) != ops.end()) {
+      auto t = cast<TransposeOp>(*std::next(ops.begin()));
+      binds["codes_t"] = {s.ref(t.getResult(), "codes")};
+      if (q.getScale())
+        binds["scale"].push_back(s.ref(t.getResult(), "scale"));
+      else
+        binds["scale_t"] = {s.ref(t.getResult(), "scale")};
+    }
+  } else if (auto d = dyn_cast<DequantizeOp>(op)) {
+    matrix = d.getResult();
+    binds["codes"] = {s.ref(d.getInput(), "codes")};
+    binds["scale"] = {s.ref(d.getInput(), "scale")};
+    binds["output"] = {s.ref(d.getResult())};
+  } else {
+    auto a = cast<AbsMaxOp>(op);
+    matrix = a.getInput();
+    binds["input"] = {s.ref(a.getInput())};
+    binds["absmax"] = {s.ref(a.getResult())};
+  }
+  binds["rows"] = {s.rows(matrix)};
+  binds["cols"] = {s.cols(matrix)};
+  for (AbiArg &a : abi)
+    a.bind = binds.lookup(a.name);
+}
+
 /// The kernel's arguments by role.
 struct ActArgs {
   Value input, codes, codesT, scale, scaleT, output, absmax, rows, cols;
@@ -1015,6 +1055,7 @@ LogicalResult CoatLowerActivationsPass::lowerSpec(func::FuncOp fn,
   }
 
   SmallVector<AbiArg> abi = buildAbi(ctx, spec);
+  bindToSpec(fn, abi);
   SmallVector<Type> argTypes;
   for (const AbiArg &a : abi)
     argTypes.push_back(a.type);

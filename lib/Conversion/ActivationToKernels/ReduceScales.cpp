@@ -138,16 +138,21 @@ FailureOr<ScaleSpec> analyze(func::FuncOp fn) {
   return spec;
 }
 
-SmallVector<AbiArg> buildAbi(MLIRContext *ctx, const ScaleSpec &spec) {
+SmallVector<AbiArg> buildAbi(func::FuncOp fn, const ScaleSpec &spec) {
+  MLIRContext *ctx = fn.getContext();
   auto buf = [&](Type t) {
     return MemRefType::get({ShapedType::kDynamic}, laneStorageType(t));
   };
   Type i32 = IntegerType::get(ctx, 32);
   Type i64 = IntegerType::get(ctx, 64);
-  return {{"maxima", buf(spec.inputType), manifestDtype(spec.inputType), "n"},
-          {"scale", buf(spec.outputType), manifestDtype(spec.outputType), "1"},
-          {"workspace", buf(i32), "i32", "2"},
-          {"n", i64, "i64", ""}};
+  SpecRefs s(fn);
+  Value input = ReduceScalesOp(spec.reduce).getInput();
+  return {{"maxima", buf(spec.inputType), manifestDtype(spec.inputType), "n",
+           {s.ref(input)}},
+          {"scale", buf(spec.outputType), manifestDtype(spec.outputType), "1",
+           {s.ref(spec.returned)}},
+          {"workspace", buf(i32), "i32", "2", {kBindScratch}},
+          {"n", i64, "i64", "", {s.numel(input)}}};
 }
 
 /// Runs the spec's rank-0 arithmetic on the scalar `max` (f32 or bf16, the
@@ -374,7 +379,7 @@ struct CoatLowerReduceScalesPass
         failedAny = true;
         continue;
       }
-      SmallVector<AbiArg> abi = buildAbi(ctx, *spec);
+      SmallVector<AbiArg> abi = buildAbi(fn, *spec);
       SmallVector<Type> argTypes;
       for (const AbiArg &a : abi)
         argTypes.push_back(a.type);

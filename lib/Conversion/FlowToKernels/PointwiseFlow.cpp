@@ -457,33 +457,41 @@ FailureOr<PointwiseSpec> analyze(func::FuncOp fn) {
   auto buf = [&](Type logical) {
     return MemRefType::get({ShapedType::kDynamic}, laneStorageType(logical));
   };
-  auto add = [&](std::string name, Type logical, std::string extent) {
+  SpecRefs refs(fn);
+  auto add = [&](std::string name, Type logical, std::string extent,
+                 std::string bind) {
     spec.abi.push_back({std::move(name), buf(logical), manifestDtype(logical),
-                        std::move(extent)});
+                        std::move(extent), {std::move(bind)}});
     return static_cast<int>(spec.abi.size()) - 1;
   };
-  for (KernelInput &k : spec.inputs) {
-    k.valuesArg = add(k.name, k.type, "n");
+  for (auto [k, in] : llvm::zip(spec.inputs, info->operands)) {
+    k.valuesArg =
+        add(k.name, k.type, "n", refs.ref(in.value, k.fp8 ? "codes" : ""));
     if (k.fp8)
-      k.scaleArg = add(k.name + "_scale", k.scaleType, "groups");
+      k.scaleArg = add(k.name + "_scale", k.scaleType, "groups",
+                       refs.ref(in.value, "scale"));
   }
-  for (KernelOutput &k : spec.outputs) {
-    k.valuesArg = add(k.name, k.type, "n");
+  for (auto [k, res] : llvm::zip(spec.outputs, info->results)) {
+    k.valuesArg =
+        add(k.name, k.type, "n", refs.ref(res.value, k.fp8 ? "codes" : ""));
     if (k.fp8)
-      k.scaleArg = add(k.name + "_scale", k.scaleType, "groups");
+      k.scaleArg = add(k.name + "_scale", k.scaleType, "groups",
+                       refs.ref(res.value, "scale"));
   }
   for (auto [a, out] : maxima) {
     KernelOutput &k = spec.outputs[out];
     std::string name = k.name + "_absmax";
     if (!k.absmaxArgs.empty())
       name += std::to_string(k.absmaxArgs.size());
-    k.absmaxArgs.push_back(add(name, Float32Type::get(ctx), "groups"));
+    k.absmaxArgs.push_back(add(name, Float32Type::get(ctx), "groups",
+                               refs.ref(a.getResult())));
   }
   Type i64 = IntegerType::get(ctx, 64);
+  Value matrix = info->operands.front().value;
   spec.rowsArg = spec.abi.size();
-  spec.abi.push_back({"rows", i64, "i64", ""});
+  spec.abi.push_back({"rows", i64, "i64", "", {refs.rows(matrix)}});
   spec.colsArg = spec.abi.size();
-  spec.abi.push_back({"cols", i64, "i64", ""});
+  spec.abi.push_back({"cols", i64, "i64", "", {refs.cols(matrix)}});
   return spec;
 }
 

@@ -41,6 +41,7 @@
 #include "coat/Numerics/Fp8.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "llvm/ADT/TypeSwitch.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -165,6 +166,61 @@ SmallVector<AbiArg> buildReduceAbi(MLIRContext *ctx, const NormSpec &s) {
   abi.push_back({"cols", i64, "i64", ""});
   abi.push_back({"partials", i64, "i64", ""});
   return abi;
+}
+
+/// Records what each argument of the row and reduce kernels is in terms of
+/// the spec `fn` (a norm op, then perhaps its epilogue maxima). The
+/// backward's partial sums are one scratch buffer shared by both kernels.
+void bindToSpec(func::FuncOp fn, SmallVectorImpl<AbiArg> &abi) {
+  SpecRefs s(fn);
+  Operation *op = &fn.getBody().front().front();
+  llvm::StringMap<std::string> binds;
+  auto set = [&](StringRef name, Value v, StringRef part = "") {
+    if (v)
+      binds[name] = s.ref(v, part);
+  };
+  Value input = op->getOperand(0);
+  set("x_codes", input, "codes");
+  set("x_scale", input, "scale");
+  TypeSwitch<Operation *>(op)
+      .Case([&](RMSNormOp n) {
+        set("weight", n.getWeight());
+        set("y", n.getResult());
+        set("rstd", n.getRstd());
+      })
+      .Case([&](LayerNormOp n) {
+        set("weight", n.getWeight());
+        set("bias", n.getBias());
+        set("y", n.getResult());
+        set("mean", n.getMean());
+        set("rstd", n.getRstd());
+      })
+      .Case([&](RMSNormGradOp n) {
+        set("weight", n.getWeight());
+        set("rstd", n.getRstd());
+        set("dy", n.getGrad());
+        set("dx", n.getDx());
+        set("dweight", n.getDweight());
+      })
+      .Case([&](LayerNormGradOp n) {
+        set("weight", n.getWeight());
+        set("mean", n.getMean());
+        set("rstd", n.getRstd());
+        set("dy", n.getGrad());
+        set("dx", n.getDx());
+        set("dweight", n.getDweight());
+        set("dbias", n.getDbias());
+      });
+  if (auto absmax = dyn_cast<AbsMaxOp>(op->getNextNode()))
+    set("absmax", absmax.getResult());
+  binds["dweight_partial"] = kBindScratch;
+  binds["dbias_partial"] = kBindScratch;
+  binds["rows"] = s.rows(input);
+  binds["cols"] = s.cols(input);
+  binds["partials"] = kBindFree;
+  for (AbiArg &a : abi)
+    if (auto it = binds.find(a.name); it != binds.end())
+      a.bind = {it->second};
 }
 
 using ArgMap = llvm::StringMap<Value>;
@@ -1161,6 +1217,7 @@ void CoatLowerNormsPass::lowerGpu(func::FuncOp fn, const NormSpec &spec,
 
   // Row kernel.
   SmallVector<AbiArg> abi = buildRowAbi(ctx, spec);
+  bindToSpec(fn, abi);
   bool columnSums = spec.backward && spec.hasWeight;
   LaunchRule launch{team.blockSize, 0, 0,
                     {{columnSums ? "partials" : "rows", team.teamsPerBlock()}}};
@@ -1213,6 +1270,7 @@ void CoatLowerNormsPass::lowerGpu(func::FuncOp fn, const NormSpec &spec,
   // Column sums of the workspace: 32 columns per CTA, kReduceWarps warps
   // splitting the partials, combined in warp order.
   SmallVector<AbiArg> rabi = buildReduceAbi(ctx, spec);
+  bindToSpec(fn, rabi);
   int64_t threads = 32 * kReduceWarps;
   LaunchRule rlaunch{threads, 0, 0, {{"cols", 32}}};
   Builder cb(ctx);
@@ -1278,6 +1336,7 @@ void CoatLowerNormsPass::lowerCpu(func::FuncOp fn, const NormSpec &spec,
     return twin;
   };
   SmallVector<AbiArg> abi = buildRowAbi(ctx, spec);
+  bindToSpec(fn, abi);
   auto twin = makeTwin(name, abi,
                        buildKernelRecord(ctx, name, spec.opName(),
                                          config(spec, team), abi,
@@ -1296,6 +1355,7 @@ void CoatLowerNormsPass::lowerCpu(func::FuncOp fn, const NormSpec &spec,
   if (!spec.backward || !spec.hasWeight)
     return;
   SmallVector<AbiArg> rabi = buildReduceAbi(ctx, spec);
+  bindToSpec(fn, rabi);
   Builder cb(ctx);
   SmallVector<NamedAttribute> rconfig = {
       cb.getNamedAttr("of", cb.getStringAttr(name)),

@@ -22,6 +22,23 @@ std::string mlir::coat::manifestDtype(Type t) {
   return "i64";
 }
 
+std::string SpecRefs::ref(Value v, StringRef part) const {
+  std::string name;
+  if (auto arg = dyn_cast<BlockArgument>(v);
+      arg && arg.getOwner()->getParentOp() == spec.getOperation()) {
+    name = "in" + std::to_string(arg.getArgNumber());
+  } else {
+    auto ret = cast<func::ReturnOp>(spec.getBody().front().getTerminator());
+    auto it = llvm::find(ret.getOperands(), v);
+    if (it == ret.getOperands().end())
+      return ""; // computed and consumed inside the spec
+    name = "out" + std::to_string(it - ret.getOperands().begin());
+  }
+  if (!part.empty())
+    name += "." + part.str();
+  return name;
+}
+
 DictionaryAttr mlir::coat::buildKernelRecord(MLIRContext *ctx, StringRef name,
                                              StringRef op,
                                              ArrayRef<NamedAttribute> config,
@@ -42,6 +59,14 @@ DictionaryAttr mlir::coat::buildKernelRecord(MLIRContext *ctx, StringRef name,
       else
         rec.push_back(b.getNamedAttr("extent", str(a.extent)));
     }
+    SmallVector<Attribute> refs;
+    for (const std::string &r : a.bind)
+      if (!r.empty() && r.find("()") == std::string::npos)
+        refs.push_back(str(r));
+    if (isBuffer && !refs.empty())
+      rec.push_back(b.getNamedAttr("bind", b.getArrayAttr(refs)));
+    else if (refs.size() == 1)
+      rec.push_back(b.getNamedAttr("bind", refs.front()));
     args.push_back(b.getDictionaryAttr(rec));
   }
   SmallVector<NamedAttribute> record = {

@@ -31,6 +31,9 @@ struct GemmProblem {
   OutputKind out;
   ::coat::Fp8Format outFormat = ::coat::Fp8Format::E4M3; ///< Fp8Groups codes
   Type biasElem; ///< null without a bias
+  /// Element types of the operands' per-tensor scales (f32 or bf16), which
+  /// the kernel reads as they are stored; block scales are always f32.
+  Type lhsScale, rhsScale;
   /// DeepSeek-style scales (COAT.md §4.4): A 1x128 along K, B 128x128, f32,
   /// applied to each 128-wide K slice's partial product before it is added
   /// to the f32 accumulator.

@@ -62,8 +62,8 @@ public:
     if (p.blockScaled) {
       KB = index(args.kBlocks);
     } else {
-      scale = f.mul(load(args.aScale, b.getF32Type(), c(0)),
-                    load(args.bScale, b.getF32Type(), c(0)));
+      scale = f.mul(load(args.aScale, p.lhsScale, c(0)),
+                    load(args.bScale, p.rhsScale, c(0)));
     }
     Type fp8Out = getFp8Type(b.getContext(), p.outFormat);
     Value groups = arith::CeilDivUIOp::create(b, N, c(kOutputGroup));

@@ -118,18 +118,28 @@ struct GemmParam {
   Attribute record;
 };
 
-SmallVector<GemmParam> gemmParams(MLIRContext *ctx, const GemmProblem &p,
-                                  const GemmShape &g) {
+/// The parameters of the GEMM lowered from `op` in the spec `fn`, each with
+/// its binding to the spec (docs/manifest.md, "Bindings").
+SmallVector<GemmParam> gemmParams(func::FuncOp fn, LinearOp op,
+                                  const GemmProblem &p, const GemmShape &g) {
+  MLIRContext *ctx = fn.getContext();
   Builder b(ctx);
+  SpecRefs refs(fn);
   auto str = [&](StringRef s) { return b.getStringAttr(s); };
   auto named = [&](StringRef k, Attribute v) { return b.getNamedAttr(k, v); };
+  // A value the spec computes itself has no binding (an empty list).
+  auto binds = [&](Value v, StringRef part) {
+    std::string r = refs.ref(v, part);
+    return named("bind", r.empty() ? b.getArrayAttr({})
+                                   : b.getArrayAttr({str(r)}));
+  };
   auto ptr = LLVM::LLVMPointerType::get(ctx);
   auto dynMemref = [&](Type elem) {
     return MemRefType::get({ShapedType::kDynamic}, elem);
   };
   SmallVector<GemmParam> params;
   auto tensormap = [&](StringRef n, ::coat::Fp8Format f, StringRef rows,
-                       int64_t boxRows) {
+                       int64_t boxRows, Value of) {
     params.push_back(
         {n.str(), ptr,
          b.getDictionaryAttr(
@@ -137,55 +147,65 @@ SmallVector<GemmParam> gemmParams(MLIRContext *ctx, const GemmProblem &p,
               named("dtype", str(::coat::getFp8Traits(f).name)),
               named("dims", b.getArrayAttr({str("k"), str(rows)})),
               named("box", b.getI64ArrayAttr({kTileK, boxRows})),
-              named("swizzle", str("128b"))})});
+              named("swizzle", str("128b")), binds(of, "codes")})});
   };
   auto memref = [&](StringRef n, Type storage, StringRef dtype,
-                    Attribute extent) {
+                    Attribute extent, Value of, StringRef part = "") {
     params.push_back({n.str(), dynMemref(storage),
                       b.getDictionaryAttr({named("name", str(n)),
                                            named("kind", str("memref")),
                                            named("dtype", str(dtype)),
-                                           named("extent", extent)})});
+                                           named("extent", extent),
+                                           binds(of, part)})});
   };
-  auto scalar = [&](StringRef n) {
-    params.push_back({n.str(), b.getI64Type(),
-                      b.getDictionaryAttr({named("name", str(n)),
-                                           named("kind", str("scalar")),
-                                           named("dtype", str("i64"))})});
+  auto scalar = [&](StringRef n, std::string bind) {
+    SmallVector<NamedAttribute> rec = {named("name", str(n)),
+                                       named("kind", str("scalar")),
+                                       named("dtype", str("i64"))};
+    if (bind.find("()") == std::string::npos)
+      rec.push_back(named("bind", str(bind)));
+    params.push_back({n.str(), b.getI64Type(), b.getDictionaryAttr(rec)});
   };
-  tensormap("a", p.lhs, "m", g.tileM);
-  tensormap("b", p.rhs, "n", g.tileN);
+  Value lhs = op.getLhs(), rhs = op.getRhs(), out = op.getResult();
+  tensormap("a", p.lhs, "m", g.tileM, lhs);
+  tensormap("b", p.rhs, "n", g.tileN, rhs);
   switch (p.out) {
   case OutputKind::BF16:
-    memref("out", b.getBF16Type(), "bf16", str("m*n"));
+    memref("out", b.getBF16Type(), "bf16", str("m*n"), out);
     break;
   case OutputKind::F32:
-    memref("out", b.getF32Type(), "f32", str("m*n"));
+    memref("out", b.getF32Type(), "f32", str("m*n"), out);
     break;
   case OutputKind::Fp8Groups:
     // Codes as bytes; scales as bf16 bits: `groups` = ceil(n / 16) per row.
-    memref("out", b.getI8Type(), outputDtype(p), str("m*n"));
-    memref("out_scale", b.getI16Type(), "bf16", str("m*groups"));
+    memref("out", b.getI8Type(), outputDtype(p), str("m*n"), out, "codes");
+    memref("out_scale", b.getI16Type(), "bf16", str("m*groups"), out, "scale");
     break;
   }
   if (p.blockScaled) {
     // Row-major [m, k_blocks] and [n_blocks, k_blocks] f32 scale matrices.
-    memref("a_scale", b.getF32Type(), "f32", str("m*k_blocks"));
-    memref("b_scale", b.getF32Type(), "f32", str("n_blocks*k_blocks"));
+    memref("a_scale", b.getF32Type(), "f32", str("m*k_blocks"), lhs, "scale");
+    memref("b_scale", b.getF32Type(), "f32", str("n_blocks*k_blocks"), rhs,
+           "scale");
   } else {
-    memref("a_scale", b.getF32Type(), "f32", b.getI64IntegerAttr(1));
-    memref("b_scale", b.getF32Type(), "f32", b.getI64IntegerAttr(1));
+    memref("a_scale", laneStorageType(p.lhsScale), manifestDtype(p.lhsScale),
+           b.getI64IntegerAttr(1), lhs, "scale");
+    memref("b_scale", laneStorageType(p.rhsScale), manifestDtype(p.rhsScale),
+           b.getI64IntegerAttr(1), rhs, "scale");
   }
   if (p.biasElem)
-    memref("bias", p.biasElem, manifestDtype(p.biasElem), str("n"));
-  scalar("m");
-  scalar("n");
-  scalar("k");
+    memref("bias", p.biasElem, manifestDtype(p.biasElem), str("n"),
+           op.getBias());
+  // Both operands are K-major: a is M x K, b is N x K.
+  scalar("m", refs.rows(lhs));
+  scalar("n", refs.rows(rhs));
+  scalar("k", refs.cols(lhs));
   if (p.blockScaled) {
     // ceil(n / 128) and ceil(k / 128): scalars so the runtime can size the
     // scale buffers with its product-of-scalars extents.
-    scalar("n_blocks");
-    scalar("k_blocks");
+    std::string blk = std::to_string(kScaleBlock);
+    scalar("n_blocks", "ceildiv(" + refs.rows(rhs) + "," + blk + ")");
+    scalar("k_blocks", "ceildiv(" + refs.cols(lhs) + "," + blk + ")");
   }
   return params;
 }
@@ -801,8 +821,8 @@ void GemmKernelBuilder::emitEpilogue(ArrayRef<Value> accs, Value m0, Value n0,
       p.blockScaled
           ? Value(arith::ConstantOp::create(b, b.getF32FloatAttr(1.0f)))
           : Value(arith::MulFOp::create(
-                b, memref::LoadOp::create(b, aScale, ValueRange{cIdx(0)}),
-                memref::LoadOp::create(b, bScale, ValueRange{cIdx(0)})));
+                b, loadScalarF32(b, aScale, p.lhsScale, cIdx(0)),
+                loadScalarF32(b, bScale, p.rhsScale, cIdx(0))));
   Value rowBase = add(add(m0, mul(consumer, cIdx(g.mPerWarpgroup()))), rowInBlock);
   if (p.out == OutputKind::Fp8Groups)
     return storeFp8Groups(accs, scale, rowBase, n0);
@@ -993,6 +1013,8 @@ FailureOr<GemmProblem> analyze(LinearOp op) {
     return op.emitOpError("coat-lower-linear needs 2-D operands");
   GemmProblem p;
   p.blockScaled = blockScaled;
+  p.lhsScale = lhs.getScaleType();
+  p.rhsScale = rhs.getScaleType();
   p.kind = op.getKind();
   p.lhs = lhs.getFormat();
   p.rhs = rhs.getFormat();
@@ -1118,19 +1140,20 @@ struct CoatLowerLinearPass
         }
       }
       if (*gpu)
-        lowerSpec(fn, *problem, shape, kernels);
+        lowerSpec(fn, op, *problem, shape, kernels);
       else
-        lowerTwin(fn, *problem, shape, kernels);
+        lowerTwin(fn, op, *problem, shape, kernels);
     }
     kernels.finish();
   }
 
-  void lowerSpec(func::FuncOp fn, const GemmProblem &p, const GemmShape &g,
+  void lowerSpec(func::FuncOp fn, LinearOp op, const GemmProblem &p,
+                 const GemmShape &g,
                  KernelContainer &kernels) {
     MLIRContext *ctx = &getContext();
     OpBuilder mb(ctx);
     Location loc = fn.getLoc();
-    SmallVector<GemmParam> params = gemmParams(ctx, p, g);
+    SmallVector<GemmParam> params = gemmParams(fn, op, p, g);
     SmallVector<Type> types;
     for (const GemmParam &a : params)
       types.push_back(a.type);
@@ -1153,11 +1176,12 @@ struct CoatLowerLinearPass
   /// The CPU twin: the kernel's parameters and manifest record (tiles and
   /// all, so a module compiled for both targets describes one kernel), with
   /// tensormaps taken as memrefs of codes and no launch rule.
-  void lowerTwin(func::FuncOp fn, const GemmProblem &p, const GemmShape &g,
+  void lowerTwin(func::FuncOp fn, LinearOp op, const GemmProblem &p,
+                 const GemmShape &g,
                  KernelContainer &kernels) {
     MLIRContext *ctx = &getContext();
     Builder mb(ctx);
-    SmallVector<GemmParam> params = gemmParams(ctx, p, g);
+    SmallVector<GemmParam> params = gemmParams(fn, op, p, g);
     SmallVector<Type> types;
     for (const GemmParam &a : params) {
       bool tensormap = cast<DictionaryAttr>(a.record).getAs<StringAttr>("kind") ==

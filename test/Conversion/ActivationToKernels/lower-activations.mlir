@@ -49,7 +49,8 @@ func.func @q_scaled(%x: tensor<?x?xf32>, %s: tensor<f32>) -> !coat.qtensor<?x?xf
 // column words transposed with prmt, 16-byte rows of q^T, two barriers.
 // GPU-LABEL: gpu.func @q_t(
 // GPU-SAME: workgroup(%[[TILE:[^ ]*]] : memref<64x16xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
-// GPU-SAME: name = "codes_t"
+// The given scale is read, and is the scale of both results.
+// GPU-SAME: {bind = ["in0"], {{.*}} name = "input"}, {bind = ["in1", "out0.scale", "out1.scale"], {{.*}} name = "scale"}, {bind = ["out0.codes"], {{.*}} name = "codes"}, {bind = ["out1.codes"], {{.*}} name = "codes_t"}
 // GPU-SAME: tile = 64
 // GPU-SAME: op = "quantize_transpose"
 // GPU: scf.for
@@ -72,6 +73,7 @@ func.func @q_t(%x: tensor<?x?xbf16>, %s: tensor<bf16>)
 
 // Dequantize 1x16: codes in, one scale per group, bf16 out.
 // GPU-LABEL: gpu.func @dq(%{{.*}}: memref<?xi8>, %{{.*}}: memref<?xi16>, %{{.*}}: memref<?xi16>, %{{.*}}: i64, %{{.*}}: i64) kernel
+// GPU-SAME: {bind = ["in0.codes"], {{.*}} name = "codes"}, {bind = ["in0.scale"], {{.*}} name = "scale"}, {bind = ["out0"], {{.*}} name = "output"}, {bind = "rows(out0)", {{.*}} name = "rows"}
 // GPU-SAME: op = "dequantize"
 // GPU: arith.extf %{{.*}} : vector<16xf8E4M3FN> to vector<16xf32>
 // GPU: arith.mulf
@@ -123,7 +125,7 @@ func.func @q_b(%x: tensor<?x?xbf16>) -> !coat.qtensor<?x?xf8E4M3FN, per_block<12
 // The transposed form writes both scale matrices and both layouts.
 // GPU-LABEL: gpu.func @q_tb(
 // GPU-SAME: workgroup(%[[TILE2:[^ ]*]] : memref<128x32xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[RED2:[^ ]*]] : memref<8xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
-// GPU-SAME: extent = "cols/128*rows/128", kind = "memref", name = "scale_t"
+// GPU-SAME: {bind = ["out0.scale"], {{.*}} name = "scale"}, {bind = ["out1.codes"], {{.*}} name = "codes_t"}, {bind = ["out1.scale"], dtype = "f32", extent = "cols/128*rows/128", kind = "memref", name = "scale_t"}
 // GPU-SAME: op = "quantize_transpose"
 // GPU: gpu.shuffle xor
 // GPU: gpu.barrier

@@ -20,6 +20,7 @@ func.func @scale(%p: tensor<?x?xf32>) -> tensor<bf16> {
 // GPU-LABEL: gpu.func @scale(
 // GPU-SAME: %[[MAX:.*]]: memref<?xf32>, %[[OUT:.*]]: memref<?xi16>, %[[WS:.*]]: memref<?xi32>, %[[N:.*]]: i64)
 // GPU-SAME: workgroup(%[[PW:.*]] : memref<16xi32, #gpu.address_space<workgroup>>)
+// GPU-SAME: {bind = ["in0"], {{.*}} name = "maxima"}, {bind = ["out0"], {{.*}} name = "scale"}, {bind = ["scratch"], {{.*}} name = "workspace"}, {bind = "numel(in0)", {{.*}} name = "n"}
 // GPU-SAME: config = {eps = 1.000000e-10 : f32, format = "e4m3", fp8max = 4.480000e+02 : f32
 // GPU-SAME: launch = {block = [512, 1, 1], elements_per_block = 16384
 // GPU-SAME: op = "reduce_scales"

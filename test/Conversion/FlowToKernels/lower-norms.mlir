@@ -62,9 +62,9 @@ func.func @ln_cta(%x: !coat.qtensor<?x4096xf8E4M3FN, per_group<16>, scale = bf16
 // One group per thread (its column accumulators stay in registers): 512
 // threads for 8192 columns.
 // GPU-LABEL: gpu.func @ln_bwd(
-// GPU-SAME: {dtype = "f32", extent = "partials*cols", kind = "memref", name = "dweight_partial"}
-// GPU-SAME: {dtype = "f32", extent = "partials*cols", kind = "memref", name = "dbias_partial"}
-// GPU-SAME: name = "partials"
+// GPU-SAME: {bind = ["scratch"], dtype = "f32", extent = "partials*cols", kind = "memref", name = "dweight_partial"}
+// GPU-SAME: {bind = ["scratch"], dtype = "f32", extent = "partials*cols", kind = "memref", name = "dbias_partial"}
+// GPU-SAME: {bind = "free", dtype = "i64", kind = "scalar", name = "partials"}
 // GPU-SAME: threads_per_row = 512
 // GPU-SAME: launch = {block = [512, 1, 1], grid_tiles = {{\[}}["partials", 1]]
 // GPU: scf.for

@@ -14,7 +14,7 @@
 // CHECK: gpu.module @coat_flow_kernels
 // CHECK-LABEL: gpu.func @silu(
 // CHECK-SAME: %{{.*}}: memref<?xi8>, %{{.*}}: memref<?xi16>, %{{.*}}: memref<?xi8>, %{{.*}}: memref<?xi16>, %{{.*}}: i64, %{{.*}}: i64) kernel
-// CHECK-SAME: coat.kernel = {args = [{dtype = "e4m3", extent = "n", kind = "memref", name = "x"}, {dtype = "bf16", extent = "groups", kind = "memref", name = "x_scale"}, {dtype = "e4m3", extent = "n", kind = "memref", name = "y"}, {dtype = "bf16", extent = "groups", kind = "memref", name = "y_scale"}
+// CHECK-SAME: coat.kernel = {args = [{bind = ["in0.codes"], dtype = "e4m3", extent = "n", kind = "memref", name = "x"}, {bind = ["in0.scale"], dtype = "bf16", extent = "groups", kind = "memref", name = "x_scale"}, {bind = ["out0.codes"], dtype = "e4m3", extent = "n", kind = "memref", name = "y"}, {bind = ["out0.scale"], dtype = "bf16", extent = "groups", kind = "memref", name = "y_scale"}, {bind = "rows(in0)", dtype = "i64", kind = "scalar", name = "rows"}, {bind = "cols(in0)", dtype = "i64", kind = "scalar", name = "cols"}
 // CHECK-SAME: config = {eps = {{.*}}, group_size = 16 : i64, math = "fast", operands = ["x"], results = ["y"]}
 // CHECK-SAME: launch = {block = [256, 1, 1], elements_per_block = 4096 : i64
 // CHECK-SAME: op = "silu"}, known_block_size = array<i32: 256, 1, 1>
@@ -70,7 +70,7 @@ func.func @silu(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>)
 // with xor shuffles 2, 1 and are stored by the group's first lane. bf16
 // results move as 32-byte vectors; the maxima are of the rounded values.
 // CHECK-LABEL: gpu.func @gelu_grad(
-// CHECK-SAME: name = "x"}, {dtype = "f32", extent = "groups", kind = "memref", name = "x_scale"}, {dtype = "bf16", extent = "n", kind = "memref", name = "dy"}, {dtype = "bf16", extent = "n", kind = "memref", name = "dx"}, {dtype = "f32", extent = "groups", kind = "memref", name = "dx_absmax"}
+// CHECK-SAME: name = "x"}, {bind = ["in0.scale"], dtype = "f32", extent = "groups", kind = "memref", name = "x_scale"}, {bind = ["in1"], dtype = "bf16", extent = "n", kind = "memref", name = "dy"}, {bind = ["out0"], dtype = "bf16", extent = "n", kind = "memref", name = "dx"}, {bind = ["out1"], dtype = "f32", extent = "groups", kind = "memref", name = "dx_absmax"}
 // CHECK-SAME: group_size = 64
 // The fast GELU: Numerical Recipes' erfcc, t = rcp(1 + |z|/2) refined by a
 // Newton step, a degree-9 polynomial in t, ex2 for exp(-x^2/2) and exp(P(t)).
@@ -108,7 +108,7 @@ func.func @gelu_grad(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<64>>, %dy: tensor
 
 // Two results: the ABI lists operands, results, then maxima.
 // CHECK-LABEL: gpu.func @swiglu_mul_grad(
-// CHECK-SAME: name = "x1"}, {{.*}} name = "x1_scale"}, {{.*}} name = "x2"}, {{.*}} name = "x2_scale"}, {{.*}} name = "dy"}, {{.*}} name = "dx1"}, {{.*}} name = "dx2"}, {{.*}} name = "dx2_absmax"}, {dtype = "i64", kind = "scalar", name = "rows"}, {dtype = "i64", kind = "scalar", name = "cols"}
+// CHECK-SAME: name = "x1"}, {{.*}} name = "x1_scale"}, {{.*}} name = "x2"}, {{.*}} name = "x2_scale"}, {{.*}} name = "dy"}, {{.*}} name = "dx1"}, {{.*}} name = "dx2"}, {{.*}} name = "dx2_absmax"}, {bind = "rows(in0)", dtype = "i64", kind = "scalar", name = "rows"}, {bind = "cols(in0)", dtype = "i64", kind = "scalar", name = "cols"}
 // CHECK-SAME: results = ["dx1", "dx2"]
 func.func @swiglu_mul_grad(%a: !coat.qtensor<?x?xf8E4M3FN, per_group<32>>,
                            %b: !coat.qtensor<?x?xf8E4M3FN, per_group<32>>,

@@ -17,8 +17,8 @@
 
 // IR-LABEL: gpu.func @block_fwd(%{{[a-z0-9]+}}: !llvm.ptr {llvm.align = 64 : i32}, %{{[a-z0-9]+}}: !llvm.ptr {llvm.align = 64 : i32}, %{{[a-z0-9]+}}: memref<?xbf16>, %{{[a-z0-9]+}}: memref<?xf32>, %{{[a-z0-9]+}}: memref<?xf32>, %{{[a-z0-9]+}}: i64, %{{[a-z0-9]+}}: i64, %{{[a-z0-9]+}}: i64, %{{[a-z0-9]+}}: i64, %{{[a-z0-9]+}}: i64) kernel
 // IR-SAME: box = [128, 128], dims = ["k", "n"], dtype = "e4m3", kind = "tensormap", name = "b"
-// IR-SAME: {dtype = "f32", extent = "m*k_blocks", kind = "memref", name = "a_scale"}, {dtype = "f32", extent = "n_blocks*k_blocks", kind = "memref", name = "b_scale"}
-// IR-SAME: {dtype = "i64", kind = "scalar", name = "k"}, {dtype = "i64", kind = "scalar", name = "n_blocks"}, {dtype = "i64", kind = "scalar", name = "k_blocks"}
+// IR-SAME: {bind = ["in0.scale"], dtype = "f32", extent = "m*k_blocks", kind = "memref", name = "a_scale"}, {bind = ["in1.scale"], dtype = "f32", extent = "n_blocks*k_blocks", kind = "memref", name = "b_scale"}
+// IR-SAME: {bind = "cols(in0)", dtype = "i64", kind = "scalar", name = "k"}, {bind = "ceildiv(rows(in1),128)", dtype = "i64", kind = "scalar", name = "n_blocks"}, {bind = "ceildiv(cols(in0),128)", dtype = "i64", kind = "scalar", name = "k_blocks"}
 // IR-SAME: a_scale_block = [1, 128], b = "e4m3", b_scale_block = [128, 128]
 // IR-SAME: scaling = "block", stages = 4 : i64, tile = [128, 128, 128]
 // IR-SAME: grid_tiles = {{\[\["m", 128\], \["n", 128\]\]}}

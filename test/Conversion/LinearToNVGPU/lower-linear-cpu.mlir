@@ -50,4 +50,25 @@ func.func @fwd_q16(%x: !coat.qtensor<?x?xf8E4M3FN, per_tensor>,
   return %y : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>
 }
 
+// -----
+
+// Operands with bf16 per-tensor scales (those of model programs) are read
+// as stored: the scale parameters are bf16 (as i16 bits), widened to f32.
+// Bindings name the spec's values: codes and scales of the operands, the
+// result, and the extents from the operand shapes (b is N x K).
+// CHECK-LABEL: func.func @fwd_bf16_scales(
+// CHECK-SAME: %{{.*}}: memref<?xi8>, %{{.*}}: memref<?xi8>, %{{.*}}: memref<?xbf16>, %[[SA:.*]]: memref<?xi16>, %[[SB:.*]]: memref<?xi16>
+// CHECK-SAME: {bind = ["out0"], dtype = "bf16", extent = "m*n", kind = "memref", name = "out"}, {bind = ["in0.scale"], dtype = "bf16", extent = 1 : i64, kind = "memref", name = "a_scale"}, {bind = ["in1.scale"], dtype = "bf16", extent = 1 : i64, kind = "memref", name = "b_scale"}, {bind = "rows(in0)", dtype = "i64", kind = "scalar", name = "m"}, {bind = "rows(in1)", dtype = "i64", kind = "scalar", name = "n"}, {bind = "cols(in0)", dtype = "i64", kind = "scalar", name = "k"}
+// CHECK: %[[RA:.*]] = memref.load %[[SA]]
+// CHECK: arith.bitcast %[[RA]] : i16 to bf16
+// CHECK: arith.extf %{{.*}} : bf16 to f32
+func.func @fwd_bf16_scales(%x: !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>,
+                           %w: !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>)
+    -> tensor<?x?xbf16> {
+  %y = coat.linear forward %x, %w
+      : !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>,
+        !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16> -> tensor<?x?xbf16>
+  return %y : tensor<?x?xbf16>
+}
+
 // TARGET: coat-lower-linear: target must be

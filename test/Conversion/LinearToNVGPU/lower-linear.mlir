@@ -35,17 +35,17 @@
 // IR: nvvm.wgmma.wait.group.sync.aligned 0
 
 // IR: gpu.func @dgrad(%{{[a-z0-9]+}}: !llvm.ptr {llvm.align = 64 : i32}, %{{[a-z0-9]+}}: !llvm.ptr {llvm.align = 64 : i32}, %{{[a-z0-9]+}}: memref<?xf32>, %{{[a-z0-9]+}}: memref<?xf32>, %{{[a-z0-9]+}}: memref<?xf32>, %{{[a-z0-9]+}}: i64
-// IR-SAME: dtype = "e5m2", kind = "tensormap", name = "a"
+// IR-SAME: {bind = ["in0.codes"], box = [128, 128], dims = ["k", "m"], dtype = "e5m2", kind = "tensormap", name = "a"
 // IR-SAME: dtype = "e4m3", kind = "tensormap", name = "b"
-// IR-SAME: {dtype = "f32", extent = "m*n", kind = "memref", name = "out"}
+// IR-SAME: {bind = ["out0"], dtype = "f32", extent = "m*n", kind = "memref", name = "out"}, {bind = ["in0.scale"], dtype = "f32", extent = 1 : i64, kind = "memref", name = "a_scale"}
 // IR-SAME: kind = "dgrad", out = "f32"
 
 // IR: gpu.func @wgrad(
 // IR-SAME: kind = "wgrad", out = "bf16"
 
 // IR: gpu.func @gate_q16(%{{[a-z0-9]+}}: !llvm.ptr {llvm.align = 64 : i32}, %{{[a-z0-9]+}}: !llvm.ptr {llvm.align = 64 : i32}, %{{[a-z0-9]+}}: memref<?xi8>, %{{[a-z0-9]+}}: memref<?xi16>, %{{[a-z0-9]+}}: memref<?xf32>, %{{[a-z0-9]+}}: memref<?xf32>, %{{[a-z0-9]+}}: memref<?xbf16>, %{{[a-z0-9]+}}: i64
-// IR-SAME: {dtype = "e4m3", extent = "m*n", kind = "memref", name = "out"}, {dtype = "bf16", extent = "m*groups", kind = "memref", name = "out_scale"}
-// IR-SAME: {dtype = "bf16", extent = "n", kind = "memref", name = "bias"}
+// IR-SAME: {bind = ["out0.codes"], dtype = "e4m3", extent = "m*n", kind = "memref", name = "out"}, {bind = ["out0.scale"], dtype = "bf16", extent = "m*groups", kind = "memref", name = "out_scale"}
+// IR-SAME: {bind = ["in2"], dtype = "bf16", extent = "n", kind = "memref", name = "bias"}
 // IR-SAME: bias = true
 // IR-SAME: group_size = 16 : i64
 // IR-SAME: out = "e4m3", out_scale = "bf16"
