@@ -65,4 +65,7 @@ run_bench bench_flow.py silu
 run_bench bench_norms.py rmsnorm
 run_bench bench_scales.py reduce_scales
 if [ -n "$COAT_LINEAR_KERNELS" ]; then run python3 "$root/bench/bench_linear.py"; fi
+if [ -n "$(of_op linear)" ] && [ -n "$(of_op rmsnorm_grad)" ]; then
+  run python3 "$root/bench/bench_block.py"
+fi
 run python3 "$root/bench/bench_fsdp.py"
