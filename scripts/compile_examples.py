@@ -29,7 +29,8 @@ from coat import programs, toolchain  # noqa: E402
 from coat.compiler import CompileError  # noqa: E402,F401
 
 
-GRANULARITY_PASSES = ["-coat-mixed-granularity", "-coat-group-scaling"]
+OUTLINE_PASSES = list(toolchain.PROGRAM_PASSES)  # the program pipeline, one place
+GRANULARITY_PASSES = OUTLINE_PASSES[:-1]
 # Generated block programs compiled with the examples (the kernels that
 # coat.nn and the training example use; tokens are a run-time extent).
 MODEL_BLOCKS = [programs.MLPBlockConfig(hidden=1024, ffn=2816)]
@@ -65,7 +66,6 @@ def granularity_summary(coat_opt: str, src: Path):
     return choices, fused
 
 
-OUTLINE_PASSES = [*GRANULARITY_PASSES, "-coat-outline-kernels"]
 _CALL = re.compile(r"= call @([\w$.-]+)\(|^\s*call @([\w$.-]+)\(")
 
 

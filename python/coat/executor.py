@@ -122,18 +122,6 @@ class Program:
     def input_ids(self, role: Optional[str] = None) -> List[int]:
         return [v for v, r, _ in self.inputs if role is None or r == role]
 
-    def _allocate(self, vid: int, tokens: int, like) -> Any:
-        import torch
-
-        t = self.values[vid]
-        shape = t.resolve(t.shape, tokens)
-        dtype = _dtypes.torch_dtypes(t.dtype)[0]
-        if t.kind == "tensor":
-            return torch.empty(shape, dtype=dtype, device=like.device)
-        sdtype = _dtypes.torch_dtypes(t.scale_dtype)[0]
-        return QTensor(torch.empty(shape, dtype=dtype, device=like.device),
-                       torch.empty(t.scale_extents(tokens), dtype=sdtype, device=like.device))
-
     def tokens_of(self, env: Dict[int, Any]) -> int:
         """The token count: every dynamic extent of the given inputs."""
         tokens = None
@@ -252,7 +240,7 @@ class Program:
             for a in kernel.spec.memrefs:
                 if a.bind == ("scratch",):
                     if a.name not in scratch:
-                        n = kernel_n(kernel, scalar_values, None) or 0
+                        n = kernel_n(kernel, scalar_values) or 0
                         extent = a.extent_for(n, kernel.spec.group_size, scalar_values)
                         scratch[a.name] = torch.zeros(
                             extent, dtype=_dtypes.torch_dtypes(a.dtype)[0], device=like.device)
@@ -273,7 +261,7 @@ class Program:
                                        f"{a.name!r} binds nothing it can find ({a.bind})")
                 args[a.name] = buf.view(-1) if buf.dim() != 1 else buf
             args.update(scalar_values)
-            n = kernel_n(kernel, scalar_values, args)
+            n = kernel_n(kernel, scalar_values)
             kernel.launch(n=n, **{k: v for k, v in args.items() if k != "n"})
         for vid in step.results:
             t = self.values[vid]
@@ -302,7 +290,7 @@ class Program:
         return torch.empty(shape, dtype=_dtypes.torch_dtypes(dtype)[0], device=like.device)
 
 
-def kernel_n(kernel: Kernel, scalars: Dict[str, int], args) -> Optional[int]:
+def kernel_n(kernel: Kernel, scalars: Dict[str, int]) -> Optional[int]:
     """The launch's n (docs/manifest.md): the scalar n, else the size of the
     first extent-n buffer (None lets the kernel take it), else cols."""
     if "n" in scalars:
