@@ -100,6 +100,7 @@ class Program:
         except (KeyError, TypeError) as e:
             raise ProgramError(f"{where}: malformed launch plan ({e})") from None
         self.steps: List[Step] = []
+        self._plans: Dict[Tuple[int, int, str], _StepPlan] = {}
         for s in steps:
             # The spec's kernel first, then those that finish it (config.of).
             ks = [k for k in module.kernels.values()
@@ -156,28 +157,73 @@ class Program:
     def run(self, env: Dict[int, Any], phase: Optional[str] = None,
             tokens: Optional[int] = None) -> Dict[int, Any]:
         """Runs the calls of ``phase`` (all when None) on ``env`` (value id ->
-        tensor or QTensor), adding their results to it. Returns ``env``."""
+        tensor or QTensor), adding their results to it. Returns ``env``.
+
+        The first run of a step for a token count and device kind checks
+        every launch (Kernel.bind); later runs replay the recorded launches
+        without checking again (same shapes, dtypes and device)."""
         if tokens is None:
             tokens = self.tokens_of(env)
-        for step in self.steps:
+        for i, step in enumerate(self.steps):
             if phase is None or step.phase == phase:
-                self._run_step(step, env, tokens)
+                self._run_step(i, step, env, tokens)
         return env
 
-    def _run_step(self, step: Step, env: Dict[int, Any], tokens: int) -> None:
-        import torch
-
+    def _run_step(self, index: int, step: Step, env: Dict[int, Any], tokens: int) -> None:
         for vid in step.operands:
             if vid not in env:
                 raise ProgramError(f"program {self.name}: {step.spec} reads value {vid}, "
                                    "which nothing has computed (run the forward first)")
         like = env[step.operands[0]] if step.operands else None
         like = like.codes if isinstance(like, QTensor) else like
-        results: Dict[int, Any] = {}
-        # Results start as placeholders: a buffer bound to an operand (a
-        # per-tensor scale the kernel reads and the result shares) is that
-        # operand's, the rest is allocated.
-        parts: Dict[Tuple[int, str], Any] = {}
+        kind = "cuda" if like.is_cuda else "cpu"
+        key = (index, tokens, kind)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plan_step(step, tokens)
+        new = [_empty(shape, dtype, like.device) for shape, dtype in plan.allocs]
+        scratch = [_zeros(extent, dtype, like.device) for extent, dtype in plan.scratch]
+
+        def resolve(src):
+            where, a, b = src
+            if where == "env":
+                x = env[a]
+                return x.part(b) if b else x
+            return new[a] if where == "new" else scratch[a]
+
+        stream = _current_stream(like) if kind == "cuda" else None
+        if key in self._plans:
+            for run, sources in plan.runners:
+                run([resolve(src) for src in sources], stream)
+        else:
+            # First run: check every launch, then keep its launcher.
+            runners = []
+            for launch in plan.launches:
+                args = {name: _flat(resolve(src)) for name, src in launch.sources}
+                args.update(launch.scalars)
+                n, got_kind, _, buffers, scalars = launch.kernel.bind(
+                    n=launch.n, **{k: v for k, v in args.items() if k != "n"})
+                if got_kind != kind:
+                    raise ProgramError(f"program {self.name}: {launch.kernel.name} has "
+                                       f"buffers on {got_kind} and {kind}")
+                run = launch.kernel.prepared(n, scalars, kind)
+                run(buffers, stream)
+                runners.append((run, [src for _, src in launch.sources]))
+            plan.runners = runners
+            self._plans[key] = plan
+        for vid, srcs in plan.results:
+            if len(srcs) == 1:
+                env[vid] = resolve(srcs[0])
+            else:
+                env[vid] = QTensor(resolve(srcs[0]), resolve(srcs[1]))
+
+    def _plan_step(self, step: Step, tokens: int) -> "_StepPlan":
+        """Where every argument of the step's launches comes from: an operand
+        (or its codes/scale), a result buffer to allocate, or scratch."""
+        plan = _StepPlan()
+        # A result part is a buffer bound to an operand (a per-tensor scale
+        # the kernel reads and the result shares) or allocated.
+        parts: Dict[Tuple[int, str], Tuple[str, int, Any]] = {}
 
         def value_of(kind: str, idx: int):
             ids = step.operands if kind == "in" else step.results
@@ -193,8 +239,10 @@ class Program:
             vid = value_of(m.group(1), int(m.group(2)))
             part = m.group(3) or ""
             if m.group(1) == "in":
-                x = env[vid]
-                return x.part(part) if part else x
+                if part and self.values[vid].kind != "qtensor":
+                    raise ProgramError(f"program {self.name}: {step.spec} binds {ref}, a "
+                                       "tensor has no parts")
+                return ("env", vid, part)
             return parts.get((vid, part))
 
         def shape_of(kind: str, idx: int):
@@ -230,64 +278,97 @@ class Program:
             raise ProgramError(f"program {self.name}: kernel {kernel.name} argument {name!r}: "
                                f"unknown binding {expr!r}")
 
-        scratch: Dict[str, Any] = {}
+        scratch: Dict[str, int] = {}
         free: Dict[str, int] = {}
         for kernel in step.kernels:
             scalar_values: Dict[str, int] = {}
             for a in kernel.spec.scalars:
                 scalar_values[a.name] = scalar(a.bind[0], kernel, a.name)
-            args: Dict[str, Any] = {}
+            sources = []
             for a in kernel.spec.memrefs:
                 if a.bind == ("scratch",):
                     if a.name not in scratch:
                         n = kernel_n(kernel, scalar_values) or 0
-                        extent = a.extent_for(n, kernel.spec.group_size, scalar_values)
-                        scratch[a.name] = torch.zeros(
-                            extent, dtype=_dtypes.torch_dtypes(a.dtype)[0], device=like.device)
-                    args[a.name] = scratch[a.name]
+                        scratch[a.name] = len(plan.scratch)
+                        plan.scratch.append((a.extent_for(n, kernel.spec.group_size,
+                                                          scalar_values), a.dtype))
+                    sources.append((a.name, ("scratch", scratch[a.name], None)))
                     continue
-                buf = next((b for b in map(lookup, a.bind) if b is not None), None)
+                src = next((b for b in map(lookup, a.bind) if b is not None), None)
                 for ref in a.bind:
                     m = _REF.match(ref)
                     if not m or m.group(1) != "out":
                         continue
                     key = (value_of("out", int(m.group(2))), m.group(3) or "")
                     if key not in parts:
-                        if buf is None:
-                            buf = self._allocate_part(key, tokens, like)
-                        parts[key] = buf
-                if buf is None:
+                        if src is None:
+                            src = ("new", len(plan.allocs), None)
+                            plan.allocs.append(self._part_type(key, tokens))
+                        parts[key] = src
+                if src is None:
                     raise ProgramError(f"program {self.name}: kernel {kernel.name} argument "
                                        f"{a.name!r} binds nothing it can find ({a.bind})")
-                args[a.name] = buf.view(-1) if buf.dim() != 1 else buf
-            args.update(scalar_values)
-            n = kernel_n(kernel, scalar_values)
-            kernel.launch(n=n, **{k: v for k, v in args.items() if k != "n"})
+                sources.append((a.name, src))
+            plan.launches.append(_Launch(kernel, kernel_n(kernel, scalar_values),
+                                         scalar_values, sources))
         for vid in step.results:
             t = self.values[vid]
-            if t.kind == "tensor":
-                if (vid, "") not in parts:
-                    raise ProgramError(f"program {self.name}: {step.spec} wrote no buffer for "
-                                       f"result {vid}")
-                results[vid] = parts[(vid, "")]
-            else:
-                missing = [p for p in ("codes", "scale") if (vid, p) not in parts]
-                if missing:
-                    raise ProgramError(f"program {self.name}: {step.spec} wrote no {missing} "
-                                       f"of result {vid}")
-                results[vid] = QTensor(parts[(vid, "codes")], parts[(vid, "scale")])
-        env.update(results)
+            want = [""] if t.kind == "tensor" else ["codes", "scale"]
+            missing = [p or "buffer" for p in want if (vid, p) not in parts]
+            if missing:
+                raise ProgramError(f"program {self.name}: {step.spec} wrote no {missing} "
+                                   f"of result {vid}")
+            plan.results.append((vid, [parts[(vid, p)] for p in want]))
+        return plan
 
-    def _allocate_part(self, key: Tuple[int, str], tokens: int, like):
-        import torch
-
+    def _part_type(self, key: Tuple[int, str], tokens: int):
         vid, part = key
         t = self.values[vid]
         if t.kind == "tensor" or part == "codes":
-            shape, dtype = t.resolve(t.shape, tokens), t.dtype
-        else:
-            shape, dtype = t.scale_extents(tokens), t.scale_dtype
-        return torch.empty(shape, dtype=_dtypes.torch_dtypes(dtype)[0], device=like.device)
+            return t.resolve(t.shape, tokens), _dtypes.torch_dtypes(t.dtype)[0]
+        return t.scale_extents(tokens), _dtypes.torch_dtypes(t.scale_dtype)[0]
+
+
+@dataclasses.dataclass
+class _Launch:
+    kernel: Kernel
+    n: Optional[int]
+    scalars: Dict[str, int]
+    sources: List[Tuple[str, Tuple[str, int, Any]]]
+
+
+@dataclasses.dataclass
+class _StepPlan:
+    """One call's buffers and launches for one token count."""
+
+    allocs: List[Tuple[Tuple[int, ...], Any]] = dataclasses.field(default_factory=list)
+    scratch: List[Tuple[int, str]] = dataclasses.field(default_factory=list)
+    launches: List[_Launch] = dataclasses.field(default_factory=list)
+    results: List[Tuple[int, List[Tuple[str, int, Any]]]] = dataclasses.field(
+        default_factory=list)
+    runners: List[Any] = dataclasses.field(default_factory=list)
+
+
+def _empty(shape, dtype, device):
+    import torch
+
+    return torch.empty(shape, dtype=dtype, device=device)
+
+
+def _zeros(extent, dtype: str, device):
+    import torch
+
+    return torch.zeros(extent, dtype=_dtypes.torch_dtypes(dtype)[0], device=device)
+
+
+def _flat(x):
+    return x.view(-1) if x.dim() != 1 else x
+
+
+def _current_stream(like) -> int:
+    import torch
+
+    return torch.cuda.current_stream(like.device).cuda_stream
 
 
 def kernel_n(kernel: Kernel, scalars: Dict[str, int]) -> Optional[int]:

@@ -278,6 +278,32 @@ class Kernel:
 
     __call__ = launch
 
+    def prepared(self, n: int, scalars: Sequence[Any], device_kind: str):
+        """A launcher ``run(buffers, stream)`` for arguments that bind() has
+        checked once: the executor's cached launch plans call it with
+        buffers of the same sizes, dtypes and device, so nothing is checked
+        again and the CUDA launch is one ctypes call."""
+        scalars = list(scalars)
+        if device_kind != "cuda":
+            def run_cpu(buffers, stream=None):
+                self._launch_cpu(n, buffers, scalars)
+            return run_cpu
+        rt, handle = self.module._gpu()
+        name = self.spec.name.encode()
+        sc = (ctypes.c_double * max(len(scalars), 1))(*map(float, scalars))
+        nsc = len(scalars)
+        err = ctypes.create_string_buffer(rt.ERRLEN)
+        launch = rt.lib.coat_rt_launch
+        nbuf = len(self.spec.memrefs)
+        ptr_array = ctypes.c_void_p * max(nbuf, 1)
+
+        def run_gpu(buffers, stream):
+            status = launch(handle, name, n, ptr_array(*[b.data_ptr() for b in buffers]),
+                            nbuf, sc, nsc, stream, err, rt.ERRLEN)
+            if status:
+                rt.check(status, err)
+        return run_gpu
+
     def _launch_gpu(self, n, device, buffers, scalars, stream) -> None:
         import torch
 
