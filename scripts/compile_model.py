@@ -3,10 +3,13 @@
 for coat.nn on a GPU host without it:
 
   .venv/bin/python scripts/compile_model.py --hidden 1024 --ffn 2816 --out DIR
+  .venv/bin/python scripts/compile_model.py --hidden 1024 --ffn 2816 --heads 16 --out DIR
 
-writes DIR/<block name>/ (PTX, cubin, CPU twins, manifest.json with the
-block's launch plan). Put DIR/<block name> on COAT_KERNELS there, or pass it
-as MLPBlock(..., kernels=...).
+writes DIR/<program name>/ (PTX, cubin, CPU twins, manifest.json with the
+program's launch plan) for the MLP block, and with --heads for the whole
+decoder layer (attention input and output programs too). Put DIR on
+COAT_KERNELS there (coat.nn searches its sub-folders), or pass a folder as
+MLPBlock(..., kernels=...).
 """
 import argparse
 import sys
@@ -22,17 +25,29 @@ def main() -> int:
     ap.add_argument("--hidden", type=int, required=True)
     ap.add_argument("--ffn", type=int, required=True)
     ap.add_argument("--eps", type=float, default=1e-5)
+    ap.add_argument("--heads", type=int, default=None,
+                    help="also the attention programs of a decoder layer")
+    ap.add_argument("--kv-heads", type=int, default=None)
     ap.add_argument("--out", required=True)
     ap.add_argument("--coat-opt", default=None)
     args = ap.parse_args()
-    cfg = programs.MLPBlockConfig(hidden=args.hidden, ffn=args.ffn, eps=args.eps)
-    cfg.check()
-    out = Path(args.out) / cfg.name
-    out.mkdir(parents=True, exist_ok=True)
-    src = out / f"{cfg.name}.mlir"
-    src.write_text(programs.mlp_block(cfg))
-    toolchain.Toolchain(coat_opt=args.coat_opt).compile_program(src, out)
-    print(f"{cfg.name} -> {out}")
+    configs = [programs.MLPBlockConfig(hidden=args.hidden, ffn=args.ffn, eps=args.eps)]
+    if args.heads:
+        heads, kv = args.heads, args.kv_heads or args.heads
+        if args.hidden % heads or heads % kv:
+            ap.error("heads must divide hidden and kv-heads divide heads")
+        d = args.hidden // heads
+        configs += [programs.NormLinearConfig(args.hidden, (heads + 2 * kv) * d, args.eps),
+                    programs.LinearResidualConfig(heads * d, args.hidden)]
+    tools = toolchain.Toolchain(coat_opt=args.coat_opt)
+    for cfg in configs:
+        cfg.check()
+        out = Path(args.out) / cfg.name
+        out.mkdir(parents=True, exist_ok=True)
+        src = out / f"{cfg.name}.mlir"
+        src.write_text(cfg.text())
+        tools.compile_program(src, out)
+        print(f"{cfg.name} -> {out}")
     return 0
 
 

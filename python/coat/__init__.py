@@ -9,11 +9,16 @@ from .manifest import ManifestError, load_manifest
 from .runtime import Kernel, Module, RuntimeError_ as CoatRuntimeError, load
 
 __all__ = ["compile", "load", "CompileError", "ManifestError", "CoatRuntimeError", "Module",
-           "Kernel", "load_manifest", "optim", "linear", "nn", "programs", "executor"]
+           "Kernel", "load_manifest", "optim", "linear", "nn", "llama", "programs", "executor",
+           "convert"]
 
 
 def __getattr__(name):
-    if name in ("optim", "linear", "nn"):  # need torch; keep `import coat` torch-free
+    if name == "convert":
+        from .nn import convert
+
+        return convert
+    if name in ("optim", "linear", "nn", "llama"):  # need torch; keep `import coat` torch-free
         import importlib
 
         return importlib.import_module("." + name, __name__)

@@ -59,13 +59,20 @@ def find_linker() -> Optional[str]:
 
 
 def default_kernel_dirs() -> List[str]:
-    """Folders searched for compiled optimizer kernels when FP8AdamW gets
-    kernels=None: $COAT_KERNELS (os.pathsep-separated), then every folder
+    """Folders searched for compiled kernels (FP8AdamW, coat.nn) when none is
+    given: $COAT_KERNELS (os.pathsep-separated; a folder without a manifest
+    stands for its sub-folders that have one), then every folder
     under <build>/demo holding a manifest.json (scripts/demo.sh's output)."""
     out: List[str] = []
     env = os.environ.get("COAT_KERNELS")
-    if env:
-        out += [d for d in env.split(os.pathsep) if d]
+    for d in (env.split(os.pathsep) if env else []):
+        if not d:
+            continue
+        out.append(d)
+        # A folder of compiled programs (scripts/compile_model.py's --out).
+        if os.path.isdir(d) and not os.path.isfile(os.path.join(d, "manifest.json")):
+            out += [os.path.join(d, n) for n in sorted(os.listdir(d))
+                    if os.path.isfile(os.path.join(d, n, "manifest.json"))]
     for b in build_dirs():
         demo = os.path.join(b, "demo")
         if os.path.isfile(os.path.join(demo, "manifest.json")):

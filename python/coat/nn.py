@@ -17,7 +17,7 @@ Tensors may be on the GPU (compiled kernels) or the CPU (their CPU twins).
 from __future__ import annotations
 
 import os
-from typing import Dict, Optional
+from typing import Dict, List, Optional, Tuple
 
 import torch
 
@@ -52,7 +52,7 @@ def _holds_program(directory: str, name: str) -> bool:
     return any(p.get("name") == name for p in doc.get("programs", []))
 
 
-def block_kernels(cfg: programs.MLPBlockConfig, directory: Optional[str] = None) -> Program:
+def block_kernels(cfg, directory: Optional[str] = None) -> Program:
     """The compiled program of ``cfg``: from ``directory``, else a folder of
     $COAT_KERNELS or <build>/demo that holds it, else the cache (compiled
     there with coat-opt on first use). The GPU host has no LLVM: compile
@@ -77,7 +77,7 @@ def block_kernels(cfg: programs.MLPBlockConfig, directory: Optional[str] = None)
         os.makedirs(found, exist_ok=True)
         src = os.path.join(found, f"{name}.mlir")
         with open(src, "w", encoding="utf-8") as f:
-            f.write(programs.mlp_block(cfg))
+            f.write(cfg.text())
         Toolchain(coat_opt=tool).compile_program(src, found)
     if found is None:
         raise RuntimeError(f"{directory} holds no compiled program {name}")
@@ -105,7 +105,7 @@ class _RunProgram(torch.autograd.Function):
         ctx.like = inputs[0]
         outs = tuple(env[v] for _, v in returned)
         for o in outs:
-            _check_finite(o, f"{module_name} forward output")
+            _check_finite(o, f"{module_name} forward output", "forward")
         return outs
 
     @staticmethod
@@ -134,20 +134,53 @@ class _RunProgram(torch.autograd.Function):
                 x = env[vid]
                 if isinstance(x, QTensor):
                     continue
-                _check_finite(x, f"{ctx.module_name} gradient of input {grad_of}")
+                _check_finite(x, f"{ctx.module_name} gradient of input {grad_of}",
+                              "backward")
                 out[position[program.inputs[grad_of][0]]] = x
         return (None, None, *out)
 
 
 class NonFiniteError(FloatingPointError):
     """A NaN or Inf left a compiled block (FP8 overflow upstream, or bad
-    inputs); the message names the module."""
+    inputs); the message names the module and the value."""
 
 
-def _check_finite(x: torch.Tensor, what: str) -> None:
-    if _CHECK_FINITE and not torch.isfinite(x).all():
-        raise NonFiniteError(f"{what}: non-finite values (NaN/Inf) in a {tuple(x.shape)} "
-                             f"{x.dtype} tensor")
+# Finiteness flags of the outputs of the current step, not yet looked at:
+# (what, 0-d bool tensor). Reading a flag waits for the GPU, so the flags of
+# a whole step are read together, at the next step's first forward (or by
+# check_finite()): one synchronisation a step instead of one per output.
+_pending: List[Tuple[str, torch.Tensor]] = []
+_pending_phase = ""
+
+
+def check_finite() -> None:
+    """Raises NonFiniteError naming the first module output or gradient that
+    held a NaN or Inf since the last check; a training loop may call it after
+    backward() to stop at the step itself. The next step's first forward of
+    a compiled block calls it too. COAT_CHECK_FINITE=0 turns checks off."""
+    global _pending
+    if not _pending:
+        return
+    todo, _pending = _pending, []
+    flags = torch.stack([f for _, f in todo])
+    if bool(flags.all()):
+        return
+    first = int((~flags).nonzero()[0, 0])
+    raise NonFiniteError(f"{todo[first][0]}: non-finite values (NaN/Inf)")
+
+
+def _check_finite(x: torch.Tensor, what: str, phase: str) -> None:
+    global _pending_phase
+    if not _CHECK_FINITE:
+        return
+    if phase == "forward" and _pending_phase == "backward":
+        check_finite()
+    _pending_phase = phase
+    if x.is_cuda:
+        _pending.append((f"{what} ({tuple(x.shape)} {x.dtype})", torch.isfinite(x).all()))
+    elif not torch.isfinite(x).all():  # no GPU to keep waiting: tell at once
+        raise NonFiniteError(f"{what} ({tuple(x.shape)} {x.dtype}): non-finite values "
+                             "(NaN/Inf)")
 
 
 # Checking costs one reduction per output; COAT_CHECK_FINITE=0 turns it off.
@@ -223,3 +256,203 @@ class MLPBlock(torch.nn.Module):
         (y,) = _RunProgram.apply(self.program, name, x.contiguous(),
                                  *[w.contiguous() for w in weights])
         return y[:tokens].reshape(*lead, self.config.hidden).to(h.dtype)
+
+
+def _tokens_2d(x: torch.Tensor, features: int, name: str):
+    """x as a [tokens, features] bf16 matrix padded to TOKEN_MULTIPLE rows."""
+    if x.shape[-1] != features:
+        raise ValueError(f"{name}: input has {x.shape[-1]} features, the layer takes {features}")
+    if x.dtype not in (torch.bfloat16, torch.float32):
+        raise ValueError(f"{name}: input dtype {x.dtype}; the layer takes bf16 (or f32, "
+                         "converted)")
+    m = x.reshape(-1, features).to(torch.bfloat16)
+    pad = -m.shape[0] % TOKEN_MULTIPLE
+    if pad:
+        m = torch.nn.functional.pad(m, (0, 0, 0, pad))
+    return m.contiguous()
+
+
+class _Projections(torch.nn.Module):
+    """Holds existing weight Parameters under their module names."""
+
+    def __init__(self, **weights: torch.nn.Parameter):
+        super().__init__()
+        for name, w in weights.items():
+            holder = torch.nn.Module()
+            holder.weight = w
+            self.add_module(name, holder)
+
+
+class DecoderLayer(torch.nn.Module):
+    """A Llama decoder layer as three compiled programs around BF16 attention
+    (COAT keeps the attention core in BF16):
+
+      qkv = W_qkv rmsnorm(x)           coat NormLinear (q, k, v as one GEMM)
+      a   = sdpa(rope(q), rope(k), v)  torch, causal, bf16
+      x   = x + W_o a                  coat LinearResidual
+      x   = x + MLP(rmsnorm(x))        coat MLP block
+
+    Parameters have the Hugging Face names (``self_attn.q_proj.weight`` ...,
+    ``mlp.gate_proj.weight`` ..., ``input_layernorm.weight``,
+    ``post_attention_layernorm.weight``); :func:`coat.convert` builds it
+    around a layer's existing Parameters. Called as ``layer(x, cos, sin)``
+    with ``x`` [batch, seq, hidden] and the rotary tables of
+    :func:`coat.llama.rope_tables`.
+    """
+
+    def __init__(self, hidden: int, ffn: int, heads: int, kv_heads: int, eps: float = 1e-5,
+                 *, weights: Optional[Dict[str, torch.nn.Parameter]] = None,
+                 kernels: Optional[str] = None, device=None, dtype=torch.float32):
+        super().__init__()
+        name = type(self).__name__
+        if hidden % heads or heads % kv_heads:
+            raise ValueError(f"{name}: hidden {hidden}, heads {heads}, kv_heads {kv_heads}: "
+                             "heads must divide hidden and kv_heads divide heads")
+        d = hidden // heads
+        self.hidden, self.ffn, self.heads, self.kv_heads, self.eps = hidden, ffn, heads, kv_heads, eps
+        shapes = {"q_proj": (heads * d, hidden), "k_proj": (kv_heads * d, hidden),
+                  "v_proj": (kv_heads * d, hidden), "o_proj": (hidden, heads * d),
+                  "gate_proj": (ffn, hidden), "up_proj": (ffn, hidden),
+                  "down_proj": (hidden, ffn), "input_layernorm": (hidden,),
+                  "post_attention_layernorm": (hidden,)}
+        if weights is None:
+            weights = {}
+            for k, shape in shapes.items():
+                w = torch.empty(shape, device=device, dtype=dtype)
+                if len(shape) == 1:
+                    torch.nn.init.ones_(w)
+                else:
+                    torch.nn.init.normal_(w, std=shape[1] ** -0.5)
+                weights[k] = torch.nn.Parameter(w)
+        for k, shape in shapes.items():
+            if tuple(weights[k].shape) != shape:
+                raise ValueError(f"{name}: {k} has shape {tuple(weights[k].shape)}, "
+                                 f"expected {shape}")
+        self.self_attn = _Projections(**{k: weights[k] for k in
+                                         ("q_proj", "k_proj", "v_proj", "o_proj")})
+        self.mlp = _Projections(**{k: weights[k] for k in ("gate_proj", "up_proj", "down_proj")})
+        self.input_layernorm = _Projections()
+        self.input_layernorm.weight = weights["input_layernorm"]
+        self.post_attention_layernorm = _Projections()
+        self.post_attention_layernorm.weight = weights["post_attention_layernorm"]
+        self.configs = (programs.NormLinearConfig(hidden, (heads + 2 * kv_heads) * d, eps),
+                        programs.LinearResidualConfig(heads * d, hidden),
+                        programs.MLPBlockConfig(hidden, ffn, eps))
+        for c in self.configs:
+            c.check()
+        self.kernels = kernels
+        self._programs = None
+
+    @property
+    def programs(self):
+        if self._programs is None:
+            self._programs = [block_kernels(c, self.kernels) for c in self.configs]
+        return self._programs
+
+    def extra_repr(self) -> str:
+        return (f"hidden={self.hidden}, ffn={self.ffn}, heads={self.heads}, "
+                f"kv_heads={self.kv_heads}")
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        from .llama import attention_core
+
+        name = f"{type(self).__name__} {getattr(self, '_coat_name', '')}".strip()
+        if x.dim() != 3:
+            raise ValueError(f"{name}: input must be [batch, seq, hidden], got {tuple(x.shape)}")
+        for p in self.parameters():
+            if p.device != x.device:
+                raise ValueError(f"{name}: input on {x.device}, parameters on {p.device}")
+        b, s, _ = x.shape
+        tokens = b * s
+        at, mlp = self.self_attn, self.mlp
+        p_in, p_out, p_mlp = self.programs
+        bf = torch.bfloat16
+        h = _tokens_2d(x, self.hidden, name)
+        w_qkv = torch.cat([at.q_proj.weight, at.k_proj.weight, at.v_proj.weight]).to(bf)
+        (qkv,) = _RunProgram.apply(p_in, f"{name} attention input", h,
+                                   self.input_layernorm.weight.to(bf), w_qkv)
+        q_n = self.heads * (self.hidden // self.heads)
+        kv_n = (qkv.shape[1] - q_n) // 2
+        q, k, v = qkv[:tokens].view(b, s, -1).split([q_n, kv_n, kv_n], dim=-1)
+        a = attention_core(q, k, v, cos, sin, self.heads, self.kv_heads)
+        a = _tokens_2d(a, q_n, name)
+        (h,) = _RunProgram.apply(p_out, f"{name} attention output", h, a,
+                                 at.o_proj.weight.to(bf).contiguous())
+        (h,) = _RunProgram.apply(p_mlp, f"{name} MLP", h,
+                                 self.post_attention_layernorm.weight.to(bf).contiguous(),
+                                 mlp.gate_proj.weight.to(bf).contiguous(),
+                                 mlp.up_proj.weight.to(bf).contiguous(),
+                                 mlp.down_proj.weight.to(bf).contiguous())
+        return h[:tokens].view(b, s, self.hidden).to(x.dtype)
+
+
+#: Modules :func:`convert` leaves in high precision unless told otherwise:
+#: the embedding, the final norm and the LM head (as in COAT).
+KEEP_HIGH_PRECISION = ("embed_tokens", "norm", "lm_head")
+
+
+def convert(model: torch.nn.Module, *, keep=KEEP_HIGH_PRECISION, kernels=None) -> torch.nn.Module:
+    """Replaces every Llama decoder layer of ``model`` (a module with
+    ``self_attn.{q,k,v,o}_proj``, ``mlp.{gate,up,down}_proj``,
+    ``input_layernorm`` and ``post_attention_layernorm``) in place by a
+    :class:`DecoderLayer` around the same Parameters, so parameter names,
+    the state_dict and an optimizer built afterwards are unchanged. Any other
+    Linear or norm whose name is not in ``keep`` raises ValueError naming it:
+    nothing silently stays in high precision."""
+    converted = []
+    for qual, mod in list(model.named_modules()):
+        if not all(hasattr(mod, a) for a in ("self_attn", "mlp", "input_layernorm",
+                                             "post_attention_layernorm")):
+            continue
+        at, mlp = mod.self_attn, mod.mlp
+
+        def weight(owner, path):
+            sub = getattr(owner, path.rpartition(".")[2], None)
+            w = getattr(sub, "weight", None)
+            where = f"{qual}.{path}" if qual else path
+            if not isinstance(w, torch.nn.Parameter):
+                raise ValueError(f"coat.convert: {where} has no weight Parameter")
+            if getattr(sub, "bias", None) is not None:
+                raise ValueError(f"coat.convert: {where} has a bias; the compiled layer "
+                                 "takes bias-free projections and norms")
+            return w
+
+        weights = {a: weight(at, f"self_attn.{a}") for a in ("q_proj", "k_proj", "v_proj",
+                                                              "o_proj")}
+        weights.update({a: weight(mlp, f"mlp.{a}") for a in ("gate_proj", "up_proj",
+                                                              "down_proj")})
+        weights["input_layernorm"] = weight(mod, "input_layernorm")
+        weights["post_attention_layernorm"] = weight(mod, "post_attention_layernorm")
+        heads = getattr(at, "heads", None) or getattr(at, "num_heads", None)
+        kv_heads = (getattr(at, "kv_heads", None) or getattr(at, "num_key_value_heads", None)
+                    or heads)
+        if heads is None:
+            raise ValueError(f"coat.convert: {qual}.self_attn does not say its head count "
+                             "(heads or num_heads)")
+        eps = getattr(mod.input_layernorm, "eps", 1e-5)
+        hidden = weights["q_proj"].shape[1]
+        try:
+            new = DecoderLayer(hidden, weights["gate_proj"].shape[0], heads, kv_heads, eps,
+                               weights=weights, kernels=kernels)
+        except ValueError as e:
+            raise ValueError(f"coat.convert: {qual}: {e}") from None
+        new._coat_name = qual
+        parent_name, _, child = qual.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        setattr(parent, child, new)
+        converted.append(qual)
+    if not converted:
+        raise ValueError("coat.convert: no Llama decoder layer found (self_attn, mlp, "
+                         "input_layernorm, post_attention_layernorm)")
+    for qual, mod in model.named_modules():
+        if isinstance(mod, (DecoderLayer, _Projections)) or any(
+                qual == c or qual.startswith(c + ".") for c in converted):
+            continue
+        last = qual.rpartition(".")[2]
+        is_norm = hasattr(mod, "eps") and isinstance(getattr(mod, "weight", None),
+                                                     torch.nn.Parameter)
+        if (isinstance(mod, torch.nn.Linear) or is_norm) and last not in keep:
+            raise ValueError(f"coat.convert: {qual} ({type(mod).__name__}) is outside every "
+                             f"decoder layer and not in keep={tuple(keep)}; add it to keep "
+                             "to leave it in high precision")
+    return model

@@ -43,6 +43,130 @@ class MLPBlockConfig:
     def name(self) -> str:
         return f"coat_mlp_h{self.hidden}_f{self.ffn}"
 
+    def text(self) -> str:
+        return mlp_block(self)
+
+
+def _check_features(what: str, group: int, **dims) -> None:
+    for name, v in dims.items():
+        if v <= 0 or v % group:
+            raise ValueError(f"{what}: {name} = {v} must be a positive multiple of the "
+                             f"group size {group}")
+
+
+def _t(*dims, dtype="bf16"):
+    return "tensor<" + "x".join(str(d) for d in dims) + f"x{dtype}>"
+
+
+def _u(*dims):
+    return "!coat.unresolved<" + "x".join(str(d) for d in dims) + "xbf16>"
+
+
+@dataclass(frozen=True)
+class NormLinearConfig:
+    """RMSNorm then one projection: an attention block's input side, with
+    q, k and v as one GEMM over their stacked weights (``out`` rows)."""
+
+    hidden: int
+    out: int
+    eps: float = 1e-5
+    group_size: int = 16
+
+    def check(self) -> None:
+        _check_features("NormLinearConfig", self.group_size, hidden=self.hidden, out=self.out)
+
+    @property
+    def name(self) -> str:
+        return f"coat_norm_linear_h{self.hidden}_o{self.out}"
+
+    def text(self) -> str:
+        """Arguments: the stream h, the norm weight, W (out x hidden), the
+        gradient of the projection. Results: the projection (forward), the
+        gradient of h through the norm and the two weight gradients."""
+        self.check()
+        T, H, O = TOKENS, self.hidden, self.out
+        return f"""\
+func.func @{self.name}(
+    %h: {_t(T, H)},
+    %w_norm: {_t(H)} {{coat.weight}},
+    %w: {_t(O, H)} {{coat.weight}},
+    %dy: {_t(T, O)} {{coat.gradient, coat.grad_of = 0 : i64}})
+    -> ({_t(T, O)}, {_t(T, H)} {{coat.grad_of = 0 : i64}},
+        {_t(H)} {{coat.grad_of = 1 : i64}}, {_t(O, H)} {{coat.grad_of = 2 : i64}}) {{
+  %h_q = coat.quantize_auto %h : {_t(T, H)} -> {_u(T, H)}
+  %ln, %rstd, %ln_t = coat.rmsnorm %h_q, %w_norm eps = {self.eps:e}
+      : {_u(T, H)}, {_t(H)} -> {_q(T, H)}, {_t(T, dtype="f32")}, {_q(H, T)}
+  %w_q = coat.quantize_auto %w : {_t(O, H)} -> {_u(O, H)}
+  %y = coat.linear forward %ln, %w_q : {_q(T, H)}, {_u(O, H)} -> {_t(T, O)}
+
+  %dy_q = coat.quantize_auto %dy : {_t(T, O)} -> {_u(T, O)}
+  %dy_t = coat.transpose %dy_q : {_u(T, O)} -> {_u(O, T)}
+  %w_t = coat.transpose %w_q : {_u(O, H)} -> {_u(H, O)}
+  %dln = coat.linear dgrad %dy_q, %w_t : {_u(T, O)}, {_u(H, O)} -> {_t(T, H)}
+  %dw = coat.linear wgrad %dy_t, %ln_t : {_u(O, T)}, {_q(H, T)} -> {_t(O, H)}
+  %dh, %dw_norm = coat.rmsnorm_grad %h_q, %w_norm, %rstd, %dln
+      : {_u(T, H)}, {_t(H)}, {_t(T, dtype="f32")}, {_t(T, H)} -> {_t(T, H)}, {_t(H)}
+  return %y, %dh, %dw_norm, %dw : {_t(T, O)}, {_t(T, H)}, {_t(H)}, {_t(O, H)}
+}}
+"""
+
+
+@dataclass(frozen=True)
+class LinearResidualConfig:
+    """One projection added to the residual stream: an attention block's
+    output side (``h + W_o a``)."""
+
+    inner: int
+    hidden: int
+    group_size: int = 16
+
+    def check(self) -> None:
+        _check_features("LinearResidualConfig", self.group_size, inner=self.inner,
+                        hidden=self.hidden)
+
+    @property
+    def name(self) -> str:
+        return f"coat_linear_residual_i{self.inner}_h{self.hidden}"
+
+    def text(self) -> str:
+        """Arguments: the stream h, the projection's input a, W (hidden x
+        inner), the gradient of the new stream. Results: the new stream
+        (forward), the gradients of h (the incoming one: the residual passes
+        it through), of a and of W."""
+        self.check()
+        T, H, I = TOKENS, self.hidden, self.inner
+        g = f"per_group<{self.group_size}>"
+        return f"""\
+func.func @{self.name}(
+    %h: {_t(T, H)},
+    %a: {_t(T, I)},
+    %w: {_t(H, I)} {{coat.weight}},
+    %dout: {_t(T, H)} {{coat.gradient, coat.grad_of = 0 : i64}})
+    -> ({_t(T, H)}, {_q(T, H, scaling=g)},
+        {_t(T, H)} {{coat.grad_of = 0 : i64}}, {_t(T, I)} {{coat.grad_of = 1 : i64}},
+        {_t(H, I)} {{coat.grad_of = 2 : i64}}) {{
+  %a_q = coat.quantize_auto %a : {_t(T, I)} -> {_u(T, I)}
+  %a_t = coat.transpose %a_q : {_u(T, I)} -> {_u(I, T)}
+  %w_q = coat.quantize_auto %w : {_t(H, I)} -> {_u(H, I)}
+  %o = coat.linear forward %a_q, %w_q : {_u(T, I)}, {_u(H, I)} -> {_t(T, H)}
+  %h_out, %h_out_q = coat.residual_add %h, %o : {_t(T, H)}, {_t(T, H)}
+      -> {_t(T, H)}, {_q(T, H, scaling=g)}
+
+  %dout_q = coat.quantize_auto %dout : {_t(T, H)} -> {_u(T, H)}
+  %dout_t = coat.transpose %dout_q : {_u(T, H)} -> {_u(H, T)}
+  %w_t = coat.transpose %w_q : {_u(H, I)} -> {_u(I, H)}
+  %da = coat.linear dgrad %dout_q, %w_t : {_u(T, H)}, {_u(I, H)} -> {_t(T, I)}
+  %dw = coat.linear wgrad %dout_t, %a_t : {_u(H, T)}, {_u(I, T)} -> {_t(H, I)}
+  return %h_out, %h_out_q, %dout, %da, %dw
+      : {_t(T, H)}, {_q(T, H, scaling=g)}, {_t(T, H)}, {_t(T, I)}, {_t(H, I)}
+}}
+"""
+
+
+def _q(*dims, fmt="f8E4M3FN", scaling="per_tensor"):
+    return ("!coat.qtensor<" + "x".join(str(d) for d in dims) +
+            f"x{fmt}, {scaling}, scale = bf16>")
+
 
 def mlp_block(cfg: MLPBlockConfig) -> str:
     """The MLIR text of the block's program ``@<cfg.name>``.

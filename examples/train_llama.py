@@ -1,0 +1,247 @@
+#!/usr/bin/env python3
+"""Trains a Llama-style decoder (coat.llama: RMSNorm, RoPE, grouped-query
+attention, SwiGLU) on byte-level tokens of the Python standard library's
+sources, one of three ways:
+
+  bf16     torch autocast (bf16) + torch.optim.AdamW(fused=True)
+  coat     coat.convert(model) + coat.optim.FP8AdamW: every decoder layer runs
+           the compiled COAT programs (FP8 GEMMs, 1x16 FP8 activations through
+           the norms, SiLU and the product, FP8 saved activations), FP8
+           optimizer states with dynamic range expansion
+  torchao  torchao's float8 training (dynamic per-tensor scaling) on every
+           Linear but the LM head, torch.compile'd, fused AdamW
+
+  python examples/train_llama.py --mode coat --config 100m --steps 1000
+  python examples/train_llama.py --mode coat --config tiny --steps 2 --device cpu
+
+Same seed, same data order for every mode. Prints a progress line with the
+loss and tokens/s, and writes a JSON record of the run (loss curves, held-out
+loss, peak memory, forward-retained memory per layer, step time) to --log.
+bench/train_compare.py runs the modes side by side and plots them.
+
+Kernels: coat mode needs the compiled programs of the config's layer
+(scripts/compile_model.py, where LLVM is; found through $COAT_KERNELS or
+compiled into the cache when coat-opt is at hand) and FP8AdamW's kernel
+(scripts/demo.sh's build/demo).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
+
+from coat.llama import LlamaConfig, LlamaForCausalLM  # noqa: E402
+
+#: Model shapes. 100m: the side-by-side training run; tinyllama: the 1.1B
+#: TinyLlama layout (memory and step time); tiny: CPU smoke runs.
+CONFIGS = {
+    "tiny": LlamaConfig(vocab=256, hidden=64, ffn=160, layers=2, heads=4, kv_heads=2),
+    "100m": LlamaConfig(vocab=256, hidden=1024, ffn=2816, layers=8, heads=16, kv_heads=16),
+    "tinyllama": LlamaConfig(vocab=32000, hidden=2048, ffn=5632, layers=22, heads=32,
+                             kv_heads=4),
+}
+
+
+def corpus(root: str | None = None, held_out_every: int = 50):
+    """Bytes of every .py file under the standard library (sorted paths),
+    split by file: a file whose path hash falls in 1/held_out_every of the
+    range is held out. Returns (train, held_out) uint8 tensors."""
+    root = root or sysconfig.get_paths()["stdlib"]
+    train, held = [], []
+    for path in sorted(Path(root).rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if "site-packages" in rel or "dist-packages" in rel:
+            continue
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue
+        h = int(hashlib.sha1(rel.encode()).hexdigest()[:8], 16)
+        (held if h % held_out_every == 0 else train).append(data)
+    if not train or not held:
+        raise RuntimeError(f"no Python sources under {root}")
+    as_tensor = lambda parts: torch.frombuffer(bytearray(b"\n".join(parts)), dtype=torch.uint8)
+    return as_tensor(train), as_tensor(held)
+
+
+def batches(data: torch.Tensor, batch: int, seq: int, gen: torch.Generator):
+    starts = torch.randint(0, data.numel() - seq - 1, (batch,), generator=gen)
+    x = torch.stack([data[s:s + seq + 1] for s in starts.tolist()]).long()
+    return x[:, :-1], x[:, 1:]
+
+
+def lr_at(step: int, steps: int, lr: float, warmup: int) -> float:
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    t = (step - warmup) / max(1, steps - warmup)
+    return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
+
+
+def build(mode: str, cfg: LlamaConfig, device: str, lr: float, kernels: str | None):
+    model = LlamaForCausalLM(cfg).to(device)
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    other = [p for n, p in model.named_parameters() if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": 0.1}, {"params": other, "weight_decay": 0.0}]
+    autocast = False
+    if mode == "bf16":
+        fused = {"fused": True} if device.startswith("cuda") else {}
+        opt = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), **fused)
+        autocast = True
+    elif mode == "coat":
+        import coat
+
+        coat.convert(model, kernels=kernels)
+        opt = coat.optim.FP8AdamW(groups, lr=lr, betas=(0.9, 0.95))
+        autocast = True  # the embedding, final norm and LM head (kept high precision)
+    elif mode == "torchao":
+        from torchao.float8 import convert_to_float8_training
+
+        convert_to_float8_training(model, module_filter_fn=lambda m, fqn: fqn != "lm_head")
+        opt = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), fused=True)
+        model = torch.compile(model)
+        autocast = True
+    else:
+        raise ValueError(f"unknown mode {mode!r}")
+    return model, opt, autocast
+
+
+def evaluate(model, held, batch, seq, autocast, device, n_batches) -> float:
+    gen = torch.Generator().manual_seed(1234)  # the same held-out windows every time
+    total = 0.0
+    with torch.no_grad(), torch.autocast(device.split(":")[0], torch.bfloat16,
+                                         enabled=autocast):
+        for _ in range(n_batches):
+            x, y = batches(held, batch, seq, gen)
+            total += float(model(x.to(device), y.to(device)))
+    return total / n_batches
+
+
+def train(args) -> dict:
+    cfg = CONFIGS[args.config]
+    torch.manual_seed(args.seed)
+    device = args.device
+    cuda = device.startswith("cuda")
+    train_data, held = corpus(args.data)
+    model, opt, autocast = build(args.mode, cfg, device, args.lr, args.kernels)
+    params = sum(p.numel() for p in model.parameters())
+    gen = torch.Generator().manual_seed(args.seed)
+    tokens_per_step = args.batch * args.seq
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    record = {"mode": args.mode, "config": args.config, "params": params,
+              "layers": cfg.layers, "hidden": cfg.hidden, "batch": args.batch,
+              "seq": args.seq, "steps": args.steps, "lr": args.lr, "seed": args.seed,
+              "device": torch.cuda.get_device_name() if cuda else "cpu",
+              "torch": torch.__version__, "train_loss": [], "held_out": []}
+    print(f"{args.mode}: {args.config} ({params / 1e6:.1f}M parameters), "
+          f"{tokens_per_step} tokens/step, {args.steps} steps on {record['device']}",
+          flush=True)
+    step_times, pending, t_mark, steps_since = [], [], time.perf_counter(), 0
+    for step in range(args.steps):
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, args.steps, args.lr, args.warmup)
+        x, y = batches(train_data, args.batch, args.seq, gen)
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        measure = cuda and step == args.memory_step
+        if measure:
+            torch.cuda.synchronize()
+            before = torch.cuda.memory_allocated()
+        with torch.autocast(device.split(":")[0], torch.bfloat16, enabled=autocast):
+            loss = model(x, y)
+        if measure:
+            torch.cuda.synchronize()
+            record["forward_retained_bytes"] = torch.cuda.memory_allocated() - before
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        pending.append(loss.detach())
+        steps_since += 1
+        last = step == args.steps - 1
+        if (step + 1) % args.log_every == 0 or last:
+            losses = torch.stack(pending).float().cpu().tolist()  # waits for the GPU
+            now = time.perf_counter()
+            if step >= args.warmup_timing:
+                step_times.append((now - t_mark) / steps_since)
+            t_mark, steps_since = now, 0
+            record["train_loss"] += losses
+            pending = []
+            if not all(math.isfinite(v) for v in losses):
+                raise FloatingPointError(f"{args.mode}: non-finite loss at step {step}")
+            tps = tokens_per_step / (step_times[-1] if step_times else float("nan"))
+            bar = "#" * int(30 * (step + 1) / args.steps)
+            print(f"\r[{bar:<30}] step {step + 1}/{args.steps} loss {losses[-1]:.4f} "
+                  f"{tps:,.0f} tok/s", end="\n" if last else "", flush=True)
+        if args.eval_every and ((step + 1) % args.eval_every == 0 or last):
+            ev = evaluate(model, held, args.batch, args.seq, autocast, device, args.eval_batches)
+            record["held_out"].append((step + 1, ev))
+            if not last:
+                print(f"\n  held-out loss {ev:.4f}", flush=True)
+    if cuda:
+        record["peak_memory_bytes"] = torch.cuda.max_memory_allocated()
+    if step_times:
+        st = sorted(step_times)
+        record["step_time_s"] = st[len(st) // 2]
+        record["tokens_per_s"] = tokens_per_step / record["step_time_s"]
+    if "forward_retained_bytes" in record:
+        u = tokens_per_step * cfg.hidden * 2  # COAT's unit: one bf16 B x S x H tensor
+        record["forward_retained_per_layer_U"] = record["forward_retained_bytes"] / cfg.layers / u
+    if record["held_out"]:
+        record["final_held_out"] = record["held_out"][-1][1]
+    tail = record["train_loss"][-min(50, len(record["train_loss"])):]
+    record["final_train_loss"] = sum(tail) / len(tail)
+    print(f"{args.mode}: train loss {record['final_train_loss']:.4f}"
+          + (f", held-out {record['final_held_out']:.4f}" if record["held_out"] else "")
+          + (f", peak {record['peak_memory_bytes'] / 2**30:.2f} GiB" if cuda else "")
+          + (f", {record['step_time_s'] * 1e3:.1f} ms/step" if step_times else ""), flush=True)
+    return record
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mode", choices=("bf16", "coat", "torchao"), default="coat")
+    ap.add_argument("--config", choices=sorted(CONFIGS), default="100m")
+    ap.add_argument("--steps", type=int, default=1000)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--seq", type=int, default=1024)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--data", default=None, help="a folder of .py files (default: the stdlib)")
+    ap.add_argument("--kernels", default=None, help="folder of compiled layer programs")
+    ap.add_argument("--eval-every", type=int, default=100)
+    ap.add_argument("--eval-batches", type=int, default=8)
+    ap.add_argument("--log-every", type=int, default=10)
+    ap.add_argument("--warmup-timing", type=int, default=20,
+                    help="steps left out of the step time (compilation, caches)")
+    ap.add_argument("--memory-step", type=int, default=3,
+                    help="the step whose forward is measured (memory kept for backward)")
+    ap.add_argument("--log", default=None, help="write the run's JSON record here")
+    return ap.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    record = train(args)
+    if args.log:
+        os.makedirs(os.path.dirname(os.path.abspath(args.log)), exist_ok=True)
+        with open(args.log, "w", encoding="utf-8") as f:
+            json.dump(record, f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

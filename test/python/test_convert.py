@@ -1,0 +1,196 @@
+"""coat.convert and coat.nn.DecoderLayer: a Llama decoder layer as three
+compiled programs (RMSNorm + q/k/v GEMM, o-projection + residual, MLP block)
+around BF16 attention, checked against fp32 autograd of coat.llama's layer
+with the same weights, gradient by gradient.
+
+Tolerance as in test_nn.py: relative L2 error at most 0.2 for the layer's
+branch output (y - x) and every gradient (dx - dy for the input: the residual
+passes dy through). Measured on CPU: about 0.1. The same check fails for a
+reference with q and k swapped, so it tells wirings apart.
+
+CPU tests compile the tiny config's programs into a temporary cache with
+coat-opt; CUDA tests use the 100m config of examples/train_llama.py, compiled
+by scripts/compile_model.py and found through $COAT_KERNELS.
+"""
+
+import copy
+import os
+
+import pytest
+
+from conftest import torch_or_skip
+
+torch = torch_or_skip()
+
+import coat  # noqa: E402
+import coat.nn as cnn  # noqa: E402
+from coat import _paths, llama, programs  # noqa: E402
+
+TOL = 0.2
+TINY = llama.LlamaConfig(vocab=256, hidden=64, ffn=160, layers=2, heads=4, kv_heads=2)
+CUDA_CFG = llama.LlamaConfig(vocab=256, hidden=1024, ffn=2816, layers=2, heads=16,
+                             kv_heads=16)
+
+
+@pytest.fixture(scope="module")
+def cpu_cache(tmp_path_factory):
+    if not _paths.find_coat_opt():
+        pytest.skip("coat-opt is not built")
+    old = os.environ.get("COAT_KERNEL_CACHE")
+    os.environ["COAT_KERNEL_CACHE"] = str(tmp_path_factory.mktemp("kernels"))
+    yield
+    if old is None:
+        os.environ.pop("COAT_KERNEL_CACHE")
+    else:
+        os.environ["COAT_KERNEL_CACHE"] = old
+
+
+def cuda_or_skip(cfg):
+    if not torch.cuda.is_available():
+        pytest.skip("CUDA is not available")
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("needs a Hopper GPU (sm_90a)")
+    d = cfg.hidden // cfg.heads
+    try:
+        for c in (programs.MLPBlockConfig(cfg.hidden, cfg.ffn, cfg.eps),
+                  programs.NormLinearConfig(cfg.hidden, (cfg.heads + 2 * cfg.kv_heads) * d,
+                                            cfg.eps),
+                  programs.LinearResidualConfig(cfg.heads * d, cfg.hidden)):
+            cnn.block_kernels(c)
+    except RuntimeError as e:
+        pytest.skip(str(e))
+
+
+def rel(a, b):
+    return ((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30)).item()
+
+
+def random_layer(cfg, seed, device):
+    torch.manual_seed(seed)
+    layer = llama.DecoderLayer(cfg).to(device)
+    with torch.no_grad():
+        for name, p in layer.named_parameters():
+            if p.dim() == 2:
+                p.normal_(std=p.shape[1] ** -0.5)
+            else:
+                p.add_(0.2 * torch.randn_like(p))
+    return layer
+
+
+def converted(layer, cfg):
+    """The same layer inside a one-layer model, converted, and the new layer."""
+    holder = torch.nn.Module()
+    holder.layers = torch.nn.ModuleList([copy.deepcopy(layer)])
+    coat.convert(holder)
+    return holder.layers[0]
+
+
+def check_layer(cfg, layer, batch, seq, device, seed=0):
+    torch.manual_seed(seed)
+    new = converted(layer, cfg)
+    assert isinstance(new, cnn.DecoderLayer)
+    cos, sin = llama.rope_tables(cfg, seq, device)
+    x = torch.randn(batch, seq, cfg.hidden, device=device).bfloat16().float()
+    dy = torch.randn_like(x)
+    xc = x.clone().requires_grad_()
+    y = new(xc, cos, sin)
+    y.backward(dy)
+    xr = x.clone().requires_grad_()
+    yr = layer(xr, cos, sin)
+    yr.backward(dy)
+    errs = {"output": rel(y - x, (yr - x).detach()), "dx": rel(xc.grad - dy, xr.grad - dy)}
+    ref_params = dict(layer.named_parameters())
+    for name, p in new.named_parameters():
+        assert p.grad is not None and p.grad.dtype == p.dtype, name
+        errs[name] = rel(p.grad, ref_params[name].grad)
+    bad = {k: round(v, 4) for k, v in errs.items() if not v <= TOL}
+    assert not bad, f"relative errors above {TOL}: {bad} (all: {errs})"
+    # A miswired layer (q and k swapped) is far outside the tolerance.
+    swapped = copy.deepcopy(layer)
+    at = swapped.self_attn
+    at.q_proj.weight, at.k_proj.weight = at.k_proj.weight, at.q_proj.weight
+    if at.q_proj.weight.shape == at.k_proj.weight.shape:
+        ys = swapped(x, cos, sin)
+        assert rel(y - x, (ys - x).detach()) > 2 * TOL
+    return errs
+
+
+@pytest.mark.parametrize("batch,seq", [(2, 24), (1, 7), (3, 16)])
+def test_cpu_decoder_layer_matches_fp32_autograd(cpu_cache, batch, seq):
+    check_layer(TINY, random_layer(TINY, batch * seq, "cpu"), batch, seq, "cpu")
+
+
+@pytest.mark.parametrize("batch,seq", [(2, 256), (1, 1000)])
+def test_cuda_decoder_layer_matches_fp32_autograd(batch, seq):
+    cuda_or_skip(CUDA_CFG)
+    check_layer(CUDA_CFG, random_layer(CUDA_CFG, seq, "cuda"), batch, seq, "cuda")
+
+
+def test_convert_keeps_parameter_names_and_state_dict(cpu_cache):
+    torch.manual_seed(1)
+    ref = llama.LlamaForCausalLM(TINY)
+    model = copy.deepcopy(ref)
+    params_before = {n: p for n, p in model.named_parameters()}
+    coat.convert(model)
+    assert sum(isinstance(m, cnn.DecoderLayer) for m in model.modules()) == TINY.layers
+    assert list(model.state_dict()) == list(ref.state_dict())
+    # The converted layers hold the very Parameters of the original layers.
+    assert all(p is params_before[n] for n, p in model.named_parameters())
+    model.load_state_dict(ref.state_dict())
+    x = torch.randint(0, TINY.vocab, (2, 16))
+    loss, loss_ref = model(x, x), ref(x, x)
+    assert abs(float(loss) - float(loss_ref)) < 0.02 * float(loss_ref)
+
+
+def test_convert_then_fp8adamw_trains(cpu_cache):
+    """The whole recipe in two lines on CPU tensors (CPU twins): the loss on
+    a fixed batch goes down over a few steps."""
+    torch.manual_seed(2)
+    model = llama.LlamaForCausalLM(TINY)
+    coat.convert(model)
+    try:
+        opt = coat.optim.FP8AdamW(model.parameters(), lr=3e-3)
+        x = torch.randint(0, TINY.vocab, (4, 32))
+        losses = []
+        for _ in range(6):
+            loss = model(x[:, :-1], x[:, 1:])
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            losses.append(float(loss))
+    except RuntimeError as e:
+        if "kernel" in str(e).lower():
+            pytest.skip(f"no FP8AdamW kernels: {e}")
+        raise
+    assert losses[-1] < losses[0] - 0.05, losses
+
+
+def test_convert_refuses_what_it_cannot_take(cpu_cache):
+    model = llama.LlamaForCausalLM(TINY)
+    model.extra = torch.nn.Linear(8, 8)
+    with pytest.raises(ValueError, match=r"coat.convert: extra \(Linear\) is outside"):
+        coat.convert(copy.deepcopy(model))
+    coat.convert(copy.deepcopy(model), keep=("embed_tokens", "norm", "lm_head", "extra"))
+
+    biased = llama.LlamaForCausalLM(TINY)
+    biased.model.layers[1].self_attn.v_proj.bias = torch.nn.Parameter(torch.zeros(32))
+    with pytest.raises(ValueError, match=r"model.layers.1.self_attn.v_proj has a bias"):
+        coat.convert(biased)
+
+    odd = llama.LlamaConfig(vocab=256, hidden=72, ffn=160, layers=1, heads=4, kv_heads=4)
+    with pytest.raises(ValueError, match=r"coat.convert: model.layers.0: .*hidden = 72"):
+        coat.convert(llama.LlamaForCausalLM(odd))
+
+    with pytest.raises(ValueError, match="no Llama decoder layer"):
+        coat.convert(torch.nn.Sequential(torch.nn.Linear(16, 16)))
+
+
+def test_layer_input_errors_name_the_layer(cpu_cache):
+    model = llama.LlamaForCausalLM(TINY)
+    coat.convert(model)
+    layer = model.model.layers[0]
+    cos, sin = llama.rope_tables(TINY, 8, "cpu")
+    with pytest.raises(ValueError, match=r"DecoderLayer model.layers.0: input must be"):
+        layer(torch.randn(8, TINY.hidden), cos, sin)
+    with pytest.raises(ValueError, match=r"DecoderLayer model.layers.0: input has 32 features"):
+        layer(torch.randn(1, 8, 32), cos, sin)
