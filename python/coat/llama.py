@@ -69,14 +69,18 @@ def attention_core(q, k, v, cos, sin, heads: int, kv_heads: int):
     k = k.view(b, s, kv_heads, d).transpose(1, 2)
     v = v.view(b, s, kv_heads, d).transpose(1, 2)
     q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-    if kv_heads != heads:
-        k = k.repeat_interleave(heads // kv_heads, dim=1)
-        v = v.repeat_interleave(heads // kv_heads, dim=1)
     o = _sdpa(q, k, v)
     return o.transpose(1, 2).reshape(b, s, heads * d)
 
 
 def _sdpa(q, k, v):
+    """Causal attention; k and v may have fewer heads than q (grouped
+    queries), shared without copies where SDPA can (torch >= 2.5)."""
+    if q.shape[1] != k.shape[1] and q.is_cuda and _SDPA_GQA:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    if q.shape[1] != k.shape[1]:
+        k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
+        v = v.repeat_interleave(q.shape[1] // v.shape[1], dim=1)
     if hasattr(F, "scaled_dot_product_attention"):
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
     # torch < 2.0 (the CPU test environment): the same math, unfused.
@@ -84,6 +88,19 @@ def _sdpa(q, k, v):
     att = (q.float() @ k.float().transpose(-1, -2)) * q.shape[-1] ** -0.5
     mask = torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1)
     return (att.masked_fill(mask, float("-inf")).softmax(-1) @ v.float()).to(q.dtype)
+
+
+def _has_sdpa_gqa() -> bool:
+    """SDPA takes enable_gqa from torch 2.5 on (its signature is not
+    introspectable: a builtin)."""
+    try:
+        major, minor = (int(x) for x in torch.__version__.split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) >= (2, 5)
+
+
+_SDPA_GQA = _has_sdpa_gqa()
 
 
 class Attention(nn.Module):

@@ -105,13 +105,17 @@ def check_layer(cfg, layer, batch, seq, device, seed=0):
         errs[name] = rel(p.grad, ref_params[name].grad)
     bad = {k: round(v, 4) for k, v in errs.items() if not v <= TOL}
     assert not bad, f"relative errors above {TOL}: {bad} (all: {errs})"
-    # A miswired layer (q and k swapped) is far outside the tolerance.
+    # The tolerance tells wirings apart: gate and up swapped change the
+    # output, and no projection's gradient passes for its neighbour's.
     swapped = copy.deepcopy(layer)
-    at = swapped.self_attn
-    at.q_proj.weight, at.k_proj.weight = at.k_proj.weight, at.q_proj.weight
-    if at.q_proj.weight.shape == at.k_proj.weight.shape:
-        ys = swapped(x, cos, sin)
-        assert rel(y - x, (ys - x).detach()) > 2 * TOL
+    mlp = swapped.mlp
+    mlp.gate_proj.weight, mlp.up_proj.weight = mlp.up_proj.weight, mlp.gate_proj.weight
+    ys = swapped(x, cos, sin)
+    assert rel(y - x, (ys - x).detach()) > 2 * TOL
+    grads = dict(new.named_parameters())
+    for a, b in (("self_attn.q_proj.weight", "self_attn.o_proj.weight"),
+                 ("mlp.gate_proj.weight", "mlp.up_proj.weight")):
+        assert rel(grads[a].grad, ref_params[b].grad) > 2 * TOL, (a, b)
     return errs
 
 
