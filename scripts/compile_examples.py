@@ -33,7 +33,9 @@ OUTLINE_PASSES = list(toolchain.PROGRAM_PASSES)  # the program pipeline, one pla
 GRANULARITY_PASSES = OUTLINE_PASSES[:-1]
 # Generated block programs compiled with the examples (the kernels that
 # coat.nn and the training example use; tokens are a run-time extent).
-MODEL_BLOCKS = [programs.MLPBlockConfig(hidden=1024, ffn=2816)]
+MODEL_BLOCKS = [*programs.decoder_layer_configs(hidden=1024, ffn=2816, heads=16, kv_heads=16),
+                programs.LinearConfig(1024, 2816), programs.NormConfig(1024),
+                programs.NormConfig(1024, "layernorm", bias=True)]
 _REMARK = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+):\d+: remark: (?P<text>.*)$")
 _NAME = re.compile(r"(%[\w.$-]+)\s*=\s*coat\.quantize_auto")
 
@@ -129,7 +131,7 @@ def main() -> int:
     for cfg in MODEL_BLOCKS:
         src = Path(args.out) / "programs" / f"{cfg.name}.mlir"
         src.parent.mkdir(parents=True, exist_ok=True)
-        src.write_text(programs.mlp_block(cfg))
+        src.write_text(cfg.text())
         programs_.append(src)
     rows = []
 

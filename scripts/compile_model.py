@@ -31,14 +31,14 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--coat-opt", default=None)
     args = ap.parse_args()
-    configs = [programs.MLPBlockConfig(hidden=args.hidden, ffn=args.ffn, eps=args.eps)]
     if args.heads:
-        heads, kv = args.heads, args.kv_heads or args.heads
-        if args.hidden % heads or heads % kv:
-            ap.error("heads must divide hidden and kv-heads divide heads")
-        d = args.hidden // heads
-        configs += [programs.NormLinearConfig(args.hidden, (heads + 2 * kv) * d, args.eps),
-                    programs.LinearResidualConfig(heads * d, args.hidden)]
+        try:
+            configs = programs.decoder_layer_configs(args.hidden, args.ffn, args.heads,
+                                                     args.kv_heads or args.heads, args.eps)
+        except ValueError as e:
+            ap.error(str(e))
+    else:
+        configs = [programs.MLPBlockConfig(hidden=args.hidden, ffn=args.ffn, eps=args.eps)]
     tools = toolchain.Toolchain(coat_opt=args.coat_opt)
     for cfg in configs:
         cfg.check()

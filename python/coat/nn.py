@@ -234,28 +234,114 @@ class MLPBlock(torch.nn.Module):
         return f"hidden={c.hidden}, ffn={c.ffn}, eps={c.eps}"
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
-        name = type(self).__name__
-        if h.shape[-1] != self.config.hidden:
-            raise ValueError(f"{name}: input has {h.shape[-1]} features, the block takes "
-                             f"{self.config.hidden}")
-        if h.dtype not in (torch.bfloat16, torch.float32):
-            raise ValueError(f"{name}: input dtype {h.dtype}; the block takes bf16 (or f32, "
-                             "converted)")
-        for p in self.parameters():
-            if p.device != h.device:
-                raise ValueError(f"{name}: input on {h.device}, parameters on {p.device}")
-        lead = h.shape[:-1]
-        x = h.reshape(-1, self.config.hidden).to(torch.bfloat16)
-        tokens = x.shape[0]
-        pad = -tokens % TOKEN_MULTIPLE
-        if pad:
-            x = torch.nn.functional.pad(x, (0, 0, 0, pad))
-        weights = [w.to(torch.bfloat16) for w in (
-            self.norm.weight, self.gate_proj.weight, self.up_proj.weight,
-            self.down_proj.weight)]
-        (y,) = _RunProgram.apply(self.program, name, x.contiguous(),
-                                 *[w.contiguous() for w in weights])
-        return y[:tokens].reshape(*lead, self.config.hidden).to(h.dtype)
+        return _apply(self, self.program, h, self.config.hidden,
+                      self.norm.weight, self.gate_proj.weight, self.up_proj.weight,
+                      self.down_proj.weight)
+
+
+class _ProgramModule(torch.nn.Module):
+    """A module whose forward and backward are one compiled program, found or
+    compiled on first use (:func:`block_kernels`)."""
+
+    def __init__(self, config, kernels: Optional[str]):
+        super().__init__()
+        config.check()
+        self.config = config
+        self.kernels = kernels
+        self._program: Optional[Program] = None
+
+    @property
+    def program(self) -> Program:
+        if self._program is None:
+            self._program = block_kernels(self.config, self.kernels)
+        return self._program
+
+
+class Linear(_ProgramModule):
+    """``y = x W^T`` as FP8 GEMMs (COAT.md §3.4): x and W per-tensor E4M3
+    forward, the output gradient per-tensor E5M2, dgrad and wgrad in FP8; the
+    backward keeps x only as its FP8 transpose. Bias-free, like Llama's
+    projections. ``weight`` is [out_features, in_features] as in
+    torch.nn.Linear; both extents are multiples of 16."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = False, *,
+                 kernels: Optional[str] = None, device=None, dtype=torch.float32):
+        if bias:
+            raise ValueError("coat.nn.Linear: a bias is not supported (add it outside, or "
+                             "leave the layer in high precision)")
+        super().__init__(programs.LinearConfig(in_features, out_features), kernels)
+        self.in_features, self.out_features = in_features, out_features
+        self.weight = torch.nn.Parameter(torch.empty(out_features, in_features, device=device,
+                                                     dtype=dtype))
+        torch.nn.init.normal_(self.weight, std=in_features ** -0.5)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias=False"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _apply(self, self.program, x, self.in_features, self.weight)
+
+
+class RMSNorm(_ProgramModule):
+    """RMSNorm whose input is kept for the backward as its 1x16 E4M3 copy
+    (COAT's precision flow, §3.6) and whose output is bf16."""
+
+    def __init__(self, hidden: int, eps: float = 1e-5, *, kernels: Optional[str] = None,
+                 device=None, dtype=torch.float32):
+        super().__init__(programs.NormConfig(hidden, "rmsnorm", eps=eps), kernels)
+        self.hidden, self.eps = hidden, eps
+        self.weight = torch.nn.Parameter(torch.ones(hidden, device=device, dtype=dtype))
+
+    def extra_repr(self) -> str:
+        return f"{self.hidden}, eps={self.eps}"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _apply(self, self.program, x, self.hidden, self.weight)
+
+
+class LayerNorm(_ProgramModule):
+    """Affine LayerNorm (weight, optional bias) whose input is kept for the
+    backward as its 1x16 E4M3 copy; bf16 output."""
+
+    def __init__(self, hidden: int, eps: float = 1e-5, bias: bool = True, *,
+                 kernels: Optional[str] = None, device=None, dtype=torch.float32):
+        super().__init__(programs.NormConfig(hidden, "layernorm", bias=bias, eps=eps), kernels)
+        self.hidden, self.eps = hidden, eps
+        self.weight = torch.nn.Parameter(torch.ones(hidden, device=device, dtype=dtype))
+        self.bias = (torch.nn.Parameter(torch.zeros(hidden, device=device, dtype=dtype))
+                     if bias else None)
+
+    def extra_repr(self) -> str:
+        return f"{self.hidden}, eps={self.eps}, bias={self.bias is not None}"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        ws = (self.weight,) if self.bias is None else (self.weight, self.bias)
+        return _apply(self, self.program, x, self.hidden, *ws)
+
+
+def _module_name(module: torch.nn.Module) -> str:
+    return f"{type(module).__name__} {getattr(module, '_coat_name', '')}".strip()
+
+
+def _check_devices(module: torch.nn.Module, x: torch.Tensor, name: str) -> None:
+    for p in module.parameters():
+        if p.device != x.device:
+            raise ValueError(f"{name}: input on {x.device}, parameters on {p.device}")
+
+
+def _apply(module: torch.nn.Module, program: Program, x: torch.Tensor, features: int,
+           *weights: torch.Tensor) -> torch.Tensor:
+    """Runs a one-input program on ``x`` [..., features] (the leading extents
+    are the tokens) with the module's weights read as bf16; the result has
+    x's leading extents and dtype."""
+    name = _module_name(module)
+    _check_devices(module, x, name)
+    lead = x.shape[:-1]
+    tokens = x.numel() // max(x.shape[-1], 1)
+    m = _tokens_2d(x, features, name)
+    ws = [w.to(torch.bfloat16).contiguous() for w in weights]
+    (y,) = _RunProgram.apply(program, name, m, *ws)
+    return y[:tokens].reshape(*lead, y.shape[-1]).to(x.dtype)
 
 
 def _tokens_2d(x: torch.Tensor, features: int, name: str):
@@ -305,9 +391,12 @@ class DecoderLayer(torch.nn.Module):
                  kernels: Optional[str] = None, device=None, dtype=torch.float32):
         super().__init__()
         name = type(self).__name__
-        if hidden % heads or heads % kv_heads:
-            raise ValueError(f"{name}: hidden {hidden}, heads {heads}, kv_heads {kv_heads}: "
-                             "heads must divide hidden and kv_heads divide heads")
+        try:
+            self.configs = programs.decoder_layer_configs(hidden, ffn, heads, kv_heads, eps)
+            for c in self.configs:
+                c.check()
+        except ValueError as e:
+            raise ValueError(f"{name}: {e}") from None
         d = hidden // heads
         self.hidden, self.ffn, self.heads, self.kv_heads, self.eps = hidden, ffn, heads, kv_heads, eps
         shapes = {"q_proj": (heads * d, hidden), "k_proj": (kv_heads * d, hidden),
@@ -335,11 +424,6 @@ class DecoderLayer(torch.nn.Module):
         self.input_layernorm.weight = weights["input_layernorm"]
         self.post_attention_layernorm = _Projections()
         self.post_attention_layernorm.weight = weights["post_attention_layernorm"]
-        self.configs = (programs.NormLinearConfig(hidden, (heads + 2 * kv_heads) * d, eps),
-                        programs.LinearResidualConfig(heads * d, hidden),
-                        programs.MLPBlockConfig(hidden, ffn, eps))
-        for c in self.configs:
-            c.check()
         self.kernels = kernels
         self._programs = None
 
@@ -356,12 +440,10 @@ class DecoderLayer(torch.nn.Module):
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         from .llama import attention_core
 
-        name = f"{type(self).__name__} {getattr(self, '_coat_name', '')}".strip()
+        name = _module_name(self)
         if x.dim() != 3:
             raise ValueError(f"{name}: input must be [batch, seq, hidden], got {tuple(x.shape)}")
-        for p in self.parameters():
-            if p.device != x.device:
-                raise ValueError(f"{name}: input on {x.device}, parameters on {p.device}")
+        _check_devices(self, x, name)
         b, s, _ = x.shape
         tokens = b * s
         at, mlp = self.self_attn, self.mlp

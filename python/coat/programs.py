@@ -22,31 +22,6 @@ from dataclasses import dataclass
 TOKENS = "?"
 
 
-@dataclass(frozen=True)
-class MLPBlockConfig:
-    """A Llama MLP block: RMSNorm, gate/up projections, SiLU, SwiGLU
-    product, down projection, residual add (COAT.md §3.5, §3.6)."""
-
-    hidden: int
-    ffn: int
-    eps: float = 1e-5
-    group_size: int = 16
-
-    def check(self) -> None:
-        g = self.group_size
-        for name, v in (("hidden", self.hidden), ("ffn", self.ffn)):
-            if v <= 0 or v % g:
-                raise ValueError(f"MLPBlockConfig: {name} = {v} must be a positive "
-                                 f"multiple of the group size {g}")
-
-    @property
-    def name(self) -> str:
-        return f"coat_mlp_h{self.hidden}_f{self.ffn}"
-
-    def text(self) -> str:
-        return mlp_block(self)
-
-
 def _check_features(what: str, group: int, **dims) -> None:
     for name, v in dims.items():
         if v <= 0 or v % group:
@@ -60,6 +35,32 @@ def _t(*dims, dtype="bf16"):
 
 def _u(*dims):
     return "!coat.unresolved<" + "x".join(str(d) for d in dims) + "xbf16>"
+
+
+def _q(*dims, fmt="f8E4M3FN", scaling="per_tensor"):
+    return ("!coat.qtensor<" + "x".join(str(d) for d in dims) +
+            f"x{fmt}, {scaling}, scale = bf16>")
+
+
+@dataclass(frozen=True)
+class MLPBlockConfig:
+    """A Llama MLP block: RMSNorm, gate/up projections, SiLU, SwiGLU
+    product, down projection, residual add (COAT.md §3.5, §3.6)."""
+
+    hidden: int
+    ffn: int
+    eps: float = 1e-5
+    group_size: int = 16
+
+    def check(self) -> None:
+        _check_features("MLPBlockConfig", self.group_size, hidden=self.hidden, ffn=self.ffn)
+
+    @property
+    def name(self) -> str:
+        return f"coat_mlp_h{self.hidden}_f{self.ffn}"
+
+    def text(self) -> str:
+        return mlp_block(self)
 
 
 @dataclass(frozen=True)
@@ -163,11 +164,6 @@ func.func @{self.name}(
 """
 
 
-def _q(*dims, fmt="f8E4M3FN", scaling="per_tensor"):
-    return ("!coat.qtensor<" + "x".join(str(d) for d in dims) +
-            f"x{fmt}, {scaling}, scale = bf16>")
-
-
 def mlp_block(cfg: MLPBlockConfig) -> str:
     """The MLIR text of the block's program ``@<cfg.name>``.
 
@@ -179,15 +175,7 @@ def mlp_block(cfg: MLPBlockConfig) -> str:
     cfg.check()
     T, H, F = TOKENS, cfg.hidden, cfg.ffn
 
-    def t(*dims, dtype="bf16"):
-        return "tensor<" + "x".join(str(d) for d in dims) + f"x{dtype}>"
-
-    def u(*dims):
-        return "!coat.unresolved<" + "x".join(str(d) for d in dims) + "xbf16>"
-
-    def q(*dims, fmt="f8E4M3FN", scaling="per_tensor"):
-        return ("!coat.qtensor<" + "x".join(str(d) for d in dims) +
-                f"x{fmt}, {scaling}, scale = bf16>")
+    t, u, q = _t, _u, _q
 
     g = f"per_group<{cfg.group_size}>"
     return f"""\
@@ -247,3 +235,124 @@ func.func @{cfg.name}(
         {t(H)}, {t(F, H)}, {t(F, H)}, {t(H, F)}
 }}
 """
+
+
+@dataclass(frozen=True)
+class LinearConfig:
+    """``y = x W^T``, bias-free: per-tensor E4M3 operands forward, E5M2
+    output gradient, dgrad and wgrad as FP8 GEMMs; the input is kept for
+    the backward as its FP8 transpose only."""
+
+    inner: int
+    out: int
+    group_size: int = 16
+
+    def check(self) -> None:
+        _check_features("LinearConfig", self.group_size, inner=self.inner, out=self.out)
+
+    @property
+    def name(self) -> str:
+        return f"coat_linear_i{self.inner}_o{self.out}"
+
+    def text(self) -> str:
+        """Arguments: x (T x inner), W (out x inner), the gradient of y.
+        Results: y (forward), the gradients of x and W (backward)."""
+        self.check()
+        T, I, O = TOKENS, self.inner, self.out
+        return f"""\
+func.func @{self.name}(
+    %x: {_t(T, I)},
+    %w: {_t(O, I)} {{coat.weight}},
+    %dy: {_t(T, O)} {{coat.gradient, coat.grad_of = 0 : i64}})
+    -> ({_t(T, O)}, {_t(T, I)} {{coat.grad_of = 0 : i64}},
+        {_t(O, I)} {{coat.grad_of = 1 : i64}}) {{
+  %x_q = coat.quantize_auto %x : {_t(T, I)} -> {_u(T, I)}
+  %x_t = coat.transpose %x_q : {_u(T, I)} -> {_u(I, T)}
+  %w_q = coat.quantize_auto %w : {_t(O, I)} -> {_u(O, I)}
+  %y = coat.linear forward %x_q, %w_q : {_u(T, I)}, {_u(O, I)} -> {_t(T, O)}
+
+  %dy_q = coat.quantize_auto %dy : {_t(T, O)} -> {_u(T, O)}
+  %dy_t = coat.transpose %dy_q : {_u(T, O)} -> {_u(O, T)}
+  %w_t = coat.transpose %w_q : {_u(O, I)} -> {_u(I, O)}
+  %dx = coat.linear dgrad %dy_q, %w_t : {_u(T, O)}, {_u(I, O)} -> {_t(T, I)}
+  %dw = coat.linear wgrad %dy_t, %x_t : {_u(O, T)}, {_u(I, T)} -> {_t(O, I)}
+  return %y, %dx, %dw : {_t(T, O)}, {_t(T, I)}, {_t(O, I)}
+}}
+"""
+
+
+@dataclass(frozen=True)
+class NormConfig:
+    """RMSNorm (``kind="rmsnorm"``, with weight) or LayerNorm
+    (``kind="layernorm"``, with weight and optionally bias) of the 1x16 FP8
+    copy of the input, bf16 out; the backward reads that FP8 copy and the
+    per-row statistics, nothing in bf16."""
+
+    hidden: int
+    kind: str = "rmsnorm"
+    bias: bool = False
+    eps: float = 1e-5
+    group_size: int = 16
+
+    def check(self) -> None:
+        _check_features("NormConfig", self.group_size, hidden=self.hidden)
+        if self.kind not in ("rmsnorm", "layernorm"):
+            raise ValueError(f"NormConfig: kind {self.kind!r} is not rmsnorm or layernorm")
+        if self.bias and self.kind != "layernorm":
+            raise ValueError("NormConfig: only layernorm takes a bias")
+
+    @property
+    def name(self) -> str:
+        return f"coat_{self.kind}{'_b' if self.bias else ''}_h{self.hidden}"
+
+    def text(self) -> str:
+        """Arguments: x (T x hidden), the weight (and bias), the gradient of
+        y. Results: y (forward), the gradients of x, the weight (and bias)."""
+        self.check()
+        T, H = TOKENS, self.hidden
+        xq = _u(T, H)  # the passes pick its format: 1x16 E4M3, as a norm input
+        nb = 3 if self.bias else 2
+        args = [f"%x: {_t(T, H)}", f"%w: {_t(H)} {{coat.weight}}"]
+        if self.bias:
+            args.append(f"%b: {_t(H)} {{coat.weight}}")
+        args.append(f"%dy: {_t(T, H)} {{coat.gradient, coat.grad_of = 0 : i64}}")
+        results = [_t(T, H)] + [f"{_t(T, H) if i == 0 else _t(H)} {{coat.grad_of = {i} : i64}}"
+                                for i in range(nb)]
+        grads = ["%dx", "%dw"] + (["%db"] if self.bias else [])
+        if self.kind == "rmsnorm":
+            body = f"""\
+  %y, %rstd = coat.rmsnorm %x_q, %w eps = {self.eps:e}
+      : {xq}, {_t(H)} -> {_t(T, H)}, {_t(T, dtype="f32")}
+  %dx, %dw = coat.rmsnorm_grad %x_q, %w, %rstd, %dy
+      : {xq}, {_t(H)}, {_t(T, dtype="f32")}, {_t(T, H)} -> {_t(T, H)}, {_t(H)}"""
+        else:
+            bias = " bias %b" if self.bias else ""
+            wtypes = f"{_t(H)}" + (f", {_t(H)}" if self.bias else "")
+            body = f"""\
+  %y, %mean, %rstd = coat.layernorm %x_q weight %w{bias} eps = {self.eps:e}
+      : {xq}, {wtypes} -> {_t(T, H)}, {_t(T, dtype="f32")}, {_t(T, dtype="f32")}
+  {", ".join(grads)} = coat.layernorm_grad %x_q, %mean, %rstd, %dy weight %w
+      : {xq}, {_t(T, dtype="f32")}, {_t(T, dtype="f32")}, {_t(T, H)}, {_t(H)}
+      -> {", ".join([_t(T, H)] + [_t(H)] * (nb - 1))}"""
+        return f"""\
+func.func @{self.name}(
+    {(","  + chr(10) + "    ").join(args)})
+    -> ({", ".join(results)}) {{
+  %x_q = coat.quantize_auto %x : {_t(T, H)} -> {xq}
+{body}
+  return %y, {", ".join(grads)} : {", ".join(r.split(" {")[0] for r in results)}
+}}
+"""
+
+
+def decoder_layer_configs(hidden: int, ffn: int, heads: int, kv_heads: int,
+                          eps: float = 1e-5):
+    """The three programs of a Llama decoder layer (coat.nn.DecoderLayer):
+    RMSNorm + q/k/v projection, o-projection + residual, MLP block."""
+    if heads <= 0 or kv_heads <= 0 or hidden % heads or heads % kv_heads:
+        raise ValueError(f"decoder layer: hidden {hidden}, heads {heads}, kv_heads "
+                         f"{kv_heads}: heads must divide hidden and kv_heads divide heads")
+    d = hidden // heads
+    return (NormLinearConfig(hidden, (heads + 2 * kv_heads) * d, eps),
+            LinearResidualConfig(heads * d, hidden),
+            MLPBlockConfig(hidden, ffn, eps))
