@@ -220,3 +220,17 @@ def test_plan_without_bindings_is_rejected(cpu_cache, tmp_path):
 
     with pytest.raises(ProgramError, match="has no binding"):
         load_programs(str(tmp_path))
+
+
+def test_cuda_non_finite_output_is_reported_by_the_step_check():
+    """On the GPU the flags are read once a step: check_finite() (or the next
+    step's first forward) raises, naming the module."""
+    hidden, ffn = cuda_block_or_skip()
+    block = make_block(hidden, ffn, 11, "cuda")
+    cnn.check_finite()  # nothing pending from earlier tests
+    h = torch.randn(32, hidden, device="cuda").bfloat16()
+    h[3, 5] = float("inf")
+    block(h)
+    with pytest.raises(cnn.NonFiniteError, match="MLPBlock forward output"):
+        cnn.check_finite()
+    cnn.check_finite()  # the flags were consumed
