@@ -6,7 +6,9 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 apt_pkgs=(llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools clang-22 lld-22
           ninja-build cmake libgtest-dev python3-venv python3-dev zlib1g-dev libzstd-dev
-          python3-torch)
+          python3-torch libclang-rt-22-dev)
+# libclang-rt-22-dev: the sanitizer and libFuzzer runtimes of the sanitized
+# build (scripts/check_sanitized.sh, part of scripts/test.sh).
 # python3-torch: Debian's CPU-only torch 1.13 for the Python tests (no float8
 # dtypes: FP8 codes are uint8 there). Measured on a fresh Debian 12 machine:
 # 178 packages, 140 MiB download, 608 MiB installed, 44 s. PyPI's torch wheel

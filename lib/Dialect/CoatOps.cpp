@@ -407,11 +407,14 @@ LogicalResult TransposeOp::verify() {
   if (isa<UnresolvedType>(inShaped) || isa<UnresolvedType>(outShaped)) {
     // Before coat-mixed-granularity: the transposed copy is as unresolved as
     // its source and resolves with it.
+    if (!isa<UnresolvedType>(inShaped))
+      return emitOpError("an unresolved result needs an unresolved input, got ")
+             << inShaped;
     auto expected = UnresolvedType::get(
         getContext(), {inShaped.getDimSize(1), inShaped.getDimSize(0)},
         inShaped.getElementType());
     auto outU = dyn_cast<UnresolvedType>(outShaped);
-    if (!isa<UnresolvedType>(inShaped) || !outU || outU.getRank() != 2 ||
+    if (!outU || outU.getRank() != 2 ||
         !shapesCompatible(outU.getShape(), expected.getShape()) ||
         outU.getElementType() != expected.getElementType())
       return emitOpError("result must be ")

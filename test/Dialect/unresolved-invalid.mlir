@@ -38,7 +38,7 @@ func.func @transpose_shape(%u: !coat.unresolved<16x32xbf16>) {
 // -----
 
 func.func @transpose_unresolves(%q: !coat.qtensor<16x32xf8E4M3FN, per_tensor>) {
-  // expected-error @+1 {{'coat.transpose' op result must be '!coat.unresolved<32x16xf8E4M3FN>' for an unresolved input}}
+  // expected-error @+1 {{'coat.transpose' op an unresolved result needs an unresolved input, got '!coat.qtensor<16x32xf8E4M3FN, per_tensor>'}}
   %t = coat.transpose %q : !coat.qtensor<16x32xf8E4M3FN, per_tensor> -> !coat.unresolved<32x16xbf16>
   return
 }

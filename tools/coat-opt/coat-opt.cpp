@@ -1,5 +1,6 @@
 //===- coat-opt.cpp - mlir-opt with the coat dialect and passes -----------===//
 
+#include "../SanitizerOptions.h"
 #include "coat/InitAll.h"
 
 #include "mlir/IR/DialectRegistry.h"
