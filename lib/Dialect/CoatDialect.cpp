@@ -201,15 +201,28 @@ Type QTensorType::parse(AsmParser &parser) {
   if (failed(scaling))
     return {};
   FloatType scaleType = Float32Type::get(parser.getContext());
-  bool expanded = false;
+  bool expanded = false, scaleSeen = false;
   while (succeeded(parser.parseOptionalComma())) {
     SMLoc kwLoc = parser.getCurrentLocation();
     StringRef kw;
     if (parser.parseKeyword(&kw))
       return {};
+    if (kw == "per_tensor" || kw == "per_group" || kw == "flat_group" ||
+        kw == "per_block") {
+      parser.emitError(kwLoc, "duplicate scaling '")
+          << kw << "': a !coat.qtensor has one scaling granularity, given "
+                   "right after the element type";
+      return {};
+    }
+    if ((kw == "expand" && expanded) || (kw == "scale" && scaleSeen)) {
+      parser.emitError(kwLoc, "duplicate '")
+          << kw << "' option in !coat.qtensor";
+      return {};
+    }
     if (kw == "expand") {
       expanded = true;
     } else if (kw == "scale") {
+      scaleSeen = true;
       Type t;
       if (parser.parseEqual() || parser.parseType(t))
         return {};

@@ -115,3 +115,24 @@ func.func private @too_many_elements(!coat.qtensor<9223372036854775807x2xf8E4M3F
 
 // expected-error @+1 {{group and block sizes must be at most 2^32}}
 func.func private @huge_group(!coat.qtensor<16xf8E4M3FN, flat_group<9223372036854775807>>)
+
+// -----
+
+// Each option is given once: a repeated one is an error, not last-wins.
+// expected-error @+1 {{duplicate 'scale' option in !coat.qtensor}}
+func.func private @scale_twice(!coat.qtensor<4x16xf8E4M3FN, per_group<16>, scale = bf16, scale = f32>)
+
+// -----
+
+// expected-error @+1 {{duplicate 'expand' option in !coat.qtensor}}
+func.func private @expand_twice(!coat.qtensor<256xf8E4M3FN, flat_group<128>, expand, expand>)
+
+// -----
+
+// expected-error @+1 {{duplicate scaling 'per_tensor': a !coat.qtensor has one scaling granularity, given right after the element type}}
+func.func private @scaling_twice(!coat.qtensor<4x16xf8E4M3FN, per_group<16>, per_tensor>)
+
+// -----
+
+// expected-error @+1 {{duplicate scaling 'per_group'}}
+func.func private @scaling_after_option(!coat.qtensor<4x16xf8E4M3FN, per_group<16>, scale = bf16, per_group<16>>)
