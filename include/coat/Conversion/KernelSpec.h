@@ -21,17 +21,27 @@ namespace mlir::coat {
 FailureOr<bool> parseKernelTarget(ModuleOp module, StringRef pass,
                                   StringRef target);
 
+/// Fails, with an error naming `pass` on each, where an op for which `ours`
+/// holds sits anywhere but in a top-level function of `module` (in a nested
+/// module, say): the lowerings take only those, and would leave it as is.
+LogicalResult checkSpecsAreTopLevel(ModuleOp module, StringRef pass,
+                                    function_ref<bool(Operation *)> ours);
+
 /// The kernel-spec functions of `module` a lowering takes: the defined
-/// functions holding an op for which `ours` holds.
-SmallVector<func::FuncOp>
-collectKernelSpecs(ModuleOp module, function_ref<bool(Operation *)> ours);
+/// functions holding an op for which `ours` holds. Fails, as
+/// `checkSpecsAreTopLevel`, where such an op is out of their reach.
+FailureOr<SmallVector<func::FuncOp>>
+collectKernelSpecs(ModuleOp module, StringRef pass,
+                   function_ref<bool(Operation *)> ours);
 
 /// Where a lowering puts its kernels: one gpu.module of `name` at the end of
-/// the module, created on first use.
+/// the module, created on first use. A name the kernels or their container
+/// would share with another symbol is an error naming `pass`, reported as
+/// the kernel is made; `finish` then fails.
 class KernelContainer {
 public:
-  KernelContainer(ModuleOp module, StringRef name, bool gpu)
-      : module(module), name(name), gpu(gpu) {}
+  KernelContainer(ModuleOp module, StringRef pass, StringRef name, bool gpu)
+      : module(module), pass(pass), name(name), gpu(gpu) {}
 
   /// A kernel entry point `name` with `type` (and workgroup attributions),
   /// launched with `blockSize` threads, carrying its manifest `record`.
@@ -46,13 +56,15 @@ public:
                              FunctionType type, DictionaryAttr record);
 
   /// After the specs are erased: marks the module as a GPU container, or
-  /// gives the CPU twins their kernels' names.
-  void finish();
+  /// gives the CPU twins their kernels' names. Fails if a name clashed.
+  LogicalResult finish();
 
 private:
   ModuleOp module;
+  std::string pass;
   std::string name;
   bool gpu;
+  bool clashed = false;
   gpu::GPUModuleOp gpuModule;
 };
 

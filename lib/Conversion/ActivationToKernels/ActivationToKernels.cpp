@@ -1174,17 +1174,21 @@ void CoatLowerActivationsPass::runOnOperation() {
     return !isa<QuantizeOp, DequantizeOp, AbsMaxOp, TransposeOp>(op) &&
            isa_and_nonnull<CoatDialect>(op->getDialect());
   };
-  SmallVector<func::FuncOp> specs = collectKernelSpecs(
-      module, [](Operation *op) {
+  FailureOr<SmallVector<func::FuncOp>> collected = collectKernelSpecs(
+      module, "coat-lower-activations", [](Operation *op) {
         return isa<QuantizeOp, DequantizeOp, AbsMaxOp>(op);
       });
+  if (failed(collected))
+    return signalPassFailure();
+  SmallVector<func::FuncOp> specs = std::move(*collected);
   llvm::erase_if(specs, [&](func::FuncOp fn) {
     return fn.walk([&](Operation *op) {
                return foreign(op) ? WalkResult::interrupt()
                                   : WalkResult::advance();
              }).wasInterrupted();
   });
-  KernelContainer kernels(module, "coat_activation_kernels", gpu);
+  KernelContainer kernels(module, "coat-lower-activations",
+                          "coat_activation_kernels", gpu);
   bool failedAny = false;
   for (func::FuncOp fn : specs) {
     FailureOr<ActSpec> spec = analyze(fn);
@@ -1196,7 +1200,8 @@ void CoatLowerActivationsPass::runOnOperation() {
   }
   if (failedAny)
     return signalPassFailure();
-  kernels.finish();
+  if (failed(kernels.finish()))
+    return signalPassFailure();
 }
 
 } // namespace

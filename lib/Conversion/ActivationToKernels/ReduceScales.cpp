@@ -368,12 +368,16 @@ struct CoatLowerReduceScalesPass
           << static_cast<int64_t>(blockSize);
       return signalPassFailure();
     }
-    SmallVector<func::FuncOp> specs = collectKernelSpecs(
-        module, [](Operation *op) { return isa<ReduceScalesOp>(op); });
+    FailureOr<SmallVector<func::FuncOp>> specs = collectKernelSpecs(
+        module, "coat-lower-reduce-scales",
+        [](Operation *op) { return isa<ReduceScalesOp>(op); });
+    if (failed(specs))
+      return signalPassFailure();
 
-    KernelContainer kernels(module, "coat_scale_kernels", *gpu);
+    KernelContainer kernels(module, "coat-lower-reduce-scales",
+                            "coat_scale_kernels", *gpu);
     bool failedAny = false;
-    for (func::FuncOp fn : specs) {
+    for (func::FuncOp fn : *specs) {
       FailureOr<ScaleSpec> spec = analyze(fn);
       if (failed(spec)) {
         failedAny = true;
@@ -407,7 +411,8 @@ struct CoatLowerReduceScalesPass
     }
     if (failedAny)
       return signalPassFailure();
-    kernels.finish();
+    if (failed(kernels.finish()))
+      return signalPassFailure();
   }
 };
 

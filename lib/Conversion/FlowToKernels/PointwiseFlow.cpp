@@ -829,11 +829,16 @@ void CoatLowerPointwisePass::runOnOperation() {
   }
   bool gpu = *onGpu;
   // Kernel-spec functions are those holding a pointwise flow op.
-  SmallVector<func::FuncOp> specs = collectKernelSpecs(
-      module, [](Operation *op) { return describe(op).has_value(); });
-  KernelContainer kernels(module, "coat_flow_kernels", gpu);
+  FailureOr<SmallVector<func::FuncOp>> specs =
+      collectKernelSpecs(module, "coat-lower-pointwise", [](Operation *op) {
+        return describe(op).has_value();
+      });
+  if (failed(specs))
+    return signalPassFailure();
+  KernelContainer kernels(module, "coat-lower-pointwise", "coat_flow_kernels",
+                          gpu);
   bool failedAny = false;
-  for (func::FuncOp fn : specs) {
+  for (func::FuncOp fn : *specs) {
     FailureOr<PointwiseSpec> spec = analyze(fn);
     if (failed(spec)) {
       failedAny = true;
@@ -855,7 +860,8 @@ void CoatLowerPointwisePass::runOnOperation() {
   }
   if (failedAny)
     return signalPassFailure();
-  kernels.finish();
+  if (failed(kernels.finish()))
+    return signalPassFailure();
 }
 
 } // namespace

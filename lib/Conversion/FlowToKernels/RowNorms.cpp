@@ -1401,13 +1401,15 @@ void CoatLowerNormsPass::runOnOperation() {
   if (failed(onGpu))
     return signalPassFailure();
   bool gpu = *onGpu;
-  SmallVector<func::FuncOp> specs =
-      collectKernelSpecs(module, [](Operation *op) {
+  FailureOr<SmallVector<func::FuncOp>> specs =
+      collectKernelSpecs(module, "coat-lower-norms", [](Operation *op) {
         return isa<RMSNormOp, LayerNormOp, RMSNormGradOp, LayerNormGradOp>(op);
       });
-  KernelContainer kernels(module, "coat_norm_kernels", gpu);
+  if (failed(specs))
+    return signalPassFailure();
+  KernelContainer kernels(module, "coat-lower-norms", "coat_norm_kernels", gpu);
   bool failedAny = false;
-  for (func::FuncOp fn : specs) {
+  for (func::FuncOp fn : *specs) {
     int64_t cols = 0;
     FailureOr<NormSpec> spec = analyze(fn, cols);
     if (failed(spec)) {
@@ -1428,7 +1430,8 @@ void CoatLowerNormsPass::runOnOperation() {
   }
   if (failedAny)
     return signalPassFailure();
-  kernels.finish();
+  if (failed(kernels.finish()))
+    return signalPassFailure();
 }
 
 } // namespace

@@ -1045,22 +1045,26 @@ struct CoatLowerLinearPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (failed(checkSpecsAreTopLevel(
+            module, "coat-lower-linear",
+            [](Operation *op) { return isa<LinearOp>(op); })))
+      return signalPassFailure();
     SmallVector<std::pair<func::FuncOp, LinearOp>> specs;
     bool bad = false;
-    module.walk([&](func::FuncOp fn) {
+    for (auto fn : module.getOps<func::FuncOp>()) {
       if (fn.isExternal() || fn.isPrivate())
-        return;
+        continue;
       auto ops = fn.getBody().getOps<LinearOp>();
       if (ops.empty())
-        return;
+        continue;
       if (!llvm::hasSingleElement(ops)) {
         fn.emitError("coat-lower-linear: a kernel-spec function holds one "
                      "coat.linear, this one holds several");
         bad = true;
-        return;
+        continue;
       }
       specs.push_back({fn, *ops.begin()});
-    });
+    }
     if (bad)
       return signalPassFailure();
     if (specs.empty())
@@ -1095,7 +1099,7 @@ struct CoatLowerLinearPass
     FailureOr<bool> gpu = parseKernelTarget(module, "coat-lower-linear", target);
     if (failed(gpu))
       return signalPassFailure();
-    KernelContainer kernels(module, "coat_linear", *gpu);
+    KernelContainer kernels(module, "coat-lower-linear", "coat_linear", *gpu);
     for (auto [fn, op] : specs) {
       FailureOr<GemmProblem> problem = analyze(op);
       if (failed(problem))
@@ -1144,7 +1148,8 @@ struct CoatLowerLinearPass
       else
         lowerTwin(fn, op, *problem, shape, kernels);
     }
-    kernels.finish();
+    if (failed(kernels.finish()))
+      return signalPassFailure();
   }
 
   void lowerSpec(func::FuncOp fn, LinearOp op, const GemmProblem &p,

@@ -698,16 +698,23 @@ void CoatLowerOptimizerPass::runOnOperation() {
   FailureOr<bool> gpu = parseKernelTarget(module, "coat-lower-optimizer", target);
   if (failed(gpu))
     return signalPassFailure();
+  if (failed(checkSpecsAreTopLevel(module, "coat-lower-optimizer",
+                                   [](Operation *op) {
+                                     return isa<AdamWStepOp>(op);
+                                   })))
+    return signalPassFailure();
   SmallVector<std::pair<func::FuncOp, AdamWStepOp>> specs;
   module.walk([&](AdamWStepOp op) {
     auto fn = op->getParentOfType<func::FuncOp>();
     specs.push_back({fn, op});
   });
-  KernelContainer kernels(module, "coat_kernels", *gpu);
+  KernelContainer kernels(module, "coat-lower-optimizer", "coat_kernels",
+                          *gpu);
   for (auto [fn, op] : specs)
     if (failed(lowerSpec(fn, op, *gpu, kernels)))
       return signalPassFailure();
-  kernels.finish();
+  if (failed(kernels.finish()))
+    return signalPassFailure();
 }
 
 } // namespace

@@ -63,3 +63,29 @@ func.func @big_blocks_t(%x: tensor<?x?xbf16>) -> (!coat.qtensor<?x?xf8E4M3FN, pe
   %t = coat.transpose %q : !coat.qtensor<?x?xf8E4M3FN, per_block<256x256>> -> !coat.qtensor<?x?xf8E4M3FN, per_block<256x256>>
   return %q, %t : !coat.qtensor<?x?xf8E4M3FN, per_block<256x256>>, !coat.qtensor<?x?xf8E4M3FN, per_block<256x256>>
 }
+
+// -----
+
+// The kernels go into a new gpu.module @coat_activation_kernels: a symbol of
+// that name already there is reported, not left for the verifier.
+// expected-error @+1 {{coat-lower-activations: symbol @coat_activation_kernels is taken; the pass puts its kernels in a new gpu.module of that name}}
+gpu.module @coat_activation_kernels {
+}
+
+func.func @q(%x: tensor<?x?xbf16>) -> !coat.qtensor<?x?xf8E4M3FN, per_group<128>, scale = bf16> {
+  %q = coat.quantize %x : tensor<?x?xbf16> -> !coat.qtensor<?x?xf8E4M3FN, per_group<128>, scale = bf16>
+  return %q : !coat.qtensor<?x?xf8E4M3FN, per_group<128>, scale = bf16>
+}
+
+// -----
+
+// A spec in a nested module is reported, not silently left unlowered.
+module {
+  module @inner {
+    // expected-error @+1 {{coat-lower-activations: kernel-spec function @nested sits in a nested 'builtin.module' and is not lowered}}
+    func.func @nested(%x: tensor<?x?xbf16>) -> !coat.qtensor<?x?xf8E4M3FN, per_group<128>, scale = bf16> {
+      %q = coat.quantize %x : tensor<?x?xbf16> -> !coat.qtensor<?x?xf8E4M3FN, per_group<128>, scale = bf16>
+      return %q : !coat.qtensor<?x?xf8E4M3FN, per_group<128>, scale = bf16>
+    }
+  }
+}

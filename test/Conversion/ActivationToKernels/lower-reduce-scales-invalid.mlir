@@ -36,3 +36,26 @@ func.func @returns_the_input(%p: tensor<?xf32>) -> tensor<?xf32> {
   // expected-error @+1 {{a scale kernel returns its maximum or the scalar arithmetic on it}}
   return %p : tensor<?xf32>
 }
+
+// -----
+
+// A spec in a nested module is reported, not silently left unlowered.
+module {
+  module @inner {
+    // expected-error @+1 {{coat-lower-reduce-scales: kernel-spec function @nested sits in a nested 'builtin.module' and is not lowered}}
+    func.func @nested(%p: tensor<?xf32>) -> tensor<f32> {
+      %m = coat.reduce_scales %p : tensor<?xf32> -> tensor<f32>
+      return %m : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+// expected-error @+1 {{coat-lower-reduce-scales: symbol @coat_scale_kernels is taken; the pass puts its kernels in a new gpu.module of that name}}
+func.func private @coat_scale_kernels()
+
+func.func @scale(%p: tensor<?xf32>) -> tensor<f32> {
+  %m = coat.reduce_scales %p : tensor<?xf32> -> tensor<f32>
+  return %m : tensor<f32>
+}

@@ -81,3 +81,30 @@ func.func @big_group(%a: tensor<?x?xbf16>, %b: tensor<?x?xbf16>) -> (tensor<?x?x
   %m = coat.absmax %s, per_group<1024> epilogue : tensor<?x?xbf16> -> tensor<?x?xf32>
   return %s, %m : tensor<?x?xbf16>, tensor<?x?xf32>
 }
+
+// -----
+
+// expected-error @+1 {{coat-lower-pointwise: symbol @coat_flow_kernels is taken; the pass puts its kernels in a new gpu.module of that name}}
+func.func private @coat_flow_kernels()
+
+func.func @silu(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>)
+    -> !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16> {
+  %y = coat.silu %x : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>
+      -> !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>
+  return %y : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>
+}
+
+// -----
+
+// A spec in a nested module is reported, not silently left unlowered.
+module {
+  module @inner {
+    // expected-error @+1 {{coat-lower-pointwise: kernel-spec function @nested sits in a nested 'builtin.module' and is not lowered}}
+    func.func @nested(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>)
+        -> !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16> {
+      %y = coat.silu %x : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>
+          -> !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>
+      return %y : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>
+    }
+  }
+}

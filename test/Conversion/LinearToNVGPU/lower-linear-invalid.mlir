@@ -40,3 +40,36 @@ func.func @two_gemms(%x: !coat.qtensor<128x256xf8E4M3FN, per_tensor>,
            !coat.qtensor<512x256xf8E4M3FN, per_tensor> -> tensor<128x512xbf16>
   return %y, %z : tensor<128x512xbf16>, tensor<128x512xbf16>
 }
+
+// -----
+
+// The kernels go into a new gpu.module @coat_linear: a symbol of that name
+// already there is reported, not left for the verifier.
+// expected-error @+1 {{coat-lower-linear: symbol @coat_linear is taken; the pass puts its kernels in a new gpu.module of that name}}
+func.func private @coat_linear()
+
+func.func @fwd(%x: !coat.qtensor<128x256xf8E4M3FN, per_tensor>,
+               %w: !coat.qtensor<512x256xf8E4M3FN, per_tensor>)
+    -> tensor<128x512xbf16> {
+  %y = coat.linear forward %x, %w
+         : !coat.qtensor<128x256xf8E4M3FN, per_tensor>,
+           !coat.qtensor<512x256xf8E4M3FN, per_tensor> -> tensor<128x512xbf16>
+  return %y : tensor<128x512xbf16>
+}
+
+// -----
+
+// A spec in a nested module is reported, not silently left unlowered.
+module {
+module @inner {
+  // expected-error @+1 {{coat-lower-linear: kernel-spec function @nested sits in a nested 'builtin.module' and is not lowered; kernel specs are top-level functions of the module the pass runs on}}
+  func.func @nested(%x: !coat.qtensor<128x256xf8E4M3FN, per_tensor>,
+                    %w: !coat.qtensor<512x256xf8E4M3FN, per_tensor>)
+      -> tensor<128x512xbf16> {
+    %y = coat.linear forward %x, %w
+           : !coat.qtensor<128x256xf8E4M3FN, per_tensor>,
+             !coat.qtensor<512x256xf8E4M3FN, per_tensor> -> tensor<128x512xbf16>
+    return %y : tensor<128x512xbf16>
+  }
+}
+}

@@ -19,3 +19,37 @@ func.func @extra(%p: tensor<?xf32>, %g: tensor<?xf32>, %m: !q, %v: !q,
   %x = arith.addf %t, %lr : f32
   return %p2, %m2, %v2 : tensor<?xf32>, !q, !q
 }
+
+// -----
+
+!q = !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>
+
+// expected-error @+1 {{coat-lower-optimizer: symbol @coat_kernels is taken; the pass puts its kernels in a new gpu.module of that name}}
+func.func private @coat_kernels()
+
+func.func @step(%p: tensor<?xf32>, %g: tensor<?xf32>, %m: !q, %v: !q,
+    %t: f32, %lr: f32, %b1: f32, %b2: f32, %eps: f32, %wd: f32)
+    -> (tensor<?xf32>, !q, !q) {
+  %p2, %m2, %v2 = coat.adamw_step %p, %g, %m, %v, %t, %lr, %b1, %b2, %eps, %wd
+      : tensor<?xf32>, tensor<?xf32>, !q, !q
+  return %p2, %m2, %v2 : tensor<?xf32>, !q, !q
+}
+
+// -----
+
+!q = !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>
+
+// A spec in a nested module is reported, not silently left unlowered (nor
+// lowered into the outer module's kernels).
+module {
+  module @inner {
+    // expected-error @+1 {{coat-lower-optimizer: kernel-spec function @nested sits in a nested 'builtin.module' and is not lowered}}
+    func.func @nested(%p: tensor<?xf32>, %g: tensor<?xf32>, %m: !q, %v: !q,
+        %t: f32, %lr: f32, %b1: f32, %b2: f32, %eps: f32, %wd: f32)
+        -> (tensor<?xf32>, !q, !q) {
+      %p2, %m2, %v2 = coat.adamw_step %p, %g, %m, %v, %t, %lr, %b1, %b2, %eps, %wd
+          : tensor<?xf32>, tensor<?xf32>, !q, !q
+      return %p2, %m2, %v2 : tensor<?xf32>, !q, !q
+    }
+  }
+}
