@@ -993,6 +993,22 @@ void GemmKernelBuilder::storeFp8Groups(ArrayRef<Value> accs, Value scale,
   }
 }
 
+/// The GPU kernel's TMA maps take the K-major operands as byte matrices
+/// whose rows are K bytes apart, which TMA needs to be a multiple of 16. The
+/// runtime checks this at launch; a static K is checked here.
+LogicalResult checkStaticK(LinearOp op) {
+  auto lhs = cast<ShapedType>(op.getLhs().getType());
+  auto rhs = cast<ShapedType>(op.getRhs().getType());
+  int64_t k = ShapedType::isDynamic(lhs.getDimSize(1)) ? rhs.getDimSize(1)
+                                                       : lhs.getDimSize(1);
+  if (!ShapedType::isDynamic(k) && k % 16 != 0)
+    return op.emitOpError("coat-lower-linear: K = ")
+           << k << " is not a multiple of 16; the GPU GEMM loads the K-major "
+              "FP8 operands with TMA, whose row pitch (K bytes) must be a "
+              "multiple of 16 bytes";
+  return success();
+}
+
 /// Reads the operand and result types of `op` into a GemmProblem, or
 /// reports (on the op) what the lowering does not handle.
 FailureOr<GemmProblem> analyze(LinearOp op) {
@@ -1103,6 +1119,8 @@ struct CoatLowerLinearPass
     for (auto [fn, op] : specs) {
       FailureOr<GemmProblem> problem = analyze(op);
       if (failed(problem))
+        return signalPassFailure();
+      if (*gpu && failed(checkStaticK(op)))
         return signalPassFailure();
       GemmShape shape = g;
       // Without explicit tiles, a spec with a static M picks by shape: tall

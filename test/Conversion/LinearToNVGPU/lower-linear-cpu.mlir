@@ -72,3 +72,18 @@ func.func @fwd_bf16_scales(%x: !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = b
 }
 
 // TARGET: coat-lower-linear: target must be
+
+// -----
+
+// The CPU twin reads the codes from memrefs, not with TMA: K need not be a
+// multiple of 16 there.
+// CHECK-LABEL: func.func @k_8(
+// CHECK-SAME: coat.kernel =
+func.func @k_8(%x: !coat.qtensor<128x8xf8E4M3FN, per_tensor>,
+               %w: !coat.qtensor<512x8xf8E4M3FN, per_tensor>)
+    -> tensor<128x512xbf16> {
+  %y = coat.linear forward %x, %w
+         : !coat.qtensor<128x8xf8E4M3FN, per_tensor>,
+           !coat.qtensor<512x8xf8E4M3FN, per_tensor> -> tensor<128x512xbf16>
+  return %y : tensor<128x512xbf16>
+}

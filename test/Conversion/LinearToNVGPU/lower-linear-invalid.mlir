@@ -43,6 +43,34 @@ func.func @two_gemms(%x: !coat.qtensor<128x256xf8E4M3FN, per_tensor>,
 
 // -----
 
+// The GPU GEMM reads the operands with TMA, whose rows (K FP8 bytes) are a
+// multiple of 16 bytes apart: a static K that is not is refused here, not at
+// launch.
+func.func @k_not_multiple_of_16(%x: !coat.qtensor<128x8xf8E4M3FN, per_tensor>,
+                                %w: !coat.qtensor<512x8xf8E4M3FN, per_tensor>)
+    -> tensor<128x512xbf16> {
+  // expected-error @+1 {{'coat.linear' op coat-lower-linear: K = 8 is not a multiple of 16; the GPU GEMM loads the K-major FP8 operands with TMA, whose row pitch (K bytes) must be a multiple of 16 bytes}}
+  %y = coat.linear forward %x, %w
+         : !coat.qtensor<128x8xf8E4M3FN, per_tensor>,
+           !coat.qtensor<512x8xf8E4M3FN, per_tensor> -> tensor<128x512xbf16>
+  return %y : tensor<128x512xbf16>
+}
+
+// -----
+
+// K static on one operand only.
+func.func @k_static_on_weight(%x: !coat.qtensor<?x?xf8E4M3FN, per_tensor>,
+                              %w: !coat.qtensor<512x40xf8E4M3FN, per_tensor>)
+    -> tensor<?x512xbf16> {
+  // expected-error @+1 {{K = 40 is not a multiple of 16}}
+  %y = coat.linear forward %x, %w
+         : !coat.qtensor<?x?xf8E4M3FN, per_tensor>,
+           !coat.qtensor<512x40xf8E4M3FN, per_tensor> -> tensor<?x512xbf16>
+  return %y : tensor<?x512xbf16>
+}
+
+// -----
+
 // The kernels go into a new gpu.module @coat_linear: a symbol of that name
 // already there is reported, not left for the verifier.
 // expected-error @+1 {{coat-lower-linear: symbol @coat_linear is taken; the pass puts its kernels in a new gpu.module of that name}}
