@@ -33,3 +33,20 @@ def fixture_module_dir(tmp_path):
 
 def torch_or_skip():
     return pytest.importorskip("torch", reason="torch is not installed")
+
+
+@pytest.fixture(scope="module")
+def cpu_cache(tmp_path_factory):
+    """A fresh kernel cache (COAT_KERNEL_CACHE) for the module's tests, where
+    coat.nn compiles the programs it needs with coat-opt; skips without it."""
+    from coat import _paths
+
+    if not _paths.find_coat_opt():
+        pytest.skip("coat-opt is not built")
+    old = os.environ.get("COAT_KERNEL_CACHE")
+    os.environ["COAT_KERNEL_CACHE"] = str(tmp_path_factory.mktemp("kernels"))
+    yield
+    if old is None:
+        os.environ.pop("COAT_KERNEL_CACHE")
+    else:
+        os.environ["COAT_KERNEL_CACHE"] = old

@@ -14,7 +14,6 @@ by scripts/compile_model.py and found through $COAT_KERNELS.
 """
 
 import copy
-import os
 
 import pytest
 
@@ -24,25 +23,12 @@ torch = torch_or_skip()
 
 import coat  # noqa: E402
 import coat.nn as cnn  # noqa: E402
-from coat import _paths, llama, programs  # noqa: E402
+from coat import llama, programs  # noqa: E402
 
 TOL = 0.2
 TINY = llama.LlamaConfig(vocab=256, hidden=64, ffn=160, layers=2, heads=4, kv_heads=2)
 CUDA_CFG = llama.LlamaConfig(vocab=256, hidden=1024, ffn=2816, layers=2, heads=16,
                              kv_heads=16)
-
-
-@pytest.fixture(scope="module")
-def cpu_cache(tmp_path_factory):
-    if not _paths.find_coat_opt():
-        pytest.skip("coat-opt is not built")
-    old = os.environ.get("COAT_KERNEL_CACHE")
-    os.environ["COAT_KERNEL_CACHE"] = str(tmp_path_factory.mktemp("kernels"))
-    yield
-    if old is None:
-        os.environ.pop("COAT_KERNEL_CACHE")
-    else:
-        os.environ["COAT_KERNEL_CACHE"] = old
 
 
 def cuda_or_skip(cfg):

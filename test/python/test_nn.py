@@ -32,19 +32,6 @@ TINY = (64, 160)      # compiled for the CPU tests
 DEMO = (1024, 2816)   # compiled by scripts/demo.sh (coat.programs config)
 
 
-@pytest.fixture(scope="module")
-def cpu_cache(tmp_path_factory):
-    if not _paths.find_coat_opt():
-        pytest.skip("coat-opt is not built")
-    old = os.environ.get("COAT_KERNEL_CACHE")
-    os.environ["COAT_KERNEL_CACHE"] = str(tmp_path_factory.mktemp("kernels"))
-    yield
-    if old is None:
-        os.environ.pop("COAT_KERNEL_CACHE")
-    else:
-        os.environ["COAT_KERNEL_CACHE"] = old
-
-
 def cuda_block_or_skip():
     if not torch.cuda.is_available():
         pytest.skip("CUDA is not available")

@@ -13,7 +13,6 @@ tests use the hidden-1024 programs that scripts/demo.sh compiles (found
 through $COAT_KERNELS or build/demo).
 """
 
-import os
 
 import pytest
 
@@ -22,22 +21,8 @@ from conftest import torch_or_skip
 torch = torch_or_skip()
 
 import coat.nn as cnn  # noqa: E402
-from coat import _paths  # noqa: E402
 
 F = torch.nn.functional
-
-
-@pytest.fixture(scope="module")
-def cpu_cache(tmp_path_factory):
-    if not _paths.find_coat_opt():
-        pytest.skip("coat-opt is not built")
-    old = os.environ.get("COAT_KERNEL_CACHE")
-    os.environ["COAT_KERNEL_CACHE"] = str(tmp_path_factory.mktemp("kernels"))
-    yield
-    if old is None:
-        os.environ.pop("COAT_KERNEL_CACHE")
-    else:
-        os.environ["COAT_KERNEL_CACHE"] = old
 
 
 def rel(a, b):

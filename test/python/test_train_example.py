@@ -5,7 +5,6 @@ The GPU run is docs/training.md's."""
 
 import importlib.util
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -15,7 +14,6 @@ from conftest import torch_or_skip
 
 torch = torch_or_skip()
 
-from coat import _paths  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,16 +27,8 @@ def load(path: Path, name: str):
 
 
 @pytest.fixture(scope="module")
-def example(tmp_path_factory):
-    if not _paths.find_coat_opt():
-        pytest.skip("coat-opt is not built")
-    old = os.environ.get("COAT_KERNEL_CACHE")
-    os.environ["COAT_KERNEL_CACHE"] = str(tmp_path_factory.mktemp("kernels"))
-    yield load(ROOT / "examples" / "train_llama.py", "train_llama")
-    if old is None:
-        os.environ.pop("COAT_KERNEL_CACHE")
-    else:
-        os.environ["COAT_KERNEL_CACHE"] = old
+def example(cpu_cache):
+    return load(ROOT / "examples" / "train_llama.py", "train_llama")
 
 
 def test_corpus_split_is_by_file_and_stable(example):
