@@ -7,39 +7,15 @@ compiler cannot take the Python process down; it becomes a CompileError.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-from typing import Optional, Sequence
+from typing import Optional
 
 from . import _paths
-
-
-class CompileError(RuntimeError):
-    """coat-opt (or the CPU link step) failed; ``diagnostics`` holds its
-    output, ``command`` the argv that ran."""
-
-    def __init__(self, message: str, diagnostics: str = "", command: Sequence[str] = (),
-                 returncode: Optional[int] = None):
-        full = message
-        if diagnostics.strip():
-            full += "\n" + diagnostics.rstrip()
-        super().__init__(full)
-        self.diagnostics = diagnostics
-        self.command = list(command)
-        self.returncode = returncode
+from ._compile_error import CompileError, _describe_exit
 
 
 def _looks_like_path(s: str) -> bool:
     return "\n" not in s and len(s) < 4096 and (s.endswith(".mlir") or os.path.exists(s))
-
-
-def _describe_exit(rc: int) -> str:
-    if rc < 0:
-        try:
-            return f"killed by signal {signal.Signals(-rc).name}"
-        except ValueError:
-            return f"killed by signal {-rc}"
-    return f"exit status {rc}"
 
 
 def shared_library_for(object_path: str) -> str:
@@ -86,6 +62,8 @@ def compile(source: str, out_dir: str, *, chip: Optional[str] = None,
 
     Raises CompileError with the compiler's diagnostics on failure.
     """
+    # Imported here, not at the top: coat.toolchain reads $COAT_LLVM_BIN when
+    # imported, and `import coat` should not fix it that early.
     from .toolchain import Toolchain
 
     os.makedirs(out_dir, exist_ok=True)

@@ -35,109 +35,22 @@ torch.distributed.checkpoint can save it sharded or gather it full.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import torch
 
 from . import _dist, _dtypes, _paths
+from ._optim_fsdp import FSDPStorageMixin
+from ._optim_layout import _MOMENTS, _STATE_KEYS, QuantConfig, _Bucket, _param_name
+from ._optim_state import StateDictMixin
 from .manifest import ManifestError
 from .runtime import Kernel, Module, load
 
 __all__ = ["FP8AdamW", "QuantConfig"]
 
-_MOMENTS = ("m", "v")
-# torch-convention state keys (COAT §2.2) per moment and field
-_STATE_KEYS = {
-    ("m", "codes"): "exp_avg", ("m", "scale"): "scale_exp_avg",
-    ("m", "k"): "expand_exp_avg", ("m", "c"): "sqrt_minmax_exp_avg",
-    ("v", "codes"): "exp_avg_sq", ("v", "scale"): "scale_exp_avg_sq",
-    ("v", "k"): "expand_exp_avg_sq", ("v", "c"): "sqrt_minmax_exp_avg_sq",
-}
 # initial values of the per-group metadata (docs/optimizer-numerics.md §1)
 _INIT = {"scale": 0.0, "k": 1.0, "c": 1.0}
-
-
-@dataclasses.dataclass(frozen=True)
-class QuantConfig:
-    """The optimizer-wide quantization settings, i.e. the kernel's config."""
-
-    m_format: str = "e4m3"
-    v_format: str = "e4m3"
-    m_expand: bool = True
-    v_expand: bool = True
-    group_size: int = 128
-    expand_min: int = 16
-    mode: str = "fixed"
-
-    def fmt(self, moment: str) -> str:
-        return self.m_format if moment == "m" else self.v_format
-
-    def expand(self, moment: str) -> bool:
-        return self.m_expand if moment == "m" else self.v_expand
-
-    def fields(self, moment: str) -> Tuple[str, ...]:
-        return ("codes", "scale", "k", "c") if self.expand(moment) else ("codes", "scale")
-
-    def kernel_config(self, dtype: str) -> Dict[str, Any]:
-        """What a manifest kernel's config must contain to serve this."""
-        cfg: Dict[str, Any] = {
-            "param": dtype, "grad": dtype,
-            "m": {"format": self.m_format, "expand": self.m_expand},
-            "v": {"format": self.v_format, "expand": self.v_expand},
-            "group_size": self.group_size, "mode": self.mode,
-        }
-        if self.m_expand or self.v_expand:
-            cfg["expand_min"] = self.expand_min
-        return cfg
-
-
-@dataclasses.dataclass
-class _Bucket:
-    group: int
-    dtype: str  # manifest dtype of params and grads
-    device: torch.device
-    params: List[torch.nn.Parameter]
-    indices: List[int]  # global parameter indices (state_dict numbering)
-    offsets: List[int]  # element offset of each tensor in the flat buffers
-    numel: int  # padded total = n of the launch
-    param: torch.Tensor
-    grad: torch.Tensor
-    state: Dict[Tuple[str, str], torch.Tensor]  # (moment, field) -> flat buffer
-    # DTensor parameters: their shard layout (None for plain tensors)
-    layouts: List[Optional[_dist.ShardLayout]] = dataclasses.field(default_factory=list)
-
-    def local_shape(self, i: int) -> Tuple[int, ...]:
-        lay = self.layouts[i]
-        return lay.local_shape if lay is not None else tuple(self.params[i].shape)
-
-    def local_numel(self, i: int) -> int:
-        n = 1
-        for d in self.local_shape(i):
-            n *= d
-        return n
-
-    def grad_view(self, i: int) -> torch.Tensor:
-        o = self.offsets[i]
-        return self.grad[o:o + self.local_numel(i)].view(self.local_shape(i))
-
-    def param_view(self, i: int) -> torch.Tensor:
-        o = self.offsets[i]
-        return self.param[o:o + self.local_numel(i)].view(self.local_shape(i))
-
-    def grad_for(self, i: int) -> torch.Tensor:
-        """What p.grad is set to: the flat-buffer view, wrapped as a DTensor
-        like the parameter for DTensor parameters."""
-        v = self.grad_view(i)
-        lay = self.layouts[i]
-        if lay is None:
-            return v
-        return _dist.state_dtensor(v, lay, lay.global_shape)
-
-
-def _param_name(index: int, p: torch.Tensor) -> str:
-    return f"parameter {index} (shape {tuple(p.shape)})"
 
 
 def describe(layout: torch.Tensor) -> str:
@@ -151,7 +64,9 @@ def _round_up(x: int, g: int) -> int:
 KernelSource = Union[None, str, os.PathLike, Module, Sequence[Union[str, os.PathLike, Module]]]
 
 
-class FP8AdamW(torch.optim.Optimizer):
+# state_dict / load_state_dict (coat._optim_state) and share_fsdp_storage (coat._optim_fsdp)
+# come from the mixins, which keeps this module to building and stepping the buckets.
+class FP8AdamW(StateDictMixin, FSDPStorageMixin, torch.optim.Optimizer):
     """AdamW with FP8 moments, per-group scales and optional Dynamic Range
     Expansion (COAT). ``expand`` is a bool or an (m, v) pair. ``kernels`` is a
     compiled module (coat.Module or its folder) or a list of them holding the
@@ -447,13 +362,6 @@ class FP8AdamW(torch.optim.Optimizer):
                 loc.copy_(b.param_view(i))
         return loss
 
-    def _slot_holds(self, b: _Bucket, i: int) -> bool:
-        """Whether DTensor parameter i's local shard already lives in its slot
-        (share_fsdp_storage), so nothing needs staging."""
-        loc = _dist.local_tensor(b.params[i])
-        return (loc.data_ptr() == b.param.data_ptr() + b.offsets[i] * b.param.element_size()
-                and tuple(loc.shape) == b.local_shape(i) and loc.is_contiguous())
-
     @torch.no_grad()
     def _stage_in(self, b: _Bucket) -> List[Tuple[int, torch.Tensor]]:
         """Copies the local shards of DTensor parameters that do not live in
@@ -470,217 +378,6 @@ class FP8AdamW(torch.optim.Optimizer):
             b.param_view(i).copy_(loc)
             staged.append((i, loc))
         return staged
-
-    @torch.no_grad()
-    def share_fsdp_storage(self, model: torch.nn.Module) -> int:
-        """Makes FSDP2 (``fully_shard``) keep the sharded parameters of
-        ``model`` that this optimizer steps inside the optimizer's flat buffer
-        slots, so step() copies nothing and the optimizer holds no second copy
-        of the fp32 shards. Returns how many parameters now share storage.
-
-        Uses FSDP2's internal per-parameter record (``FSDPParam``): its padded
-        shard ``_sharded_param_data`` (what FSDP2 all-gathers) and the
-        DTensor's local tensor become views of the slot. Parameters for which
-        that record does not look as expected (CPU offload, non-dim-0 sharding,
-        another torch layout) are left alone and keep being staged."""
-        where: Dict[int, Tuple[_Bucket, int]] = {}
-        for b in self._buckets:
-            for i, p in enumerate(b.params):
-                if b.layouts[i] is not None:
-                    where[id(p)] = (b, i)
-        shared = 0
-        for fp in _dist.fsdp_params(model):
-            p = getattr(fp, "sharded_param", None)
-            if id(p) not in where:
-                continue
-            b, i = where[id(p)]
-            data = getattr(fp, "_sharded_param_data", None)
-            placement = getattr(fp, "fsdp_placement", None)
-            state = getattr(getattr(fp, "sharded_state", None), "name", None)
-            if (type(data) is not torch.Tensor or getattr(fp, "offload_to_cpu", False)
-                    or state != "SHARDED" or getattr(placement, "dim", None) != 0
-                    or data.numel() != b.layouts[i].padded_numel or data.dtype != b.param.dtype
-                    or data.device != b.param.device):
-                continue
-            o, k = b.offsets[i], b.local_numel(i)
-            slot = b.param[o:o + data.numel()]
-            slot.copy_(data)
-            fp._sharded_param_data = slot
-            p._local_tensor = slot[:k].view(b.local_shape(i))
-            if not self._slot_holds(b, i):  # pragma: no cover - defensive
-                raise RuntimeError(f"FP8AdamW: could not place {_param_name(b.indices[i], p)} "
-                                   "in its slot")
-            shared += 1
-        return shared
-
-    # ---- state dict ----------------------------------------------------------
-
-    def state_dict(self) -> Dict[str, Any]:
-        """torch layout ("state" keyed by parameter index, "param_groups")
-        whose per-parameter entries are views of the live FP8 state (codes
-        as float8 or uint8), plus "coat": the quantization config and the
-        per-group step counts. Save it with torch.save; it round-trips
-        bit-exactly through load_state_dict.
-
-        DTensor parameters (FSDP2): their entries are DTensors over the
-        parameter's mesh -- codes as uint8 shaped like the parameter, each
-        per-group metadata field as a 1-D tensor of (shard ranks x groups per
-        slot) elements, evenly Shard(0)-ed -- plus "coat_layout", so that
-        torch.distributed.checkpoint saves them sharded
-        (get_optimizer_state_dict) or gathers them whole (full_state_dict)."""
-        sd = super().state_dict()
-        dist_index = {idx: (b, i) for b in self._buckets for i, idx in enumerate(b.indices)
-                      if b.layouts[i] is not None}
-        if dist_index:
-            sd["state"] = {k: (self._distributed_entry(*dist_index[k], v) if k in dist_index
-                               else v) for k, v in sd["state"].items()}
-        sd["coat"] = {"format_version": 1, "config": dataclasses.asdict(self.qconfig),
-                      "steps": list(self._steps)}
-        return sd
-
-    def _distributed_entry(self, b: _Bucket, i: int, st: Dict[str, Any]) -> Dict[str, Any]:
-        lay = b.layouts[i]
-        G = self.qconfig.group_size
-        codes_keys = {_STATE_KEYS[(m, "codes")] for m in _MOMENTS}
-        out: Dict[str, Any] = {}
-        for key, t in st.items():
-            if key == "step":
-                out[key] = t
-            elif key in codes_keys:
-                out[key] = _dist.state_dtensor(_dtypes.codes_as_uint8(t), lay, lay.global_shape)
-            else:
-                out[key] = _dist.state_dtensor(t, lay, (lay.world * lay.groups(G),))
-        # On the state's device: DCP's full-state load requires every tensor
-        # of more than 0 dims to be on one device.
-        out[_dist.LAYOUT_KEY] = _dist.layout_tensor(lay, b.local_numel(i), G,
-                                                    self.qconfig).to(b.device)
-        return out
-
-    @torch.no_grad()
-    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
-        """Loads a state_dict of this class: one from state_dict() (plain or
-        with DTensor entries), one that torch.distributed.checkpoint's
-        set_optimizer_state_dict hands over (no "coat" entry: the step counts
-        then come from the "step" entries), or a full (gathered) one whose
-        entries are whole tensors, of which each rank takes its shard. The
-        FP8 state of a sharded parameter loads only into the same shard
-        layout (docs/fsdp.md)."""
-        coat = state_dict.get("coat")
-        if coat is not None:
-            saved_cfg = QuantConfig(**coat["config"])
-            if saved_cfg != self.qconfig:
-                raise ValueError(f"state_dict was saved with {saved_cfg}, this optimizer uses "
-                                 f"{self.qconfig}")
-        if "state" not in state_dict or "param_groups" not in state_dict:
-            raise ValueError("not an optimizer state_dict (needs 'state' and 'param_groups')")
-        if coat is None and not any(isinstance(v, dict) and "scale_exp_avg" in v
-                                    for v in state_dict["state"].values()):
-            raise ValueError("not an FP8AdamW state_dict (no 'coat' entry and no FP8 state "
-                             "entries such as 'scale_exp_avg')")
-        groups = state_dict["param_groups"]
-        if len(groups) != len(self.param_groups):
-            raise ValueError(f"state_dict has {len(groups)} parameter groups, this optimizer "
-                             f"has {len(self.param_groups)}")
-        for gi, (saved, mine) in enumerate(zip(groups, self.param_groups)):
-            if len(saved["params"]) != len(mine["params"]):
-                raise ValueError(f"parameter group {gi}: state_dict has {len(saved['params'])} "
-                                 f"parameters, this optimizer has {len(mine['params'])}")
-        saved_state = state_dict["state"]
-        where = {id(p): (b, i) for b in self._buckets for i, p in enumerate(b.params)}
-        # Map saved ids to our parameters in order (torch's convention).
-        id_map = {}
-        for saved, mine in zip(groups, self.param_groups):
-            id_map.update(zip(saved["params"], mine["params"]))
-        # Validate everything before writing anything.
-        plan = []
-        for sid, p in id_map.items():
-            if sid not in saved_state:
-                raise ValueError(f"state_dict has no state for parameter {sid}")
-            src, dst = saved_state[sid], self.state[p]
-            b, i = where[id(p)]
-            self._check_layout(sid, src, b, i)
-            extra = set(src) - set(dst) - {_dist.LAYOUT_KEY}
-            if extra:
-                raise ValueError(f"parameter {sid}: state_dict has {sorted(extra)}, which this "
-                                 f"optimizer ({self.qconfig}) does not keep")
-            for key, d in dst.items():
-                if key == "step":
-                    continue
-                if key not in src:
-                    raise ValueError(f"parameter {sid}: state_dict lacks {key!r}")
-                s = self._local_part(sid, key, src[key], b, i)
-                if tuple(s.shape) != tuple(d.shape):
-                    raise ValueError(f"parameter {sid}: {key!r} has shape {tuple(s.shape)}, "
-                                     f"expected {tuple(d.shape)}")
-                plan.append((d, s))
-        steps = []
-        for gi, (saved, mine) in enumerate(zip(groups, self.param_groups)):
-            if coat is not None:
-                steps.append(int(coat["steps"][gi]))
-                continue
-            counts = {self._step_value(saved_state[sid]["step"]) for sid in saved["params"]
-                      if "step" in saved_state.get(sid, {})}
-            if len(counts) != 1:
-                raise ValueError(f"parameter group {gi}: cannot tell the step count from the "
-                                 f"'step' entries (found {sorted(counts)})")
-            steps.append(counts.pop())
-        for d, s in plan:
-            if d.dtype in (torch.float32,):
-                d.copy_(s)
-            else:  # FP8 codes: copy the bits, whatever dtype they were saved as
-                _dtypes.codes_as_uint8(d).copy_(_dtypes.codes_as_uint8(s))
-        for gi, (saved, mine) in enumerate(zip(groups, self.param_groups)):
-            for k, v in saved.items():
-                if k != "params":
-                    mine[k] = v
-            self._steps[gi] = steps[gi]
-            self._step_tensors[gi].fill_(float(self._steps[gi]))
-
-    @staticmethod
-    def _step_value(x: Any) -> int:
-        if _dist.is_dtensor(x):
-            x = _dist.local_tensor(x)
-        return int(float(x.item()) if isinstance(x, torch.Tensor) else float(x))
-
-    def _check_layout(self, sid: Any, src: Dict[str, Any], b: _Bucket, i: int) -> None:
-        lay = b.layouts[i]
-        G = self.qconfig.group_size
-        mine = _dist.layout_tensor(lay, b.local_numel(i), G, self.qconfig)
-        saved = src.get(_dist.LAYOUT_KEY)
-        if saved is None:
-            # Saved by a non-distributed FP8AdamW: one shard of the whole tensor.
-            if lay is not None and lay.world != 1:
-                raise ValueError(
-                    f"parameter {sid}: the state_dict holds unsharded FP8 state, this optimizer "
-                    f"steps {describe(mine)}; the 1x{G} groups differ, so the FP8 state "
-                    "cannot be moved bit-exactly (load it with the same shard layout)")
-            return
-        saved = _dist.local_tensor(saved).detach().to("cpu", torch.int64).reshape(-1)
-        if not torch.equal(saved, mine):
-            raise ValueError(f"parameter {sid}: FP8 state was saved for {describe(saved)}, this "
-                             f"optimizer has {describe(mine)}; FP8AdamW state loads only into "
-                             "the same shard layout and configuration (docs/fsdp.md)")
-
-    def _local_part(self, sid: Any, key: str, s: Any, b: _Bucket, i: int) -> torch.Tensor:
-        """This rank's part of a saved state entry: a DTensor's local tensor,
-        or the rank's rows / groups of a whole (gathered) tensor."""
-        if not isinstance(s, torch.Tensor):
-            raise ValueError(f"parameter {sid}: {key!r} is a {type(s).__name__}, not a tensor")
-        if _dist.is_dtensor(s):
-            return _dist.local_tensor(s)
-        lay = b.layouts[i]
-        if lay is None or lay.world == 1:
-            return s
-        G = self.qconfig.group_size
-        if key in {_STATE_KEYS[(m, "codes")] for m in _MOMENTS}:
-            if tuple(s.shape) != lay.global_shape:
-                return s  # reported as a shape mismatch by the caller
-            start, stop = lay.row_range()
-            return s[start:stop]
-        L = lay.groups(G)
-        if s.dim() != 1 or s.numel() != lay.world * L:
-            return s
-        return s[lay.rank * L:(lay.rank + 1) * L]
 
     # ---- introspection -------------------------------------------------------
 

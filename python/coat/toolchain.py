@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from . import _paths
-from .compiler import CompileError, _describe_exit
+from ._compile_error import CompileError, _describe_exit
 
 LLVM_BIN = Path(os.environ.get("COAT_LLVM_BIN", "/usr/lib/llvm-22/bin"))
 

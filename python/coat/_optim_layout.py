@@ -1,0 +1,103 @@
+"""What FP8AdamW is built from: the quantization config, the buckets of flat
+buffers and the torch-convention state keys. Apart from coat.optim so that
+its state_dict and FSDP code (coat._optim_state, coat._optim_fsdp) can use
+them without importing coat.optim, which imports those modules."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Dict, List, Optional, Tuple
+
+import torch
+
+from . import _dist
+
+_MOMENTS = ("m", "v")
+# torch-convention state keys (COAT §2.2) per moment and field
+_STATE_KEYS = {
+    ("m", "codes"): "exp_avg", ("m", "scale"): "scale_exp_avg",
+    ("m", "k"): "expand_exp_avg", ("m", "c"): "sqrt_minmax_exp_avg",
+    ("v", "codes"): "exp_avg_sq", ("v", "scale"): "scale_exp_avg_sq",
+    ("v", "k"): "expand_exp_avg_sq", ("v", "c"): "sqrt_minmax_exp_avg_sq",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class QuantConfig:
+    """The optimizer-wide quantization settings, i.e. the kernel's config."""
+
+    m_format: str = "e4m3"
+    v_format: str = "e4m3"
+    m_expand: bool = True
+    v_expand: bool = True
+    group_size: int = 128
+    expand_min: int = 16
+    mode: str = "fixed"
+
+    def fmt(self, moment: str) -> str:
+        return self.m_format if moment == "m" else self.v_format
+
+    def expand(self, moment: str) -> bool:
+        return self.m_expand if moment == "m" else self.v_expand
+
+    def fields(self, moment: str) -> Tuple[str, ...]:
+        return ("codes", "scale", "k", "c") if self.expand(moment) else ("codes", "scale")
+
+    def kernel_config(self, dtype: str) -> Dict[str, Any]:
+        """What a manifest kernel's config must contain to serve this."""
+        cfg: Dict[str, Any] = {
+            "param": dtype, "grad": dtype,
+            "m": {"format": self.m_format, "expand": self.m_expand},
+            "v": {"format": self.v_format, "expand": self.v_expand},
+            "group_size": self.group_size, "mode": self.mode,
+        }
+        if self.m_expand or self.v_expand:
+            cfg["expand_min"] = self.expand_min
+        return cfg
+
+
+@dataclasses.dataclass
+class _Bucket:
+    group: int
+    dtype: str  # manifest dtype of params and grads
+    device: torch.device
+    params: List[torch.nn.Parameter]
+    indices: List[int]  # global parameter indices (state_dict numbering)
+    offsets: List[int]  # element offset of each tensor in the flat buffers
+    numel: int  # padded total = n of the launch
+    param: torch.Tensor
+    grad: torch.Tensor
+    state: Dict[Tuple[str, str], torch.Tensor]  # (moment, field) -> flat buffer
+    # DTensor parameters: their shard layout (None for plain tensors)
+    layouts: List[Optional[_dist.ShardLayout]] = dataclasses.field(default_factory=list)
+
+    def local_shape(self, i: int) -> Tuple[int, ...]:
+        lay = self.layouts[i]
+        return lay.local_shape if lay is not None else tuple(self.params[i].shape)
+
+    def local_numel(self, i: int) -> int:
+        n = 1
+        for d in self.local_shape(i):
+            n *= d
+        return n
+
+    def grad_view(self, i: int) -> torch.Tensor:
+        o = self.offsets[i]
+        return self.grad[o:o + self.local_numel(i)].view(self.local_shape(i))
+
+    def param_view(self, i: int) -> torch.Tensor:
+        o = self.offsets[i]
+        return self.param[o:o + self.local_numel(i)].view(self.local_shape(i))
+
+    def grad_for(self, i: int) -> torch.Tensor:
+        """What p.grad is set to: the flat-buffer view, wrapped as a DTensor
+        like the parameter for DTensor parameters."""
+        v = self.grad_view(i)
+        lay = self.layouts[i]
+        if lay is None:
+            return v
+        return _dist.state_dtensor(v, lay, lay.global_shape)
+
+
+def _param_name(index: int, p: torch.Tensor) -> str:
+    return f"parameter {index} (shape {tuple(p.shape)})"

@@ -1,0 +1,187 @@
+"""FP8AdamW's state_dict and load_state_dict (coat.optim): torch's layout plus
+the quantization config and step counts, DTensor entries for FSDP2
+parameters, and loading a plain, a DCP-handed or a full (gathered) one."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Dict
+
+import torch
+
+from . import _dist, _dtypes
+from ._optim_layout import _MOMENTS, _STATE_KEYS, QuantConfig, _Bucket
+
+
+class StateDictMixin:
+    """FP8AdamW's state_dict machinery. It reads the optimizer's qconfig,
+    _buckets, _steps and _step_tensors, so it serves FP8AdamW only, placed
+    before torch.optim.Optimizer, whose state_dict it extends."""
+
+    def state_dict(self) -> Dict[str, Any]:
+        """torch layout ("state" keyed by parameter index, "param_groups")
+        whose per-parameter entries are views of the live FP8 state (codes
+        as float8 or uint8), plus "coat": the quantization config and the
+        per-group step counts. Save it with torch.save; it round-trips
+        bit-exactly through load_state_dict.
+
+        DTensor parameters (FSDP2): their entries are DTensors over the
+        parameter's mesh -- codes as uint8 shaped like the parameter, each
+        per-group metadata field as a 1-D tensor of (shard ranks x groups per
+        slot) elements, evenly Shard(0)-ed -- plus "coat_layout", so that
+        torch.distributed.checkpoint saves them sharded
+        (get_optimizer_state_dict) or gathers them whole (full_state_dict)."""
+        sd = super().state_dict()
+        dist_index = {idx: (b, i) for b in self._buckets for i, idx in enumerate(b.indices)
+                      if b.layouts[i] is not None}
+        if dist_index:
+            sd["state"] = {k: (self._distributed_entry(*dist_index[k], v) if k in dist_index
+                               else v) for k, v in sd["state"].items()}
+        sd["coat"] = {"format_version": 1, "config": dataclasses.asdict(self.qconfig),
+                      "steps": list(self._steps)}
+        return sd
+
+    def _distributed_entry(self, b: _Bucket, i: int, st: Dict[str, Any]) -> Dict[str, Any]:
+        lay = b.layouts[i]
+        G = self.qconfig.group_size
+        codes_keys = {_STATE_KEYS[(m, "codes")] for m in _MOMENTS}
+        out: Dict[str, Any] = {}
+        for key, t in st.items():
+            if key == "step":
+                out[key] = t
+            elif key in codes_keys:
+                out[key] = _dist.state_dtensor(_dtypes.codes_as_uint8(t), lay, lay.global_shape)
+            else:
+                out[key] = _dist.state_dtensor(t, lay, (lay.world * lay.groups(G),))
+        # On the state's device: DCP's full-state load requires every tensor
+        # of more than 0 dims to be on one device.
+        out[_dist.LAYOUT_KEY] = _dist.layout_tensor(lay, b.local_numel(i), G,
+                                                    self.qconfig).to(b.device)
+        return out
+
+    @torch.no_grad()
+    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
+        """Loads a state_dict of this class: one from state_dict() (plain or
+        with DTensor entries), one that torch.distributed.checkpoint's
+        set_optimizer_state_dict hands over (no "coat" entry: the step counts
+        then come from the "step" entries), or a full (gathered) one whose
+        entries are whole tensors, of which each rank takes its shard. The
+        FP8 state of a sharded parameter loads only into the same shard
+        layout (docs/fsdp.md)."""
+        coat = state_dict.get("coat")
+        if coat is not None:
+            saved_cfg = QuantConfig(**coat["config"])
+            if saved_cfg != self.qconfig:
+                raise ValueError(f"state_dict was saved with {saved_cfg}, this optimizer uses "
+                                 f"{self.qconfig}")
+        if "state" not in state_dict or "param_groups" not in state_dict:
+            raise ValueError("not an optimizer state_dict (needs 'state' and 'param_groups')")
+        if coat is None and not any(isinstance(v, dict) and "scale_exp_avg" in v
+                                    for v in state_dict["state"].values()):
+            raise ValueError("not an FP8AdamW state_dict (no 'coat' entry and no FP8 state "
+                             "entries such as 'scale_exp_avg')")
+        groups = state_dict["param_groups"]
+        if len(groups) != len(self.param_groups):
+            raise ValueError(f"state_dict has {len(groups)} parameter groups, this optimizer "
+                             f"has {len(self.param_groups)}")
+        for gi, (saved, mine) in enumerate(zip(groups, self.param_groups)):
+            if len(saved["params"]) != len(mine["params"]):
+                raise ValueError(f"parameter group {gi}: state_dict has {len(saved['params'])} "
+                                 f"parameters, this optimizer has {len(mine['params'])}")
+        saved_state = state_dict["state"]
+        where = {id(p): (b, i) for b in self._buckets for i, p in enumerate(b.params)}
+        # Map saved ids to our parameters in order (torch's convention).
+        id_map = {}
+        for saved, mine in zip(groups, self.param_groups):
+            id_map.update(zip(saved["params"], mine["params"]))
+        # Validate everything before writing anything.
+        plan = []
+        for sid, p in id_map.items():
+            if sid not in saved_state:
+                raise ValueError(f"state_dict has no state for parameter {sid}")
+            src, dst = saved_state[sid], self.state[p]
+            b, i = where[id(p)]
+            self._check_layout(sid, src, b, i)
+            extra = set(src) - set(dst) - {_dist.LAYOUT_KEY}
+            if extra:
+                raise ValueError(f"parameter {sid}: state_dict has {sorted(extra)}, which this "
+                                 f"optimizer ({self.qconfig}) does not keep")
+            for key, d in dst.items():
+                if key == "step":
+                    continue
+                if key not in src:
+                    raise ValueError(f"parameter {sid}: state_dict lacks {key!r}")
+                s = self._local_part(sid, key, src[key], b, i)
+                if tuple(s.shape) != tuple(d.shape):
+                    raise ValueError(f"parameter {sid}: {key!r} has shape {tuple(s.shape)}, "
+                                     f"expected {tuple(d.shape)}")
+                plan.append((d, s))
+        steps = []
+        for gi, (saved, mine) in enumerate(zip(groups, self.param_groups)):
+            if coat is not None:
+                steps.append(int(coat["steps"][gi]))
+                continue
+            counts = {self._step_value(saved_state[sid]["step"]) for sid in saved["params"]
+                      if "step" in saved_state.get(sid, {})}
+            if len(counts) != 1:
+                raise ValueError(f"parameter group {gi}: cannot tell the step count from the "
+                                 f"'step' entries (found {sorted(counts)})")
+            steps.append(counts.pop())
+        for d, s in plan:
+            if d.dtype in (torch.float32,):
+                d.copy_(s)
+            else:  # FP8 codes: copy the bits, whatever dtype they were saved as
+                _dtypes.codes_as_uint8(d).copy_(_dtypes.codes_as_uint8(s))
+        for gi, (saved, mine) in enumerate(zip(groups, self.param_groups)):
+            for k, v in saved.items():
+                if k != "params":
+                    mine[k] = v
+            self._steps[gi] = steps[gi]
+            self._step_tensors[gi].fill_(float(self._steps[gi]))
+
+    @staticmethod
+    def _step_value(x: Any) -> int:
+        if _dist.is_dtensor(x):
+            x = _dist.local_tensor(x)
+        return int(float(x.item()) if isinstance(x, torch.Tensor) else float(x))
+
+    def _check_layout(self, sid: Any, src: Dict[str, Any], b: _Bucket, i: int) -> None:
+        lay = b.layouts[i]
+        G = self.qconfig.group_size
+        mine = _dist.layout_tensor(lay, b.local_numel(i), G, self.qconfig)
+        saved = src.get(_dist.LAYOUT_KEY)
+        if saved is None:
+            # Saved by a non-distributed FP8AdamW: one shard of the whole tensor.
+            if lay is not None and lay.world != 1:
+                raise ValueError(
+                    f"parameter {sid}: the state_dict holds unsharded FP8 state, this optimizer "
+                    f"steps {_dist.describe_layout(mine)}; the 1x{G} groups differ, so the FP8 "
+                    "state cannot be moved bit-exactly (load it with the same shard layout)")
+            return
+        saved = _dist.local_tensor(saved).detach().to("cpu", torch.int64).reshape(-1)
+        if not torch.equal(saved, mine):
+            raise ValueError(f"parameter {sid}: FP8 state was saved for "
+                             f"{_dist.describe_layout(saved)}, this optimizer has "
+                             f"{_dist.describe_layout(mine)}; FP8AdamW state loads only into "
+                             "the same shard layout and configuration (docs/fsdp.md)")
+
+    def _local_part(self, sid: Any, key: str, s: Any, b: _Bucket, i: int) -> torch.Tensor:
+        """This rank's part of a saved state entry: a DTensor's local tensor,
+        or the rank's rows / groups of a whole (gathered) tensor."""
+        if not isinstance(s, torch.Tensor):
+            raise ValueError(f"parameter {sid}: {key!r} is a {type(s).__name__}, not a tensor")
+        if _dist.is_dtensor(s):
+            return _dist.local_tensor(s)
+        lay = b.layouts[i]
+        if lay is None or lay.world == 1:
+            return s
+        G = self.qconfig.group_size
+        if key in {_STATE_KEYS[(m, "codes")] for m in _MOMENTS}:
+            if tuple(s.shape) != lay.global_shape:
+                return s  # reported as a shape mismatch by the caller
+            start, stop = lay.row_range()
+            return s[start:stop]
+        L = lay.groups(G)
+        if s.dim() != 1 or s.numel() != lay.world * L:
+            return s
+        return s[lay.rank * L:(lay.rank + 1) * L]
