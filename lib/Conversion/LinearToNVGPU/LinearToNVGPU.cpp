@@ -1070,6 +1070,20 @@ struct CoatLowerLinearPass
     for (auto fn : module.getOps<func::FuncOp>()) {
       if (fn.isExternal() || fn.isPrivate())
         continue;
+      // The lowering reads only the coat.linear and the value returned: one
+      // nested in a region, or a return of anything else, would be dropped.
+      LinearOp nested;
+      fn.walk([&](LinearOp op) {
+        if (!nested && op->getParentOp() != fn.getOperation())
+          nested = op;
+      });
+      if (nested) {
+        nested.emitOpError("coat-lower-linear: a kernel spec's coat.linear "
+                           "sits directly in the function body, not in a "
+                           "nested region");
+        bad = true;
+        continue;
+      }
       auto ops = fn.getBody().getOps<LinearOp>();
       if (ops.empty())
         continue;
@@ -1079,7 +1093,17 @@ struct CoatLowerLinearPass
         bad = true;
         continue;
       }
-      specs.push_back({fn, *ops.begin()});
+      LinearOp op = *ops.begin();
+      auto ret = dyn_cast<func::ReturnOp>(fn.getBody().back().getTerminator());
+      if (!fn.getBody().hasOneBlock() || !ret ||
+          ret.getOperands() != ValueRange(op.getResult())) {
+        (ret ? ret.getOperation() : fn.getOperation())
+            ->emitError("coat-lower-linear: a kernel-spec function returns "
+                        "the result of its coat.linear and nothing else");
+        bad = true;
+        continue;
+      }
+      specs.push_back({fn, op});
     }
     if (bad)
       return signalPassFailure();

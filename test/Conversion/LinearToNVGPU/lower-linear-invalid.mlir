@@ -71,6 +71,61 @@ func.func @k_static_on_weight(%x: !coat.qtensor<?x?xf8E4M3FN, per_tensor>,
 
 // -----
 
+// The lowering reads only the coat.linear and the returned value: a spec
+// returning anything but the GEMM's result would lose what it returns.
+func.func @returns_an_input(%x: !coat.qtensor<128x256xf8E4M3FN, per_tensor>,
+                            %w: !coat.qtensor<512x256xf8E4M3FN, per_tensor>)
+    -> !coat.qtensor<128x256xf8E4M3FN, per_tensor> {
+  %y = coat.linear forward %x, %w
+         : !coat.qtensor<128x256xf8E4M3FN, per_tensor>,
+           !coat.qtensor<512x256xf8E4M3FN, per_tensor> -> tensor<128x512xbf16>
+  // expected-error @+1 {{coat-lower-linear: a kernel-spec function returns the result of its coat.linear and nothing else}}
+  return %x : !coat.qtensor<128x256xf8E4M3FN, per_tensor>
+}
+
+// -----
+
+func.func @returns_nothing(%x: !coat.qtensor<128x256xf8E4M3FN, per_tensor>,
+                           %w: !coat.qtensor<512x256xf8E4M3FN, per_tensor>) {
+  %y = coat.linear forward %x, %w
+         : !coat.qtensor<128x256xf8E4M3FN, per_tensor>,
+           !coat.qtensor<512x256xf8E4M3FN, per_tensor> -> tensor<128x512xbf16>
+  // expected-error @+1 {{returns the result of its coat.linear and nothing else}}
+  return
+}
+
+// -----
+
+// An op on the result would be dropped from the kernel.
+func.func @epilogue_op(%x: !coat.qtensor<128x256xf8E4M3FN, per_tensor>,
+                       %w: !coat.qtensor<512x256xf8E4M3FN, per_tensor>)
+    -> tensor<128x512xbf16> {
+  %y = coat.linear forward %x, %w
+         : !coat.qtensor<128x256xf8E4M3FN, per_tensor>,
+           !coat.qtensor<512x256xf8E4M3FN, per_tensor> -> tensor<128x512xbf16>
+  %z = arith.addf %y, %y : tensor<128x512xbf16>
+  // expected-error @+1 {{returns the result of its coat.linear and nothing else}}
+  return %z : tensor<128x512xbf16>
+}
+
+// -----
+
+// A coat.linear in a nested region is no spec the lowering can read.
+func.func @in_region(%x: !coat.qtensor<128x256xf8E4M3FN, per_tensor>,
+                     %w: !coat.qtensor<512x256xf8E4M3FN, per_tensor>)
+    -> tensor<128x512xbf16> {
+  %r = scf.execute_region -> tensor<128x512xbf16> {
+    // expected-error @+1 {{'coat.linear' op coat-lower-linear: a kernel spec's coat.linear sits directly in the function body, not in a nested region}}
+    %y = coat.linear forward %x, %w
+           : !coat.qtensor<128x256xf8E4M3FN, per_tensor>,
+             !coat.qtensor<512x256xf8E4M3FN, per_tensor> -> tensor<128x512xbf16>
+    scf.yield %y : tensor<128x512xbf16>
+  }
+  return %r : tensor<128x512xbf16>
+}
+
+// -----
+
 // The kernels go into a new gpu.module @coat_linear: a symbol of that name
 // already there is reported, not left for the verifier.
 // expected-error @+1 {{coat-lower-linear: symbol @coat_linear is taken; the pass puts its kernels in a new gpu.module of that name}}
