@@ -29,8 +29,8 @@ static QuantizeOp getSoleRequantize(Value v, QTensorType type) {
 
 /// dequantize -> adamw_update -> quantize (both moments) => adamw_step.
 struct FuseAdamWChain : OpRewritePattern<AdamWUpdateOp> {
-  FuseAdamWChain(MLIRContext *ctx, OptimizerMode mode)
-      : OpRewritePattern(ctx), mode(mode) {}
+  FuseAdamWChain(MLIRContext *ctx, OptimizerMode mode, bool &refused)
+      : OpRewritePattern(ctx), mode(mode), refused(refused) {}
 
   LogicalResult matchAndRewrite(AdamWUpdateOp op,
                                 PatternRewriter &rewriter) const override {
@@ -48,16 +48,36 @@ struct FuseAdamWChain : OpRewritePattern<AdamWUpdateOp> {
     if (qm.getExpandMin() != qv.getExpandMin())
       return rewriter.notifyMatchFailure(op, "moments disagree on expand_min");
 
-    // The fused step must be inserted after both quantize ops' operands are
-    // available; the update itself is the latest of them.
-    rewriter.setInsertionPoint(op);
+    // The step is built detached and verified first: a chain whose types
+    // the fused step does not take is reported once, on the update, and
+    // leaves the IR as it is (a pattern that fails must not change it).
+    OpBuilder detached(op.getContext());
     auto step = AdamWStepOp::create(
-        rewriter, op.getLoc(), op.getNewParam().getType(), mType, vType,
+        detached, op.getLoc(), op.getNewParam().getType(), mType, vType,
         op.getParam(), op.getGrad(), dm.getInput(), dv.getInput(),
         op.getStep(), op.getLr(), op.getBeta1(), op.getBeta2(), op.getEps(),
         op.getWeightDecay(), qm.getExpandMin(), llvm::APFloat(16.0f), mode);
-    if (failed(mlir::verify(step)))
+    std::string why;
+    LogicalResult verified = [&] {
+      ScopedDiagnosticHandler capture(op.getContext(), [&](Diagnostic &d) {
+        if (why.empty() && d.getSeverity() == DiagnosticSeverity::Error)
+          why = d.str();
+        return success();
+      });
+      return mlir::verify(step);
+    }();
+    if (failed(verified)) {
+      step->erase();
+      op.emitOpError("coat-fuse-adamw: the dequantize -> adamw_update -> "
+                     "quantize chain does not fuse into coat.adamw_step: ")
+          << why;
+      refused = true;
       return rewriter.notifyMatchFailure(op, "fused step would not verify");
+    }
+    // The fused step must be inserted after both quantize ops' operands are
+    // available; the update itself is the latest of them.
+    rewriter.setInsertionPoint(op);
+    rewriter.insert(step);
     rewriter.replaceOp(qm, step.getNewM());
     rewriter.replaceOp(qv, step.getNewV());
     rewriter.replaceAllUsesWith(op.getNewParam(), step.getNewParam());
@@ -66,6 +86,7 @@ struct FuseAdamWChain : OpRewritePattern<AdamWUpdateOp> {
   }
 
   OptimizerMode mode;
+  bool &refused;
 };
 
 struct CoatFuseAdamWPass
@@ -79,8 +100,10 @@ struct CoatFuseAdamWPass
       return signalPassFailure();
     }
     RewritePatternSet patterns(&getContext());
-    patterns.add<FuseAdamWChain>(&getContext(), *m);
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+    bool refused = false;
+    patterns.add<FuseAdamWChain>(&getContext(), *m, refused);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))) ||
+        refused)
       return signalPassFailure();
   }
 };
