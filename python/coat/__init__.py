@@ -4,6 +4,7 @@ kernels and launch them on the GPU or the CPU, and the FP8 AdamW optimizer
 (``coat.linear.scaled_mm``) and autograd modules backed by compiled programs
 (``coat.nn``), imported on first use since they need torch."""
 
+from ._version import __version__
 from .compiler import CompileError, compile
 from .manifest import ManifestError, load_manifest
 from .runtime import Kernel, Module, RuntimeError_ as CoatRuntimeError, load
