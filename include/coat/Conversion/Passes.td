@@ -5,6 +5,15 @@
 
 include "mlir/Pass/PassBase.td"
 
+// Options that several kernel lowerings share verbatim, declared once.
+// `target`: which twin of each kernel a lowering generates.
+defvar KernelTargetOption =
+    Option<"target", "target", "std::string", /*default=*/"\"gpu\"",
+           "Where the kernels run: 'gpu' or 'cpu'">;
+// `block-size` of the lowerings whose GPU blocks are any multiple of a warp.
+defvar WarpMultipleBlockSizeOption =
+    Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
+           "Threads per GPU block (multiple of 32)">;
 
 //===----------------------------------------------------------------------===//
 // Optimizer kernels (owned with lib/Conversion/OptimizerToKernels)
@@ -43,14 +52,12 @@ def CoatLowerOptimizer : Pass<"coat-lower-optimizer", "::mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"target", "target", "std::string", /*default=*/"\"gpu\"",
-           "Where the kernels run: 'gpu' or 'cpu'">,
+    KernelTargetOption,
     Option<"elementsPerThread", "elements-per-thread", "int64_t",
            /*default=*/"0",
            "Elements each GPU thread holds (power of two; 0 picks "
            "min(group_size, max(8, group_size/32)), the fastest measured)">,
-    Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
-           "Threads per GPU block (multiple of 32)">,
+    WarpMultipleBlockSizeOption,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
@@ -288,14 +295,12 @@ def CoatLowerActivations : Pass<"coat-lower-activations", "::mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"target", "target", "std::string", /*default=*/"\"gpu\"",
-           "Where the kernels run: 'gpu' or 'cpu'">,
+    KernelTargetOption,
     Option<"elementsPerThread", "elements-per-thread", "int64_t",
            /*default=*/"0",
            "Elements each GPU thread holds (power of two; 0 picks 16 for "
            "bf16/f16 and 8 for f32 data, at most the group size)">,
-    Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
-           "Threads per GPU block (multiple of 32)">,
+    WarpMultipleBlockSizeOption,
     Option<"tile", "tile", "int64_t", /*default=*/"0",
            "Square tile of the per-tensor quantize+transpose kernel: 32, "
            "64 or 128; 0 picks 64 (on the H200, 64 ran at 55-57% of the "
@@ -352,8 +357,7 @@ def CoatLowerReduceScales : Pass<"coat-lower-reduce-scales", "::mlir::ModuleOp">
     ```
   }];
   let options = [
-    Option<"target", "target", "std::string", /*default=*/"\"gpu\"",
-           "Where the kernels run: 'gpu' or 'cpu'">,
+    KernelTargetOption,
     Option<"blockSize", "block-size", "int64_t", /*default=*/"512",
            "Threads per GPU block (multiple of 32, <= 1024)">,
   ];
@@ -459,10 +463,8 @@ def CoatLowerPointwise : Pass<"coat-lower-pointwise", "::mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"target", "target", "std::string", /*default=*/"\"gpu\"",
-           "Where the kernels run: 'gpu' or 'cpu'">,
-    Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
-           "Threads per GPU block (multiple of 32)">,
+    KernelTargetOption,
+    WarpMultipleBlockSizeOption,
     Option<"lanesPerThread", "lanes-per-thread", "int64_t", /*default=*/"1",
            "GPU: lanes (E elements each) per thread, strided by the block "
            "size; more keeps more bytes in flight per thread">,
@@ -551,8 +553,7 @@ def CoatLowerNorms : Pass<"coat-lower-norms", "::mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"target", "target", "std::string", /*default=*/"\"gpu\"",
-           "Where the kernels run: 'gpu' or 'cpu'">,
+    KernelTargetOption,
     Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
            "Threads per GPU block (a power of two; raised to threads-per-row)">,
     Option<"threadsPerRow", "threads-per-row", "int64_t", /*default=*/"0",

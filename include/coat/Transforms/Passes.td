@@ -5,6 +5,12 @@
 
 include "mlir/Pass/PassBase.td"
 
+// `group-size`: G of 1xG groups along the innermost dimension, declared once
+// for every pass that takes it; each pass says what its groups are for.
+class GroupSizeOption<string description>
+    : Option<"groupSize", "group-size", "int64_t", /*default=*/"16",
+             description>;
+
 def CoatFuseAdamW : Pass<"coat-fuse-adamw"> {
   let summary = "Fuses a decomposed FP8 AdamW chain into one coat.adamw_step";
   let description = [{
@@ -83,8 +89,7 @@ def CoatMixedGranularity : Pass<"coat-mixed-granularity"> {
     does not divide.
   }];
   let options = [
-    Option<"groupSize", "group-size", "int64_t", /*default=*/"16",
-           "G of the 1xG groups of non-linear-layer inputs">,
+    GroupSizeOption<"G of the 1xG groups of non-linear-layer inputs">,
     Option<"forwardFormat", "forward-format", "std::string",
            /*default=*/"\"e4m3\"",
            "FP8 format of forward tensors: 'e4m3' or 'e5m2'">,
@@ -135,8 +140,7 @@ def CoatGroupScaling : Pass<"coat-group-scaling"> {
     the result's scale type.
   }];
   let options = [
-    Option<"groupSize", "group-size", "int64_t", /*default=*/"16",
-           "G of the partial maxima (per row when G does not divide)">,
+    GroupSizeOption<"G of the partial maxima (per row when G does not divide)">,
   ];
   let dependentDialects = ["::mlir::coat::CoatDialect",
                            "::mlir::arith::ArithDialect"];
@@ -183,8 +187,8 @@ def CoatOutlineKernels : Pass<"coat-outline-kernels", "::mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"groupSize", "group-size", "int64_t", /*default=*/"16",
-           "G of the partial maxima of entry tensors' per-tensor scales">,
+    GroupSizeOption<
+        "G of the partial maxima of entry tensors' per-tensor scales">,
     Option<"dropPrograms", "drop-programs", "bool", /*default=*/"false",
            "Erase the programs after outlining, leaving only the kernel specs "
            "(for compiling them)">,
