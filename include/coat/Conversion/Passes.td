@@ -215,6 +215,21 @@ def CoatVerifyNVVMTarget : Pass<"coat-verify-nvvm-target", "::mlir::ModuleOp"> {
   ];
 }
 
+def CoatMarkGridConstants : Pass<"coat-mark-grid-constants"> {
+  let summary = "Makes marked kernel parameters byval nvvm.grid_constant";
+  let description = [{
+    `nvvm.grid_constant` is only accepted on `llvm.func` kernels and
+    `convert-gpu-to-nvvm` drops `llvm.byval` from `gpu.func` arguments, so
+    lowerings mark a `gpu.func` with `coat.grid_constant = array<i32: ...>`
+    (indices of `!llvm.ptr` parameters) and this pass, run after
+    `convert-gpu-to-nvvm`, gives those `llvm.func` parameters
+    `llvm.byval = !llvm.array<128 x i8>`, `nvvm.grid_constant` and
+    `llvm.align = 64`. PTX then declares `.param .align 64 .b8 p[128]` and
+    takes its address with `cvta.param` (a CUtensorMap passed by value).
+  }];
+  let dependentDialects = ["::mlir::NVVM::NVVMDialect"];
+}
+
 def CoatFastNVVMMath : Pass<"coat-fast-nvvm-math"> {
   let summary = "Maps approximate special functions to Hopper's SFU instructions";
   let description = [{
@@ -240,7 +255,7 @@ def CoatFastNVVMMath : Pass<"coat-fast-nvvm-math"> {
 }
 
 //===----------------------------------------------------------------------===//
-// Activation kernels (owned with lib/Conversion/ActivationToKernels)
+// Activation quantization kernels (owned with lib/Conversion/QuantizeToKernels)
 //===----------------------------------------------------------------------===//
 
 def CoatLowerActivations : Pass<"coat-lower-activations", "::mlir::ModuleOp"> {
@@ -696,21 +711,6 @@ def CoatLowerLinear : Pass<"coat-lower-linear", "::mlir::ModuleOp"> {
     "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
     "::mlir::vector::VectorDialect"];
-}
-
-def CoatMarkGridConstants : Pass<"coat-mark-grid-constants"> {
-  let summary = "Makes marked kernel parameters byval nvvm.grid_constant";
-  let description = [{
-    `nvvm.grid_constant` is only accepted on `llvm.func` kernels and
-    `convert-gpu-to-nvvm` drops `llvm.byval` from `gpu.func` arguments, so
-    lowerings mark a `gpu.func` with `coat.grid_constant = array<i32: ...>`
-    (indices of `!llvm.ptr` parameters) and this pass, run after
-    `convert-gpu-to-nvvm`, gives those `llvm.func` parameters
-    `llvm.byval = !llvm.array<128 x i8>`, `nvvm.grid_constant` and
-    `llvm.align = 64`. PTX then declares `.param .align 64 .b8 p[128]` and
-    takes its address with `cvta.param` (a CUtensorMap passed by value).
-  }];
-  let dependentDialects = ["::mlir::NVVM::NVVMDialect"];
 }
 
 #endif // COAT_CONVERSION_PASSES_TD

@@ -50,7 +50,6 @@
 
 namespace mlir::coat {
 #define GEN_PASS_DEF_COATLOWERLINEAR
-#define GEN_PASS_DEF_COATMARKGRIDCONSTANTS
 #include "coat/Conversion/Passes.h.inc"
 } // namespace mlir::coat
 
@@ -61,11 +60,11 @@ namespace {
 
 /// Name of the gpu.func attribute listing the parameters that hold a
 /// CUtensorMap by value (indices into the lowered parameter list; they come
-/// first, so memref expansion does not move them).
+/// first, so memref expansion does not move them); coat-mark-grid-constants
+/// (lib/Conversion/Fp8ToNVVM/MarkGridConstants.cpp) reads it.
 constexpr StringLiteral kGridConstantAttr = "coat.grid_constant";
 constexpr int64_t kTileK = 128; // 128 FP8 bytes: the 128B swizzle span
 constexpr int64_t kWgmmaK = 32; // K of one FP8 wgmma
-constexpr int64_t kTensorMapBytes = 128;
 /// Registers per thread: what the producer warpgroup keeps, and the file.
 constexpr int64_t kProducerRegisters = 40;
 constexpr int64_t kRegisterFile = 65536;
@@ -1250,35 +1249,6 @@ struct CoatLowerLinearPass
     emitGemmCpuTwin(b, twin, p);
     func::ReturnOp::create(b);
     fn.erase();
-  }
-};
-
-/// After convert-gpu-to-nvvm: parameters listed in `coat.grid_constant`
-/// become `.param .align 64 .b8 p[128]` grid constants (a CUtensorMap passed
-/// by value, addressed in param space by cp.async.bulk.tensor).
-struct CoatMarkGridConstantsPass
-    : mlir::coat::impl::CoatMarkGridConstantsBase<CoatMarkGridConstantsPass> {
-  void runOnOperation() override {
-    getOperation()->walk([&](LLVM::LLVMFuncOp fn) {
-      auto indices = fn->getAttrOfType<DenseI32ArrayAttr>(kGridConstantAttr);
-      if (!indices)
-        return;
-      MLIRContext *ctx = fn.getContext();
-      Builder b(ctx);
-      auto bytes = LLVM::LLVMArrayType::get(b.getI8Type(), kTensorMapBytes);
-      for (int32_t i : indices.asArrayRef()) {
-        if (i < 0 || unsigned(i) >= fn.getNumArguments() ||
-            !isa<LLVM::LLVMPointerType>(fn.getArgumentTypes()[i])) {
-          fn.emitError() << "coat.grid_constant index " << i
-                         << " is not a pointer parameter";
-          return signalPassFailure();
-        }
-        fn.setArgAttr(i, LLVM::LLVMDialect::getByValAttrName(), TypeAttr::get(bytes));
-        fn.setArgAttr(i, NVVM::NVVMDialect::getGridConstantAttrName(), b.getUnitAttr());
-        fn.setArgAttr(i, LLVM::LLVMDialect::getAlignAttrName(), b.getI32IntegerAttr(64));
-      }
-      fn->removeAttr(kGridConstantAttr);
-    });
   }
 };
 

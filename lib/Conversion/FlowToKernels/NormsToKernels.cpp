@@ -1,4 +1,4 @@
-//===- RowNorms.cpp - RMSNorm/LayerNorm flow ops to GPU/CPU kernels -------===//
+//===- NormsToKernels.cpp - RMSNorm/LayerNorm flow ops to GPU/CPU kernels -===//
 //
 // Lowers kernel-spec functions holding one row-normalization op of the FP8
 // precision flow (coat.rmsnorm, coat.layernorm, their _grad ops) on a 2-D

@@ -1,4 +1,4 @@
-//===- PointwiseFlow.cpp - pointwise precision-flow ops to GPU/CPU kernels ===//
+//===- PointwiseToKernels.cpp - pointwise flow ops to GPU/CPU kernels -----===//
 //
 // One parameterized lowering for COAT's pointwise non-linear operators
 // (COAT.md §3.4). An op contributes only its f32 element math and the roles

@@ -1,4 +1,4 @@
-//===- ActivationToKernels.cpp - activation quantization to GPU/CPU kernels ===//
+//===- QuantizeToKernels.cpp - activation quantization to GPU/CPU kernels -===//
 //
 // Lowers kernel-spec functions holding one activation op (coat.quantize,
 // coat.dequantize, coat.absmax; coat.quantize + coat.transpose) on a 2-D
