@@ -11,7 +11,7 @@ so the two cannot drift.
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Mapping, Optional
+from typing import Dict, Optional
 
 import numpy as np
 
@@ -74,25 +74,6 @@ ITEMSIZE: Dict[str, int] = {
 }
 MEMREF_DTYPES = tuple(ITEMSIZE)
 SCALAR_DTYPES = ("i64", "i32", "f32")
-
-
-def fp8_formats_from_manifest(doc: Mapping) -> Dict[str, Fp8Format]:
-    """FP8 facts from a manifest's optional ``formats`` section, falling back
-    to the mirror for formats it does not list."""
-    out = dict(FALLBACK_FP8)
-    for name, f in (doc.get("formats") or {}).items():
-        out[name] = Fp8Format(
-            name=name,
-            mlir_type=f["mlir_type"],
-            exponent_bits=int(f["exponent_bits"]),
-            mantissa_bits=int(f["mantissa_bits"]),
-            exponent_bias=int(f["exponent_bias"]),
-            has_infinity=bool(f["has_infinity"]),
-            max_finite=float(f["max_finite"]),
-            min_normal=float(f["min_normal"]),
-            min_subnormal=float(f["min_subnormal"]),
-        )
-    return out
 
 
 def normalize_fp8_name(fmt: str) -> str:

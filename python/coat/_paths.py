@@ -1,4 +1,5 @@
-"""Where the package finds coat-opt, the runtime library and a linker."""
+"""Where the package finds coat-opt, the runtime and manifest libraries and a
+linker."""
 
 from __future__ import annotations
 
@@ -39,6 +40,23 @@ def runtime_lib_candidates() -> List[str]:
     out = [os.path.join(b, "lib", "libcoat_runtime.so") for b in build_dirs()]
     out += [os.path.join(REPO_DIR, "build-rt", "libcoat_runtime.so"),
             os.path.join(REPO_DIR, "build-rt", "lib", "libcoat_runtime.so")]
+    return out
+
+
+def manifest_lib_candidates() -> List[str]:
+    """$COAT_MANIFEST_LIB, else libcoat_manifest.so (the CUDA-free manifest
+    reader, built wherever lib/Runtime is) next to $COAT_RUNTIME_LIB, in the
+    main build's lib/ and in the standalone build-rt/."""
+    env = os.environ.get("COAT_MANIFEST_LIB")
+    if env:
+        return [env]
+    name = "libcoat_manifest.so"
+    out = []
+    if os.environ.get("COAT_RUNTIME_LIB"):
+        out.append(os.path.join(os.path.dirname(os.environ["COAT_RUNTIME_LIB"]), name))
+    out += [os.path.join(b, "lib", name) for b in build_dirs()]
+    out += [os.path.join(REPO_DIR, "build-rt", name),
+            os.path.join(REPO_DIR, "build-rt", "lib", name)]
     return out
 
 

@@ -1,19 +1,28 @@
-"""manifest.json (docs/manifest.md) as Python objects, validated the same way
-the C++ runtime validates it (lib/Runtime/Manifest.cpp)."""
+"""manifest.json (docs/manifest.md) as Python objects.
+
+Parsing and validation are the C++ runtime's (lib/Runtime/ManifestParse.cpp),
+reached through libcoat_manifest.so (coat_manifest.h): it returns the
+validated manifest in a normalized form, from which this module builds its
+dataclasses. Every rule and error message lives there, not here."""
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import json
-import math
 import os
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+import threading
+from typing import Any, Mapping, Optional, Tuple
 
-from . import _dtypes
+from . import _dtypes, _paths
 
 
 class ManifestError(ValueError):
     """A manifest that is malformed or that this version cannot read."""
+
+
+class ManifestLibraryNotFound(FileNotFoundError):
+    """libcoat_manifest.so, the manifest reader, is not built."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,27 +130,57 @@ class Manifest:
                        f"(it has: {', '.join(k.name for k in self.kernels)})")
 
 
-def _fail(where: str, what: str):
-    raise ManifestError(f"manifest: {where}: {what}")
+# ---- the C++ reader (coat_manifest.h) --------------------------------------
+
+ABI_VERSION = 1  # COAT_MANIFEST_ABI_VERSION
+_ERRLEN = 4096
+_lib: Optional[ctypes.CDLL] = None
+_lock = threading.Lock()
 
 
-def _get(obj: Mapping, where: str, key: str, typ, required: bool = True):
-    if key not in obj:
-        if required:
-            _fail(where, f"missing required field {key!r}")
-        return None
-    v = obj[key]
-    ok = isinstance(v, typ) and not (typ in (int, (int, float)) and isinstance(v, bool))
-    if not ok:
-        _fail(f"{where}.{key}", f"expected {getattr(typ, '__name__', typ)}, got {type(v).__name__}")
-    return v
+def _library() -> ctypes.CDLL:
+    global _lib
+    with _lock:
+        if _lib is not None:
+            return _lib
+        candidates = _paths.manifest_lib_candidates()
+        for cand in candidates:
+            if not os.path.isfile(cand):
+                continue
+            lib = ctypes.CDLL(cand)
+            lib.coat_manifest_abi_version.restype = ctypes.c_int
+            lib.coat_manifest_abi_version.argtypes = []
+            # c_void_p, not c_char_p: the pointer goes back to coat_manifest_free.
+            lib.coat_manifest_normalize.restype = ctypes.c_void_p
+            lib.coat_manifest_normalize.argtypes = [ctypes.c_char_p, ctypes.c_size_t,
+                                                    ctypes.c_char_p, ctypes.c_size_t]
+            lib.coat_manifest_free.restype = None
+            lib.coat_manifest_free.argtypes = [ctypes.c_void_p]
+            if lib.coat_manifest_abi_version() != ABI_VERSION:
+                raise ManifestLibraryNotFound(
+                    f"{cand}: ABI version {lib.coat_manifest_abi_version()}, "
+                    f"expected {ABI_VERSION} (rebuild coat_manifest)")
+            _lib = lib
+            return lib
+    raise ManifestLibraryNotFound(
+        "libcoat_manifest.so (the manifest reader) not found; build it with "
+        "`ninja -C build coat_manifest` or `cmake -S lib/Runtime -B build-rt && "
+        "cmake --build build-rt`, or set COAT_MANIFEST_LIB. Looked in: "
+        + ", ".join(candidates))
 
 
-def _int(v, where: str, minimum: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or (
-            isinstance(v, float) and (not math.isfinite(v) or v != math.floor(v))) or v < minimum:
-        _fail(where, f"expected an integer >= {minimum}")
-    return int(v)
+def _normalize(text: bytes) -> Mapping[str, Any]:
+    """The C++ reader's validated, normalized document; ManifestError with
+    its message otherwise."""
+    lib = _library()
+    err = ctypes.create_string_buffer(_ERRLEN)
+    ptr = lib.coat_manifest_normalize(text, len(text), err, _ERRLEN)
+    if not ptr:
+        raise ManifestError(err.value.decode("utf-8", "replace"))
+    try:
+        return json.loads(ctypes.string_at(ptr).decode("utf-8", "replace"))
+    finally:
+        lib.coat_manifest_free(ptr)
 
 
 def _resolve(directory: str, rel: Optional[str]) -> Optional[str]:
@@ -150,142 +189,47 @@ def _resolve(directory: str, rel: Optional[str]) -> Optional[str]:
     return rel if os.path.isabs(rel) else os.path.join(directory, rel)
 
 
-def _parse_kernel(k: Any, where: str, directory: str) -> KernelSpec:
-    if not isinstance(k, dict):
-        _fail(where, "expected an object")
-    name = _get(k, where, "name", str)
-    if not name:
-        _fail(f"{where}.name", "empty kernel name")
-    gpu = _get(k, where, "gpu", dict, required=False) or {}
-    cpu = _get(k, where, "cpu", dict, required=False) or {}
-    config = _get(k, where, "config", dict, required=False) or {}
-    if "group_size" in config:
-        _int(config["group_size"], f"{where}.config.group_size", 1)
-    # The launch rule is GPU-only: a CPU-only kernel may omit it.
-    launch = _get(k, where, "launch", dict, required=bool(gpu) or "launch" in k)
-    if launch is None:
-        launch = {"block": [1], "elements_per_block": max(1, int(config.get("group_size", 1)))}
-    lw = f"{where}.launch"
-    block = _get(launch, lw, "block", list)
-    if not 1 <= len(block) <= 3:
-        _fail(f"{lw}.block", "expected 1 to 3 integers")
-    b = [_int(x, f"{lw}.block[{i}]", 1) for i, x in enumerate(block)] + [1] * (3 - len(block))
-    if max(b) > 1024 or b[0] * b[1] * b[2] > 1024:
-        _fail(f"{lw}.block", "more than 1024 threads per block")
-    tiles = launch.get("grid_tiles") or []
-    if not isinstance(tiles, list) or len(tiles) > 3 or not all(
-            isinstance(t, list) and len(t) == 2 and isinstance(t[0], str) for t in tiles):
-        _fail(f"{lw}.grid_tiles", 'expected up to 3 ["scalar name", tile] pairs')
-    grid_tiles = tuple((t[0], _int(t[1], f"{lw}.grid_tiles", 1)) for t in tiles)
-    epb = (_int(_get(launch, lw, "elements_per_block", (int, float)), f"{lw}.elements_per_block", 1)
-           if not grid_tiles or "elements_per_block" in launch else 0)
-    shared = _int(launch.get("shared_bytes", 0), f"{lw}.shared_bytes", 0)
-    persistent = launch.get("persistent", False)
-    if not isinstance(persistent, bool) or (persistent and not grid_tiles):
-        _fail(f"{lw}.persistent", "expected true or false, and true only with grid_tiles")
-    args: List[ArgSpec] = []
-    needs_groups = False
-    for i, a in enumerate(_get(k, where, "args", list)):
-        aw = f"{where}.args[{i}]"
-        if not isinstance(a, dict):
-            _fail(aw, "expected an object")
-        aname = _get(a, aw, "name", str)
-        kind = _get(a, aw, "kind", str)
-        dtype = _get(a, aw, "dtype", str)
-        aw += f" ({aname!r})"
-        bind = a.get("bind", ())
-        bind = (bind,) if isinstance(bind, str) else bind
-        if not isinstance(bind, (list, tuple)) or not all(isinstance(b, str) for b in bind):
-            _fail(f"{aw}.bind", "expected a string or a list of strings")
-        bind = tuple(bind)
-        if any(p.name == aname for p in args):
-            _fail(aw, "duplicate argument name")
-        if kind == "memref":
-            if dtype not in _dtypes.MEMREF_DTYPES:
-                _fail(aw, f"unknown memref dtype {dtype!r}")
-            if "extent" not in a:
-                _fail(aw, "missing required field 'extent'")
-            ext = a["extent"]
-            if ext in ("n", "groups"):
-                needs_groups |= ext == "groups"
-            elif isinstance(ext, str) and ext:
-                pass  # "m*n": product of scalar arguments
-            elif isinstance(ext, (int, float)) and not isinstance(ext, bool):
-                ext = _int(ext, f"{aw}.extent", 0)
-            else:
-                _fail(f"{aw}.extent", 'expected "n", "groups" or an integer, or a product of '
-                  'scalar arguments like "m*n"')
-            args.append(ArgSpec(aname, kind, dtype, ext, bind=bind))
-        elif kind == "scalar":
-            if dtype not in _dtypes.SCALAR_DTYPES:
-                _fail(aw, f"unsupported scalar dtype {dtype!r} (expected i64, i32 or f32)")
-            args.append(ArgSpec(aname, kind, dtype, bind=bind))
-        elif kind == "tensormap":
-            if dtype not in _dtypes.MEMREF_DTYPES:
-                _fail(aw, f"unknown tensormap dtype {dtype!r}")
-            dims, box = _get(a, aw, "dims", list), _get(a, aw, "box", list)
-            if not 1 <= len(dims) <= 5 or len(box) != len(dims):
-                _fail(aw, "expected 1 to 5 dims and one box size per dim")
-            dims = tuple(d if isinstance(d, str) else _int(d, f"{aw}.dims", 1) for d in dims)
-            box = tuple(_int(x, f"{aw}.box", 1) for x in box)
-            swz = a.get("swizzle", "none")
-            if swz not in ("none", "32b", "64b", "128b"):
-                _fail(f"{aw}.swizzle", "expected none, 32b, 64b or 128b")
-            args.append(ArgSpec(aname, kind, dtype, None, dims, box, swz, bind))
-        else:
-            _fail(f"{aw}.kind", f'expected "memref", "scalar" or "tensormap", got {kind!r}')
-    scalar_names = {a.name for a in args if a.kind == "scalar"}
-    for a in args:
-        if isinstance(a.extent, str) and a.extent not in ("n", "groups"):
-            for f in a.extent.split("*"):
-                needs_groups |= f == "groups"
-                f, slash, div = f.partition("/")  # "rows/128": ceil(rows / 128)
-                if slash and (f == "groups" or not div.isdigit() or int(div) <= 0):
-                    _fail(f"{where}.args ({a.name!r}).extent",
-                          f"{a.extent!r}: a factor name/k needs a scalar name and k > 0")
-                if f != "groups" and f not in scalar_names:
-                    _fail(f"{where}.args ({a.name!r}).extent",
-                          'expected "n", "groups" or an integer, or a product of scalar '
-                          f'arguments like "m*n" ({f!r} is not a scalar argument)')
-        for d in a.dims:
-            if isinstance(d, str) and d not in scalar_names:
-                _fail(f"{where}.args ({a.name!r}).dims", f"{d!r} is not a scalar argument")
-    for tile_dim, _ in grid_tiles:
-        if tile_dim not in scalar_names:
-            _fail(f"{lw}.grid_tiles", f"{tile_dim!r} is not a scalar argument")
-    if needs_groups and not config.get("group_size"):
-        _fail(where, 'an argument has extent "groups" but config.group_size is missing')
+def _arg(a: Mapping[str, Any]) -> ArgSpec:
+    return ArgSpec(name=a["name"], kind=a["kind"], dtype=a["dtype"], extent=a["extent"],
+                   dims=tuple(a["dims"]), box=tuple(a["box"]), swizzle=a["swizzle"],
+                   bind=tuple(a["bind"]))
+
+
+def _kernel(k: Mapping[str, Any], raw: Mapping[str, Any], directory: str) -> KernelSpec:
     return KernelSpec(
-        name=name, op=k.get("op", ""), module=k.get("module", ""),
-        cubin=_resolve(directory, gpu.get("cubin")), ptx=_resolve(directory, gpu.get("ptx")),
-        cpu_object=_resolve(directory, cpu.get("object")), cpu_symbol=cpu.get("symbol"),
-        config=config, block=tuple(b), elements_per_block=epb, shared_bytes=shared,
-        args=tuple(args), grid_tiles=grid_tiles, persistent=persistent)
+        name=k["name"], op=k["op"], module=k["module"],
+        cubin=_resolve(directory, k["cubin"]), ptx=_resolve(directory, k["ptx"]),
+        cpu_object=_resolve(directory, k["cpu_object"]), cpu_symbol=k["cpu_symbol"] or None,
+        config=raw.get("config") or {}, block=tuple(k["block"]),
+        elements_per_block=k["elements_per_block"], shared_bytes=k["shared_bytes"],
+        args=tuple(_arg(a) for a in k["args"]),
+        grid_tiles=tuple((name, tile) for name, tile in k["grid_tiles"]),
+        persistent=k["persistent"])
+
+
+def _manifest(norm: Mapping[str, Any], doc: Mapping[str, Any], path: str,
+              directory: str) -> Manifest:
+    # `doc` (the decoded document) supplies what the manifest carries through
+    # unvalidated: config and target objects, programs, and the rest of `raw`.
+    fp8 = dict(_dtypes.FALLBACK_FP8)
+    for name, f in norm["formats"].items():
+        fp8[name] = _dtypes.Fp8Format(
+            name=name, mlir_type=f["mlir_type"], exponent_bits=f["exponent_bits"],
+            mantissa_bits=f["mantissa_bits"], exponent_bias=f["exponent_bias"],
+            has_infinity=f["has_infinity"], max_finite=float(f["max_finite"]),
+            min_normal=float(f["min_normal"]), min_subnormal=float(f["min_subnormal"]))
+    kernels = tuple(_kernel(k, raw, directory) for k, raw in zip(norm["kernels"], doc["kernels"]))
+    return Manifest(path=path, directory=directory, version=norm["version"],
+                    target=doc.get("target") or {}, kernels=kernels, fp8=fp8, raw=doc)
 
 
 def parse_manifest(doc: Any, path: str = "<memory>", directory: str = ".") -> Manifest:
     """Validates a decoded manifest document."""
-    if not isinstance(doc, dict):
-        _fail("top level", "expected an object")
-    fmt = _get(doc, "top level", "format", str)
-    if fmt != "coat-manifest":
-        _fail("format", f'expected "coat-manifest", got {fmt!r}')
-    version = _int(_get(doc, "top level", "version", (int, float)), "version", 1)
-    if version != 1:
-        _fail("version", f"unsupported manifest version {version} (this package reads 1)")
-    target = _get(doc, "top level", "target", dict, required=False) or {}
-    kernels: List[KernelSpec] = []
-    for i, k in enumerate(_get(doc, "top level", "kernels", list)):
-        ks = _parse_kernel(k, f"kernels[{i}]", directory)
-        if any(p.name == ks.name for p in kernels):
-            _fail(f"kernels[{i}]", f"duplicate kernel name {ks.name!r}")
-        kernels.append(ks)
     try:
-        fp8 = _dtypes.fp8_formats_from_manifest(doc)
-    except (KeyError, TypeError, ValueError) as e:
-        raise ManifestError(f"manifest: formats: {e}") from None
-    return Manifest(path=path, directory=directory, version=version, target=target,
-                    kernels=tuple(kernels), fp8=fp8, raw=doc)
+        text = json.dumps(doc, allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError) as e:
+        raise ManifestError(f"manifest: top level: not a JSON document ({e})") from None
+    return _manifest(_normalize(text), doc, path, directory)
 
 
 def load_manifest(path: str) -> Manifest:
@@ -293,17 +237,14 @@ def load_manifest(path: str) -> Manifest:
     if os.path.isdir(path):
         path = os.path.join(path, "manifest.json")
     try:
-        with open(path, "r", encoding="utf-8") as f:
+        with open(path, "rb") as f:
             text = f.read()
     except OSError as e:
         raise ManifestError(f"cannot read manifest {path}: {e.strerror}") from None
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ManifestError(f"{path}: JSON parse error at line {e.lineno}, column {e.colno}: "
-                            f"{e.msg}") from None
-    try:
-        return parse_manifest(doc, path=os.path.abspath(path),
-                              directory=os.path.dirname(os.path.abspath(path)))
+        norm = _normalize(text)
     except ManifestError as e:
         raise ManifestError(f"{path}: {e}") from None
+    # Valid JSON: the C++ reader accepted it.
+    doc = json.loads(text.decode("utf-8", "replace"))
+    return _manifest(norm, doc, os.path.abspath(path), os.path.dirname(os.path.abspath(path)))

@@ -1,6 +1,7 @@
 //===- RuntimeManifestTest.cpp - manifest parsing and launch packing ------===//
 
 #include "coat/Runtime/Manifest.h"
+#include "coat/Runtime/coat_manifest.h"
 
 #include <gtest/gtest.h>
 
@@ -221,4 +222,67 @@ TEST(RuntimeManifest, BlockScaleExtentsRoundUp) {
             std::string::npos);
   EXPECT_NE(parseErr(kBlockManifest, "rows/128*", "depth/128*").find("extent"),
             std::string::npos);
+}
+
+TEST(RuntimeManifest, CpuOnlyKernelsMayOmitTheLaunchRule) {
+  // No "gpu" section: the launch rule is optional (one thread per group).
+  std::string text = kManifest;
+  std::string gpu = "\"gpu\": {\"cubin\": \"m.cubin\", \"ptx\": \"m.ptx\"},";
+  text.replace(text.find(gpu), gpu.size(), "");
+  std::string noLaunch = text;
+  std::string launch = "\"launch\": {\"block\": [256, 1, 1], \"elements_per_block\": "
+                       "2048, \"shared_bytes\": 0},";
+  noLaunch.replace(noLaunch.find(launch), launch.size(), "");
+  Manifest cpu = parseOk(noLaunch);
+  EXPECT_EQ(cpu.kernels[0].elementsPerBlock, 128); // config.group_size
+  EXPECT_EQ(cpu.kernels[0].block[0], 1u);
+  // With GPU code the launch rule is required.
+  EXPECT_NE(parseErr(kManifest, launch, "").find("missing required field 'launch'"),
+            std::string::npos);
+}
+
+TEST(RuntimeManifest, BindingsAndFormats) {
+  std::string text = kManifest;
+  text.replace(text.find("\"kernels\""), 0,
+               "\"formats\": {\"e4m3\": {\"mlir_type\": \"f8E4M3FN\", "
+               "\"exponent_bits\": 4, \"mantissa_bits\": 3, \"exponent_bias\": 7, "
+               "\"has_infinity\": false, \"max_finite\": 448.0, "
+               "\"min_normal\": 0.015625, \"min_subnormal\": 0.001953125}},\n");
+  std::string param = "{\"name\": \"param\", ";
+  text.replace(text.find(param), param.size(), param + "\"bind\": [\"%0\", \"%1\"], ");
+  Manifest m = parseOk(text);
+  ASSERT_EQ(m.formats.size(), 1u);
+  EXPECT_EQ(m.formats[0].mlirType, "f8E4M3FN");
+  EXPECT_EQ(m.formats[0].maxFinite, 448.0);
+  EXPECT_EQ(m.kernels[0].args[0].bind, (std::vector<std::string>{"%0", "%1"}));
+  EXPECT_NE(parseErr(text, "[\"%0\", \"%1\"]", "[1]")
+                .find("kernels[0].args[0] ('param').bind: expected a string or a "
+                      "list of strings"),
+            std::string::npos);
+  EXPECT_NE(parseErr(text, "\"max_finite\": 448.0", "\"max_finite\": \"448\"")
+                .find("formats.e4m3.max_finite: expected number, got string"),
+            std::string::npos);
+}
+
+TEST(RuntimeManifest, CApiReturnsTheNormalizedDocument) {
+  EXPECT_EQ(coat_manifest_abi_version(), COAT_MANIFEST_ABI_VERSION);
+  char err[256] = "untouched";
+  std::string text = kManifest;
+  char *doc = coat_manifest_normalize(text.data(), text.size(), err, sizeof err);
+  ASSERT_NE(doc, nullptr) << err;
+  std::string d = doc;
+  coat_manifest_free(doc);
+  EXPECT_EQ(err[0], '\0');
+  for (const char *part :
+       {"\"version\":1,", "\"chip\":\"sm_90a\"", "\"block\":[256,1,1]",
+        "\"elements_per_block\":2048", "\"group_size\":128", "\"persistent\":false",
+        "{\"name\":\"m_scale\",\"kind\":\"memref\",\"dtype\":\"f32\","
+        "\"extent\":\"groups\",\"dims\":[],\"box\":[],\"swizzle\":\"none\","
+        "\"bind\":[]}",
+        "\"extent\":null"})
+    EXPECT_NE(d.find(part), std::string::npos) << part << " in " << d;
+
+  text.replace(text.find("\"version\": 1"), 12, "\"version\": 2");
+  EXPECT_EQ(coat_manifest_normalize(text.data(), text.size(), err, 16), nullptr);
+  EXPECT_STREQ(err, "manifest: versi"); // truncated to errlen
 }

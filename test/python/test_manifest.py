@@ -60,6 +60,43 @@ def test_load_reports_json_errors(tmp_path):
         coat.load(str(tmp_path / "nope"))
 
 
+def test_cpu_only_kernel_without_launch_rule_and_bindings():
+    doc = block_quantize_doc()
+    rec = doc["kernels"][0]
+    del rec["launch"]
+    rec["config"]["group_size"] = 32
+    rec["args"][0]["bind"] = "%arg0"
+    rec["args"][1]["bind"] = ["%0", "%1"]
+    k = parse_manifest(doc, directory="/d").kernel("qb")
+    assert k.block == (1, 1, 1) and k.elements_per_block == 32
+    assert k.cpu_object == "/d/qb.o" and k.cubin is None
+    assert k.args[0].bind == ("%arg0",) and k.args[1].bind == ("%0", "%1")
+    assert k.args[2].bind == () and k.config["scaling"] == "per_block"
+    rec["gpu"] = {"cubin": "qb.cubin"}  # GPU code needs the launch rule
+    with pytest.raises(ManifestError, match="missing required field 'launch'"):
+        parse_manifest(doc)
+    del rec["gpu"]
+    rec["args"][0]["bind"] = [1]
+    with pytest.raises(ManifestError, match=r"\('input'\)\.bind: expected a string or a list"):
+        parse_manifest(doc)
+
+
+def test_rejects_malformed_formats_section():
+    doc = fixture_doc()
+    doc["formats"]["e4m3"]["max_finite"] = "448"
+    with pytest.raises(ManifestError, match="formats.e4m3.max_finite: expected number"):
+        parse_manifest(doc)
+
+
+def test_missing_reader_library_is_reported(monkeypatch):
+    from coat import manifest
+
+    monkeypatch.setattr(manifest, "_lib", None)
+    monkeypatch.setenv("COAT_MANIFEST_LIB", "/nonexistent/libcoat_manifest.so")
+    with pytest.raises(manifest.ManifestLibraryNotFound, match="COAT_MANIFEST_LIB"):
+        parse_manifest(fixture_doc())
+
+
 def test_fp8_facts_come_from_the_manifest_formats_section():
     doc = fixture_doc()
     doc["formats"]["e4m3"]["max_finite"] = 240.0  # pretend: the manifest is the source
@@ -202,8 +239,10 @@ def test_block_scaled_gemm_scale_extents():
 
 @pytest.mark.parametrize("change, message", [
     (lambda d: d["kernels"][0]["launch"].update(persistent="yes"), "expected true or false"),
+    (lambda d: d["kernels"][0]["launch"].pop("grid_tiles") and
+     d["kernels"][0]["launch"].update(elements_per_block=16), "launch.persistent: needs grid_tiles"),
     (lambda d: d["kernels"][0]["launch"].update(grid_tiles=[], elements_per_block=16),
-     "launch.persistent"),
+     "launch.grid_tiles: expected 1 to 3"),
     (lambda d: d["kernels"][0]["config"].pop("group_size"), "config.group_size is missing"),
 ])
 def test_rejects_bad_persistent_gemm_records(change, message):

@@ -39,6 +39,9 @@ struct ArgSpec {
   std::vector<std::string> mapDims;
   std::vector<int64_t> mapBox;
   std::string swizzle;
+  /// What the argument is in terms of the kernel-spec function it was
+  /// lowered from (docs/manifest.md, "Bindings"); empty when not recorded.
+  std::vector<std::string> bind;
 };
 
 /// One entry of the manifest's "kernels" list (the fields the runtime uses).
@@ -68,10 +71,24 @@ struct KernelSpec {
   size_t numScalars() const;
 };
 
+/// One entry of the optional "formats" section: the FP8 facts of one format.
+struct Fp8FormatSpec {
+  std::string name; ///< "e4m3", "e5m2"
+  std::string mlirType;
+  int exponentBits = 0;
+  int mantissaBits = 0;
+  int exponentBias = 0;
+  bool hasInfinity = false;
+  double maxFinite = 0;
+  double minNormal = 0;
+  double minSubnormal = 0;
+};
+
 struct Manifest {
   int version = 0;
   std::string chip;
   std::string features;
+  std::vector<Fp8FormatSpec> formats; ///< in document order
   std::string directory; ///< folder the manifest was read from
   std::vector<KernelSpec> kernels;
 
@@ -81,7 +98,8 @@ struct Manifest {
 /// Size in bytes of one element of a manifest dtype, 0 if unknown.
 int dtypeSize(const std::string &dtype);
 
-/// Parses manifest text. On failure returns false and sets `error`.
+/// Parses and validates manifest text (ManifestParse.cpp). On failure returns
+/// false and sets `error` to "manifest: <where>: <what>".
 bool parseManifest(const std::string &text, const std::string &directory,
                    Manifest &out, std::string &error);
 
@@ -107,6 +125,9 @@ struct TensorMapRequest {
   std::vector<uint64_t> strides; ///< bytes, dims 1.. (rank - 1 entries)
   std::vector<uint32_t> box;
   std::string swizzle;
+  /// What the argument is in terms of the kernel-spec function it was
+  /// lowered from (docs/manifest.md, "Bindings"); empty when not recorded.
+  std::vector<std::string> bind;
 };
 /// Storage of one encoded CUtensorMap (the driver wants 64-byte alignment).
 struct alignas(64) TensorMapBytes {

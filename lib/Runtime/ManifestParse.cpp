@@ -1,4 +1,11 @@
-//===- Manifest.cpp - manifest.json model and launch-argument packing -----===//
+//===- ManifestParse.cpp - manifest.json parsing and validation -----------===//
+//
+// The one reader of docs/manifest.md: every validation rule and its message
+// lives here. The runtime uses the Manifest model directly; the Python package
+// gets the validated, normalized document through coat_manifest.h.
+// Launch-argument packing is LaunchArgs.cpp. No CUDA dependency.
+//
+//===----------------------------------------------------------------------===//
 
 #include "coat/Runtime/Manifest.h"
 
@@ -124,6 +131,56 @@ bool isScalarDtype(const std::string &d) {
   return d == "i64" || d == "i32" || d == "f32";
 }
 
+/// The "launch" object of one kernel (docs/manifest.md, "Launch").
+bool parseLaunch(Reader &r, const Value &launch, const std::string &lw,
+                 KernelSpec &out) {
+  const Value *block = r.member(launch, lw, "block", Value::Type::Array, true);
+  if (!block)
+    return false;
+  if (block->array.empty() || block->array.size() > 3)
+    return r.fail(lw + ".block", "expected 1 to 3 integers");
+  for (size_t i = 0; i < block->array.size(); ++i) {
+    int64_t b;
+    if (!r.toInt(block->array[i], lw + ".block[" + std::to_string(i) + "]", b, 1))
+      return false;
+    if (b > 1024)
+      return r.fail(lw + ".block", "more than 1024 threads in one dimension");
+    out.block[i] = unsigned(b);
+  }
+  if (uint64_t(out.block[0]) * out.block[1] * out.block[2] > 1024)
+    return r.fail(lw + ".block", "more than 1024 threads per block");
+  int64_t shared = 0;
+  if (const Value *tiles = launch.get("grid_tiles")) {
+    if (!tiles->isArray() || tiles->array.empty() || tiles->array.size() > 3)
+      return r.fail(lw + ".grid_tiles", "expected 1 to 3 [scalar, tile] pairs");
+    for (size_t i = 0; i < tiles->array.size(); ++i) {
+      const Value &t = tiles->array[i];
+      std::string tw = lw + ".grid_tiles[" + std::to_string(i) + "]";
+      int64_t tile = 0;
+      if (!t.isArray() || t.array.size() != 2 || !t.array[0].isString())
+        return r.fail(tw, "expected [\"scalar name\", tile]");
+      if (!r.toInt(t.array[1], tw + "[1]", tile, 1))
+        return false;
+      out.gridTiles.push_back({t.array[0].string, tile});
+    }
+  }
+  if (const Value *persistent = launch.get("persistent")) {
+    if (!persistent->isBool())
+      return r.fail(lw + ".persistent", "expected true or false");
+    if (persistent->boolean && out.gridTiles.empty())
+      return r.fail(lw + ".persistent", "needs grid_tiles");
+    out.persistent = persistent->boolean;
+  }
+  if (!r.integer(launch, lw, "elements_per_block", out.elementsPerBlock,
+                 out.gridTiles.empty(), 1) ||
+      !r.integer(launch, lw, "shared_bytes", shared, false, 0))
+    return false;
+  if (shared > int64_t(std::numeric_limits<unsigned>::max()))
+    return r.fail(lw + ".shared_bytes", "too large");
+  out.sharedBytes = unsigned(shared);
+  return true;
+}
+
 bool parseKernel(Reader &r, const Value &k, const std::string &where,
                  KernelSpec &out) {
   if (!k.isObject())
@@ -135,7 +192,8 @@ bool parseKernel(Reader &r, const Value &k, const std::string &where,
   if (out.name.empty())
     return r.fail(where + ".name", "empty kernel name");
 
-  if (const Value *gpu = r.member(k, where, "gpu", Value::Type::Object, false)) {
+  const Value *gpu = r.member(k, where, "gpu", Value::Type::Object, false);
+  if (gpu) {
     if (!r.string(*gpu, where + ".gpu", "cubin", out.cubin, false) ||
         !r.string(*gpu, where + ".gpu", "ptx", out.ptx, false))
       return false;
@@ -158,54 +216,18 @@ bool parseKernel(Reader &r, const Value &k, const std::string &where,
     return false;
   }
 
-  const Value *launch = r.member(k, where, "launch", Value::Type::Object, true);
-  if (!launch)
-    return false;
-  std::string lw = where + ".launch";
-  const Value *block = r.member(*launch, lw, "block", Value::Type::Array, true);
-  if (!block)
-    return false;
-  if (block->array.empty() || block->array.size() > 3)
-    return r.fail(lw + ".block", "expected 1 to 3 integers");
-  for (size_t i = 0; i < block->array.size(); ++i) {
-    int64_t b;
-    if (!r.toInt(block->array[i], lw + ".block[" + std::to_string(i) + "]", b, 1))
+  // The launch rule is GPU-only: a kernel without GPU code may omit it, and
+  // then counts as one thread per group (or per element).
+  bool needsLaunch = (gpu && !gpu->object.empty()) || k.get("launch");
+  const Value *launch =
+      r.member(k, where, "launch", Value::Type::Object, needsLaunch);
+  if (!launch) {
+    if (!r.error.empty())
       return false;
-    if (b > 1024)
-      return r.fail(lw + ".block", "more than 1024 threads in one dimension");
-    out.block[i] = unsigned(b);
+    out.elementsPerBlock = out.groupSize > 0 ? out.groupSize : 1;
   }
-  if (uint64_t(out.block[0]) * out.block[1] * out.block[2] > 1024)
-    return r.fail(lw + ".block", "more than 1024 threads per block");
-  int64_t shared = 0;
-  if (const Value *tiles = launch->get("grid_tiles")) {
-    if (!tiles->isArray() || tiles->array.empty() || tiles->array.size() > 3)
-      return r.fail(lw + ".grid_tiles", "expected 1 to 3 [scalar, tile] pairs");
-    for (size_t i = 0; i < tiles->array.size(); ++i) {
-      const Value &t = tiles->array[i];
-      std::string tw = lw + ".grid_tiles[" + std::to_string(i) + "]";
-      int64_t tile = 0;
-      if (!t.isArray() || t.array.size() != 2 || !t.array[0].isString())
-        return r.fail(tw, "expected [\"scalar name\", tile]");
-      if (!r.toInt(t.array[1], tw + "[1]", tile, 1))
-        return false;
-      out.gridTiles.push_back({t.array[0].string, tile});
-    }
-  }
-  if (const Value *persistent = launch->get("persistent")) {
-    if (!persistent->isBool())
-      return r.fail(lw + ".persistent", "expected true or false");
-    if (persistent->boolean && out.gridTiles.empty())
-      return r.fail(lw + ".persistent", "needs grid_tiles");
-    out.persistent = persistent->boolean;
-  }
-  if (!r.integer(*launch, lw, "elements_per_block", out.elementsPerBlock,
-                 out.gridTiles.empty(), 1) ||
-      !r.integer(*launch, lw, "shared_bytes", shared, false, 0))
+  if (launch && !parseLaunch(r, *launch, where + ".launch", out))
     return false;
-  if (shared > int64_t(std::numeric_limits<unsigned>::max()))
-    return r.fail(lw + ".shared_bytes", "too large");
-  out.sharedBytes = unsigned(shared);
 
   const Value *args = r.member(k, where, "args", Value::Type::Array, true);
   if (!args)
@@ -223,6 +245,18 @@ bool parseKernel(Reader &r, const Value &k, const std::string &where,
         !r.string(a, aw, "dtype", spec.dtype, true))
       return false;
     aw += " ('" + spec.name + "')";
+    if (const Value *bind = a.get("bind")) {
+      // One value reference, or a list of them (docs/manifest.md, "Bindings").
+      bool ok = bind->isString() || bind->isArray();
+      if (bind->isString())
+        spec.bind.push_back(bind->string);
+      for (const Value &b : bind->array) {
+        ok &= b.isString();
+        spec.bind.push_back(b.string);
+      }
+      if (!ok)
+        return r.fail(aw + ".bind", "expected a string or a list of strings");
+    }
     for (const auto &prev : out.args)
       if (prev.name == spec.name)
         return r.fail(aw, "duplicate argument name");
@@ -341,6 +375,37 @@ bool parseKernel(Reader &r, const Value &k, const std::string &where,
   return true;
 }
 
+/// One entry of the optional "formats" section (FP8 facts, written by
+/// coat-export-manifest from coat/Numerics/Fp8.h).
+bool parseFormat(Reader &r, const Value &f, const std::string &where,
+                 const std::string &name, std::vector<Fp8FormatSpec> &out) {
+  if (!f.isObject())
+    return r.fail(where, "expected an object");
+  Fp8FormatSpec spec;
+  spec.name = name;
+  int64_t e = 0, m = 0, bias = 0;
+  const Value *inf = r.member(f, where, "has_infinity", Value::Type::Bool, true);
+  if (!r.string(f, where, "mlir_type", spec.mlirType, true) ||
+      !r.integer(f, where, "exponent_bits", e, true, 1) ||
+      !r.integer(f, where, "mantissa_bits", m, true, 0) ||
+      !r.integer(f, where, "exponent_bias", bias, true, 0) || !inf)
+    return false;
+  spec.exponentBits = int(e);
+  spec.mantissaBits = int(m);
+  spec.exponentBias = int(bias);
+  spec.hasInfinity = inf->boolean;
+  for (auto [key, dst] : {std::pair<const char *, double *>{"max_finite", &spec.maxFinite},
+                          {"min_normal", &spec.minNormal},
+                          {"min_subnormal", &spec.minSubnormal}}) {
+    const Value *v = r.member(f, where, key, Value::Type::Number, true);
+    if (!v)
+      return false;
+    *dst = v->number;
+  }
+  out.push_back(std::move(spec));
+  return true;
+}
+
 } // namespace
 
 bool parseManifest(const std::string &text, const std::string &directory,
@@ -376,6 +441,13 @@ bool parseManifest(const std::string &text, const std::string &directory,
   } else if (!error.empty()) {
     return false;
   }
+  if (const Value *f = r.member(doc, "top level", "formats", Value::Type::Object, false)) {
+    for (const auto &[name, v] : f->object)
+      if (!parseFormat(r, v, "formats." + name, name, out.formats))
+        return false;
+  } else if (!error.empty()) {
+    return false;
+  }
   const Value *kernels = r.member(doc, "top level", "kernels", Value::Type::Array, true);
   if (!kernels)
     return false;
@@ -403,240 +475,6 @@ bool loadManifest(const std::string &path, Manifest &out, std::string &error) {
     error = path + ": " + error;
     return false;
   }
-  return true;
-}
-
-bool packLaunch(const KernelSpec &kernel, int64_t n, const uint64_t *buffers,
-                int nbuf, const double *scalars, int nscalar,
-                PackedLaunch &out, std::string &error) {
-  const std::string who = "kernel '" + kernel.name + "': ";
-  if (n < 0) {
-    error = who + "n must be >= 0, got " + std::to_string(n);
-    return false;
-  }
-  size_t wantBuf = kernel.numMemrefs(), wantScalar = kernel.numScalars();
-  if (nbuf < 0 || size_t(nbuf) != wantBuf || (nbuf > 0 && !buffers)) {
-    error = who + "expected " + std::to_string(wantBuf) +
-            " buffer pointers (one per memref argument), got " +
-            std::to_string(nbuf);
-    return false;
-  }
-  if (nscalar < 0 || size_t(nscalar) != wantScalar || (nscalar > 0 && !scalars)) {
-    error = who + "expected " + std::to_string(wantScalar) +
-            " scalars (one per scalar argument), got " + std::to_string(nscalar);
-    return false;
-  }
-  int64_t groups = kernel.groupSize > 0 ? (n + kernel.groupSize - 1) / kernel.groupSize : 0;
-  // Scalar values by name (integers only) for products, dims and grid tiles.
-  std::vector<std::pair<std::string, double>> named;
-  {
-    int si = 0;
-    for (const auto &a : kernel.args)
-      if (a.kind == ArgSpec::Kind::Scalar)
-        named.push_back({a.name, scalars[si++]});
-  }
-  auto scalarValue = [&](const std::string &name) -> int64_t {
-    if (!name.empty() && name[0] >= '0' && name[0] <= '9')
-      return std::stoll(name);
-    for (const auto &kv : named)
-      if (kv.first == name)
-        return int64_t(kv.second);
-    return 0;
-  };
-  std::array<unsigned, 3> grid = {0, 1, 1};
-  uint64_t gridX = 0;
-  if (kernel.gridTiles.empty()) {
-    gridX = (uint64_t(n) + uint64_t(kernel.elementsPerBlock) - 1) /
-            uint64_t(kernel.elementsPerBlock);
-  } else {
-    for (size_t i = 0; i < kernel.gridTiles.size(); ++i) {
-      int64_t v = scalarValue(kernel.gridTiles[i].first);
-      if (v < 0) {
-        error = who + "scalar '" + kernel.gridTiles[i].first + "' must be >= 0";
-        return false;
-      }
-      uint64_t g = (uint64_t(v) + kernel.gridTiles[i].second - 1) /
-                   uint64_t(kernel.gridTiles[i].second);
-      if (g > (i == 0 ? uint64_t(std::numeric_limits<int32_t>::max()) : 65535u)) {
-        error = who + "grid dimension " + std::to_string(i) + " too large";
-        return false;
-      }
-      grid[i] = unsigned(g);
-    }
-    gridX = grid[0];
-    for (unsigned g : grid)
-      if (g == 0)
-        gridX = 0;
-  }
-  if (gridX > uint64_t(std::numeric_limits<int32_t>::max())) {
-    error = who + "n = " + std::to_string(n) + " needs " + std::to_string(gridX) +
-            " blocks, more than gridDim.x allows";
-    return false;
-  }
-
-  out = PackedLaunch();
-  out.storage.reserve(wantBuf * 5 + wantScalar);
-  int64_t rows = 0, cols = 0; // 2-D kernels: n is rows * cols
-  bool hasRows = false, hasCols = false;
-  // Parameter i is storage slot `slots[i]` (>= 0) or tensormap -1 - slots[i].
-  std::vector<long> slots;
-  int bi = 0, si = 0;
-  for (const auto &a : kernel.args) {
-    if (a.kind == ArgSpec::Kind::TensorMap) {
-      TensorMapRequest req;
-      req.name = a.name;
-      req.dtype = a.dtype;
-      req.address = buffers[bi++];
-      req.swizzle = a.swizzle;
-      uint64_t stride = uint64_t(dtypeSize(a.dtype));
-      for (size_t d = 0; d < a.mapDims.size(); ++d) {
-        int64_t v = scalarValue(a.mapDims[d]);
-        if (v <= 0) {
-          error = who + "tensormap '" + a.name + "': dim " + std::to_string(d) +
-                  " ('" + a.mapDims[d] + "') must be > 0, got " + std::to_string(v);
-          return false;
-        }
-        req.dims.push_back(uint64_t(v));
-        req.box.push_back(uint32_t(a.mapBox[d]));
-        if (d > 0)
-          req.strides.push_back(stride);
-        stride *= uint64_t(v);
-      }
-      for (uint64_t st : req.strides)
-        if (st % 16 != 0) {
-          error = who + "tensormap '" + a.name + "': row stride " +
-                  std::to_string(st) + " bytes is not a multiple of 16 (TMA)";
-          return false;
-        }
-      if (req.address == 0 || req.address % kBufferAlignment != 0) {
-        error = who + "buffer for tensormap argument '" + a.name +
-                "' is null or not 16-byte aligned";
-        return false;
-      }
-      slots.push_back(-1 - long(out.tensorMaps.size()));
-      out.tensorMaps.push_back(std::move(req));
-      continue;
-    }
-    slots.push_back(long(out.storage.size()));
-    if (a.kind == ArgSpec::Kind::Memref) {
-      uint64_t ptr = buffers[bi++];
-      int64_t extent = a.extent == ArgSpec::Extent::N        ? n
-                       : a.extent == ArgSpec::Extent::Groups ? groups
-                                                             : a.fixedExtent;
-      if (a.extent == ArgSpec::Extent::Product) {
-        extent = 1;
-        for (const auto &f : a.extentFactors) {
-          size_t slash = f.find('/');
-          if (slash == std::string::npos) {
-            extent *= f == "groups" ? groups : scalarValue(f);
-            continue;
-          }
-          int64_t v = scalarValue(f.substr(0, slash));
-          int64_t d = std::stoll(f.substr(slash + 1));
-          extent *= v <= 0 ? 0 : (v + d - 1) / d;
-        }
-      }
-      if (ptr == 0 && extent > 0) {
-        error = who + "buffer for memref argument '" + a.name + "' is null";
-        return false;
-      }
-      if (ptr % kBufferAlignment != 0) {
-        char hex[32];
-        std::snprintf(hex, sizeof hex, "0x%llx", (unsigned long long)ptr);
-        error = who + "buffer for memref argument '" + a.name + "' (" + hex +
-                ") is not " + std::to_string(kBufferAlignment) + "-byte aligned";
-        return false;
-      }
-      out.storage.push_back(ptr);            // allocated
-      out.storage.push_back(ptr);            // aligned
-      out.storage.push_back(0);              // offset
-      out.storage.push_back(uint64_t(extent)); // size
-      out.storage.push_back(1);              // stride
-    } else {
-      double v = scalars[si++];
-      uint64_t slot = 0;
-      if (a.dtype == "f32") {
-        float f = static_cast<float>(v);
-        if (std::isfinite(v) && !std::isfinite(f)) {
-          error = who + "scalar argument '" + a.name + "' = " + std::to_string(v) +
-                  " overflows f32";
-          return false;
-        }
-        std::memcpy(&slot, &f, sizeof f);
-      } else {
-        double lo = a.dtype == "i32" ? -2147483648.0 : -9223372036854775808.0;
-        double hi = a.dtype == "i32" ? 2147483648.0 : 9223372036854775808.0;
-        if (!(v >= lo && v < hi) || std::floor(v) != v) {
-          error = who + "scalar argument '" + a.name + "' (" + a.dtype +
-                  ") must be an integer in range, got " + std::to_string(v);
-          return false;
-        }
-        if (a.dtype == "i32") {
-          int32_t i = static_cast<int32_t>(v);
-          std::memcpy(&slot, &i, sizeof i);
-        } else {
-          int64_t i = static_cast<int64_t>(v);
-          std::memcpy(&slot, &i, sizeof i);
-        }
-        if (a.name == "rows") {
-          rows = static_cast<int64_t>(v);
-          hasRows = true;
-        }
-        if (a.name == "cols") {
-          cols = static_cast<int64_t>(v);
-          hasCols = true;
-        }
-        if (a.name == "n" && static_cast<int64_t>(v) != n) {
-          error = who + "scalar argument 'n' = " + std::to_string(int64_t(v)) +
-                  " differs from the launch size n = " + std::to_string(n);
-          return false;
-        }
-      }
-      out.storage.push_back(slot);
-    }
-  }
-  if (hasRows && hasCols) {
-    bool ok = rows >= 0 && cols >= 0 &&
-              (cols == 0 ? n == 0 : n % cols == 0 && n / cols == rows);
-    if (!ok) {
-      error = who + "rows * cols = " + std::to_string(rows) + " * " +
-              std::to_string(cols) + " differs from the launch size n = " +
-              std::to_string(n);
-      return false;
-    }
-    if (kernel.groupSize > 0 && cols % kernel.groupSize != 0) {
-      error = who + "cols = " + std::to_string(cols) +
-              " is not a multiple of the group size " +
-              std::to_string(kernel.groupSize);
-      return false;
-    }
-    if (kernel.maxCols > 0 && cols > kernel.maxCols) {
-      error = who + "cols = " + std::to_string(cols) +
-              " exceeds the kernel's max_cols = " + std::to_string(kernel.maxCols);
-      return false;
-    }
-  }
-  out.tensorMapStorage.resize(out.tensorMaps.size());
-  out.params.reserve(out.storage.size() + out.tensorMaps.size());
-  // A memref's or scalar's slots run up to the next storage-backed argument.
-  for (size_t i = 0; i < slots.size(); ++i) {
-    if (slots[i] < 0) {
-      out.params.push_back(out.tensorMapStorage[size_t(-1 - slots[i])].bytes);
-      continue;
-    }
-    size_t end = out.storage.size();
-    for (size_t j = i + 1; j < slots.size(); ++j)
-      if (slots[j] >= 0) {
-        end = size_t(slots[j]);
-        break;
-      }
-    for (size_t k = size_t(slots[i]); k < end; ++k)
-      out.params.push_back(&out.storage[k]);
-  }
-  out.grid = kernel.gridTiles.empty() ? std::array<unsigned, 3>{unsigned(gridX), 1, 1}
-                                      : grid;
-  out.block = kernel.block;
-  out.sharedBytes = kernel.sharedBytes;
   return true;
 }
 
