@@ -41,9 +41,10 @@ PY
 } | sort -u >"$work/coat.dict"
 echo "coat-fuzz: $(ls "$work/seeds" | wc -l) seeds, $(wc -l <"$work/coat.dict") dictionary entries, ${secs}s"
 cd "$work"
-# Progress lines (NEW, REDUCE, pulse) are left out; crashes, the final
-# coverage line and the statistics are kept.
+# Progress lines (NEW, REDUCE, pulse) and the recommended dictionary are
+# left out; crashes, the final coverage line and the statistics are kept.
 "$build/bin/coat-fuzz" -max_total_time="$secs" -dict="$work/coat.dict" \
   -max_len=8192 -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 "$@" \
   "$work/corpus" "$work/seeds" 2>&1 |
-  grep -av -E '^#[0-9]+[[:space:]]+(NEW|REDUCE|pulse|RELOAD|INITED)'
+  grep -av -E '^#[0-9]+[[:space:]]+(NEW|REDUCE|pulse|RELOAD|INITED)' |
+  sed '/^###### Recommended dictionary/,/^###### End of recommended dictionary/d'
