@@ -398,7 +398,8 @@ class DecoderLayer(torch.nn.Module):
         except ValueError as e:
             raise ValueError(f"{name}: {e}") from None
         d = hidden // heads
-        self.hidden, self.ffn, self.heads, self.kv_heads, self.eps = hidden, ffn, heads, kv_heads, eps
+        self.hidden, self.ffn, self.eps = hidden, ffn, eps
+        self.heads, self.kv_heads = heads, kv_heads
         shapes = {"q_proj": (heads * d, hidden), "k_proj": (kv_heads * d, hidden),
                   "v_proj": (kv_heads * d, hidden), "o_proj": (hidden, heads * d),
                   "gate_proj": (ffn, hidden), "up_proj": (ffn, hidden),
