@@ -23,9 +23,6 @@ using namespace mlir::coat;
 
 namespace {
 
-/// Name of the kernel attribute listing the parameters that hold a
-/// CUtensorMap by value (set by the lowerings, e.g. coat-lower-linear).
-constexpr StringLiteral kGridConstantAttr = "coat.grid_constant";
 constexpr int64_t kTensorMapBytes = 128;
 
 /// After convert-gpu-to-nvvm: parameters listed in `coat.grid_constant`

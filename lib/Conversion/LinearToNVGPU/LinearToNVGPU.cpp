@@ -58,11 +58,6 @@ using namespace mlir::coat;
 
 namespace {
 
-/// Name of the gpu.func attribute listing the parameters that hold a
-/// CUtensorMap by value (indices into the lowered parameter list; they come
-/// first, so memref expansion does not move them); coat-mark-grid-constants
-/// (lib/Conversion/Fp8ToNVVM/MarkGridConstants.cpp) reads it.
-constexpr StringLiteral kGridConstantAttr = "coat.grid_constant";
 constexpr int64_t kTileK = 128; // 128 FP8 bytes: the 128B swizzle span
 constexpr int64_t kWgmmaK = 32; // K of one FP8 wgmma
 /// Registers per thread: what the producer warpgroup keeps, and the file.
