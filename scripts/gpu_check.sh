@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
 # On a GPU host (CUDA driver, torch; no LLVM needed): builds the runtime and
 # runs every Python test against compiled kernels (GPU cases run, CPU twins
-# too), then, with --bench, every benchmark.
+# too), then, with --sanitize, every kernel family under compute-sanitizer,
+# then, with --bench, every benchmark.
 #
-#   scripts/gpu_check.sh [--bench | --bench-only] [--dry-run] DEMO_DIR | KERNEL_DIR ...
+#   scripts/gpu_check.sh [--bench | --bench-only] [--sanitize | --sanitize-only]
+#                        [--dry-run] DEMO_DIR | KERNEL_DIR ...
+#
+# --sanitize reruns the GPU numerics tests of every kernel family (optimizer,
+# quantize, scales, flow, norms, GEMM per-tensor and block-scaled) on their
+# ragged and 1-row/1-element shapes under compute-sanitizer's memcheck,
+# racecheck and initcheck; any report fails the run. Torch's caching
+# allocator is off there, so that every tensor is its own allocation and an
+# access past its end is seen.
 #
 # --dry-run prints the commands (tests, then benchmarks) instead of running
 # them; CI uses it to check that every benchmark is reached.
@@ -14,16 +23,18 @@
 # against the reference library.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-bench=0 tests=1 dry=0
+bench=0 tests=1 dry=0 sanitize=0
 while [ $# -ge 1 ]; do
   case "$1" in
     --bench) bench=1; shift ;;
     --bench-only) bench=1; tests=0; shift ;;
+    --sanitize) sanitize=1; shift ;;
+    --sanitize-only) sanitize=1; tests=0; shift ;;
     --dry-run) dry=1; shift ;;
     *) break ;;
   esac
 done
-[ $# -ge 1 ] || { echo "usage: $0 [--bench | --bench-only] [--dry-run] DEMO_DIR | KERNEL_DIR ..." >&2; exit 2; }
+[ $# -ge 1 ] || { echo "usage: $0 [--bench | --bench-only] [--sanitize | --sanitize-only] [--dry-run] DEMO_DIR | KERNEL_DIR ..." >&2; exit 2; }
 dirs=()
 for d in "$@"; do
   if [ -f "$d/manifest.json" ]; then dirs+=("$(cd "$d" && pwd)")
@@ -52,6 +63,23 @@ export COAT_KERNELS="$(IFS=:; echo "${dirs[*]}")"
 export COAT_LINEAR_KERNELS="$(of_op linear | paste -sd:)"
 
 if [ $tests = 1 ]; then run python3 -m pytest -q -rs -p no:cacheprovider "$root/test/python"; fi
+
+if [ $sanitize = 1 ]; then
+  t="$root/test/python"
+  # The GPU cases of each family's numerics tests on their smallest and
+  # ragged shapes, one input case each (the accesses do not depend on values).
+  files=("$t/test_adamw_kernel_numerics.py" "$t/test_activation_kernel_numerics.py"
+         "$t/test_scale_kernel_numerics.py" "$t/test_flow_kernel_numerics.py"
+         "$t/test_norm_kernel_numerics.py" "$t/test_linear_gpu.py"
+         "$t/test_large_tensors.py")
+  select="(cuda and random and not 2818049) or decoded_fp32 or adversarial"
+  select+=" or untouched or block_scaled_matches or tiny"
+  for tool in memcheck racecheck initcheck; do
+    run env PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool "$tool" \
+      --error-exitcode 86 --target-processes all --print-limit 20 \
+      python3 -m pytest -q -p no:cacheprovider "${files[@]}" -k "$select"
+  done
+fi
 [ $bench = 1 ] || exit 0
 
 run_bench() {  # script op [args...]: the benchmark over the directories of op

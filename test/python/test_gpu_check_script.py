@@ -62,3 +62,17 @@ def test_bench_only_skips_the_tests(tmp_path):
     _module(tmp_path, "a_opt", ["adamw_step"])
     cmds = _dry_run("--bench-only", "--dry-run", str(tmp_path))
     assert [_what(c) for c in cmds] == ["bench_optimizer.py", "bench_fsdp.py"]
+
+
+def test_sanitize_runs_each_tool_over_every_family(tmp_path):
+    _module(tmp_path, "a_opt", ["adamw_step"])
+    cmds = _dry_run("--sanitize-only", "--dry-run", str(tmp_path))
+    tools = [c.split("--tool ")[1].split()[0] for c in cmds]
+    assert tools == ["memcheck", "racecheck", "initcheck"]
+    for c in cmds:
+        assert "PYTORCH_NO_CUDA_MEMORY_CACHING=1" in c and "--error-exitcode" in c
+        for family in ("adamw", "activation", "scale", "flow", "norm", "linear_gpu"):
+            assert f"test_{family}" in c
+    with_tests = _dry_run("--sanitize", "--bench", "--dry-run", str(tmp_path))
+    assert [_what(c) for c in with_tests][:1] == ["pytest"]
+    assert len(with_tests) == 1 + 3 + 2  # tests, three tools, two benchmarks
