@@ -13,7 +13,8 @@ coat-lower-activations options, rows are labelled DIR/kernel). "ideal" is the by
 that must move (every buffer read or written once: inputs, codes, scales, the
 transposed copy) at the copy bandwidth; "%" is ideal time / measured time.
 Prints one line per measurement as it goes and a table last; --json writes
-all figures.
+all figures. Times are medians of 10 samples of 20 back-to-back CUDA-graph
+replays (bench/_timing.py).
 """
 
 import argparse
@@ -24,53 +25,16 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import coat  # noqa: E402
+from _timing import copy_bandwidth, copy_ideal, ideal_ms, measure, pct_of_copy, record  # noqa: E402
 
 OPS = ("quantize", "quantize_transpose", "dequantize", "absmax")
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
-FP8 = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
+# getattr: a torch without FP8 dtypes still imports the script (--help, tests).
+FP8 = {"e4m3": getattr(torch, "float8_e4m3fn", None), "e5m2": getattr(torch, "float8_e5m2", None)}
 FP8MAX = {"e4m3": 448.0, "e5m2": 57344.0}
 SIZE = {"f32": 4, "bf16": 2, "f16": 2, "e4m3": 1, "e5m2": 1}
-
-
-def time_ms(fn, warmup=3, iters=20):
-    """Mean time per call over `iters` back-to-back calls between two events
-    (after a warm-up), so host launch overhead overlaps the GPU work."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    for _ in range(iters):
-        fn()
-    b.record()
-    b.synchronize()
-    return a.elapsed_time(b) / iters
-
-
-def graphed(fn):
-    """fn replayed from a CUDA graph when it can be captured (no host launch
-    cost in the timing), else fn itself."""
-    try:
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            fn()
-        torch.cuda.current_stream().wait_stream(s)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            fn()
-        return g.replay, True
-    except Exception:  # noqa: BLE001 - any capture failure: time it directly
-        torch.cuda.synchronize()
-        return fn, False
-
-
-def copy_bandwidth(nbytes=2 << 30):
-    x = torch.empty(nbytes // 4, dtype=torch.float32, device="cuda").uniform_()
-    y = torch.empty_like(x)
-    ms = time_ms(lambda: y.copy_(x))
-    return 2 * nbytes / (ms * 1e-3)
 
 
 def buffers(kernel, rows, cols):
@@ -199,6 +163,35 @@ def torch_equivalent(kernel, args, rows, cols):
     return lambda: fn(codes, s)
 
 
+def time_with_anchor(launch, anchor, label, no_torch=False):
+    """Timings (graph-replayed) of a kernel launch and of its torch.compile
+    anchor; `anchor` makes the anchor's callable. The anchor's Timing is None
+    when skipped or when it fails (reported)."""
+    t = measure(launch, graph=True)
+    ta = None
+    if not no_torch:
+        try:
+            ta = measure(anchor(), graph=True)
+        except Exception as e:  # noqa: BLE001 - report and go on
+            print(f"  torch.compile anchor failed for {label}: {e}")
+    return t, ta
+
+
+def print_table(rows, bw):
+    print()
+    print(f"ideal = bytes read + written at {bw / 1e12:.2f} TB/s (copy, same run); "
+          "speedup = torch.compile ms / coat ms; ms = median of the repeats")
+    hdr = (f"{'kernel':40s} {'shape':>12s} {'ideal ms':>9s} {'coat ms':>9s} {'coat %':>7s} "
+           f"{'torch ms':>9s} {'torch %':>8s} {'speedup':>8s}")
+    print(hdr)
+    print("-" * len(hdr))
+    for r in rows:
+        t = (f"{r['torch_ms']:9.4f} {r['torch_pct']:7.1f}% {r['speedup']:7.2f}x"
+             if r["torch_ms"] else f"{'-':>9s} {'-':>8s} {'-':>8s}")
+        print(f"{r['kernel']:40s} {r['shape']:>12s} {r['ideal_ms']:9.4f} {r['coat_ms']:9.4f} "
+              f"{r['coat_pct']:6.1f}% {t}" + ("" if r["graph"] else "  (no graph)"))
+
+
 def main():
     args = bench_parser(__doc__).parse_args()
     kernels = gpu_kernels(args, OPS, "activation")
@@ -212,37 +205,24 @@ def main():
             if k.spec.group_size and n % k.spec.group_size:
                 continue
             bufs, nbytes = buffers(k, m, n)
-            ideal_ms = nbytes / bw * 1e3
-            fn, graph = graphed(lambda: k.launch(rows=m, cols=n, **bufs))
-            ms = time_ms(fn)
-            t_ms = None
-            if not args.no_torch:
-                try:
-                    tfn, _ = graphed(torch_equivalent(k, bufs, m, n))
-                    t_ms = time_ms(tfn)
-                except Exception as e:  # noqa: BLE001 - report and go on
-                    print(f"  torch.compile anchor failed for {label}: {e}")
+            t, ta = time_with_anchor(lambda: k.launch(rows=m, cols=n, **bufs),
+                                     lambda: torch_equivalent(k, bufs, m, n), label,
+                                     args.no_torch)
+            ms, t_ms = t.median, (ta.median if ta else None)
             row = dict(kernel=label, op=k.spec.op, shape=f"{m}x{n}", bytes=nbytes,
-                       ideal_ms=ideal_ms, coat_ms=ms, coat_pct=100 * ideal_ms / ms,
-                       torch_ms=t_ms, torch_pct=(100 * ideal_ms / t_ms) if t_ms else None,
-                       speedup=(t_ms / ms) if t_ms else None, graph=graph)
+                       ideal_ms=ideal_ms(nbytes, bw), coat_ms=ms,
+                       coat_pct=pct_of_copy(nbytes, ms, bw), torch_ms=t_ms,
+                       torch_pct=pct_of_copy(nbytes, t_ms, bw) if t_ms else None,
+                       speedup=(t_ms / ms) if t_ms else None, graph=t.graph)
             rows.append(row)
+            record("activations", label, row["shape"], t, pct_ideal=row["coat_pct"],
+                   ideal=copy_ideal(bw), anchor="torch.compile", anchor_timing=ta,
+                   anchor_pct=row["torch_pct"])
             print(f"{label:40s} {m:>6d}x{n:<6d} coat {ms:8.4f} ms ({row['coat_pct']:5.1f}%)"
                   + (f"  torch.compile {t_ms:8.4f} ms ({row['torch_pct']:5.1f}%)" if t_ms else ""),
                   flush=True)
 
-    print()
-    print(f"ideal = bytes read + written at {bw / 1e12:.2f} TB/s (copy, same run); "
-          "speedup = torch.compile ms / coat ms")
-    hdr = (f"{'kernel':40s} {'shape':>12s} {'ideal ms':>9s} {'coat ms':>9s} {'coat %':>7s} "
-           f"{'torch ms':>9s} {'torch %':>8s} {'speedup':>8s}")
-    print(hdr)
-    print("-" * len(hdr))
-    for r in rows:
-        t = (f"{r['torch_ms']:9.4f} {r['torch_pct']:7.1f}% {r['speedup']:7.2f}x"
-             if r["torch_ms"] else f"{'-':>9s} {'-':>8s} {'-':>8s}")
-        print(f"{r['kernel']:40s} {r['shape']:>12s} {r['ideal_ms']:9.4f} {r['coat_ms']:9.4f} "
-              f"{r['coat_pct']:6.1f}% {t}" + ("" if r["graph"] else "  (no graph)"))
+    print_table(rows, bw)
     if args.json:
         Path(args.json).write_text(json.dumps(dict(copy_bandwidth=bw, rows=rows), indent=2))
 

@@ -9,7 +9,8 @@ excluded).
   python bench/bench_block.py [--tokens 4096 8192] [--hidden 1024 --ffn 2816]
 
 Kernels: the block's compiled program on COAT_KERNELS or under build/demo
-(scripts/demo.sh compiles hidden 1024, ffn 2816).
+(scripts/demo.sh compiles hidden 1024, ffn 2816). Times are medians of 10
+samples of 20 back-to-back steps (bench/_timing.py).
 """
 
 import argparse
@@ -20,7 +21,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_activations import time_ms  # noqa: E402
+from _timing import measure, record  # noqa: E402
 
 import coat.nn as cnn  # noqa: E402
 
@@ -45,11 +46,7 @@ def main() -> int:
     block = cnn.MLPBlock(args.hidden, args.ffn, device="cuda", dtype=torch.bfloat16)
     ws = [block.norm.weight, block.gate_proj.weight, block.up_proj.weight,
           block.down_proj.weight]
-    print(f"# MLP block H={args.hidden} F={args.ffn}, forward + backward, "
-          f"{len(block.program.steps)} launches per step ({torch.cuda.get_device_name()})")
-    print("| tokens | ours ms | BF16 eager ms | speedup | ours act. MiB | BF16 act. MiB | "
-          "memory ratio |")
-    print("|---|---|---|---|---|---|---|")
+    print_header(args, len(block.program.steps), torch.cuda.get_device_name())
     for t in args.tokens:
         h = torch.randn(t, args.hidden, device="cuda").bfloat16().requires_grad_()
         dy = torch.randn_like(h)
@@ -69,12 +66,27 @@ def main() -> int:
             del y
             return used / 2**20
 
-        t_ours, t_ref = time_ms(ours), time_ms(ref)
+        t_ours, t_ref = measure(ours), measure(ref)
         m_ours = activation_bytes(lambda: block(h))
         m_ref = activation_bytes(lambda: bf16_block(h, *ws, block.config.eps))
-        print(f"| {t} | {t_ours:.3f} | {t_ref:.3f} | {t_ref / t_ours:.2f}x | {m_ours:.1f} | "
-              f"{m_ref:.1f} | {m_ours / m_ref:.2f} |")
+        record("block", f"MLPBlock fwd+bwd H={args.hidden} F={args.ffn}", f"{t} tokens", t_ours,
+               anchor="BF16 eager autograd", anchor_timing=t_ref, act_mib=m_ours,
+               anchor_act_mib=m_ref)
+        print_row(t, t_ours.median, t_ref.median, m_ours, m_ref)
     return 0
+
+
+def print_header(args, launches, device):
+    print(f"# MLP block H={args.hidden} F={args.ffn}, forward + backward, "
+          f"{launches} launches per step ({device})")
+    print("| tokens | ours ms | BF16 eager ms | speedup | ours act. MiB | BF16 act. MiB | "
+          "memory ratio |")
+    print("|---|---|---|---|---|---|---|")
+
+
+def print_row(t, t_ours, t_ref, m_ours, m_ref):
+    print(f"| {t} | {t_ours:.3f} | {t_ref:.3f} | {t_ref / t_ours:.2f}x | {m_ours:.1f} | "
+          f"{m_ref:.1f} | {m_ours / m_ref:.2f} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ build/demo/pointwise). "ideal" is the bytes that must move (every argument
 buffer read or written once: codes, bf16 scales, bf16 values, f32 maxima) at
 the copy bandwidth (docs/anchors.md: ~4.27 TB/s on the H200, 4.8 TB/s
 datasheet; both are printed); "%" is ideal time / measured time, GB/s the
-bytes over the measured time, speedup = torch.compile time / ours.
+bytes over the measured time, speedup = torch.compile time / ours. Times are
+medians of 10 samples of 20 back-to-back CUDA-graph replays (bench/_timing.py).
 """
 
 import json
@@ -21,12 +22,14 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_activations import (SIZE, anchor_compile, bench_parser, copy_bandwidth,  # noqa: E402
-                               gpu_kernels, graphed, time_ms)
+from _timing import copy_bandwidth, copy_ideal, ideal_ms, pct_of_copy, record  # noqa: E402
+from bench_activations import (SIZE, anchor_compile, bench_parser, gpu_kernels,  # noqa: E402
+                               time_with_anchor)
 
 OPS = ("silu", "silu_grad", "gelu", "gelu_grad", "swiglu_mul", "swiglu_mul_grad",
        "residual_add", "residual_add_grad")
-FP8 = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
+# getattr: a torch without FP8 dtypes still imports the script (--help, tests).
+FP8 = {"e4m3": getattr(torch, "float8_e4m3fn", None), "e5m2": getattr(torch, "float8_e5m2", None)}
 FP8MAX = {"e4m3": 448.0, "e5m2": 57344.0}
 DATASHEET_BW = 4.8e12
 
@@ -116,6 +119,23 @@ def torch_equivalent(kernel, args, rows, cols):
     return lambda: fn(*ins)
 
 
+def print_table(rows, bw):
+    print()
+    print(f"ideal = bytes read + written at {bw / 1e12:.2f} TB/s (copy, same run); "
+          f"'% 4.8' against the datasheet; speedup = torch.compile time / coat time; "
+          "us = median of the repeats")
+    hdr = (f"{'kernel':36s} {'shape':>12s} {'MB':>7s} {'coat us':>9s} {'GB/s':>7s} "
+           f"{'coat %':>7s} {'% 4.8':>6s} {'torch us':>9s} {'torch %':>8s} {'speedup':>8s}")
+    print(hdr)
+    print("-" * len(hdr))
+    for r in rows:
+        t = (f"{r['torch_us']:9.1f} {r['torch_pct']:7.1f}% {r['speedup']:7.2f}x"
+             if r["torch_us"] else f"{'-':>9s} {'-':>8s} {'-':>8s}")
+        print(f"{r['kernel']:36s} {r['shape']:>12s} {r['bytes'] / 1e6:7.1f} "
+              f"{r['coat_us']:9.1f} {r['coat_gbs']:7.0f} {r['coat_pct']:6.1f}% "
+              f"{r['datasheet_pct']:5.1f}% {t}" + ("" if r["graph"] else "  (no graph)"))
+
+
 def main():
     ap = bench_parser(__doc__)
     args = ap.parse_args()
@@ -131,42 +151,27 @@ def main():
             if k.spec.group_size and n % k.spec.group_size:
                 continue
             bufs, nbytes = buffers(k, m, n)
-            ideal_ms = nbytes / bw * 1e3
-            fn, graph = graphed(lambda: k.launch(rows=m, cols=n, **bufs))
-            ms = time_ms(fn)
-            t_ms = None
-            if not args.no_torch:
-                try:
-                    tfn, _ = graphed(torch_equivalent(k, bufs, m, n))
-                    t_ms = time_ms(tfn)
-                except Exception as e:  # noqa: BLE001 - report and go on
-                    print(f"  torch.compile anchor failed for {k.name}: {e}")
+            t, ta = time_with_anchor(lambda: k.launch(rows=m, cols=n, **bufs),
+                                     lambda: torch_equivalent(k, bufs, m, n), k.name,
+                                     args.no_torch)
+            ms, t_ms = t.median, (ta.median if ta else None)
             row = dict(kernel=k.name, op=k.spec.op, shape=f"{m}x{n}", bytes=nbytes,
-                       ideal_ms=ideal_ms, coat_us=ms * 1e3, coat_gbs=nbytes / ms * 1e-6,
-                       coat_pct=100 * ideal_ms / ms,
-                       datasheet_pct=100 * nbytes / DATASHEET_BW * 1e3 / ms,
+                       ideal_ms=ideal_ms(nbytes, bw), coat_us=ms * 1e3,
+                       coat_gbs=nbytes / ms * 1e-6, coat_pct=pct_of_copy(nbytes, ms, bw),
+                       datasheet_pct=pct_of_copy(nbytes, ms, DATASHEET_BW),
                        torch_us=t_ms * 1e3 if t_ms else None,
-                       torch_pct=(100 * ideal_ms / t_ms) if t_ms else None,
-                       speedup=(t_ms / ms) if t_ms else None, graph=graph)
+                       torch_pct=pct_of_copy(nbytes, t_ms, bw) if t_ms else None,
+                       speedup=(t_ms / ms) if t_ms else None, graph=t.graph)
             rows.append(row)
+            record("flow", k.name, row["shape"], t, pct_ideal=row["coat_pct"],
+                   ideal=copy_ideal(bw), anchor="torch.compile", anchor_timing=ta,
+                   anchor_pct=row["torch_pct"])
             print(f"{k.name:36s} {m:>6d}x{n:<6d} coat {row['coat_us']:8.1f} us "
                   f"({row['coat_pct']:5.1f}%)"
                   + (f"  torch.compile {row['torch_us']:8.1f} us ({row['torch_pct']:5.1f}%)"
                      if t_ms else ""), flush=True)
 
-    print()
-    print(f"ideal = bytes read + written at {bw / 1e12:.2f} TB/s (copy, same run); "
-          f"'% 4.8' against the datasheet; speedup = torch.compile time / coat time")
-    hdr = (f"{'kernel':36s} {'shape':>12s} {'MB':>7s} {'coat us':>9s} {'GB/s':>7s} "
-           f"{'coat %':>7s} {'% 4.8':>6s} {'torch us':>9s} {'torch %':>8s} {'speedup':>8s}")
-    print(hdr)
-    print("-" * len(hdr))
-    for r in rows:
-        t = (f"{r['torch_us']:9.1f} {r['torch_pct']:7.1f}% {r['speedup']:7.2f}x"
-             if r["torch_us"] else f"{'-':>9s} {'-':>8s} {'-':>8s}")
-        print(f"{r['kernel']:36s} {r['shape']:>12s} {r['bytes'] / 1e6:7.1f} "
-              f"{r['coat_us']:9.1f} {r['coat_gbs']:7.0f} {r['coat_pct']:6.1f}% "
-              f"{r['datasheet_pct']:5.1f}% {t}" + ("" if r["graph"] else "  (no graph)"))
+    print_table(rows, bw)
     if args.json:
         Path(args.json).write_text(json.dumps(dict(copy_bandwidth=bw, rows=rows), indent=2))
 

@@ -26,12 +26,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+sys.path.insert(0, HERE)
+from _timing import Timing, measure, record  # noqa: E402
 
 
 def _optimizer_state_bytes(opt) -> int:
@@ -92,25 +93,10 @@ def _worker(rank, world, args, store, out):
             if cuda:
                 torch.cuda.synchronize()
             alloc = (torch.cuda.memory_allocated(dev) - base) if cuda else 0
-            times = []
-            for it in range(args.warmup + args.iters):
-                if cuda:
-                    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    s.record()
-                    opt.step()
-                    e.record()
-                    e.synchronize()
-                    ms = s.elapsed_time(e)
-                else:
-                    import time
-                    t0 = time.perf_counter()
-                    opt.step()
-                    ms = (time.perf_counter() - t0) * 1e3
-                if it >= args.warmup:
-                    times.append(ms)
+            t = measure(opt.step, warmup=args.warmup, repeats=args.iters, inner=1, cuda=cuda)
             rows.append({"optimizer": name, "params_local": nlocal,
                          "state_bytes": _optimizer_state_bytes(opt), "alloc_bytes": alloc,
-                         "step_ms": statistics.median(times)})
+                         "step_ms": t.median, "step_samples": list(t.samples)})
             del opt, model
             if cuda:
                 torch.cuda.empty_cache()
@@ -119,6 +105,19 @@ def _worker(rank, world, args, store, out):
                 json.dump(rows, f)
     finally:
         dist.destroy_process_group()
+
+
+def print_table(rows, world, gpu, torch_version, args):
+    print(f"FSDP2 optimizer step, world size {world}, {gpu}, torch {torch_version}, "
+          f"model hidden {args.hidden} x {args.layers} layers "
+          f"({rows[0]['params_local'] / 1e6:.1f}M params per rank); step ms = median")
+    anchor = rows[0]
+    print(f"{'optimizer':<20} {'state MiB/rank':>15} {'B/param':>8} {'alloc MiB':>10} "
+          f"{'step ms':>8} {'vs fused':>9}")
+    for r in rows:
+        print(f"{r['optimizer']:<20} {r['state_bytes'] / 2**20:>15.1f} "
+              f"{r['state_bytes'] / r['params_local']:>8.3f} {r['alloc_bytes'] / 2**20:>10.1f} "
+              f"{r['step_ms']:>8.3f} {r['step_ms'] / anchor['step_ms']:>8.2f}x")
 
 
 def main(argv=None):
@@ -150,16 +149,13 @@ def main(argv=None):
         with open(out) as f:
             rows = json.load(f)
     gpu = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
-    print(f"FSDP2 optimizer step, world size {world}, {gpu}, torch {torch.__version__}, "
-          f"model hidden {args.hidden} x {args.layers} layers "
-          f"({rows[0]['params_local'] / 1e6:.1f}M params per rank)")
-    anchor = rows[0]
-    print(f"{'optimizer':<20} {'state MiB/rank':>15} {'B/param':>8} {'alloc MiB':>10} "
-          f"{'step ms':>8} {'vs fused':>9}")
-    for r in rows:
-        print(f"{r['optimizer']:<20} {r['state_bytes'] / 2**20:>15.1f} "
-              f"{r['state_bytes'] / r['params_local']:>8.3f} {r['alloc_bytes'] / 2**20:>10.1f} "
-              f"{r['step_ms']:>8.3f} {r['step_ms'] / anchor['step_ms']:>8.2f}x")
+    print_table(rows, world, gpu, torch.__version__, args)
+    anchor = Timing(tuple(rows[0]["step_samples"]))
+    for r in rows[1:]:
+        record("fsdp", r["optimizer"], f"world {world}, {r['params_local'] / 1e6:.0f}M params/rank",
+               Timing(tuple(r["step_samples"])), anchor=rows[0]["optimizer"],
+               anchor_timing=anchor, device=gpu, state_mib=r["state_bytes"] / 2**20,
+               anchor_state_mib=rows[0]["state_bytes"] / 2**20)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"world": world, "device": gpu, "rows": rows}, f, indent=1)

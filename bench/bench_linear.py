@@ -23,8 +23,10 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+sys.path.insert(0, HERE)
 
 import torch  # noqa: E402
+from _timing import measure, pct_of_peak, peak_ideal, record, tflops  # noqa: E402
 
 import coat  # noqa: E402
 
@@ -57,17 +59,15 @@ def scale_args(kern, sa, sb):
     return dict(a_scale=conv(sa, "a_scale"), b_scale=conv(sb, "b_scale"))
 
 
-def time_ms(fn, warmup=10, iters=50):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(iters):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / iters
+# Five samples of 50 back-to-back launches after 10 warm-up launches.
+GEMM = dict(warmup=10, repeats=5, inner=50)
+TIMING_NOTE = "median of 5 x 50 launches after 10 warm-up"
+
+
+def time_ms(fn):
+    """Median ms per launch, and the Timing it comes from."""
+    t = measure(fn, **GEMM)
+    return t.median, t
 
 
 def config_tag(spec):
@@ -115,26 +115,35 @@ def bench_block(kernels):
         want = xd @ wd.t()
         del xd, wd
         anchor, why = torch_blockwise(x8, w8, sa, sb)
-        t_ref = time_ms(anchor) if anchor else None
+        t_ref, ref_timing = time_ms(anchor) if anchor else (None, None)
         ref_err = (((anchor().float() - want).abs().max() / want.abs().max()).item()
                    if anchor else None)
         for tag, kern in kernels:
             def ours():
                 kern.launch(n=n, a=x8, b=w8, out=out, a_scale=sa, b_scale=sb, m=m, k=k,
                             n_blocks=nb, k_blocks=kb)
-            t = time_ms(ours)
+            t, timing = time_ms(ours)
             err = ((out.float() - want).abs().max() / want.abs().max()).item()
-            rows.append((f"{m}x{n}x{k}", tag, flop / t / 1e9,
-                         flop / t_ref / 1e9 if t_ref else None,
+            rows.append((f"{m}x{n}x{k}", tag, tflops(flop, t),
+                         tflops(flop, t_ref) if t_ref else None,
                          t_ref / t if t_ref else None, f"{err:.2e}",
                          f"{ref_err:.2e}" if ref_err is not None else "n/a"))
+            record("linear", f"block {tag}", f"{m}x{n}x{k}", timing,
+                   pct_ideal=pct_of_peak(flop, t, FP8_PEAK_TFLOPS),
+                   ideal=peak_ideal(FP8_PEAK_TFLOPS),
+                   anchor="torch blockwise _scaled_mm" if anchor else None,
+                   anchor_timing=ref_timing, max_rel_err=err)
         print(f"# {m}x{n}x{k}: blockwise torch._scaled_mm "
-              + (f"{flop / t_ref / 1e9:.1f} TFLOP/s" if t_ref else f"unavailable ({why})"),
+              + (f"{tflops(flop, t_ref):.1f} TFLOP/s" if t_ref else f"unavailable ({why})"),
               flush=True)
         del want
+    print_block_table(rows, torch.cuda.get_device_name())
+
+
+def print_block_table(rows, device):
     print(f"\n# FP8 GEMM e4m3 x e4m3, 1x128 x 128x128 f32 block scales -> bf16, "
-          f"{torch.cuda.get_device_name()}, torch {torch.__version__}, "
-          f"{time.strftime('%Y-%m-%d')}; mean of 50 after 10 warm-up; "
+          f"{device}, torch {torch.__version__}, "
+          f"{time.strftime('%Y-%m-%d')}; {TIMING_NOTE}; "
           f"peak {FP8_PEAK_TFLOPS:.0f} TFLOP/s")
     header = (f"| {'M x N x K':18} | {'ours':28} | {'ours TFLOP/s':>12} | {'% peak':>6} "
               f"| {'torch blockwise TFLOP/s':>23} | {'ratio':>6} | {'ours err':>8} "
@@ -147,6 +156,23 @@ def bench_block(kernels):
         ratio_s = f"{ratio:6.3f}" if ratio else f"{'n/a':>6}"
         print(f"| {shape:18} | {tag:28} | {ours:12.1f} | {100 * ours / FP8_PEAK_TFLOPS:6.1f} "
               f"| {ref_s} | {ratio_s} | {err:>8} | {ref_err:>9} |")
+
+
+def print_per_tensor_tables(rows, best, device):
+    print(f"# FP8 GEMM e4m3 x e4m3, per-tensor scales, {device}, "
+          f"torch {torch.__version__}, {time.strftime('%Y-%m-%d')}; {TIMING_NOTE}")
+    header = (f"| {'M x N x K':18} | {'ours':28} | {'ours TFLOP/s':>12} | {'cuBLASLt TFLOP/s':>16} "
+              f"| {'ratio':>6} | {'max rel err':>11} |")
+    rule = f"|{'-' * 20}|{'-' * 30}|{'-' * 14}|{'-' * 18}|{'-' * 8}|{'-' * 13}|"
+    print(header)
+    print(rule)
+    for shape, tag, ours, ref, ratio, err in rows:
+        print(f"| {shape:18} | {tag:28} | {ours:12.1f} | {ref:16.1f} | {ratio:6.3f} | {err:>11} |")
+    print("\n# best bf16-output configuration per shape")
+    print(header)
+    print(rule)
+    for shape, tag, ours, ref, ratio, err in best:
+        print(f"| {shape:18} | {tag:28} | {ours:12.1f} | {ref:16.1f} | {ratio:6.3f} | {err:>11} |")
 
 
 def main():
@@ -195,46 +221,38 @@ def main():
         def cublas():
             return torch._scaled_mm(x8, w8.t(), scale_a=sx.reshape(()), scale_b=sw.reshape(()),
                                     out_dtype=torch.bfloat16)
-        t_ref = time_ms(cublas)
+        t_ref, ref_timing = time_ms(cublas)
         want = cublas().float()
         shape_rows = []
+
+        def add(tag, t, timing, err):
+            shape_rows.append((f"{m}x{n}x{k}", tag, tflops(flop, t), tflops(flop, t_ref),
+                               t_ref / t, f"{err:.2e}"))
+            record("linear", tag, f"{m}x{n}x{k}", timing,
+                   pct_ideal=pct_of_peak(flop, t, FP8_PEAK_TFLOPS),
+                   ideal=peak_ideal(FP8_PEAK_TFLOPS), anchor="cuBLASLt _scaled_mm",
+                   anchor_timing=ref_timing, max_rel_err=err)
+
         for tag, kern in gemms:
             def ours():
                 kern.launch(n=n, a=x8, b=w8, out=out, m=m, k=k, **scale_args(kern, sx, sw))
-            t = time_ms(ours)
-            err = ((out.float() - want).abs().max() / want.abs().max()).item()
-            shape_rows.append((f"{m}x{n}x{k}", tag, flop / t / 1e9, flop / t_ref / 1e9,
-                               t_ref / t, f"{err:.2e}"))
+            t, timing = time_ms(ours)
+            add(tag, t, timing, ((out.float() - want).abs().max() / want.abs().max()).item())
         for tag, kern in quantized:
             def ours_q():
                 kern.launch(n=n, a=x8, b=w8, out=codes, out_scale=scales, m=m, k=k,
                             **scale_args(kern, sx, sw))
-            t = time_ms(ours_q)
+            t, timing = time_ms(ours_q)
             deq = codes.float() * scales.float().repeat_interleave(16, dim=1)[:, :n]
-            err = ((deq - want).abs().max() / want.abs().max()).item()
-            shape_rows.append((f"{m}x{n}x{k}", tag, flop / t / 1e9, flop / t_ref / 1e9,
-                               t_ref / t, f"{err:.2e}"))
+            add(tag, t, timing, ((deq - want).abs().max() / want.abs().max()).item())
         rows += shape_rows
         plain = [r for r in shape_rows if not r[1].endswith("q16")]
         if plain:
             best.append(max(plain, key=lambda r: r[2]))
-        t_ref2 = time_ms(cublas)
-        print(f"# {m}x{n}x{k}: cuBLASLt {flop / t_ref / 1e9:.1f} then {flop / t_ref2 / 1e9:.1f} "
-              f"TFLOP/s (run-to-run spread)", flush=True)
-    print(f"# FP8 GEMM e4m3 x e4m3, per-tensor scales, {torch.cuda.get_device_name()}, "
-          f"torch {torch.__version__}, {time.strftime('%Y-%m-%d')}; mean of 50 after 10 warm-up")
-    header = (f"| {'M x N x K':18} | {'ours':28} | {'ours TFLOP/s':>12} | {'cuBLASLt TFLOP/s':>16} "
-              f"| {'ratio':>6} | {'max rel err':>11} |")
-    rule = f"|{'-' * 20}|{'-' * 30}|{'-' * 14}|{'-' * 18}|{'-' * 8}|{'-' * 13}|"
-    print(header)
-    print(rule)
-    for shape, tag, ours, ref, ratio, err in rows:
-        print(f"| {shape:18} | {tag:28} | {ours:12.1f} | {ref:16.1f} | {ratio:6.3f} | {err:>11} |")
-    print("\n# best bf16-output configuration per shape")
-    print(header)
-    print(rule)
-    for shape, tag, ours, ref, ratio, err in best:
-        print(f"| {shape:18} | {tag:28} | {ours:12.1f} | {ref:16.1f} | {ratio:6.3f} | {err:>11} |")
+        t_ref2, _ = time_ms(cublas)
+        print(f"# {m}x{n}x{k}: cuBLASLt {tflops(flop, t_ref):.1f} then "
+              f"{tflops(flop, t_ref2):.1f} TFLOP/s (run-to-run spread)", flush=True)
+    print_per_tensor_tables(rows, best, torch.cuda.get_device_name())
     return 0
 
 

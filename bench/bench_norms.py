@@ -13,7 +13,8 @@ fits the row is timed. "ideal" is the bytes that must move (x codes + group
 scales, weight/bias, dy, y/dx, mean/rstd, partial maxima, dweight/dbias)
 at the copy bandwidth; the backward's f32 dweight/dbias workspace is extra
 traffic the kernel pays and is not counted as ideal. A backward with a
-weight is timed as its two launches (rows, then _reduce).
+weight is timed as its two launches (rows, then _reduce). Times are medians
+of 10 samples of 20 back-to-back CUDA-graph replays (bench/_timing.py).
 """
 
 import json
@@ -24,8 +25,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_activations import (anchor_compile, bench_parser, copy_bandwidth,  # noqa: E402
-                               gpu_kernels, graphed, time_ms)
+from _timing import copy_bandwidth, copy_ideal, ideal_ms, pct_of_copy, record  # noqa: E402
+from bench_activations import (anchor_compile, bench_parser, gpu_kernels,  # noqa: E402
+                               time_with_anchor)
 
 OPS = ("rmsnorm", "layernorm", "rmsnorm_grad", "layernorm_grad")
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
@@ -164,6 +166,21 @@ def setup(k, rows, cols, partials):
     return launch, (lambda: fn(codes, scales, w, rstd, mean, dy)), nbytes
 
 
+def print_table(rows_out, bw):
+    print()
+    print(f"ideal = bytes read + written at {bw / 1e12:.2f} TB/s (copy, same run); "
+          "ratio = torch.compile time / coat time; us = median of the repeats")
+    hdr = (f"{'kernel':26s} {'shape':>12s} {'ideal us':>9s} {'coat us':>9s} {'GB/s':>7s} "
+           f"{'coat %':>7s} {'torch us':>9s} {'torch %':>8s} {'ratio':>7s}")
+    print(hdr)
+    print("-" * len(hdr))
+    for r in rows_out:
+        t = (f"{r['torch_ms'] * 1e3:9.1f} {r['torch_pct']:7.1f}% {r['speedup']:6.2f}x"
+             if r["torch_ms"] else f"{'-':>9s} {'-':>8s} {'-':>7s}")
+        print(f"{r['kernel']:26s} {r['shape']:>12s} {r['ideal_ms'] * 1e3:9.1f} "
+              f"{r['coat_ms'] * 1e3:9.1f} {r['coat_gbs']:7.0f} {r['coat_pct']:6.1f}% {t}")
+
+
 def main():
     ap = bench_parser(__doc__)
     ap.add_argument("--partials-per-sm", type=int, default=2,
@@ -179,38 +196,22 @@ def main():
         m, n = (int(v) for v in s.split("x"))
         for k in pick(kernels, n):
             launch, tref, nbytes = setup(k, m, n, args.partials_per_sm * sms)
-            ideal_ms = nbytes / bw * 1e3
-            fn, graph = graphed(launch)
-            ms = time_ms(fn)
-            t_ms = None
-            if not args.no_torch:
-                try:
-                    tfn, _ = graphed(tref)
-                    t_ms = time_ms(tfn)
-                except Exception as e:  # noqa: BLE001 - report and go on
-                    print(f"  torch.compile anchor failed for {k.name}: {e}")
+            t, ta = time_with_anchor(launch, lambda: tref, k.name, args.no_torch)
+            ms, t_ms = t.median, (ta.median if ta else None)
             row = dict(kernel=k.name, op=k.spec.op, shape=f"{m}x{n}", bytes=nbytes,
-                       ideal_ms=ideal_ms, coat_ms=ms, coat_pct=100 * ideal_ms / ms,
-                       coat_gbs=nbytes / ms / 1e6, torch_ms=t_ms,
-                       torch_pct=(100 * ideal_ms / t_ms) if t_ms else None,
-                       speedup=(t_ms / ms) if t_ms else None, graph=graph)
+                       ideal_ms=ideal_ms(nbytes, bw), coat_ms=ms,
+                       coat_pct=pct_of_copy(nbytes, ms, bw), coat_gbs=nbytes / ms / 1e6,
+                       torch_ms=t_ms, torch_pct=pct_of_copy(nbytes, t_ms, bw) if t_ms else None,
+                       speedup=(t_ms / ms) if t_ms else None, graph=t.graph)
             rows_out.append(row)
+            record("norms", k.name, row["shape"], t, pct_ideal=row["coat_pct"],
+                   ideal=copy_ideal(bw), anchor="torch.compile", anchor_timing=ta,
+                   anchor_pct=row["torch_pct"])
             print(f"{k.name:26s} {m:>6d}x{n:<6d} coat {ms * 1e3:9.1f} us "
                   f"{row['coat_gbs']:7.0f} GB/s ({row['coat_pct']:5.1f}%)"
                   + (f"  torch.compile {t_ms * 1e3:9.1f} us ({row['torch_pct']:5.1f}%)"
                      if t_ms else ""), flush=True)
-    print()
-    print(f"ideal = bytes read + written at {bw / 1e12:.2f} TB/s (copy, same run); "
-          "ratio = torch.compile time / coat time")
-    hdr = (f"{'kernel':26s} {'shape':>12s} {'ideal us':>9s} {'coat us':>9s} {'GB/s':>7s} "
-           f"{'coat %':>7s} {'torch us':>9s} {'torch %':>8s} {'ratio':>7s}")
-    print(hdr)
-    print("-" * len(hdr))
-    for r in rows_out:
-        t = (f"{r['torch_ms'] * 1e3:9.1f} {r['torch_pct']:7.1f}% {r['speedup']:6.2f}x"
-             if r["torch_ms"] else f"{'-':>9s} {'-':>8s} {'-':>7s}")
-        print(f"{r['kernel']:26s} {r['shape']:>12s} {r['ideal_ms'] * 1e3:9.1f} "
-              f"{r['coat_ms'] * 1e3:9.1f} {r['coat_gbs']:7.0f} {r['coat_pct']:6.1f}% {t}")
+    print_table(rows_out, bw)
     if args.json:
         Path(args.json).write_text(json.dumps(dict(copy_bandwidth=bw, rows=rows_out), indent=1))
 

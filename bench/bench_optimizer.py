@@ -10,7 +10,8 @@ every f32 adamw_step kernel in it is timed on one flat tensor of --params
 elements. A Llama-1B-shaped parameter list is then stepped through
 coat.optim.FP8AdamW (one launch per step) and through torch's fused AdamW.
 Finally 100 steps of a synthetic problem compare FP8AdamW with fp32 AdamW.
-Prints a table last; --json writes all figures.
+Prints a table last; --json writes all figures. Times are medians of 20
+CUDA-event-timed steps after 3 warm-up steps (bench/_timing.py).
 """
 
 import argparse
@@ -23,33 +24,17 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import coat  # noqa: E402
+from _timing import copy_bandwidth, copy_ideal, measure, pct_of_copy, record  # noqa: E402
 from coat.optim import FP8AdamW  # noqa: E402
 
 HP = dict(lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01)
 
 
-def median_ms(fn, warmup=3, iters=20):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    times.sort()
-    return times[len(times) // 2]
-
-
-def copy_bandwidth(nbytes=4 << 30):
-    x = torch.empty(nbytes // 4, dtype=torch.float32, device="cuda").uniform_()
-    y = torch.empty_like(x)
-    ms = median_ms(lambda: y.copy_(x))
-    return 2 * nbytes / (ms * 1e-3)
+# One CUDA-event pair per step, as torch's optimizer step is timed in training.
+STEP = dict(warmup=3, repeats=20, inner=1)
+ANCHOR = "torch AdamW fused"
 
 
 def dtype_bytes(dtype):
@@ -87,7 +72,7 @@ def kernel_buffers(spec, n):
     return bufs
 
 
-def bench_kernels(dirs, n, copy_bw, rows, out):
+def bench_kernels(dirs, n, copy_bw, anchor, rows, out):
     for d in dirs:
         mod = coat.load(d)
         for k in mod.find(op="adamw_step"):
@@ -100,13 +85,18 @@ def bench_kernels(dirs, n, copy_bw, rows, out):
                 step[0] += 1
                 k.launch(step=float(step[0]), **HP, **bufs)
 
-            ms = median_ms(run)
+            t = measure(run, **STEP)
+            ms = t.median
             bpp = kernel_bytes_per_param(k.spec)
             bw = bpp * n / (ms * 1e-3)
+            pct = pct_of_copy(bpp * n, ms, copy_bw)
             label = f"{k.name} [{Path(d).name}]"
-            rows.append((label, ms, bpp, bw / 1e12, 100 * bw / copy_bw))
+            rows.append((label, ms, bpp, bw / 1e12, pct, anchor.median / ms))
             out["kernels"].append(dict(name=k.name, dir=str(d), ms=ms, bytes_per_param=bpp,
-                                       tbps=bw / 1e12, pct_copy=100 * bw / copy_bw))
+                                       tbps=bw / 1e12, pct_copy=pct))
+            record("optimizer", label, f"{n / 1e6:.0f}M params", t, pct_ideal=pct,
+                   ideal=copy_ideal(copy_bw), anchor=ANCHOR, anchor_timing=anchor,
+                   anchor_pct=pct_of_copy(28 * n, anchor.median, copy_bw))
             del bufs
             torch.cuda.empty_cache()
 
@@ -115,13 +105,15 @@ def bench_torch_fused(n, copy_bw, rows, out):
     p = torch.nn.Parameter(torch.randn(n, device="cuda"))
     p.grad = torch.randn(n, device="cuda") * 1e-3
     opt = torch.optim.AdamW([p], lr=1e-3, weight_decay=0.01, fused=True)
-    ms = median_ms(opt.step)
+    t = measure(opt.step, **STEP)
+    ms = t.median
     bw = 28 * n / (ms * 1e-3)
-    rows.append(("torch.optim.AdamW(fused=True), fp32", ms, 28.0, bw / 1e12, 100 * bw / copy_bw))
+    rows.append(("torch.optim.AdamW(fused=True), fp32", ms, 28.0, bw / 1e12,
+                 pct_of_copy(28 * n, ms, copy_bw), 1.0))
     out["torch_fused_ms"] = ms
     del opt, p
     torch.cuda.empty_cache()
-    return ms
+    return t
 
 
 def llama_1b_shapes():
@@ -141,21 +133,25 @@ def bench_llama(dirs, copy_bw, rows, out):
     opt = FP8AdamW(params, lr=1e-3, weight_decay=0.01, kernels=[coat.load(d) for d in dirs])
     for p in params:
         p.grad.copy_(torch.randn_like(p) * 1e-3)
-    ms = median_ms(opt.step)
-    rows.append((f"FP8AdamW, Llama-1B shapes ({len(shapes)} tensors, {n / 1e9:.2f}B)", ms,
-                 float("nan"), float("nan"), float("nan")))
-    out["llama_fp8_ms"] = ms
+    t = measure(opt.step, **STEP)
     del opt, params
     torch.cuda.empty_cache()
     params = [torch.nn.Parameter(torch.randn(s, device="cuda") * 0.02) for s in shapes]
     for p in params:
         p.grad = torch.randn_like(p) * 1e-3
     ref = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.01, fused=True)
-    ms_ref = median_ms(ref.step)
+    t_ref = measure(ref.step, **STEP)
+    ms, ms_ref = t.median, t_ref.median
+    rows.append((f"FP8AdamW, Llama-1B shapes ({len(shapes)} tensors, {n / 1e9:.2f}B)", ms,
+                 float("nan"), float("nan"), float("nan"), ms_ref / ms))
     rows.append(("torch fused AdamW, Llama-1B shapes", ms_ref, 28.0, 28 * n / ms_ref / 1e9,
-                 100 * 28 * n / (ms_ref * 1e-3) / copy_bw))
+                 pct_of_copy(28 * n, ms_ref, copy_bw), 1.0))
+    out["llama_fp8_ms"] = ms
     out["llama_torch_ms"] = ms_ref
     out["llama_params"] = n
+    record("optimizer", "FP8AdamW (one launch)",
+           f"Llama-1B shapes, {len(shapes)} tensors, {n / 1e9:.2f}B", t, anchor=ANCHOR,
+           anchor_timing=t_ref, anchor_pct=pct_of_copy(28 * n, ms_ref, copy_bw))
     del ref, params
     torch.cuda.empty_cache()
 
@@ -181,6 +177,17 @@ def fidelity(dirs, out, steps=100, n=1 << 22):
     return rel
 
 
+def print_table(out, rows, copy_bw, rel):
+    print(f"\nGPU: {out['gpu']}   copy bandwidth (read+write): {copy_bw / 1e12:.2f} TB/s")
+    print(f"{out['params'] / 1e6:.0f}M fp32 parameters unless noted; ratio = torch fused time / "
+          "ours; ms = median of the steps\n")
+    print(f"{'what':58s} {'ms':>8s} {'B/param':>8s} {'TB/s':>6s} {'%copy':>6s} {'ratio':>6s}")
+    for label, ms, bpp, tbps, pct, ratio in rows:
+        print(f"{label[:58]:58s} {ms:8.3f} {bpp:8.3f} {tbps:6.2f} {pct:6.1f} {ratio:6.2f}")
+    print(f"\nFP8AdamW vs fp32 AdamW after 100 steps: relative parameter error "
+          f"{rel:.4f} of the update norm")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--kernels", nargs="+", required=True)
@@ -192,22 +199,13 @@ def main():
     copy_bw = copy_bandwidth()
     out["copy_tbps"] = copy_bw / 1e12
     rows = []
-    torch_ms = bench_torch_fused(n, copy_bw, rows, out)
-    bench_kernels(args.kernels, n, copy_bw, rows, out)
+    anchor = bench_torch_fused(n, copy_bw, rows, out)
+    bench_kernels(args.kernels, n, copy_bw, anchor, rows, out)
     bench_llama(args.kernels, copy_bw, rows, out)
     rel = fidelity(args.kernels, out)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2))
-    print(f"\nGPU: {out['gpu']}   copy bandwidth (read+write): {copy_bw / 1e12:.2f} TB/s")
-    print(f"{n / 1e6:.0f}M fp32 parameters unless noted; ratio = torch fused time / ours\n")
-    print(f"{'what':58s} {'ms':>8s} {'B/param':>8s} {'TB/s':>6s} {'%copy':>6s} {'ratio':>6s}")
-    for label, ms, bpp, tbps, pct in rows:
-        ratio = torch_ms / ms if "torch" not in label else 1.0
-        if "Llama" in label:
-            ratio = out["llama_torch_ms"] / ms
-        print(f"{label[:58]:58s} {ms:8.3f} {bpp:8.3f} {tbps:6.2f} {pct:6.1f} {ratio:6.2f}")
-    print(f"\nFP8AdamW vs fp32 AdamW after 100 steps: relative parameter error "
-          f"{rel:.4f} of the update norm")
+    print_table(out, rows, copy_bw, rel)
 
 
 if __name__ == "__main__":

@@ -83,6 +83,15 @@ if [ $sanitize = 1 ]; then
 fi
 [ $bench = 1 ] || exit 0
 
+# Every benchmark appends a JSON line per measured row to $COAT_BENCH_RESULTS
+# (bench/_timing.py; a file the caller names is appended to); at the end,
+# also when a benchmark fails (the exit status stays the benchmark's),
+# bench/summary.py prints them as one table; --dry-run prints that last.
+if [ $dry = 1 ]; then results="${COAT_BENCH_RESULTS:-\$COAT_BENCH_RESULTS}"
+else results="${COAT_BENCH_RESULTS:-$(mktemp -t coat-bench.XXXXXX)}"; fi
+export COAT_BENCH_RESULTS="$results"
+trap 'run python3 "$root/bench/summary.py" "$results" || true' EXIT
+
 run_bench() {  # script op [args...]: the benchmark over the directories of op
   local script=$1 op=$2; shift 2
   local ds; ds=$(of_op "$op")

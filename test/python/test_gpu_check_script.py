@@ -1,5 +1,6 @@
 """scripts/gpu_check.sh must reach every benchmark whose kernels exist: a
-directory without the op (or the last one lacking it) must not end the run."""
+directory without the op (or the last one lacking it) must not end the run;
+and the summary of their results comes last."""
 
 import json
 import os
@@ -18,9 +19,9 @@ def _module(root, name, ops):
     return d
 
 
-def _dry_run(*args):
+def _dry_run(*args, env=None):
     out = subprocess.run(["bash", SCRIPT, *args], capture_output=True, text=True,
-                         check=True).stdout
+                         check=True, env=env).stdout
     return [l[2:] for l in out.splitlines() if l.startswith("+ ")]
 
 
@@ -40,7 +41,7 @@ def test_every_benchmark_is_reached(tmp_path):
     cmds = _dry_run("--bench", "--dry-run", str(tmp_path))
     assert [_what(c) for c in cmds] == ["pytest", "bench_optimizer.py", "bench_activations.py",
                        "bench_flow.py", "bench_norms.py", "bench_scales.py",
-                       "bench_linear.py", "bench_block.py", "bench_fsdp.py"]
+                       "bench_linear.py", "bench_block.py", "bench_fsdp.py", "summary.py"]
     optimizer = cmds[1].split()
     assert optimizer[optimizer.index("--kernels") + 1:] == [str(tmp_path / "a_opt")]
 
@@ -49,7 +50,7 @@ def test_benchmarks_without_kernels_are_left_out(tmp_path):
     _module(tmp_path, "only", ["mul"])
     cmds = _dry_run("--bench", "--dry-run", str(tmp_path))
     assert [_what(c) for c in cmds] == [
-        "pytest", "bench_fsdp.py"]
+        "pytest", "bench_fsdp.py", "summary.py"]
 
 
 def test_without_bench_only_the_tests_run(tmp_path):
@@ -61,7 +62,7 @@ def test_without_bench_only_the_tests_run(tmp_path):
 def test_bench_only_skips_the_tests(tmp_path):
     _module(tmp_path, "a_opt", ["adamw_step"])
     cmds = _dry_run("--bench-only", "--dry-run", str(tmp_path))
-    assert [_what(c) for c in cmds] == ["bench_optimizer.py", "bench_fsdp.py"]
+    assert [_what(c) for c in cmds] == ["bench_optimizer.py", "bench_fsdp.py", "summary.py"]
 
 
 def test_sanitize_runs_each_tool_over_every_family(tmp_path):
@@ -75,4 +76,12 @@ def test_sanitize_runs_each_tool_over_every_family(tmp_path):
             assert f"test_{family}" in c
     with_tests = _dry_run("--sanitize", "--bench", "--dry-run", str(tmp_path))
     assert [_what(c) for c in with_tests][:1] == ["pytest"]
-    assert len(with_tests) == 1 + 3 + 2  # tests, three tools, two benchmarks
+    assert len(with_tests) == 1 + 3 + 2 + 1  # tests, three tools, two benchmarks, summary
+
+
+def test_summary_reads_the_results_file_the_benchmarks_write(tmp_path):
+    _module(tmp_path, "a_opt", ["adamw_step"])
+    env = dict(os.environ, COAT_BENCH_RESULTS=str(tmp_path / "results.jsonl"))
+    cmds = _dry_run("--bench-only", "--dry-run", str(tmp_path), env=env)
+    assert cmds[-1].split()[1:] == [os.path.join(REPO, "bench", "summary.py"),
+                                    str(tmp_path / "results.jsonl")]
