@@ -43,6 +43,14 @@ def gradient(rng, n, case, t):
         g[::3] = np.float32(1e-41)  # f32 denormals
     if case == "wide":
         g *= np.exp(rng.uniform(-30, 30, n)).astype(np.float32)  # beyond E4M3's range
+    if case == "ratio_edges":
+        # Groups whose v ratio max/min sits on f32's overflow boundary (2^128
+        # exactly at the first step, where v = (1 - b2) g^2 is exact) and just
+        # below it: the expansion exponent must follow the division max/min
+        # there, not its logarithms.
+        g[:256] = 1.0
+        g[0], g[1] = 2.0 ** 40, 2.0 ** -24
+        g[128], g[129] = 2.0 ** 40, np.float32(2.0 ** -24 * (1 + 2.0 ** -20))
     if case == "nonfinite" and t == 4:
         g[5], g[300] = np.nan, np.inf
     return g
@@ -116,7 +124,7 @@ def ids(k):
 
 
 DEVICES = ["cpu"] + (["cuda"] if HAVE_CUDA else [])
-CASES = ["random", "zeros", "equal", "denormal", "wide", "nonfinite"]
+CASES = ["random", "zeros", "equal", "denormal", "wide", "nonfinite", "ratio_edges"]
 
 
 @pytest.mark.parametrize("device", DEVICES)

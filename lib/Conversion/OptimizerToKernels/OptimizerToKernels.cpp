@@ -284,21 +284,59 @@ SmallVector<Value> AdamWLaneEmitter::requantize(const MomentSpec &mom,
   // distinct magnitude (M == mn) needs no expansion. As specified, log2 of
   // the ratio (which may overflow to +inf, giving the smallest k).
   const double ub = 0.5 * double(traits.maxFinite) * traits.maxFinite;
+  const double log2Fp8Max = std::log2(double(traits.maxFinite));
   double emin = double(spec.expandMin);
-  Value logRatio = acc.log2(acc.div(maxAbs, minAbs));
-  Value kRaw = acc.div(f.c(std::log2(ub)), logRatio);
-  Value k = acc.div(acc.floor(f.mul(kRaw, f.c(emin))), f.c(emin));
-  k = f.minnum(f.maxnum(k, f.c(1.0 / emin)), f.c(spec.maxK));
-  Value oneMagnitude = f.le(logRatio, f.c(0.0));
-  k = f.select(arith::OrIOp::create(b, allZero, oneMagnitude), f.c(1.0), k);
-  Value c = acc.mul(acc.sqrt(maxAbs), acc.sqrt(minAbs));
-  c = f.select(allZero, f.c(1.0), c);
+  auto perExpandMin = [&](Value x) {
+    // Dividing by a power of two is multiplying by its exact reciprocal.
+    return llvm::isPowerOf2_64(spec.expandMin) ? f.mul(x, f.c(1.0 / emin))
+                                               : acc.div(x, f.c(emin));
+  };
+  auto clampK = [&](Value kRaw, Value oneMagnitude) {
+    Value k = perExpandMin(acc.floor(f.mul(kRaw, f.c(emin))));
+    k = f.minnum(f.maxnum(k, f.c(1.0 / emin)), f.c(spec.maxK));
+    return f.select(arith::OrIOp::create(b, allZero, oneMagnitude), f.c(1.0),
+                    k);
+  };
   // s = (M/c)^k / fp8max and the codes are (|x|/c)^k / s, both through the
   // centre c: |x|/c stays within sqrt(M/mn) of 1, where |x|/M could
   // underflow. An all-zero group keeps log2 s = 0 so its codes come out 0.
-  Value invC = acc.div(f.c(1.0), c);
-  Value logS = acc.sub(acc.mul(k, acc.log2(acc.mul(maxAbs, invC))),
-                     f.c(std::log2(double(traits.maxFinite))));
+  Value k, c, invC, logS;
+  if (lane.onGpu) {
+    // In the log domain from log2 M and log2 mn: the ratio, the centre and
+    // the scale cost two lg2, one rcp and three ex2 per group instead of
+    // three divisions, two square roots, two lg2 and an ex2. Where the
+    // approximate logs are too coarse, exact tests decide as the division
+    // M/mn would: M == mn needs no expansion; distinct magnitudes are at
+    // least an ulp apart (the largest k); and a ratio that rounds to +inf in
+    // f32 (M/mn >= 2^128 (1 - 2^-25), so mn < 1) gives the smallest k. The
+    // test M 2^-64 - mn 2^64 >= -mn 2^39 is exact near its boundary: the
+    // terms are power-of-two scalings, and their difference is exact when
+    // they are within a factor of two (Sterbenz).
+    Value logMax = acc.log2(maxAbs), logMin = acc.log2(minAbs);
+    Value logRatio = f.maxnum(acc.sub(logMax, logMin), f.c(0x1p-24));
+    Value margin = acc.sub(acc.mul(maxAbs, f.c(0x1p-64)),
+                           acc.mul(minAbs, f.c(0x1p64)));
+    Value overflows = arith::AndIOp::create(
+        b, f.lt(minAbs, f.c(1.0)),
+        f.le(f.sub(f.c(0.0), acc.mul(minAbs, f.c(0x1p39))), margin));
+    logRatio = f.select(overflows, f.c(inf), logRatio);
+    k = clampK(acc.div(f.c(std::log2(ub)), logRatio), f.eq(maxAbs, minAbs));
+    Value logC = f.select(allZero, f.c(0.0),
+                          f.mul(f.add(logMax, logMin), f.c(0.5)));
+    c = acc.exp2(logC);
+    invC = acc.exp2(f.sub(f.c(0.0), logC));
+    logS = f.sub(f.mul(k, f.mul(f.sub(logMax, logMin), f.c(0.5))),
+                 f.c(log2Fp8Max));
+  } else {
+    Value logRatio = acc.log2(acc.div(maxAbs, minAbs));
+    k = clampK(acc.div(f.c(std::log2(ub)), logRatio),
+               f.le(logRatio, f.c(0.0)));
+    c = acc.mul(acc.sqrt(maxAbs), acc.sqrt(minAbs));
+    c = f.select(allZero, f.c(1.0), c);
+    invC = acc.div(f.c(1.0), c);
+    logS = acc.sub(acc.mul(k, acc.log2(acc.mul(maxAbs, invC))),
+                   f.c(log2Fp8Max));
+  }
   logS = f.select(allZero, f.c(0.0), logS);
   Value s = f.select(allZero, f.c(0.0), acc.exp2(logS));
   storeGroupScalar(bufs.scale, s);

@@ -24,6 +24,24 @@
 // Group statistics: a butterfly over the 16 lanes of a group.
 // GPU: gpu.shuffle  xor %{{.*}}, %c8_i32, %c32_i32{{.*}} : f32
 // GPU: gpu.shuffle  xor %{{.*}}, %c1_i32, %c32_i32{{.*}} : f32
+// Expanded statistics in the log domain: log2 of the group maximum and
+// minimum, no division of the two and no square roots; exact tests for a
+// ratio that overflows f32 (M 2^-64 against mn 2^64) and for M == mn; the
+// division by expand_min = 16 is a multiplication.
+// GPU: %[[LMAX:.*]] = math.log2 %[[MAX:.*]] fastmath<afn> {coat.keep_subnormals} : f32
+// GPU-NEXT: %[[LMIN:.*]] = math.log2 %[[MIN:.*]] fastmath<afn> {coat.keep_subnormals} : f32
+// GPU-NEXT: arith.subf %[[LMAX]], %[[LMIN]] : f32
+// GPU: arith.mulf %[[MAX]], %{{.*}} : f32
+// GPU: arith.mulf %[[MIN]], %{{.*}} : f32
+// GPU: %[[RATIO:.*]] = arith.select %{{.*}}, %{{.*}}, %{{.*}} : f32
+// GPU-NEXT: arith.constant 16.6147099 : f32
+// GPU-NEXT: arith.divf %{{.*}}, %[[RATIO]] fastmath<afn>
+// GPU-NEXT: arith.cmpf oeq, %[[MAX]], %[[MIN]] : f32
+// GPU: math.floor
+// GPU-NEXT: arith.constant 6.250000e-02 : f32
+// GPU-NEXT: arith.mulf
+// GPU: arith.addf %[[LMAX]], %[[LMIN]] : f32
+// GPU-NOT: math.sqrt
 // GPU: math.exp2 %{{.*}} fastmath<afn> : f32
 // GPU: arith.truncf %{{.*}} : vector<8xf32> to vector<8xf8E4M3FN>
 // GPU-NOT: func.func @step
@@ -37,6 +55,9 @@
 // CPU-NOT: launch
 // CPU: scf.for
 // CPU: vector.load %{{.*}} : memref<?xf32>, vector<128xf32>
+// The CPU twin keeps the specified formulas (log2(M/mn), sqrt(M) sqrt(mn)):
+// no log-domain statistics and their overflow test.
+// CPU-NOT: 5.42101086E-20
 // CPU-NOT: gpu.shuffle
 // CPU-NOT: fastmath<afn>
 // CPU: return
