@@ -59,6 +59,9 @@ public:
   /// gives the CPU twins their kernels' names. Fails if a name clashed.
   LogicalResult finish();
 
+  /// Whether the kernels go to a gpu.module (else they are CPU twins).
+  bool onGpu() const { return gpu; }
+
 private:
   ModuleOp module;
   std::string pass;

@@ -1,0 +1,168 @@
+//===- Pointwise.h - the pointwise flow-op kernel family --------*- C++ -*-===//
+//
+// One parameterized lowering for COAT's pointwise non-linear operators
+// (COAT.md §3.4): the op table, each op's roles and f32 math
+// (PointwiseOps.cpp), what a spec means and its ABI (PointwiseSpec.cpp), the
+// lanes of the GPU kernel and the CPU twin (PointwiseEmitter.cpp), and the
+// pass (PointwiseToKernels.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COAT_LIB_CONVERSION_FLOWTOKERNELS_POINTWISE_H
+#define COAT_LIB_CONVERSION_FLOWTOKERNELS_POINTWISE_H
+
+#include "coat/Conversion/GroupKernel.h"
+#include "coat/Conversion/KernelDriver.h"
+#include "coat/Numerics/Fp8.h"
+
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace mlir::coat {
+
+//===----------------------------------------------------------------------===//
+// What each op contributes (PointwiseOps.cpp)
+//===----------------------------------------------------------------------===//
+
+/// The formulas of the special functions, in one of two forms (the pass's
+/// `exact-math` option):
+///
+/// - exact: the reference library's (lib/Numerics/Activations.cpp) formulas
+///   in its evaluation order, IEEE divisions, expf/erff (libm on the CPU, so
+///   the CPU twin agrees with the library bit for bit; libdevice on the GPU);
+/// - fast: no IEEE division and no libdevice call. sigmoid(x) =
+///   rcp(1 + ex2(-x log2 e)); Phi(x) = erfc(-x/sqrt 2)/2 with erfc(z) =
+///   t exp(-z^2 + P(t)), t = 1/(1 + z/2): Numerical Recipes' erfcc (Press
+///   et al., Numerical Recipes in C, 2nd ed., §6.2: degree-9 P, relative
+///   error < 1.2e-7) in gelu_grad, a degree-5 P in gelu. ex2 and rcp are
+///   the SFU approximations on the GPU (afn, coat-fast-nvvm-math) and libm
+///   exp2f / IEEE division on the CPU. The pass description has the error
+///   bounds.
+struct ActivationMath {
+  F32Emitter &f;
+  bool exact;
+
+  Value neg(Value x);
+  Value sigmoid(Value x);
+  /// Phi(x) = (1 + erf(x / sqrt 2)) / 2; with `gauss`, also exp(-x^2 / 2).
+  /// `refine` (fast form) adds one Newton step to the SFU reciprocal, for
+  /// the cancellation of the GELU derivative.
+  Value geluCdf(Value x, Value *gauss = nullptr, bool refine = false);
+
+  static constexpr double kLog2e = 1.44269504088896340736;
+};
+
+/// The f32 element math of an op: operand values -> one value per entry of
+/// `PointwiseOpInfo::results` (a quantized copy repeats its source value).
+using ElementMath =
+    std::function<SmallVector<Value>(ActivationMath &, ArrayRef<Value>)>;
+
+struct NamedValue {
+  Value value;
+  StringRef name; ///< the ABI name
+};
+
+/// An op's kernel-facing description: operand and result roles in order,
+/// and its math. Results include the optional ones that are present; those
+/// that are transposed copies are listed in `transposed`.
+struct PointwiseOpInfo {
+  SmallVector<NamedValue> operands;
+  SmallVector<NamedValue> results;
+  ElementMath math;
+  /// Whether the math calls a special function (exp, erf).
+  bool special = false;
+  SmallVector<Value> transposed = {};
+  StringRef opName = {}; ///< the manifest's `op`, from the op table
+};
+
+/// The description of `op` if the op table holds it.
+std::optional<PointwiseOpInfo> describePointwiseOp(Operation *op);
+
+/// The ops of the table as diagnostics list them: "coat.silu, silu_grad, ...".
+std::string listPointwiseOps();
+
+//===----------------------------------------------------------------------===//
+// The kernel spec (PointwiseSpec.cpp)
+//===----------------------------------------------------------------------===//
+
+/// An operand as the kernel reads it: 1xG FP8 codes + scales, or values
+/// (ABI arguments `name` and `name`_scale).
+struct KernelInput {
+  std::string name;
+  Type type;                    ///< the element type in memory (fp8 or hp)
+  bool fp8 = false;
+  Type scaleType;
+};
+
+/// A result as the kernel writes it: values, or 1xG codes + scales (ABI
+/// arguments `name` and `name`_scale), and its epilogue maxima.
+struct KernelOutput {
+  std::string name;
+  Type type; ///< the element type in memory (fp8 or hp)
+  bool fp8 = false;
+  ::coat::Fp8Format format = ::coat::Fp8Format::E4M3;
+  Type scaleType;
+  unsigned mathIndex = 0;
+  SmallVector<std::string> absmaxArgs; ///< epilogue maxima of this result
+};
+
+struct PointwiseSpec {
+  PointwiseOpInfo info;
+  SmallVector<KernelInput> inputs;
+  SmallVector<KernelOutput> outputs;
+  int64_t groupSize = 0; ///< G shared by all grouped arguments; 0: none
+  SmallVector<AbiArg> abi; ///< bound to the spec
+
+  bool hasFp8Output() const {
+    return llvm::any_of(outputs, [](const KernelOutput &o) { return o.fp8; });
+  }
+};
+
+/// E elements per lane and L lanes per group.
+struct LaneShape {
+  int64_t elementsPerLane;
+  int64_t lanesPerGroup;
+};
+
+/// The kernel-lowering hooks of coat-lower-pointwise.
+class PointwiseLowering
+    : public KernelLowering<PointwiseLowering, PointwiseSpec> {
+public:
+  PointwiseLowering(int64_t blockSize, int64_t lanesPerThread, bool exactMath)
+      : KernelLowering({"coat-lower-pointwise", "coat_flow_kernels"}),
+        blockSize(blockSize), lanesPerThread(lanesPerThread),
+        exactMath(exactMath) {}
+
+  bool isSpecOp(Operation *op) const {
+    return describePointwiseOp(op).has_value();
+  }
+  LogicalResult checkOptions(ModuleOp module) const;
+
+  // PointwiseSpec.cpp
+  FailureOr<PointwiseSpec> analyze(func::FuncOp fn) const;
+  SmallVector<KernelDecl> declare(func::FuncOp fn,
+                                  const PointwiseSpec &spec) const;
+  DictionaryAttr record(const PointwiseSpec &spec, const KernelDecl &decl,
+                        unsigned index) const;
+  /// A lane moves 16 FP8 codes (16 bytes) or a group, if smaller; the CPU
+  /// twin holds a whole group per iteration.
+  LaneShape laneShape(const PointwiseSpec &spec) const;
+
+  // PointwiseEmitter.cpp
+  void emitGpu(ImplicitLocOpBuilder &b, const PointwiseSpec &spec,
+               unsigned index, gpu::GPUFuncOp kernel,
+               const KernelArgs &args) const;
+  void emitCpu(ImplicitLocOpBuilder &b, const PointwiseSpec &spec,
+               unsigned index, func::FuncOp twin,
+               const KernelArgs &args) const;
+
+private:
+  int64_t blockSize;
+  int64_t lanesPerThread;
+  bool exactMath;
+};
+
+} // namespace mlir::coat
+
+#endif // COAT_LIB_CONVERSION_FLOWTOKERNELS_POINTWISE_H

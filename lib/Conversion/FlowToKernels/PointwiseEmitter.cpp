@@ -1,0 +1,260 @@
+//===- PointwiseEmitter.cpp - pointwise kernels and their CPU twins -------===//
+//
+// Reading 1xG / per-tensor FP8 and high-precision operands, running an op's
+// element math, writing high-precision and 1xG FP8 results, and the
+// epilogue maxima of group scaling, shared by every pointwise op. On the GPU
+// a thread runs `lanes-per-thread` lanes, each a coalesced sweep of the
+// block; the CPU twin loops over lanes that each hold a whole group.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Pointwise.h"
+
+#include "coat/Conversion/EmitHelpers.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace mlir::coat;
+
+namespace {
+
+/// Emits the work of one or more lanes of a pointwise kernel.
+class PointwiseEmitter {
+public:
+  PointwiseEmitter(ImplicitLocOpBuilder &b, const PointwiseSpec &spec,
+                   const KernelArgs &args, bool exactMath)
+      : b(b), f(F32Emitter{b}), spec(spec), args(args), exactMath(exactMath) {
+    Value n = arith::MulIOp::create(b, args.lookup("rows"),
+                                    args.lookup("cols"));
+    nI64 = n;
+    nIndex = arith::IndexCastOp::create(b, b.getIndexType(), n);
+    if (spec.groupSize)
+      groups = arith::CeilDivUIOp::create(b, nIndex, idx(spec.groupSize));
+  }
+
+  Value numElements() const { return nIndex; }
+
+  /// Loads (all lanes first, so their loads are in flight together), then
+  /// computes and stores. Without `tail` every lane is known to be full.
+  void emitLanes(ArrayRef<GroupLane> lanes, bool tail) {
+    SmallVector<SmallVector<SmallVector<Value>>> loaded;
+    SmallVector<LaneAccess> accesses;
+    for (const GroupLane &lane : lanes) {
+      accesses.push_back(access(lane, tail));
+      loaded.push_back(load(lane, accesses.back(), tail));
+    }
+    for (auto [lane, acc, in] : llvm::zip(lanes, accesses, loaded))
+      computeAndStore(lane, acc, in, tail);
+  }
+
+private:
+  Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
+  Value arg(StringRef name) const { return args.lookup(name); }
+
+  LaneAccess access(const GroupLane &lane, bool tail) {
+    int64_t e = lane.elementsPerLane;
+    Value full;
+    if (tail) {
+      Value end = arith::AddIOp::create(b, lane.firstElement, idx(e));
+      full = arith::CmpIOp::create(b, arith::CmpIPredicate::ule, end, nIndex);
+    } else {
+      full = arith::ConstantIntOp::create(b, 1, 1);
+    }
+    return LaneAccess{b, lane.firstElement, e, full, nI64};
+  }
+
+  /// A lane's chunk starts at a multiple of E elements of a 16-byte aligned
+  /// buffer (docs/manifest.md), so it is aligned to min(E * size, 16).
+  llvm::MaybeAlign alignment(const GroupLane &lane, Value buffer) const {
+    Type elt = cast<MemRefType>(buffer.getType()).getElementType();
+    int64_t bytes = lane.elementsPerLane * elt.getIntOrFloatBitWidth() / 8;
+    return llvm::MaybeAlign(std::clamp<int64_t>(bytes, 1, 16));
+  }
+
+  /// The lane's group index for a scale/maxima buffer; lanes past the end
+  /// (tail only) read the last group's entry.
+  Value groupIndex(const GroupLane &lane, bool tail) {
+    if (!tail)
+      return lane.group;
+    Value last = arith::SubIOp::create(
+        b, arith::MaxUIOp::create(b, groups, idx(1)), idx(1));
+    return arith::MinUIOp::create(b, lane.group, last);
+  }
+
+  SmallVector<SmallVector<Value>> load(const GroupLane &lane,
+                                       const LaneAccess &acc, bool tail) {
+    SmallVector<SmallVector<Value>> out;
+    for (const KernelInput &in : spec.inputs) {
+      Value values = arg(in.name);
+      SmallVector<Value> x =
+          acc.loadF32(values, in.type, alignment(lane, values));
+      if (in.fp8) {
+        Value s = loadScalarF32(b, arg(in.name + "_scale"), in.scaleType,
+                                groupIndex(lane, tail));
+        for (Value &xi : x)
+          xi = f.mul(xi, s);
+      }
+      out.push_back(std::move(x));
+    }
+    return out;
+  }
+
+  /// Stores `v` to buffer[group] from the group's first lane.
+  void storeFromLeader(const GroupLane &lane, Value buffer, Type logical,
+                       Value v, bool tail) {
+    Value leader = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                         lane.laneInGroup, idx(0));
+    if (tail)
+      leader = arith::AndIOp::create(
+          b, leader,
+          arith::CmpIOp::create(b, arith::CmpIPredicate::ult, lane.group,
+                                groups));
+    emitIfThen(b, leader, [&] {
+      storeScalarF32(b, b.getLoc(), buffer, logical, v, lane.group);
+    });
+  }
+
+  void computeAndStore(const GroupLane &lane, const LaneAccess &acc,
+                       ArrayRef<SmallVector<Value>> in, bool tail) {
+    int64_t e = lane.elementsPerLane;
+    // The math, element by element.
+    SmallVector<SmallVector<Value>> results(spec.outputs.size());
+    for (int64_t i = 0; i < e; ++i) {
+      SmallVector<Value> operands;
+      for (const SmallVector<Value> &x : in)
+        operands.push_back(x[i]);
+      ActivationMath m{f, exactMath};
+      SmallVector<Value> ys = spec.info.math(m, operands);
+      for (auto [k, out] : llvm::enumerate(spec.outputs))
+        results[k].push_back(ys[out.mathIndex]);
+    }
+    for (auto [out, ys] : llvm::zip(spec.outputs, results)) {
+      Value values = arg(out.name);
+      if (out.fp8) {
+        QuantizedLane q = quantizeGroup(
+            f, lane, ys,
+            {::coat::kActivationScaleEps,
+             ::coat::getFp8Traits(out.format).maxFinite, out.scaleType});
+        acc.storeF32(values, q.scaled, out.type, alignment(lane, values));
+        storeFromLeader(lane, arg(out.name + "_scale"), out.scaleType,
+                        q.scale, tail);
+        continue;
+      }
+      acc.storeF32(values, ys, out.type, alignment(lane, values));
+      if (out.absmaxArgs.empty())
+        continue;
+      // The maxima are of the stored (rounded) values, which the quantize
+      // that consumes them reads. Rounding to nearest is monotonic and odd,
+      // so max |round(y)| = round(max |y|): one rounding per group.
+      Value m = f.roundTo(groupMaxAbs(f, lane, ys), out.type);
+      for (const std::string &name : out.absmaxArgs)
+        storeFromLeader(lane, arg(name), b.getF32Type(), m, tail);
+    }
+  }
+
+  ImplicitLocOpBuilder &b;
+  F32Emitter f;
+  const PointwiseSpec &spec;
+  const KernelArgs &args;
+  bool exactMath;
+  Value nI64, nIndex, groups;
+};
+
+GroupLane makeLane(ImplicitLocOpBuilder &b, const LaneShape &shape,
+                   Value laneIndex, bool onGpu) {
+  auto cidx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
+  GroupLane lane;
+  lane.onGpu = onGpu;
+  lane.elementsPerLane = shape.elementsPerLane;
+  lane.lanesPerGroup = shape.lanesPerGroup;
+  lane.groupSize = shape.elementsPerLane * shape.lanesPerGroup;
+  lane.laneInGroup =
+      arith::RemUIOp::create(b, laneIndex, cidx(shape.lanesPerGroup));
+  lane.group = arith::DivUIOp::create(b, laneIndex, cidx(shape.lanesPerGroup));
+  lane.firstElement =
+      arith::MulIOp::create(b, laneIndex, cidx(shape.elementsPerLane));
+  return lane;
+}
+
+/// The CPU twin calls libm's erff, as the reference library does (the LLVM
+/// lowering has no erf).
+void callLibmErf(func::FuncOp fn, ModuleOp module) {
+  SmallVector<math::ErfOp> erfs;
+  fn.walk([&](math::ErfOp op) { erfs.push_back(op); });
+  if (erfs.empty())
+    return;
+  MLIRContext *ctx = module.getContext();
+  Type f32 = Float32Type::get(ctx);
+  auto type = FunctionType::get(ctx, {f32}, {f32});
+  auto decl = module.lookupSymbol<func::FuncOp>("erff");
+  if (!decl) {
+    OpBuilder mb(ctx);
+    mb.setInsertionPointToStart(module.getBody());
+    decl = func::FuncOp::create(mb, module.getLoc(), "erff", type);
+    decl.setPrivate();
+  }
+  for (math::ErfOp op : erfs) {
+    OpBuilder b(op);
+    auto call = func::CallOp::create(b, op.getLoc(), decl, op.getOperand());
+    op.replaceAllUsesWith(call.getResult(0));
+    op.erase();
+  }
+}
+
+} // namespace
+
+void PointwiseLowering::emitGpu(ImplicitLocOpBuilder &b,
+                                const PointwiseSpec &spec, unsigned,
+                                gpu::GPUFuncOp, const KernelArgs &args) const {
+  LaneShape shape = laneShape(spec);
+  int64_t lanesPerBlock = blockSize * lanesPerThread;
+  auto cidx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
+  PointwiseEmitter emitter(b, spec, args, exactMath);
+  // Lane u of a thread is lane base + u * blockSize + tid: every unrolled
+  // step is a coalesced sweep of the block, and a group's lanes stay
+  // adjacent threads of one warp.
+  Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+  Value bid = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+  Value base = arith::MulIOp::create(b, bid, cidx(lanesPerBlock));
+  Value blockEnd = arith::MulIOp::create(
+      b, arith::AddIOp::create(b, base, cidx(lanesPerBlock)),
+      cidx(shape.elementsPerLane));
+  // Block-uniform, so the shuffles of either branch see the whole warp.
+  Value wholeBlock = arith::CmpIOp::create(b, arith::CmpIPredicate::ule,
+                                           blockEnd, emitter.numElements());
+  auto lanes = [&]() {
+    SmallVector<GroupLane> out;
+    for (int64_t u = 0; u < lanesPerThread; ++u) {
+      Value laneIndex = arith::AddIOp::create(
+          b, arith::AddIOp::create(b, base, cidx(u * blockSize)), tid);
+      out.push_back(makeLane(b, shape, laneIndex, /*onGpu=*/true));
+    }
+    return out;
+  };
+  emitIfElse(
+      b, wholeBlock, [&] { emitter.emitLanes(lanes(), /*tail=*/false); },
+      [&] { emitter.emitLanes(lanes(), /*tail=*/true); });
+}
+
+void PointwiseLowering::emitCpu(ImplicitLocOpBuilder &b,
+                                const PointwiseSpec &spec, unsigned,
+                                func::FuncOp twin,
+                                const KernelArgs &args) const {
+  LaneShape shape = laneShape(spec);
+  auto cidx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
+  PointwiseEmitter emitter(b, spec, args, exactMath);
+  Value lanes = arith::CeilDivUIOp::create(b, emitter.numElements(),
+                                           cidx(shape.elementsPerLane));
+  emitFor(b, cidx(0), lanes, cidx(1), {}, [&](Value i, ValueRange) {
+    GroupLane lane = makeLane(b, shape, i, /*onGpu=*/false);
+    emitter.emitLanes(lane, /*tail=*/true);
+    return SmallVector<Value>{};
+  });
+  callLibmErf(twin, twin->getParentOfType<ModuleOp>());
+}

@@ -1,0 +1,265 @@
+//===- PointwiseOps.cpp - the pointwise ops and their element math --------===//
+//
+// An op contributes only its f32 element math and the roles of its operands
+// and results; reading and writing FP8 and high-precision tensors, group
+// scales and epilogue maxima are shared by all of them (PointwiseEmitter).
+// Adding a pointwise op is one entry of the table below.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Pointwise.h"
+
+#include "coat/Dialect/CoatDialect.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::coat;
+
+//===----------------------------------------------------------------------===//
+// Special functions
+//===----------------------------------------------------------------------===//
+
+Value ActivationMath::neg(Value x) { return arith::NegFOp::create(f.b, x); }
+
+Value ActivationMath::sigmoid(Value x) {
+  if (exact)
+    return f.div(f.c(1.0), f.add(f.c(1.0), f.exp(neg(x))));
+  F32Emitter sfu{f.b, /*approx=*/true};
+  Value e = sfu.exp2(f.mul(x, f.c(-kLog2e)));
+  return sfu.div(f.c(1.0), f.add(f.c(1.0), e));
+}
+
+Value ActivationMath::geluCdf(Value x, Value *gauss, bool refine) {
+  if (exact) {
+    if (gauss)
+      *gauss = f.exp(f.div(neg(f.mul(x, x)), f.c(2.0)));
+    return f.div(f.add(f.c(1.0), f.erf(f.div(x, f.c(std::sqrt(2.0f))))),
+                 f.c(2.0));
+  }
+  F32Emitter sfu{f.b, /*approx=*/true};
+  // Phi(x) = h for x <= 0 and 1 - h for x > 0, h = erfc(|x| / sqrt 2) / 2,
+  // from erfc(z) = t exp(P(t) - z^2), t = 1 / (1 + z / 2), evaluated in
+  // base 2 with the halving folded in: h = t ex2(P'(t) - x^2 log2(e) / 2),
+  // P' = P log2 e - 1. x^2 is formed from x, as exact as the library's
+  // x * x. The derivative (gauss) cancels near x = -0.75 and takes
+  // Numerical Recipes' erfcc (degree 9, relative error < 1.2e-7) with a
+  // Newton step on t; there |x| is clamped so that the step stays finite
+  // for x = +-inf (erfc(1e4) is 0 in f32 either way). The forward value
+  // takes a degree-5 P (a least-squares fit, reweighted towards minimax,
+  // of log(erfc(z) / t) + z^2 on t in [1/6.2, 1]: erfc within 7.7e-6
+  // relative), which suffices for a bf16 result; t = rcp(inf) = 0 makes
+  // h = 0 for x = +-inf.
+  static const double kErfcc[] = {-1.26551223, 1.00002368, 0.37409196,
+                                  0.09678418,  -0.18628806, 0.27886807,
+                                  -1.13520398, 1.48851587,  -0.82215223,
+                                  0.17087277};
+  static const double kErfc5[] = {-1.2665419661270167, 1.0180158566927036,
+                                  0.254434074790592,   0.4745096567517458,
+                                  -0.7092047502700171, 0.22879474388919815};
+  ArrayRef<double> poly =
+      gauss ? ArrayRef<double>(kErfcc) : ArrayRef<double>(kErfc5);
+  Value a = f.abs(x);
+  if (refine)
+    a = f.minnum(a, f.c(1e4));
+  Value d = f.fma(a, f.c(0.5 / std::sqrt(2.0)), f.c(1.0));
+  Value t = sfu.div(f.c(1.0), d);
+  if (refine)
+    t = f.fma(t, f.fma(neg(d), t, f.c(1.0)), t);
+  auto coeff = [&](size_t k) {
+    return f.c(poly[k] * kLog2e - (k == 0 ? 1.0 : 0.0));
+  };
+  Value p = coeff(poly.size() - 1);
+  for (size_t k = poly.size() - 1; k-- > 0;)
+    p = f.fma(p, t, coeff(k));
+  Value x2 = f.mul(x, x);
+  Value h;
+  if (gauss) {
+    *gauss = sfu.exp2(f.mul(x2, f.c(-0.5 * kLog2e)));
+    h = f.mul(f.mul(t, *gauss), sfu.exp2(p));
+  } else {
+    h = f.mul(t, sfu.exp2(f.fma(x2, f.c(-0.5 * kLog2e), p)));
+  }
+  return f.select(f.le(x, f.c(0.0)), h, f.sub(f.c(1.0), h));
+}
+
+//===----------------------------------------------------------------------===//
+// The op table
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// One pointwise op: its manifest name and its description.
+struct PointwiseOpDef {
+  StringRef name;
+  TypeID type;
+  std::function<PointwiseOpInfo(Operation *)> describe;
+};
+
+template <typename OpT>
+PointwiseOpDef def(StringRef name, PointwiseOpInfo (*describe)(OpT)) {
+  return {name, TypeID::get<OpT>(),
+          [describe](Operation *op) { return describe(cast<OpT>(op)); }};
+}
+
+const double kSqrt2Pi = std::sqrt(2.0 * 3.14159265358979323846);
+
+/// Appends `v` under `name` when the optional result is present.
+void addIfPresent(SmallVector<NamedValue> &out, Value v, StringRef name) {
+  if (v)
+    out.push_back({v, name});
+}
+
+/// Every pointwise op, in the order diagnostics list them: operands and
+/// results by ABI name, then the math.
+ArrayRef<PointwiseOpDef> pointwiseOps() {
+  static const PointwiseOpDef ops[] = {
+      def<SiluOp>("silu",
+                  [](SiluOp op) {
+                    return PointwiseOpInfo{
+                        {{op.getInput(), "x"}},
+                        {{op.getResult(), "y"}},
+                        [](ActivationMath &m,
+                           ArrayRef<Value> in) -> SmallVector<Value> {
+                          return {m.f.mul(in[0], m.sigmoid(in[0]))};
+                        },
+                        /*special=*/true};
+                  }),
+      def<SiluGradOp>(
+          "silu_grad",
+          [](SiluGradOp op) {
+            PointwiseOpInfo info{
+                {{op.getInput(), "x"}, {op.getGrad(), "dy"}},
+                {{op.getDx(), "dx"}},
+                [](ActivationMath &m,
+                   ArrayRef<Value> in) -> SmallVector<Value> {
+                  F32Emitter &f = m.f;
+                  Value x = in[0], s = m.sigmoid(x);
+                  Value d = f.add(s, f.mul(f.mul(x, s), f.sub(f.c(1.0), s)));
+                  Value dx = f.mul(in[1], d);
+                  return {dx, dx};
+                },
+                /*special=*/true};
+            addIfPresent(info.results, op.getDxQ(), "dx_q");
+            if (op.getDxQt())
+              info.transposed.push_back(op.getDxQt());
+            return info;
+          }),
+      def<GeluOp>("gelu",
+                  [](GeluOp op) {
+                    PointwiseOpInfo info{
+                        {{op.getInput(), "x"}},
+                        {{op.getResult(), "y"}},
+                        [](ActivationMath &m,
+                           ArrayRef<Value> in) -> SmallVector<Value> {
+                          return {m.f.mul(in[0], m.geluCdf(in[0]))};
+                        },
+                        /*special=*/true};
+                    if (op.getResultT())
+                      info.transposed.push_back(op.getResultT());
+                    return info;
+                  }),
+      def<GeluGradOp>(
+          "gelu_grad",
+          [](GeluGradOp op) {
+            PointwiseOpInfo info{
+                {{op.getInput(), "x"}, {op.getGrad(), "dy"}},
+                {{op.getDx(), "dx"}},
+                [](ActivationMath &m,
+                   ArrayRef<Value> in) -> SmallVector<Value> {
+                  F32Emitter &f = m.f;
+                  Value x = in[0], e;
+                  Value cdf = m.geluCdf(x, &e, /*refine=*/true);
+                  Value pdfTerm =
+                      m.exact ? f.div(f.mul(x, e), f.c(kSqrt2Pi))
+                              : f.mul(f.mul(x, e), f.c(1.0 / kSqrt2Pi));
+                  Value dx = f.mul(in[1], f.add(cdf, pdfTerm));
+                  return {dx, dx};
+                },
+                /*special=*/true};
+            addIfPresent(info.results, op.getDxQ(), "dx_q");
+            if (op.getDxQt())
+              info.transposed.push_back(op.getDxQt());
+            return info;
+          }),
+      def<SwigluMulOp>("swiglu_mul",
+                       [](SwigluMulOp op) {
+                         PointwiseOpInfo info{
+                             {{op.getLhs(), "x1"}, {op.getRhs(), "x2"}},
+                             {{op.getResult(), "y"}},
+                             [](ActivationMath &m, ArrayRef<Value> in)
+                                 -> SmallVector<Value> {
+                               return {m.f.mul(in[0], in[1])};
+                             }};
+                         if (op.getResultT())
+                           info.transposed.push_back(op.getResultT());
+                         return info;
+                       }),
+      def<SwigluMulGradOp>(
+          "swiglu_mul_grad",
+          [](SwigluMulGradOp op) {
+            PointwiseOpInfo info{
+                {{op.getLhs(), "x1"}, {op.getRhs(), "x2"}, {op.getGrad(), "dy"}},
+                {{op.getDlhs(), "dx1"}, {op.getDrhs(), "dx2"}},
+                [](ActivationMath &m,
+                   ArrayRef<Value> in) -> SmallVector<Value> {
+                  F32Emitter &f = m.f;
+                  Value g1 = f.mul(in[2], in[1]), g2 = f.mul(in[2], in[0]);
+                  return {g1, g2, g2};
+                }};
+            addIfPresent(info.results, op.getDrhsQ(), "dx2_q");
+            if (op.getDrhsQt())
+              info.transposed.push_back(op.getDrhsQt());
+            return info;
+          }),
+      def<ResidualAddOp>(
+          "residual_add",
+          [](ResidualAddOp op) {
+            return PointwiseOpInfo{
+                {{op.getResidual(), "residual"}, {op.getBranch(), "branch"}},
+                {{op.getSum(), "sum"}, {op.getSumQ(), "sum_q"}},
+                [](ActivationMath &m,
+                   ArrayRef<Value> in) -> SmallVector<Value> {
+                  Value s = m.f.add(in[0], in[1]);
+                  return {s, s};
+                }};
+          }),
+      def<ResidualAddGradOp>(
+          "residual_add_grad",
+          [](ResidualAddGradOp op) {
+            PointwiseOpInfo info{
+                {{op.getLhs(), "a"}, {op.getRhs(), "b"}},
+                {{op.getSum(), "sum"}},
+                [](ActivationMath &m,
+                   ArrayRef<Value> in) -> SmallVector<Value> {
+                  Value s = m.f.add(in[0], in[1]);
+                  return {s, s};
+                }};
+            addIfPresent(info.results, op.getSumQ(), "sum_q");
+            return info;
+          }),
+  };
+  return ops;
+}
+
+} // namespace
+
+std::optional<PointwiseOpInfo> mlir::coat::describePointwiseOp(Operation *op) {
+  for (const PointwiseOpDef &d : pointwiseOps())
+    if (op->getName().getTypeID() == d.type) {
+      PointwiseOpInfo info = d.describe(op);
+      info.opName = d.name;
+      return info;
+    }
+  return std::nullopt;
+}
+
+std::string mlir::coat::listPointwiseOps() {
+  std::string out = "coat.";
+  llvm::interleave(
+      pointwiseOps(), [&](const PointwiseOpDef &d) { out += d.name.str(); },
+      [&] { out += ", "; });
+  return out;
+}

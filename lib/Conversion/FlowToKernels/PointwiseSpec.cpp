@@ -1,0 +1,246 @@
+//===- PointwiseSpec.cpp - what a pointwise kernel spec means -------------===//
+//
+// Checks a kernel-spec function holding one pointwise flow op (and epilogue
+// maxima of its results) and lays out its kernel's ABI: operands, results,
+// maxima, rows, cols. Groups are the flat groups of GroupLane
+// (GroupKernel.h): G consecutive elements of the row-major tensor, which are
+// its per_group<G> groups because G divides cols.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Pointwise.h"
+
+#include "coat/Dialect/CoatDialect.h"
+
+#include "llvm/ADT/DenseMap.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace mlir::coat;
+
+namespace {
+
+LogicalResult checkMatrix(Operation *op, Type t, StringRef what) {
+  auto shaped = dyn_cast<ShapedType>(t);
+  if (!shaped || !shaped.hasRank() || shaped.getRank() != 2)
+    return op->emitError("pointwise kernels take 2-D [rows, cols] operands "
+                         "and results; ")
+           << what << " has type " << t;
+  return success();
+}
+
+/// Records G of one grouped argument; all must agree.
+LogicalResult useGroup(Operation *op, int64_t &groupSize, int64_t g,
+                       StringRef what) {
+  if (!llvm::isPowerOf2_64(g) || g > 512)
+    return op->emitError("group size ")
+           << g << " of " << what
+           << " has no pointwise kernel: need a power of two <= 512";
+  if (groupSize && groupSize != g)
+    return op->emitError("all grouped operands, results and maxima of a "
+                         "pointwise kernel must share one group size; ")
+           << what << " has " << g << ", another has " << groupSize;
+  groupSize = g;
+  return success();
+}
+
+} // namespace
+
+FailureOr<PointwiseSpec> PointwiseLowering::analyze(func::FuncOp fn) const {
+  Block &body = fn.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  Operation *op = body.empty() ? nullptr : &body.front();
+  std::optional<PointwiseOpInfo> info =
+      op && op != ret ? describePointwiseOp(op) : std::nullopt;
+  if (!info)
+    return fn.emitError("kernel-spec function @")
+           << fn.getSymName() << " must start with a pointwise precision-flow "
+           << "op (" << listPointwiseOps() << ")";
+  PointwiseSpec spec;
+  spec.info = *info;
+  for (Value operand : op->getOperands())
+    if (!isa<BlockArgument>(operand))
+      return op->emitError("operands of a kernel-spec op must be function "
+                           "arguments");
+  if (!info->transposed.empty())
+    return op->emitError("transposed FP8 copies need the per-tensor scale of "
+                         "the whole result: run coat-group-scaling, then "
+                         "lower its coat.quantize + coat.transpose with "
+                         "coat-lower-activations");
+
+  for (const NamedValue &in : info->operands) {
+    KernelInput k;
+    k.name = in.name.str();
+    Type t = in.value.getType();
+    if (isa<UnresolvedType>(t))
+      return op->emitError("operand '")
+             << in.name << "' is unresolved: run coat-mixed-granularity first";
+    if (failed(checkMatrix(op, t, "operand '" + in.name.str() + "'")))
+      return failure();
+    if (auto q = dyn_cast<QTensorType>(t)) {
+      if (q.getExpanded())
+        return op->emitError("range-expanded operands have no pointwise "
+                             "kernel");
+      ::coat::Scaling s = q.getScalingValue();
+      k.fp8 = true;
+      k.type = q.getElementType();
+      k.scaleType = q.getScaleType();
+      if (s.kind != ::coat::ScalingKind::PerGroup)
+        return op->emitError("operand '")
+               << in.name << "': pointwise kernels read per_group<G> FP8, got "
+               << t;
+      if (failed(useGroup(op, spec.groupSize, s.groupSize,
+                          "operand '" + in.name.str() + "'")))
+        return failure();
+    } else {
+      k.type = cast<ShapedType>(t).getElementType();
+    }
+    spec.inputs.push_back(std::move(k));
+  }
+
+  DenseMap<Value, unsigned> outputOf;
+  for (auto [i, res] : llvm::enumerate(info->results)) {
+    KernelOutput k;
+    k.name = res.name.str();
+    k.mathIndex = i;
+    Type t = res.value.getType();
+    if (failed(checkMatrix(op, t, "result '" + res.name.str() + "'")))
+      return failure();
+    if (auto q = dyn_cast<QTensorType>(t)) {
+      ::coat::Scaling s = q.getScalingValue();
+      if (s.kind != ::coat::ScalingKind::PerGroup || q.getExpanded())
+        return op->emitError("result '")
+               << res.name
+               << "': a pointwise kernel writes per_group<G> FP8 results "
+                  "only; a per-tensor result needs the maximum of the whole "
+                  "tensor: run coat-group-scaling, which returns the "
+                  "unquantized values with coat.absmax ... epilogue maxima";
+      if (failed(useGroup(op, spec.groupSize, s.groupSize,
+                          "result '" + res.name.str() + "'")))
+        return failure();
+      k.fp8 = true;
+      k.type = q.getElementType();
+      k.format = q.getFormat();
+      k.scaleType = q.getScaleType();
+    } else {
+      k.type = cast<ShapedType>(t).getElementType();
+    }
+    outputOf[res.value] = spec.outputs.size();
+    spec.outputs.push_back(std::move(k));
+  }
+
+  // The epilogue maxima, then the return.
+  SmallVector<Value> expectedReturn;
+  for (const NamedValue &res : info->results)
+    expectedReturn.push_back(res.value);
+  SmallVector<std::pair<AbsMaxOp, unsigned>> maxima;
+  for (Operation &other : llvm::make_range(std::next(op->getIterator()),
+                                           ret->getIterator())) {
+    auto a = dyn_cast<AbsMaxOp>(&other);
+    if (!a)
+      return other.emitError("a pointwise kernel spec holds one flow op and "
+                             "coat.absmax ... epilogue ops on its results, "
+                             "nothing else");
+    auto it = outputOf.find(a.getInput());
+    if (!a.getEpilogue() || it == outputOf.end())
+      return a.emitError("only `coat.absmax ... epilogue` of a result of the "
+                         "flow op fuses into a pointwise kernel");
+    const KernelOutput &src = spec.outputs[it->second];
+    if (src.fp8)
+      return a.emitError("epilogue maxima are of high-precision results");
+    ::coat::Scaling s = a.getScaling().getValue();
+    if (s.kind != ::coat::ScalingKind::PerGroup)
+      return a.emitError("epilogue maxima of a pointwise kernel are "
+                         "per_group<G>");
+    if (failed(useGroup(a, spec.groupSize, s.groupSize, "the maxima")))
+      return failure();
+    maxima.push_back({a, it->second});
+    expectedReturn.push_back(a.getResult());
+  }
+  if (!llvm::equal(ret.getOperands(), expectedReturn))
+    return ret.emitError("a pointwise kernel spec returns the flow op's "
+                         "results, then its epilogue maxima, in order");
+
+  // The ABI: operands, results, maxima, rows, cols.
+  MLIRContext *ctx = fn.getContext();
+  SpecRefs refs(fn);
+  auto add = [&](std::string name, Type logical, std::string extent,
+                 std::string bind) {
+    spec.abi.push_back({std::move(name), abiBuffer(logical),
+                        manifestDtype(logical), std::move(extent),
+                        {std::move(bind)}});
+  };
+  for (auto [k, in] : llvm::zip(spec.inputs, info->operands)) {
+    add(k.name, k.type, "n", refs.ref(in.value, k.fp8 ? "codes" : ""));
+    if (k.fp8)
+      add(k.name + "_scale", k.scaleType, "groups",
+          refs.ref(in.value, "scale"));
+  }
+  for (auto [k, res] : llvm::zip(spec.outputs, info->results)) {
+    add(k.name, k.type, "n", refs.ref(res.value, k.fp8 ? "codes" : ""));
+    if (k.fp8)
+      add(k.name + "_scale", k.scaleType, "groups",
+          refs.ref(res.value, "scale"));
+  }
+  for (auto [a, out] : maxima) {
+    KernelOutput &k = spec.outputs[out];
+    std::string name = k.name + "_absmax";
+    if (!k.absmaxArgs.empty())
+      name += std::to_string(k.absmaxArgs.size());
+    k.absmaxArgs.push_back(name);
+    add(name, Float32Type::get(ctx), "groups", refs.ref(a.getResult()));
+  }
+  Type i64 = IntegerType::get(ctx, 64);
+  Value matrix = info->operands.front().value;
+  spec.abi.push_back({"rows", i64, "i64", "", {refs.rows(matrix)}});
+  spec.abi.push_back({"cols", i64, "i64", "", {refs.cols(matrix)}});
+  return spec;
+}
+
+LaneShape PointwiseLowering::laneShape(const PointwiseSpec &spec) const {
+  int64_t g = spec.groupSize;
+  if (!onGpu())
+    return {g ? g : 16, 1};
+  LaneShape shape{g ? std::min<int64_t>(16, g) : 16, 1};
+  if (g)
+    shape.lanesPerGroup = g / shape.elementsPerLane;
+  return shape;
+}
+
+SmallVector<KernelDecl>
+PointwiseLowering::declare(func::FuncOp fn, const PointwiseSpec &spec) const {
+  return {KernelDecl{fn.getSymName().str(), spec.abi, blockSize, {}}};
+}
+
+DictionaryAttr PointwiseLowering::record(const PointwiseSpec &spec,
+                                         const KernelDecl &decl,
+                                         unsigned) const {
+  MLIRContext *ctx = spec.abi.front().type.getContext();
+  Builder b(ctx);
+  SmallVector<NamedAttribute> config;
+  auto names = [&](auto &&range) {
+    SmallVector<Attribute> out;
+    for (const auto &k : range)
+      out.push_back(b.getStringAttr(k.name));
+    return b.getArrayAttr(out);
+  };
+  config.push_back(b.getNamedAttr("operands", names(spec.inputs)));
+  config.push_back(b.getNamedAttr("results", names(spec.outputs)));
+  if (spec.groupSize)
+    config.push_back(
+        b.getNamedAttr("group_size", b.getI64IntegerAttr(spec.groupSize)));
+  if (spec.hasFp8Output())
+    config.push_back(b.getNamedAttr(
+        "eps", b.getF64FloatAttr(::coat::kActivationScaleEps)));
+  // Which formulas the special functions use (the tests' tolerances differ).
+  if (spec.info.special)
+    config.push_back(
+        b.getNamedAttr("math", b.getStringAttr(exactMath ? "exact" : "fast")));
+  std::optional<LaunchRule> launch;
+  if (onGpu())
+    launch = LaunchRule{blockSize, blockSize * lanesPerThread *
+                                       laneShape(spec).elementsPerLane};
+  return buildKernelRecord(ctx, decl.name, spec.info.opName, config, decl.abi,
+                           launch);
+}

@@ -1,0 +1,70 @@
+//===- ReduceScales.h - the scale-reduction kernel family -------*- C++ -*-===//
+//
+// The second stage of group scaling as one kernel: what a spec holding a
+// `coat.reduce_scales` means (ReduceScalesSpec.cpp), the GPU kernel and CPU
+// twin that compute it (ReduceScalesEmitter.cpp), and the pass
+// (ReduceScales.cpp). The smallest family: docs/design.md walks through it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COAT_LIB_CONVERSION_QUANTIZETOKERNELS_REDUCESCALES_H
+#define COAT_LIB_CONVERSION_QUANTIZETOKERNELS_REDUCESCALES_H
+
+#include "coat/Conversion/KernelDriver.h"
+#include "coat/Dialect/CoatDialect.h"
+
+#include <optional>
+#include <utility>
+
+namespace mlir::coat {
+
+/// Elements one thread reads per step (one 16-byte access) and steps per
+/// CTA: a CTA covers blockSize * kScaleVector * kScaleSteps maxima.
+constexpr int64_t kScaleVector = 4;
+constexpr int64_t kScaleSteps = 8;
+
+/// A scale kernel: one coat.reduce_scales and the rank-0 arithmetic on its
+/// result.
+struct ScaleSpec {
+  ReduceScalesOp reduce;
+  Type inputType;           ///< f32 or bf16 partial maxima / scales
+  Type outputType;          ///< element type of the returned scalar
+  SmallVector<Operation *> scalarOps; ///< the rank-0 arithmetic, in order
+  Value returned;           ///< the returned rank-0 value
+  /// When the arithmetic is the scale derivation coat-group-scaling writes,
+  /// `(max + eps) / fp8max` (then rounded to the scale type): its constants,
+  /// recorded in the manifest so callers and tests know what the scale is
+  /// for without reading the IR.
+  std::optional<std::pair<float, float>> epsAndFp8Max;
+};
+
+/// The kernel-lowering hooks of coat-lower-reduce-scales.
+class ReduceScalesLowering
+    : public KernelLowering<ReduceScalesLowering, ScaleSpec> {
+public:
+  explicit ReduceScalesLowering(int64_t blockSize)
+      : KernelLowering({"coat-lower-reduce-scales", "coat_scale_kernels"}),
+        blockSize(blockSize) {}
+
+  bool isSpecOp(Operation *op) const { return isa<ReduceScalesOp>(op); }
+  LogicalResult checkOptions(ModuleOp module) const;
+
+  // ReduceScalesSpec.cpp
+  FailureOr<ScaleSpec> analyze(func::FuncOp fn) const;
+  SmallVector<KernelDecl> declare(func::FuncOp fn, const ScaleSpec &spec) const;
+  DictionaryAttr record(const ScaleSpec &spec, const KernelDecl &decl,
+                        unsigned index) const;
+
+  // ReduceScalesEmitter.cpp
+  void emitGpu(ImplicitLocOpBuilder &b, const ScaleSpec &spec, unsigned index,
+               gpu::GPUFuncOp kernel, const KernelArgs &args) const;
+  void emitCpu(ImplicitLocOpBuilder &b, const ScaleSpec &spec, unsigned index,
+               func::FuncOp twin, const KernelArgs &args) const;
+
+private:
+  int64_t blockSize;
+};
+
+} // namespace mlir::coat
+
+#endif // COAT_LIB_CONVERSION_QUANTIZETOKERNELS_REDUCESCALES_H
