@@ -12,7 +12,7 @@
 # ragged and 1-row/1-element shapes under compute-sanitizer's memcheck,
 # racecheck and initcheck; any report fails the run. Torch's caching
 # allocator is off there, so that every tensor is its own allocation and an
-# access past its end is seen.
+# access past its end is seen. COAT_SANITIZE_TOOLS picks and orders the tools.
 #
 # --dry-run prints the commands (tests, then benchmarks) instead of running
 # them; CI uses it to check that every benchmark is reached.
@@ -77,7 +77,7 @@ if [ $sanitize = 1 ]; then
   # checks on ragged shapes (M, N and K not multiples of a tile).
   select="(cuda and random and not 2818049) or (tiny and cuda) or adversarial"
   select+=" or untouched or ((decoded_fp32 or block_scaled_matches) and (257 or 300))"
-  for tool in memcheck racecheck initcheck; do
+  for tool in ${COAT_SANITIZE_TOOLS:-memcheck racecheck initcheck}; do
     run env PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool "$tool" \
       --error-exitcode 86 --target-processes all --print-limit 20 \
       python3 -m pytest -q -p no:cacheprovider "${files[@]}" -k "$select"
