@@ -1,0 +1,139 @@
+//===- Norms.h - the RMSNorm/LayerNorm kernel family ------------*- C++ -*-===//
+//
+// Lowers kernel-spec functions holding one row-normalization op of the FP8
+// precision flow (coat.rmsnorm, coat.layernorm, their _grad ops) on a 2-D
+// [rows, cols] 1xG FP8 input into a GPU kernel and a CPU twin with the same
+// ABI. One parameterized emitter serves all of them:
+//
+//  - a *team* of T threads normalizes one row; T = 32 is a row per warp, a
+//    larger T a row per CTA (T = block), several teams share a CTA when T is
+//    smaller than the block;
+//  - thread j of a team owns the groups j, j + T, ..., j + (K-1)T of its row,
+//    one whole G-element group per slot, so every access is one group wide
+//    (16 bytes of E4M3 codes for G = 16) and the group's scale, its partial
+//    maximum and the masked tail (groups past cols) are per slot;
+//  - the K slots are unrolled and stay in registers between the statistics
+//    pass and the output pass (backward: what it re-reads instead is chosen
+//    per kernel, see emitBackwardRow); K = ceil(max_cols / (G*T)) bounds
+//    cols;
+//  - backward: sum((x [- mean]) * w*dy) is scaled by rstd once per row,
+//    group sums and dweight use fused multiply-adds;
+//  - row sums combine by a warp butterfly and, for T > 32, through one f32
+//    per warp in workgroup memory summed in warp order, so every thread of
+//    the team holds bitwise the same statistic;
+//  - backward: dweight/dbias are column sums over rows. Team p of `partials`
+//    teams sums rows p, p + partials, ... in row order into registers and
+//    writes one f32 row of a workspace; a second kernel (`<name>_reduce`)
+//    sums the workspace rows in a fixed order. No atomics: results depend on
+//    `partials` only, not on scheduling.
+//
+// The CPU twin runs the same math with loops (T = 1, K = groups), re-reading
+// its operands instead of keeping them in registers; its per-partial sums
+// follow the same row order as the GPU.
+//
+// What a spec means and its ABI: NormsSpec.cpp; the row and column-sum
+// kernels and their CPU twins: NormsEmitter.cpp; the pass: NormsToKernels.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COAT_LIB_CONVERSION_FLOWTOKERNELS_NORMS_H
+#define COAT_LIB_CONVERSION_FLOWTOKERNELS_NORMS_H
+
+#include "coat/Conversion/KernelDriver.h"
+#include "coat/Numerics/Fp8.h"
+
+#include <algorithm>
+
+namespace mlir::coat {
+
+enum class NormKind { RMS, Layer };
+
+/// Everything the kernel math needs, fixed per kernel-spec function.
+struct NormSpec {
+  NormKind kind = NormKind::RMS;
+  bool backward = false;
+  bool hasWeight = false;  ///< fwd: weight operand; bwd: weight and dweight
+  bool hasBias = false;    ///< fwd: bias operand; bwd: dbias result
+  bool epilogueMax = false;
+  ::coat::Fp8Format format = ::coat::Fp8Format::E4M3;
+  Type scaleType;          ///< the input's group-scale type
+  int64_t groupSize = 16;  ///< G
+  Type weightType;         ///< weight, bias, dweight, dbias
+  Type outType;            ///< y (forward) or dx (backward)
+  Type gradType;           ///< dy (backward)
+  float eps = 1e-5f;
+
+  StringRef opName() const {
+    if (kind == NormKind::RMS)
+      return backward ? "rmsnorm_grad" : "rmsnorm";
+    return backward ? "layernorm_grad" : "layernorm";
+  }
+  bool hasMean() const { return kind == NormKind::Layer; }
+};
+
+/// How the GPU kernel spreads a row over threads.
+struct TeamShape {
+  int64_t threadsPerRow; ///< T
+  int64_t slots;         ///< K groups per thread
+  int64_t blockSize;     ///< threads per CTA, a multiple of T
+  int64_t maxCols;       ///< K * T * G
+  bool stageStores = false; ///< forward y through workgroup memory per warp
+  int64_t teamsPerBlock() const { return blockSize / threadsPerRow; }
+  int64_t warpsPerTeam() const { return std::max<int64_t>(threadsPerRow / 32, 1); }
+};
+
+/// Values a team reduces at once (backward: two sums).
+constexpr int64_t kMaxSums = 2;
+/// Threads per CTA of the column-sum kernel: 32 columns x kReduceWarps warps.
+constexpr int64_t kReduceWarps = 8;
+
+/// A norm spec and how its GPU kernel spreads rows over threads.
+struct NormPlan {
+  NormSpec spec;
+  TeamShape team;
+  /// Whether a backward also sums dweight (and dbias) over rows: a second
+  /// kernel, `<name>_reduce`, adds up the per-team partial rows.
+  bool columnSums() const { return spec.backward && spec.hasWeight; }
+};
+
+/// The kernel-lowering hooks of coat-lower-norms.
+class NormsLowering : public KernelLowering<NormsLowering, NormPlan> {
+public:
+  NormsLowering(int64_t blockSize, int64_t threadsPerRow,
+                int64_t groupsPerThread, bool stageStores, int64_t maxCols)
+      : KernelLowering({"coat-lower-norms", "coat_norm_kernels"}),
+        blockSize(blockSize), threadsPerRow(threadsPerRow),
+        groupsPerThread(groupsPerThread), stageStores(stageStores),
+        maxCols(maxCols) {}
+
+  bool isSpecOp(Operation *op) const;
+
+  // NormsSpec.cpp
+  FailureOr<NormPlan> analyze(func::FuncOp fn) const;
+  SmallVector<KernelDecl> declare(func::FuncOp fn, const NormPlan &plan) const;
+  SpecBindings bindings(func::FuncOp fn, const NormPlan &plan) const;
+  DictionaryAttr record(const NormPlan &plan, const KernelDecl &decl,
+                        unsigned index) const;
+
+  // NormsEmitter.cpp: kernel 0 normalizes rows, kernel 1 (backward with
+  // column sums) reduces the partial column sums.
+  void emitGpu(ImplicitLocOpBuilder &b, const NormPlan &plan, unsigned index,
+               gpu::GPUFuncOp kernel, const KernelArgs &args) const;
+  void emitCpu(ImplicitLocOpBuilder &b, const NormPlan &plan, unsigned index,
+               func::FuncOp twin, const KernelArgs &args) const;
+
+private:
+  FailureOr<NormSpec> analyzeNorm(func::FuncOp fn, int64_t &maxColsOut) const;
+  FailureOr<TeamShape> chooseTeam(Operation *anchor, const NormSpec &spec,
+                                  int64_t maxCols) const;
+
+  int64_t blockSize;
+  int64_t threadsPerRow;
+  int64_t groupsPerThread;
+  bool stageStores;
+  int64_t maxCols;
+};
+
+} // namespace mlir::coat
+
+#endif // COAT_LIB_CONVERSION_FLOWTOKERNELS_NORMS_H

@@ -1,0 +1,791 @@
+//===- NormsEmitter.cpp - norm kernels and their CPU twins ----------------===//
+//
+// One parameterized emitter for the row kernels of every norm op (Norms.h
+// says how a team of threads covers a row), the column-sum kernel of a
+// backward with dweight, and the CPU twins, which run the same math with
+// loops.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Norms.h"
+
+#include "coat/Conversion/EmitHelpers.h"
+#include "coat/Conversion/GroupKernel.h"
+#include "coat/Dialect/CoatDialect.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <map>
+
+using namespace mlir;
+using namespace mlir::coat;
+
+namespace {
+
+/// One group's G values, widened to f32, as a vector<G x f32>.
+using GroupVec = Value;
+
+/// Emits the per-row math shared by the GPU kernel and the CPU twin.
+class NormEmitter {
+public:
+  NormEmitter(ImplicitLocOpBuilder &b, const NormSpec &spec, const KernelArgs &args,
+              bool onGpu, const TeamShape &team)
+      : b(b), spec(spec), args(args), onGpu(onGpu), team(team) {}
+
+  /// GPU: one team's row (forward) or rows (backward). `teamThread` is the
+  /// thread's index in its team, `warpSlot` the first workgroup-memory slot
+  /// of its team, `warpInTeam`/`lane` its position for the reductions.
+  void emitGpuForward(Value row, Value teamThread, Value warpSlot,
+                      Value warpInTeam, Value lane, Value smem,
+                      Value stage = Value());
+  void emitGpuBackward(Value partial, Value teamThread, Value warpSlot,
+                       Value warpInTeam, Value lane, Value smem);
+  /// CPU: all rows (forward) or all partials (backward).
+  void emitCpuForward();
+  void emitCpuBackward();
+
+private:
+  /// The row length as an index, in groups, and as f32 (for the means).
+  void bindRowExtent() {
+    cols = toIndex(args.lookup("cols"));
+    groups = arith::DivUIOp::create(b, cols, cidx(spec.groupSize));
+    colsF32 = arith::UIToFPOp::create(b, b.getF32Type(), args.lookup("cols"));
+  }
+  struct Slot {
+    int64_t k;   ///< unrolled slot (GPU), -1 on the CPU
+    Value group; ///< index of the group in the row
+    Value valid; ///< i1: the group exists (masked tail, rows past the end)
+  };
+  using SlotFn = function_ref<SmallVector<Value>(const Slot &, ValueRange)>;
+
+  Value cidx(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
+  Value cf32(double v) {
+    return arith::ConstantOp::create(b, b.getF32FloatAttr(float(v)));
+  }
+  VectorType groupVecType(Type elt) {
+    return VectorType::get({spec.groupSize}, elt);
+  }
+  Value splat(Value scalar) {
+    return vector::BroadcastOp::create(b, groupVecType(b.getF32Type()), scalar);
+  }
+  Value toIndex(Value v) {
+    return arith::IndexCastOp::create(b, b.getIndexType(), v);
+  }
+  Value ult(Value x, Value y) {
+    return arith::CmpIOp::create(b, arith::CmpIPredicate::ult, x, y);
+  }
+  Value andI(Value x, Value y) { return arith::AndIOp::create(b, x, y); }
+  Value addI(Value x, Value y) { return arith::AddIOp::create(b, x, y); }
+  Value mulI(Value x, Value y) { return arith::MulIOp::create(b, x, y); }
+
+  /// Runs `body` over the groups this thread owns in the current row: the
+  /// K unrolled slots on the GPU, a loop over all groups on the CPU.
+  SmallVector<Value> forEachGroup(ValueRange inits, SlotFn body);
+  /// Sums each value over the team (identity on the CPU).
+  SmallVector<Value> teamSum(ValueRange values);
+
+  /// G elements of `buffer` from element `first`, widened to f32; zeros
+  /// when `valid` is false. Cached per (buffer, slot) on the GPU.
+  GroupVec loadGroup(Value buffer, Type logical, Value first, Value valid,
+                     int64_t k);
+  void storeGroup(Value buffer, Type logical, Value first, Value valid,
+                  GroupVec v);
+  /// GPU: stores slot `s` of the row through the warp's region of `stage`
+  /// so that each warp store writes 32 consecutive 16-byte chunks.
+  void storeGroupStaged(Value buffer, Type logical, const Slot &s, GroupVec v);
+  Value loadScalarF32(Value buffer, Type logical, Value idx, Value valid);
+  llvm::MaybeAlign alignment(Type logical) const {
+    int64_t bytes = spec.groupSize * laneStorageType(logical)
+                                         .getIntOrFloatBitWidth() / 8;
+    return llvm::MaybeAlign(std::min<int64_t>(bytes, 16));
+  }
+
+  /// Row-level pieces.
+  GroupVec loadX(const Slot &s);
+  GroupVec loadRowOperand(StringRef name, Type logical, const Slot &s);
+  GroupVec loadColOperand(StringRef name, const Slot &s);
+  Value elementIndex(const Slot &s) {
+    return addI(rowBase, mulI(s.group, cidx(spec.groupSize)));
+  }
+  Value sumElements(GroupVec v);
+  /// sum(u*v) over the group, one fused multiply-add per element.
+  Value dotElements(GroupVec u, GroupVec v);
+  Value maxAbsElements(GroupVec v);
+  Value rowRstd(Value sumSquares);
+
+  void emitForwardRow();
+  /// Backward of the current row; returns the updated dweight/dbias
+  /// accumulators (GPU: one vector per slot and sum; CPU: none, it
+  /// accumulates into the workspace row `partialRow`).
+  SmallVector<Value> emitBackwardRow(ValueRange accs, Value partialRow);
+
+  ImplicitLocOpBuilder &b;
+  const NormSpec &spec;
+  const KernelArgs &args;
+  bool onGpu;
+  TeamShape team;
+
+  // Current row.
+  Value row, rowValid, rowBase, cols, groups, colsF32;
+  // GPU reduction state.
+  Value teamThread, warpSlot, warpInTeam, lane, smem, stage;
+  std::map<std::pair<void *, int64_t>, Value> cache;
+};
+
+GroupVec NormEmitter::loadGroup(Value buffer, Type logical, Value first,
+                                Value valid, int64_t k) {
+  auto key = std::make_pair(buffer.getAsOpaquePointer(), k);
+  if (onGpu && k >= 0) {
+    auto it = cache.find(key);
+    if (it != cache.end())
+      return it->second;
+  }
+  Type storage = laneStorageType(logical);
+  VectorType raw = groupVecType(storage);
+  Value vec = emitIf(
+      b, valid, raw,
+      [&] {
+        return SmallVector<Value>{vector::LoadOp::create(
+            b, raw, buffer, ValueRange{first}, /*nontemporal=*/false,
+            alignment(logical))};
+      },
+      [&] {
+        return SmallVector<Value>{arith::ConstantOp::create(
+            b, DenseElementsAttr::get(raw, b.getZeroAttr(storage)))};
+      })[0];
+  if (storage != logical)
+    vec = arith::BitcastOp::create(b, groupVecType(logical), vec);
+  if (!logical.isF32())
+    vec = arith::ExtFOp::create(b, groupVecType(b.getF32Type()), vec);
+  if (onGpu && k >= 0)
+    cache[key] = vec;
+  return vec;
+}
+
+void NormEmitter::storeGroup(Value buffer, Type logical, Value first,
+                             Value valid, GroupVec v) {
+  if (!logical.isF32())
+    v = arith::TruncFOp::create(b, groupVecType(logical), v);
+  Type storage = laneStorageType(logical);
+  if (storage != logical)
+    v = arith::BitcastOp::create(b, groupVecType(storage), v);
+  emitIfThen(b, valid, [&] {
+    vector::StoreOp::create(b, v, buffer, ValueRange{first},
+                            /*nontemporal=*/false, alignment(logical));
+  });
+}
+
+void NormEmitter::storeGroupStaged(Value buffer, Type logical, const Slot &s,
+                                   GroupVec v) {
+  // A thread owns a whole group (G * 4 bytes for f32), so its own 16-byte
+  // stores are G*bytes apart across the warp and fill half sectors. The
+  // warp writes its 32 groups to workgroup memory, then each lane stores
+  // the 16-byte chunks lane, lane + 32, ...: every store instruction covers
+  // 512 contiguous bytes of the row.
+  if (!logical.isF32())
+    v = arith::TruncFOp::create(b, groupVecType(logical), v);
+  Type storage = laneStorageType(logical);
+  if (storage != logical)
+    v = arith::BitcastOp::create(b, groupVecType(storage), v);
+  int64_t bytes = storage.getIntOrFloatBitWidth() / 8;
+  int64_t chunk = 16 / bytes;                  // elements per 16 bytes
+  int64_t chunksPerGroup = spec.groupSize / chunk;
+  Value warpBase =
+      mulI(addI(warpSlot, warpInTeam), cidx(32 * spec.groupSize));
+  vector::StoreOp::create(
+      b, v, stage, ValueRange{addI(warpBase, mulI(lane, cidx(spec.groupSize)))},
+      /*nontemporal=*/false, llvm::MaybeAlign(16));
+  Value full = arith::ConstantOp::create(b, b.getI32IntegerAttr(-1));
+  NVVM::SyncWarpOp::create(b, full);
+  // The warp's first group in this slot.
+  Value firstGroup = arith::SubIOp::create(b, s.group, lane);
+  VectorType chunkType = VectorType::get({chunk}, storage);
+  for (int64_t c = 0; c < chunksPerGroup; ++c) {
+    Value q = addI(lane, cidx(c * 32));
+    Value group = addI(firstGroup, arith::DivUIOp::create(
+                                       b, q, cidx(chunksPerGroup)));
+    Value valid = andI(rowValid, ult(group, groups));
+    Value part = vector::LoadOp::create(
+        b, chunkType, stage, ValueRange{addI(warpBase, mulI(q, cidx(chunk)))},
+        /*nontemporal=*/false, llvm::MaybeAlign(16));
+    Value at = addI(rowBase, addI(mulI(firstGroup, cidx(spec.groupSize)),
+                                  mulI(q, cidx(chunk))));
+    emitIfThen(b, valid, [&] {
+      vector::StoreOp::create(b, part, buffer, ValueRange{at},
+                              /*nontemporal=*/false, llvm::MaybeAlign(16));
+    });
+  }
+  // The region is written again by the next slot.
+  NVVM::SyncWarpOp::create(b, full);
+}
+
+Value NormEmitter::loadScalarF32(Value buffer, Type logical, Value idx,
+                                 Value valid) {
+  Type storage = laneStorageType(logical);
+  Value v = emitIf(
+      b, valid, storage,
+      [&] {
+        return SmallVector<Value>{
+            memref::LoadOp::create(b, buffer, ValueRange{idx})};
+      },
+      [&] {
+        return SmallVector<Value>{
+            arith::ConstantOp::create(b, b.getZeroAttr(storage))};
+      })[0];
+  if (storage != logical)
+    v = arith::BitcastOp::create(b, logical, v);
+  if (!logical.isF32())
+    v = arith::ExtFOp::create(b, b.getF32Type(), v);
+  return v;
+}
+
+GroupVec NormEmitter::loadX(const Slot &s) {
+  // Dequantize: x = f32(code) * s_g (COAT.md §3.4).
+  Type fp8 = getFp8Type(b.getContext(), spec.format);
+  GroupVec codes = loadGroup(args.lookup("x_codes"), fp8, elementIndex(s),
+                             s.valid, s.k);
+  auto key = std::make_pair(args.lookup("x_scale").getAsOpaquePointer(), s.k);
+  Value scale;
+  if (onGpu && cache.count(key)) {
+    scale = cache[key];
+  } else {
+    Value scaleIdx = addI(mulI(row, groups), s.group);
+    scale = loadScalarF32(args.lookup("x_scale"), spec.scaleType, scaleIdx,
+                          s.valid);
+    if (onGpu)
+      cache[key] = scale;
+  }
+  return arith::MulFOp::create(b, codes, splat(scale));
+}
+
+GroupVec NormEmitter::loadRowOperand(StringRef name, Type logical,
+                                     const Slot &s) {
+  return loadGroup(args.lookup(name), logical, elementIndex(s), s.valid, s.k);
+}
+
+GroupVec NormEmitter::loadColOperand(StringRef name, const Slot &s) {
+  return loadGroup(args.lookup(name), spec.weightType,
+                   mulI(s.group, cidx(spec.groupSize)), s.valid, s.k);
+}
+
+Value NormEmitter::sumElements(GroupVec v) {
+  Value acc;
+  for (int64_t i = 0; i < spec.groupSize; ++i) {
+    Value e = vector::ExtractOp::create(b, v, ArrayRef<int64_t>{i});
+    acc = acc ? arith::AddFOp::create(b, acc, e).getResult() : e;
+  }
+  return acc;
+}
+
+Value NormEmitter::dotElements(GroupVec u, GroupVec v) {
+  Value acc;
+  for (int64_t i = 0; i < spec.groupSize; ++i) {
+    Value a = vector::ExtractOp::create(b, u, ArrayRef<int64_t>{i});
+    Value c = vector::ExtractOp::create(b, v, ArrayRef<int64_t>{i});
+    acc = acc ? math::FmaOp::create(b, a, c, acc).getResult()
+              : arith::MulFOp::create(b, a, c).getResult();
+  }
+  return acc;
+}
+
+Value NormEmitter::maxAbsElements(GroupVec v) {
+  Value acc = cf32(0.0);
+  Value a = math::AbsFOp::create(b, v);
+  for (int64_t i = 0; i < spec.groupSize; ++i) // NaN skipped, as fmax does
+    acc = arith::MaxNumFOp::create(
+        b, acc, vector::ExtractOp::create(b, a, ArrayRef<int64_t>{i}));
+  return acc;
+}
+
+Value NormEmitter::rowRstd(Value sumSquares) {
+  // IEEE division and sqrt (sqrt.rn on the GPU): rstd is saved and must
+  // match the reference for the same sum.
+  Value var = arith::DivFOp::create(b, sumSquares, colsF32);
+  Value root = math::SqrtOp::create(
+      b, arith::AddFOp::create(b, var, cf32(spec.eps)));
+  return arith::DivFOp::create(b, cf32(1.0), root);
+}
+
+SmallVector<Value> NormEmitter::forEachGroup(ValueRange inits, SlotFn body) {
+  if (!onGpu)
+    return emitFor(b, cidx(0), groups, cidx(1), inits,
+                   [&](Value g, ValueRange accs) {
+                     Value yes = arith::ConstantOp::create(b, b.getBoolAttr(true));
+                     return body(Slot{-1, g, yes}, accs);
+                   });
+  SmallVector<Value> accs(inits);
+  for (int64_t k = 0; k < team.slots; ++k) {
+    Value g = addI(teamThread, cidx(k * team.threadsPerRow));
+    Value valid = andI(rowValid, ult(g, groups));
+    SmallVector<Value> next = body(Slot{k, g, valid}, accs);
+    // Masked slots leave the accumulators as they were.
+    for (auto [acc, n] : llvm::zip(accs, next))
+      acc = acc == n ? acc : arith::SelectOp::create(b, valid, n, acc);
+  }
+  return accs;
+}
+
+SmallVector<Value> NormEmitter::teamSum(ValueRange values) {
+  SmallVector<Value> out(values);
+  if (!onGpu)
+    return out;
+  assert(values.size() <= kMaxSums && "workgroup buffer too small");
+  // Butterfly: lane i and lane i^o add the same two values, so all lanes end
+  // with bitwise the same warp sum.
+  for (Value &v : out)
+    for (int64_t offset = 16; offset >= 1; offset /= 2) {
+      auto shuffle = gpu::ShuffleOp::create(b, v, int32_t(offset),
+                                            /*width=*/32, gpu::ShuffleMode::XOR);
+      v = arith::AddFOp::create(b, v, shuffle.getShuffleResult());
+    }
+  if (team.threadsPerRow <= 32)
+    return out;
+  // One value per warp through workgroup memory, summed in warp order.
+  Value mySlot = mulI(addI(warpSlot, warpInTeam), cidx(kMaxSums));
+  emitIfThen(b, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane,
+                                      cidx(0)),
+             [&] {
+               for (auto [i, v] : llvm::enumerate(out))
+                 memref::StoreOp::create(b, v, smem,
+                                         ValueRange{addI(mySlot, cidx(i))});
+             });
+  gpu::BarrierOp::create(b);
+  for (auto [i, v] : llvm::enumerate(out)) {
+    Value acc;
+    for (int64_t w = 0; w < team.warpsPerTeam(); ++w) {
+      Value at = addI(mulI(addI(warpSlot, cidx(w)), cidx(kMaxSums)), cidx(i));
+      Value part = memref::LoadOp::create(b, smem, ValueRange{at});
+      acc = acc ? arith::AddFOp::create(b, acc, part).getResult() : part;
+    }
+    v = acc;
+  }
+  // The buffer is reused by the next reduction.
+  gpu::BarrierOp::create(b);
+  return out;
+}
+
+void NormEmitter::emitForwardRow() {
+  Value zero = cf32(0.0);
+  Value mean;
+  if (spec.hasMean()) {
+    Value sum = forEachGroup(zero, [&](const Slot &s, ValueRange acc) {
+      return SmallVector<Value>{
+          arith::AddFOp::create(b, acc[0], sumElements(loadX(s)))};
+    })[0];
+    mean = arith::DivFOp::create(b, teamSum(sum)[0], colsF32);
+  }
+  Value sumSquares = forEachGroup(zero, [&](const Slot &s, ValueRange acc) {
+    GroupVec x = loadX(s);
+    if (mean)
+      x = arith::SubFOp::create(b, x, splat(mean));
+    return SmallVector<Value>{
+        arith::AddFOp::create(b, acc[0], dotElements(x, x))};
+  })[0];
+  Value rstd = rowRstd(teamSum(sumSquares)[0]);
+
+  forEachGroup({}, [&](const Slot &s, ValueRange) {
+    GroupVec y = loadX(s);
+    if (mean)
+      y = arith::SubFOp::create(b, y, splat(mean));
+    y = arith::MulFOp::create(b, y, splat(rstd));
+    if (spec.hasWeight)
+      y = arith::MulFOp::create(b, y, loadColOperand("weight", s));
+    if (spec.hasBias)
+      y = arith::AddFOp::create(b, y, loadColOperand("bias", s));
+    if (stage)
+      storeGroupStaged(args.lookup("y"), spec.outType, s, y);
+    else
+      storeGroup(args.lookup("y"), spec.outType, elementIndex(s), s.valid, y);
+    if (spec.epilogueMax) {
+      // Rounding is monotonic, so the maximum of the stored values is the
+      // rounded maximum: the partial maxima match what was written.
+      Value m = maxAbsElements(y);
+      if (!spec.outType.isF32())
+        m = arith::ExtFOp::create(
+            b, b.getF32Type(),
+            arith::TruncFOp::create(b, spec.outType, m).getResult());
+      emitIfThen(b, s.valid, [&] {
+        memref::StoreOp::create(b, m, args.lookup("absmax"),
+                                ValueRange{addI(mulI(row, groups), s.group)});
+      });
+    }
+    return SmallVector<Value>{};
+  });
+
+  // Statistics: stored once per row.
+  Value leader = rowValid;
+  if (onGpu)
+    leader = andI(leader, arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                                teamThread, cidx(0)));
+  emitIfThen(b, leader, [&] {
+    if (mean)
+      memref::StoreOp::create(b, mean, args.lookup("mean"), ValueRange{row});
+    memref::StoreOp::create(b, rstd, args.lookup("rstd"), ValueRange{row});
+  });
+}
+
+SmallVector<Value> NormEmitter::emitBackwardRow(ValueRange accs,
+                                                Value partialRow) {
+  Value zero = cf32(0.0);
+  Value rstd = loadScalarF32(args.lookup("rstd"), b.getF32Type(), row, rowValid);
+  Value mean = spec.hasMean() ? loadScalarF32(args.lookup("mean"),
+                                              b.getF32Type(), row, rowValid)
+                              : Value();
+  auto centered = [&](const Slot &s) {
+    GroupVec x = loadX(s);
+    return mean ? arith::SubFOp::create(b, x, splat(mean)).getResult() : x;
+  };
+  auto weighted = [&](const Slot &s, GroupVec dy) {
+    return spec.hasWeight
+               ? arith::MulFOp::create(b, loadColOperand("weight", s), dy)
+                     .getResult()
+               : dy;
+  };
+  // dot = sum((x [- mean]) * w*dy), scaled by rstd once per row instead of
+  // once per element; LayerNorm also sum(w*dy).
+  bool withSum = spec.hasMean();
+  SmallVector<Value> inits = {zero};
+  if (withSum)
+    inits.push_back(zero);
+  SmallVector<Value> sums =
+      forEachGroup(inits, [&](const Slot &s, ValueRange acc) {
+        GroupVec wdy = weighted(s, loadRowOperand("dy", spec.gradType, s));
+        SmallVector<Value> next = {
+            arith::AddFOp::create(b, acc[0], dotElements(centered(s), wdy))};
+        if (withSum)
+          next.push_back(arith::AddFOp::create(b, acc[1], sumElements(wdy)));
+        return next;
+      });
+  sums = teamSum(sums);
+  // What the output pass takes from registers and what it reads again (an
+  // L1 hit: the team just read it). Column sums already hold 16 f32 per
+  // slot and sum; with them the row's x, dy and w*dy stay (one slot per
+  // thread, see chooseTeam) unless a thread has several slots, where the
+  // weight is read again. Without them, x and dy are read again, which
+  // keeps the kernel at 48 registers (5 CTAs of 256 per multiprocessor).
+  SmallVector<StringRef> reread;
+  if (!spec.hasWeight)
+    reread = {"x_codes", "x_scale", "dy"};
+  else if (team.slots > 1)
+    reread = {"weight"};
+  for (int64_t k = 0; k < team.slots; ++k)
+    for (StringRef name : reread)
+      cache.erase({args.lookup(name).getAsOpaquePointer(), k});
+  Value meanDot = arith::DivFOp::create(
+      b, arith::MulFOp::create(b, sums[0], rstd), colsF32);
+  Value meanWeighted =
+      withSum ? arith::DivFOp::create(b, sums[1], colsF32).getResult()
+              : Value();
+
+  SmallVector<Value> nextAccs(accs);
+  int64_t perSlot = (spec.hasWeight ? 1 : 0) + (spec.hasBias ? 1 : 0);
+  forEachGroup({}, [&](const Slot &s, ValueRange) {
+    GroupVec dy = loadRowOperand("dy", spec.gradType, s);
+    GroupVec xh = arith::MulFOp::create(b, centered(s), splat(rstd));
+    // dx = (w*dy - (xh*mean(xh*w*dy) [+ mean(w*dy)])) * rstd
+    Value correction =
+        meanWeighted
+            ? math::FmaOp::create(b, xh, splat(meanDot), splat(meanWeighted))
+                  .getResult()
+            : arith::MulFOp::create(b, xh, splat(meanDot)).getResult();
+    Value dx = arith::MulFOp::create(
+        b, arith::SubFOp::create(b, weighted(s, dy), correction), splat(rstd));
+    storeGroup(args.lookup("dx"), spec.outType, elementIndex(s), s.valid, dx);
+    if (perSlot == 0)
+      return SmallVector<Value>{};
+    StringRef names[] = {"dweight_partial", "dbias_partial"};
+    for (int64_t i = 0; i < perSlot; ++i) {
+      // dweight += dy*xh (fused), dbias += dy.
+      auto accumulate = [&](Value acc) -> Value {
+        if (i == 0)
+          return math::FmaOp::create(b, dy, xh, acc);
+        return arith::AddFOp::create(b, acc, dy);
+      };
+      if (onGpu) {
+        // Rows past the end load zeros, so their terms are zero.
+        Value &acc = nextAccs[s.k * perSlot + i];
+        acc = accumulate(acc);
+        continue;
+      }
+      Value ws = args.lookup(names[i]);
+      Value at = addI(mulI(partialRow, cols),
+                      mulI(s.group, cidx(spec.groupSize)));
+      Type f32 = b.getF32Type();
+      Value prev = loadGroup(ws, f32, at, s.valid, -1);
+      storeGroup(ws, f32, at, s.valid, accumulate(prev));
+    }
+    return SmallVector<Value>{};
+  });
+  return nextAccs;
+}
+
+void NormEmitter::emitGpuForward(Value rowIdx, Value teamThreadIdx,
+                                 Value warpSlotIdx, Value warpInTeamIdx,
+                                 Value laneIdx, Value smemBuf,
+                                 Value stageBuf) {
+  teamThread = teamThreadIdx;
+  warpSlot = warpSlotIdx;
+  warpInTeam = warpInTeamIdx;
+  lane = laneIdx;
+  smem = smemBuf;
+  stage = stageBuf;
+  bindRowExtent();
+  row = rowIdx;
+  rowValid = ult(row, toIndex(args.lookup("rows")));
+  rowBase = mulI(row, cols);
+  emitForwardRow();
+}
+
+void NormEmitter::emitGpuBackward(Value partial, Value teamThreadIdx,
+                                  Value warpSlotIdx, Value warpInTeamIdx,
+                                  Value laneIdx, Value smemBuf) {
+  teamThread = teamThreadIdx;
+  warpSlot = warpSlotIdx;
+  warpInTeam = warpInTeamIdx;
+  lane = laneIdx;
+  smem = smemBuf;
+  bindRowExtent();
+  Value rows = toIndex(args.lookup("rows"));
+  bool columnSums = spec.hasWeight;
+  // Without dweight every team takes one row, as in the forward.
+  Value partials = columnSums ? toIndex(args.lookup("partials")) : rows;
+  Value partialValid = ult(partial, partials);
+  int64_t perSlot = (spec.hasWeight ? 1 : 0) + (spec.hasBias ? 1 : 0);
+  Value zeroVec = splat(cf32(0.0));
+  SmallVector<Value> inits(team.slots * perSlot, zeroVec);
+  // Rows partial, partial + partials, ...; the trip count is the same for
+  // every team of the CTA because the reductions synchronize the CTA.
+  Value trips = columnSums ? arith::CeilDivUIOp::create(
+                                 b, rows, arith::MaxUIOp::create(b, partials,
+                                                                 cidx(1)))
+                                 .getResult()
+                           : cidx(1);
+  SmallVector<Value> accs =
+      emitFor(b, cidx(0), trips, cidx(1), inits, [&](Value i, ValueRange a) {
+        cache.clear(); // operands of another row
+        row = addI(partial, mulI(i, partials));
+        rowValid = andI(partialValid, ult(row, rows));
+        rowBase = mulI(row, cols);
+        return emitBackwardRow(a, Value());
+      });
+  if (!columnSums)
+    return;
+  // One workspace row per team.
+  StringRef names[] = {"dweight_partial", "dbias_partial"};
+  for (int64_t k = 0; k < team.slots; ++k) {
+    Value g = addI(teamThread, cidx(k * team.threadsPerRow));
+    Value valid = andI(partialValid, ult(g, groups));
+    Value at = addI(mulI(partial, cols), mulI(g, cidx(spec.groupSize)));
+    for (int64_t i = 0; i < perSlot; ++i)
+      storeGroup(args.lookup(names[i]), b.getF32Type(), at, valid,
+                 accs[k * perSlot + i]);
+  }
+}
+
+void NormEmitter::emitCpuForward() {
+  bindRowExtent();
+  Value rows = toIndex(args.lookup("rows"));
+  emitFor(b, cidx(0), rows, cidx(1), {}, [&](Value r, ValueRange) {
+    row = r;
+    rowValid = arith::ConstantOp::create(b, b.getBoolAttr(true));
+    rowBase = mulI(row, cols);
+    emitForwardRow();
+    return SmallVector<Value>{};
+  });
+}
+
+void NormEmitter::emitCpuBackward() {
+  bindRowExtent();
+  Value rows = toIndex(args.lookup("rows"));
+  bool columnSums = spec.hasWeight;
+  Value partials = columnSums ? toIndex(args.lookup("partials")) : rows;
+  StringRef names[] = {"dweight_partial", "dbias_partial"};
+  int64_t perSlot = (spec.hasWeight ? 1 : 0) + (spec.hasBias ? 1 : 0);
+  emitFor(b, cidx(0), partials, cidx(1), {}, [&](Value p, ValueRange) {
+    if (columnSums) {
+      Value zero = splat(cf32(0.0));
+      emitFor(b, cidx(0), groups, cidx(1), {}, [&](Value g, ValueRange) {
+        Value at = addI(mulI(p, cols), mulI(g, cidx(spec.groupSize)));
+        Value yes = arith::ConstantOp::create(b, b.getBoolAttr(true));
+        for (int64_t i = 0; i < perSlot; ++i)
+          storeGroup(args.lookup(names[i]), b.getF32Type(), at, yes, zero);
+        return SmallVector<Value>{};
+      });
+    }
+    emitFor(b, p, rows, partials, {}, [&](Value r, ValueRange) {
+      row = r;
+      rowValid = arith::ConstantOp::create(b, b.getBoolAttr(true));
+      rowBase = mulI(row, cols);
+      emitBackwardRow({}, p);
+      return SmallVector<Value>{};
+    });
+    return SmallVector<Value>{};
+  });
+}
+
+/// dweight[c] (and dbias[c]) = sum over p of partial[p, c], p ascending in
+/// each of kReduceWarps strides, then the strides in order. This thread sums
+/// the partials firstPartial, firstPartial + partialStep, ... of `column`;
+/// `combine` turns that into the final sum (null: nothing to store yet),
+/// stored where `storeGuard` holds.
+void emitColumnSums(ImplicitLocOpBuilder &b, const NormSpec &spec,
+                    const KernelArgs &args, Value column, Value firstPartial,
+                    Value partialStep, Value storeGuard,
+                    function_ref<Value(Value, int64_t)> combine) {
+  Value cols = arith::IndexCastOp::create(b, b.getIndexType(),
+                                          args.lookup("cols"));
+  Value partials = arith::IndexCastOp::create(b, b.getIndexType(),
+                                              args.lookup("partials"));
+  Value inRange = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, column,
+                                        cols);
+  Value zero = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0f));
+  SmallVector<std::pair<StringRef, StringRef>> sums = {
+      {"dweight_partial", "dweight"}};
+  if (spec.hasBias)
+    sums.push_back({"dbias_partial", "dbias"});
+  for (auto [i, names] : llvm::enumerate(sums)) {
+    Value ws = args.lookup(names.first);
+    Value out = args.lookup(names.second);
+    Value acc = emitFor(b, firstPartial, partials, partialStep, zero,
+                        [&](Value p, ValueRange a) {
+                          Value at = arith::AddIOp::create(
+                              b, arith::MulIOp::create(b, p, cols), column);
+                          Value v = emitIf(
+                              b, inRange, b.getF32Type(),
+                              [&] {
+                                return SmallVector<Value>{memref::LoadOp::create(
+                                    b, ws, ValueRange{at})};
+                              },
+                              [&] { return SmallVector<Value>{zero}; })[0];
+                          return SmallVector<Value>{
+                              arith::AddFOp::create(b, a[0], v)};
+                        })[0];
+    acc = combine(acc, i);
+    if (!acc)
+      continue;
+    emitIfThen(b, arith::AndIOp::create(b, inRange, storeGuard), [&] {
+      Value v = acc;
+      if (!spec.weightType.isF32()) {
+        v = arith::TruncFOp::create(b, spec.weightType, v);
+        v = arith::BitcastOp::create(b, laneStorageType(spec.weightType), v);
+      }
+      memref::StoreOp::create(b, v, out, ValueRange{column});
+    });
+  }
+}
+
+} // namespace
+
+void NormsLowering::emitGpu(ImplicitLocOpBuilder &b, const NormPlan &plan,
+                            unsigned index, gpu::GPUFuncOp kernel,
+                            const KernelArgs &args) const {
+  const NormSpec &spec = plan.spec;
+  const TeamShape &team = plan.team;
+  auto cidx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
+  if (index == 0) {
+    // Forward: at most 64 registers, so that 2048 threads (the row data in
+    // flight) fit on a multiprocessor.
+    if (!spec.backward)
+      kernel->setAttr(
+          NVVM::NVVMDialect::getMinctasmAttrName(),
+          b.getI32IntegerAttr(std::max<int64_t>(1, 1024 / team.blockSize)));
+    Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+    Value bid = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+    int64_t T = team.threadsPerRow;
+    Value teamInBlock = arith::DivUIOp::create(b, tid, cidx(T));
+    Value teamThread = arith::RemUIOp::create(b, tid, cidx(T));
+    Value teamIdx = arith::AddIOp::create(
+        b, arith::MulIOp::create(b, bid, cidx(team.teamsPerBlock())),
+        teamInBlock);
+    Value lane = arith::RemUIOp::create(b, tid, cidx(32));
+    Value warpInTeam = arith::DivUIOp::create(b, teamThread, cidx(32));
+    Value warpSlot =
+        arith::MulIOp::create(b, teamInBlock, cidx(team.warpsPerTeam()));
+    NormEmitter e(b, spec, args, /*onGpu=*/true, team);
+    Value smem = kernel.getWorkgroupAttributions()[0];
+    if (spec.backward)
+      e.emitGpuBackward(teamIdx, teamThread, warpSlot, warpInTeam, lane, smem);
+    else
+      e.emitGpuForward(teamIdx, teamThread, warpSlot, warpInTeam, lane, smem,
+                       team.stageStores
+                           ? Value(kernel.getWorkgroupAttributions()[1])
+                           : Value());
+    return;
+  }
+  // The column sums: 32 columns per CTA, kReduceWarps warps splitting the
+  // partials, combined in warp order.
+  Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+  Value bid = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+  Value lane = arith::RemUIOp::create(b, tid, cidx(32));
+  Value warp = arith::DivUIOp::create(b, tid, cidx(32));
+  Value column = arith::AddIOp::create(
+      b, arith::MulIOp::create(b, bid, cidx(32)), lane);
+  Value smem = kernel.getWorkgroupAttributions()[0];
+  Value isWarp0 =
+      arith::CmpIOp::create(b, arith::CmpIPredicate::eq, warp, cidx(0));
+  emitColumnSums(b, spec, args, column, warp, cidx(kReduceWarps), isWarp0,
+                 [&](Value acc, int64_t) -> Value {
+                   // Warp w's sum at smem[w*32 + lane], added in warp order.
+                   Value at = arith::AddIOp::create(
+                       b, arith::MulIOp::create(b, warp, cidx(32)), lane);
+                   memref::StoreOp::create(b, acc, smem, ValueRange{at});
+                   gpu::BarrierOp::create(b);
+                   Value total;
+                   for (int64_t w = 0; w < kReduceWarps; ++w) {
+                     Value part = memref::LoadOp::create(
+                         b, smem, ValueRange{arith::AddIOp::create(
+                                      b, cidx(w * 32), lane)});
+                     total = total ? arith::AddFOp::create(b, total, part)
+                                         .getResult()
+                                   : part;
+                   }
+                   // smem is reused by the next sum.
+                   gpu::BarrierOp::create(b);
+                   return total;
+                 });
+}
+
+void NormsLowering::emitCpu(ImplicitLocOpBuilder &b, const NormPlan &plan,
+                            unsigned index, func::FuncOp,
+                            const KernelArgs &args) const {
+  const NormSpec &spec = plan.spec;
+  const TeamShape &team = plan.team;
+  if (index == 0) {
+    NormEmitter e(b, spec, args, /*onGpu=*/false, team);
+    if (spec.backward)
+      e.emitCpuBackward();
+    else
+      e.emitCpuForward();
+    return;
+  }
+  auto cidx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
+  Value cols = arith::IndexCastOp::create(b, b.getIndexType(),
+                                          args.lookup("cols"));
+  // The same order as the GPU: kReduceWarps strided sums, then in order.
+  emitFor(b, cidx(0), cols, cidx(1), {}, [&](Value c, ValueRange) {
+    SmallVector<SmallVector<Value>> strideSums;
+    for (int64_t w = 0; w < kReduceWarps; ++w) {
+      strideSums.emplace_back();
+      emitColumnSums(b, spec, args, c, cidx(w), cidx(kReduceWarps),
+                     arith::ConstantOp::create(b, b.getBoolAttr(true)),
+                     [&](Value acc, int64_t i) -> Value {
+                       strideSums.back().push_back(acc);
+                       if (w + 1 < kReduceWarps)
+                         return Value(); // stored after the last stride
+                       Value total;
+                       for (auto &s : strideSums)
+                         total = total ? arith::AddFOp::create(b, total, s[i])
+                                             .getResult()
+                                       : s[i];
+                       return total;
+                     });
+    }
+    return SmallVector<Value>{};
+  });
+}

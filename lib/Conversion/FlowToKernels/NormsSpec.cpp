@@ -1,0 +1,449 @@
+//===- NormsSpec.cpp - what a norm kernel spec means ----------------------===//
+//
+// Checks a kernel-spec function holding one coat.rmsnorm, coat.layernorm
+// (perhaps with epilogue maxima) or their _grad ops, picks how the GPU
+// kernel spreads a row over threads, and declares the row kernel and, for a
+// backward with dweight, the column-sum kernel: ABI, bindings, records.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Norms.h"
+
+#include "coat/Conversion/GroupKernel.h"
+#include "coat/Dialect/CoatDialect.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::coat;
+
+namespace {
+
+/// The column-sum kernel is named after the row kernel.
+constexpr StringLiteral kReduceSuffix = "_reduce";
+
+//===----------------------------------------------------------------------===//
+// ABI
+//===----------------------------------------------------------------------===//
+
+SmallVector<AbiArg> buildRowAbi(MLIRContext *ctx, const NormSpec &s) {
+  Type fp8 = getFp8Type(ctx, s.format);
+  Type f32 = Float32Type::get(ctx);
+  Type i64 = IntegerType::get(ctx, 64);
+  auto buf = [&](StringRef name, Type logical, StringRef extent) {
+    return AbiArg{name.str(), abiBuffer(logical), manifestDtype(logical),
+                  extent.str()};
+  };
+  SmallVector<AbiArg> abi = {buf("x_codes", fp8, "n"),
+                             buf("x_scale", s.scaleType, "groups")};
+  if (!s.backward) {
+    if (s.hasWeight)
+      abi.push_back(buf("weight", s.weightType, "cols"));
+    if (s.hasBias)
+      abi.push_back(buf("bias", s.weightType, "cols"));
+    abi.push_back(buf("y", s.outType, "n"));
+    if (s.hasMean())
+      abi.push_back(buf("mean", f32, "rows"));
+    abi.push_back(buf("rstd", f32, "rows"));
+    if (s.epilogueMax)
+      abi.push_back(buf("absmax", f32, "groups"));
+  } else {
+    if (s.hasWeight)
+      abi.push_back(buf("weight", s.weightType, "cols"));
+    if (s.hasMean())
+      abi.push_back(buf("mean", f32, "rows"));
+    abi.push_back(buf("rstd", f32, "rows"));
+    abi.push_back(buf("dy", s.gradType, "n"));
+    abi.push_back(buf("dx", s.outType, "n"));
+    if (s.hasWeight)
+      abi.push_back(buf("dweight_partial", f32, "partials*cols"));
+    if (s.hasBias)
+      abi.push_back(buf("dbias_partial", f32, "partials*cols"));
+  }
+  abi.push_back({"rows", i64, "i64", ""});
+  abi.push_back({"cols", i64, "i64", ""});
+  if (s.backward && s.hasWeight)
+    abi.push_back({"partials", i64, "i64", ""});
+  return abi;
+}
+
+SmallVector<AbiArg> buildReduceAbi(MLIRContext *ctx, const NormSpec &s) {
+  Type f32 = Float32Type::get(ctx);
+  Type i64 = IntegerType::get(ctx, 64);
+  SmallVector<AbiArg> abi = {
+      {"dweight_partial", abiBuffer(f32), "f32", "partials*cols"},
+      {"dweight", abiBuffer(s.weightType), manifestDtype(s.weightType), "cols"}};
+  if (s.hasBias) {
+    abi.push_back({"dbias_partial", abiBuffer(f32), "f32", "partials*cols"});
+    abi.push_back(
+        {"dbias", abiBuffer(s.weightType), manifestDtype(s.weightType), "cols"});
+  }
+  abi.push_back({"cols", i64, "i64", ""});
+  abi.push_back({"partials", i64, "i64", ""});
+  return abi;
+}
+
+/// Records what each argument of the row and reduce kernels is in terms of
+/// the spec `fn` (a norm op, then perhaps its epilogue maxima). The
+
+/// The manifest's `config` of the row kernel.
+SmallVector<NamedAttribute> rowConfig(MLIRContext *ctx, const NormSpec &spec,
+                                      const TeamShape &team) {
+  Builder b(ctx);
+  auto str = [&](StringRef s) { return b.getStringAttr(s); };
+  Type fp8 = getFp8Type(ctx, spec.format);
+  SmallVector<NamedAttribute> c = {
+      b.getNamedAttr("norm", str(spec.kind == NormKind::RMS ? "rms" : "layer")),
+      b.getNamedAttr("input", str(manifestDtype(fp8))),
+      b.getNamedAttr("scale", str(manifestDtype(spec.scaleType))),
+      b.getNamedAttr("scaling", str("per_group")),
+      b.getNamedAttr("group_size", b.getI64IntegerAttr(spec.groupSize)),
+      b.getNamedAttr(spec.backward ? "dx" : "output",
+                     str(manifestDtype(spec.outType))),
+      b.getNamedAttr("eps", b.getF64FloatAttr(spec.eps)),
+      b.getNamedAttr("max_cols", b.getI64IntegerAttr(team.maxCols)),
+      b.getNamedAttr("threads_per_row",
+                     b.getI64IntegerAttr(team.threadsPerRow)),
+      b.getNamedAttr("rows_per_block",
+                     b.getI64IntegerAttr(team.teamsPerBlock()))};
+  if (spec.hasWeight)
+    c.push_back(b.getNamedAttr("weight", str(manifestDtype(spec.weightType))));
+  c.push_back(b.getNamedAttr("bias", b.getBoolAttr(spec.hasBias)));
+  if (spec.backward)
+    c.push_back(b.getNamedAttr("grad", str(manifestDtype(spec.gradType))));
+  else
+    c.push_back(b.getNamedAttr("epilogue_absmax", b.getBoolAttr(spec.epilogueMax)));
+  return c;
+}
+
+/// The input of every norm kernel: 1xG FP8 with power-of-two G.
+LogicalResult checkInput(Operation *op, Value input, NormSpec &spec) {
+  auto qt = dyn_cast<QTensorType>(input.getType());
+  if (!qt)
+    return op->emitError("norm kernels take a resolved !coat.qtensor input "
+                         "(run coat-mixed-granularity first), got ")
+           << input.getType();
+  if (qt.getShape().size() != 2)
+    return op->emitError("norm kernels take 2-D [rows, cols] tensors, got ")
+           << input.getType();
+  ::coat::Scaling scaling = qt.getScalingValue();
+  if (scaling.kind != ::coat::ScalingKind::PerGroup || qt.getExpanded())
+    return op->emitError("norm kernels need a per_group<G> input (1xG FP8 "
+                         "groups along cols), got ")
+           << input.getType();
+  if (!llvm::isPowerOf2_64(scaling.groupSize) || scaling.groupSize < 16 ||
+      scaling.groupSize > 128)
+    return op->emitError("group size ")
+           << scaling.groupSize
+           << " has no norm kernel: need a power of two in [16, 128]";
+  spec.format = qt.getFormat();
+  spec.scaleType = qt.getScaleType();
+  spec.groupSize = scaling.groupSize;
+  return success();
+}
+
+Type elementType(Value v) {
+  return cast<ShapedType>(v.getType()).getElementType();
+}
+
+} // namespace
+
+bool NormsLowering::isSpecOp(Operation *op) const {
+  return isa<RMSNormOp, LayerNormOp, RMSNormGradOp, LayerNormGradOp>(op);
+}
+
+FailureOr<NormSpec> NormsLowering::analyzeNorm(func::FuncOp fn,
+                                               int64_t &maxColsOut) const {
+  Block &body = fn.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  SmallVector<Operation *> ops;
+  for (Operation &op : body.without_terminator())
+    ops.push_back(&op);
+  auto shapeError = [&] {
+    return fn.emitError("kernel-spec function @")
+           << fn.getSymName()
+           << " must hold one coat.rmsnorm, coat.layernorm (optionally "
+              "followed by a coat.absmax ... epilogue of its result), "
+              "coat.rmsnorm_grad or coat.layernorm_grad, and return all "
+              "their results in order";
+  };
+  if (ops.empty() || ops.size() > 2)
+    return shapeError();
+  Operation *norm = ops[0];
+  for (Value operand : norm->getOperands())
+    if (!isa<BlockArgument>(operand))
+      return norm->emitError("operands of a kernel-spec op must be function "
+                             "arguments");
+  SmallVector<Value> expected(norm->getResults());
+
+  NormSpec spec;
+  Value input;
+  if (auto op = dyn_cast<RMSNormOp>(norm)) {
+    if (op.getResultT() || isa<QTensorType>(op.getResult().getType()))
+      return op.emitError("norm kernels write the unquantized values: the "
+                          "result must be a bf16/f16/f32 tensor without a "
+                          "transposed copy (run coat-group-scaling)");
+    spec.kind = NormKind::RMS;
+    spec.hasWeight = true;
+    spec.weightType = elementType(op.getWeight());
+    spec.eps = op.getEps().convertToFloat();
+    input = op.getInput();
+  } else if (auto op = dyn_cast<LayerNormOp>(norm)) {
+    if (op.getResultT() || isa<QTensorType>(op.getResult().getType()))
+      return op.emitError("norm kernels write the unquantized values: the "
+                          "result must be a bf16/f16/f32 tensor without a "
+                          "transposed copy (run coat-group-scaling)");
+    spec.kind = NormKind::Layer;
+    spec.hasWeight = static_cast<bool>(op.getWeight());
+    spec.hasBias = static_cast<bool>(op.getBias());
+    if (spec.hasBias && !spec.hasWeight)
+      return op.emitError("a LayerNorm bias needs a weight");
+    if (spec.hasWeight && spec.hasBias &&
+        elementType(op.getWeight()) != elementType(op.getBias()))
+      return op.emitError("weight and bias must have the same element type");
+    if (spec.hasWeight)
+      spec.weightType = elementType(op.getWeight());
+    spec.eps = op.getEps().convertToFloat();
+    input = op.getInput();
+  } else if (auto op = dyn_cast<RMSNormGradOp>(norm)) {
+    spec.kind = NormKind::RMS;
+    spec.backward = true;
+    spec.hasWeight = true;
+    spec.weightType = elementType(op.getWeight());
+    if (elementType(op.getDweight()) != spec.weightType)
+      return op.emitError("dweight must have the weight's element type");
+    spec.gradType = elementType(op.getGrad());
+    input = op.getInput();
+  } else if (auto op = dyn_cast<LayerNormGradOp>(norm)) {
+    spec.kind = NormKind::Layer;
+    spec.backward = true;
+    spec.hasWeight = static_cast<bool>(op.getWeight());
+    spec.hasBias = static_cast<bool>(op.getDbias());
+    if (spec.hasWeight != static_cast<bool>(op.getDweight()))
+      return op.emitError("an affine LayerNorm backward returns dweight (and "
+                          "optionally dbias); a non-affine one neither");
+    if (spec.hasWeight) {
+      spec.weightType = elementType(op.getWeight());
+      for (Value d : {op.getDweight(), op.getDbias()})
+        if (d && elementType(d) != spec.weightType)
+          return op.emitError("dweight/dbias must have the weight's element "
+                              "type");
+    }
+    spec.gradType = elementType(op.getGrad());
+    input = op.getInput();
+  } else {
+    return shapeError();
+  }
+  if (failed(checkInput(norm, input, spec)))
+    return failure();
+  Value out = norm->getResult(0);
+  auto outType = dyn_cast<RankedTensorType>(out.getType());
+  if (!outType)
+    return norm->emitError("the first result must be a high-precision "
+                           "tensor, got ")
+           << out.getType();
+  spec.outType = outType.getElementType();
+  if (spec.backward && spec.outType != spec.gradType)
+    return norm->emitError("dx must have the element type of dy");
+
+  if (ops.size() == 2) {
+    auto absmax = dyn_cast<AbsMaxOp>(ops[1]);
+    if (!absmax || spec.backward || absmax.getInput() != out)
+      return shapeError();
+    if (!absmax.getEpilogue())
+      return absmax.emitError("only a coat.absmax marked `epilogue` is fused "
+                              "into the norm kernel");
+    ::coat::Scaling s = absmax.getScaling().getValue();
+    if (s.kind != ::coat::ScalingKind::PerGroup || s.groupSize != spec.groupSize)
+      return absmax.emitError("the fused partial maxima must use the input's "
+                              "groups, per_group<")
+             << spec.groupSize << ">";
+    spec.epilogueMax = true;
+    expected.push_back(absmax.getResult());
+  }
+  if (ValueRange(ret.getOperands()) != ValueRange(expected))
+    return shapeError();
+
+  // Columns a kernel must cover: a static cols extent, else the spec's
+  // coat.max_cols attribute, else the pass option.
+  int64_t staticCols = cast<ShapedType>(input.getType()).getShape()[1];
+  maxColsOut = maxCols;
+  if (auto attr = fn->getAttrOfType<IntegerAttr>("coat.max_cols"))
+    maxColsOut = attr.getInt();
+  if (!ShapedType::isDynamic(staticCols))
+    maxColsOut = staticCols;
+  if (maxColsOut <= 0 || maxColsOut % spec.groupSize != 0)
+    return fn.emitError("max_cols must be a positive multiple of the group "
+                        "size ")
+           << spec.groupSize << ", got " << maxColsOut;
+  return spec;
+}
+
+
+FailureOr<TeamShape> NormsLowering::chooseTeam(Operation *anchor,
+                                               const NormSpec &spec,
+                                               int64_t maxColsValue) const {
+  if (blockSize < 32 || blockSize > 1024 || !llvm::isPowerOf2_64(blockSize))
+    return anchor->emitError("block-size must be a power of two in "
+                             "[32, 1024], got ")
+           << static_cast<int64_t>(blockSize);
+  if (groupsPerThread < 1 || groupsPerThread > 16)
+    return anchor->emitError("groups-per-thread must be in [1, 16], got ")
+           << static_cast<int64_t>(groupsPerThread);
+  int64_t groups = maxColsValue / spec.groupSize;
+  int64_t threads = threadsPerRow;
+  if (threads == 0) {
+    // Fewest threads (a warp at least) that hold the row in
+    // groups-per-thread slots each. A backward with column sums carries
+    // 16 f32 accumulators per slot and sum besides the row's x, dy and w*dy
+    // (~60 registers a slot with dbias): one slot per thread keeps it near
+    // 128 registers without spills, up to 512 threads (a 1024-thread CTA
+    // would have to fit in 64 registers); wider rows take more slots.
+    bool columnSums = spec.backward && spec.hasWeight;
+    int64_t perThread = columnSums ? 1 : groupsPerThread;
+    int64_t most = columnSums ? 512 : 1024;
+    threads = 32;
+    while (threads < most && threads * perThread < groups)
+      threads *= 2;
+  }
+  if (threads < 32 || threads > 1024 || !llvm::isPowerOf2_64(threads))
+    return anchor->emitError("threads-per-row must be 0 (auto) or a power "
+                             "of two in [32, 1024], got ")
+           << threads;
+  TeamShape t;
+  t.threadsPerRow = threads;
+  t.slots = llvm::divideCeil(groups, threads);
+  t.blockSize = std::max<int64_t>(blockSize, threads);
+  t.maxCols = t.slots * threads * spec.groupSize;
+  // Forward outputs wider than 16 bytes a group go through workgroup
+  // memory (block * G elements, at most 32 KiB) to be stored coalesced.
+  int64_t outBytes =
+      laneStorageType(spec.outType).getIntOrFloatBitWidth() / 8;
+  t.stageStores = stageStores && !spec.backward &&
+                  spec.groupSize * outBytes > 16 &&
+                  t.blockSize * spec.groupSize * outBytes <= 32 * 1024;
+  // Registers: the row's values per slot, and per-column sums backward.
+  if (t.slots * spec.groupSize > 256)
+    return anchor->emitError("a row of ")
+           << maxColsValue << " columns needs " << t.slots * spec.groupSize
+           << " values per thread with " << threads
+           << " threads per row (limit 256): raise threads-per-row or lower "
+              "max-cols";
+  return t;
+}
+
+FailureOr<NormPlan> NormsLowering::analyze(func::FuncOp fn) const {
+  int64_t cols = 0;
+  FailureOr<NormSpec> spec = analyzeNorm(fn, cols);
+  if (failed(spec))
+    return failure();
+  FailureOr<TeamShape> team =
+      chooseTeam(&fn.getBody().front().front(), *spec, cols);
+  if (failed(team))
+    return failure();
+  return NormPlan{*spec, *team};
+}
+
+SmallVector<KernelDecl> NormsLowering::declare(func::FuncOp fn,
+                                               const NormPlan &plan) const {
+  MLIRContext *ctx = fn.getContext();
+  const NormSpec &spec = plan.spec;
+  const TeamShape &team = plan.team;
+  std::string name = fn.getSymName().str();
+  Type f32 = Float32Type::get(ctx);
+  // The team sums go through one f32 per warp and sum; forward outputs
+  // wider than 16 bytes a group are staged in workgroup memory.
+  KernelDecl row{name,
+                  buildRowAbi(ctx, spec),
+                  team.blockSize,
+                  {workgroupBuffer({team.blockSize / 32 * kMaxSums}, f32)}};
+  if (team.stageStores)
+    row.workgroup.push_back(workgroupBuffer(
+        {team.blockSize * spec.groupSize}, laneStorageType(spec.outType)));
+  if (!plan.columnSums())
+    return {row};
+  // Column sums of the workspace: 32 columns per CTA, kReduceWarps warps
+  // splitting the partials, combined in warp order.
+  int64_t threads = 32 * kReduceWarps;
+  KernelDecl reduce{name + kReduceSuffix.str(), buildReduceAbi(ctx, spec), threads,
+                     {workgroupBuffer({threads}, f32)}};
+  return {row, reduce};
+}
+
+SpecBindings NormsLowering::bindings(func::FuncOp fn, const NormPlan &) const {
+  SpecRefs s(fn);
+  Operation *op = &fn.getBody().front().front();
+  SpecBindings binds;
+  auto set = [&](StringRef name, Value v, StringRef part = "") {
+    if (v)
+      binds[name] = {s.ref(v, part)};
+  };
+  Value input = op->getOperand(0);
+  set("x_codes", input, "codes");
+  set("x_scale", input, "scale");
+  TypeSwitch<Operation *>(op)
+      .Case([&](RMSNormOp n) {
+        set("weight", n.getWeight());
+        set("y", n.getResult());
+        set("rstd", n.getRstd());
+      })
+      .Case([&](LayerNormOp n) {
+        set("weight", n.getWeight());
+        set("bias", n.getBias());
+        set("y", n.getResult());
+        set("mean", n.getMean());
+        set("rstd", n.getRstd());
+      })
+      .Case([&](RMSNormGradOp n) {
+        set("weight", n.getWeight());
+        set("rstd", n.getRstd());
+        set("dy", n.getGrad());
+        set("dx", n.getDx());
+        set("dweight", n.getDweight());
+      })
+      .Case([&](LayerNormGradOp n) {
+        set("weight", n.getWeight());
+        set("mean", n.getMean());
+        set("rstd", n.getRstd());
+        set("dy", n.getGrad());
+        set("dx", n.getDx());
+        set("dweight", n.getDweight());
+        set("dbias", n.getDbias());
+      });
+  if (auto absmax = dyn_cast<AbsMaxOp>(op->getNextNode()))
+    set("absmax", absmax.getResult());
+  binds["dweight_partial"] = {kBindScratch};
+  binds["dbias_partial"] = {kBindScratch};
+  binds["rows"] = {s.rows(input)};
+  binds["cols"] = {s.cols(input)};
+  binds["partials"] = {kBindFree};
+  return binds;
+}
+
+DictionaryAttr NormsLowering::record(const NormPlan &plan,
+                                     const KernelDecl &decl,
+                                     unsigned index) const {
+  const NormSpec &spec = plan.spec;
+  const TeamShape &team = plan.team;
+  MLIRContext *ctx = spec.scaleType.getContext();
+  if (index == 0) {
+    std::optional<LaunchRule> launch;
+    if (onGpu())
+      launch = LaunchRule{
+          team.blockSize, 0, 0,
+          {{plan.columnSums() ? "partials" : "rows", team.teamsPerBlock()}}};
+    return buildKernelRecord(ctx, decl.name, spec.opName(),
+                             rowConfig(ctx, spec, team), decl.abi, launch);
+  }
+  Builder cb(ctx);
+  SmallVector<NamedAttribute> rconfig = {
+      cb.getNamedAttr("of", cb.getStringAttr(StringRef(decl.name).drop_back(kReduceSuffix.size()))),
+      cb.getNamedAttr("dweight",
+                      cb.getStringAttr(manifestDtype(spec.weightType))),
+      cb.getNamedAttr("bias", cb.getBoolAttr(spec.hasBias))};
+  std::optional<LaunchRule> launch;
+  if (onGpu())
+    launch = LaunchRule{decl.blockSize, 0, 0, {{"cols", 32}}};
+  return buildKernelRecord(ctx, decl.name, "norm_grad_reduce", rconfig,
+                           decl.abi, launch);
+}
