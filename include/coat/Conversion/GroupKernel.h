@@ -38,6 +38,11 @@ struct GroupLane {
                   int64_t clusterLanes = 0) const;
 };
 
+/// Lane `laneIndex` of flat groups of E * L consecutive elements: it holds
+/// elements [E * laneIndex, E * laneIndex + E) of group laneIndex / L.
+GroupLane makeFlatLane(ImplicitLocOpBuilder &b, int64_t elementsPerLane,
+                       int64_t lanesPerGroup, Value laneIndex, bool onGpu);
+
 /// Small helpers for emitting scalar f32 arithmetic. With `approx`, divisions
 /// and the special functions carry `afn`, which the NVVM lowering maps to the
 /// hardware approximations (ex2/lg2/rcp/sqrt .approx).

@@ -166,22 +166,6 @@ private:
   Value nI64, nIndex, groups;
 };
 
-GroupLane makeLane(ImplicitLocOpBuilder &b, const LaneShape &shape,
-                   Value laneIndex, bool onGpu) {
-  auto cidx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
-  GroupLane lane;
-  lane.onGpu = onGpu;
-  lane.elementsPerLane = shape.elementsPerLane;
-  lane.lanesPerGroup = shape.lanesPerGroup;
-  lane.groupSize = shape.elementsPerLane * shape.lanesPerGroup;
-  lane.laneInGroup =
-      arith::RemUIOp::create(b, laneIndex, cidx(shape.lanesPerGroup));
-  lane.group = arith::DivUIOp::create(b, laneIndex, cidx(shape.lanesPerGroup));
-  lane.firstElement =
-      arith::MulIOp::create(b, laneIndex, cidx(shape.elementsPerLane));
-  return lane;
-}
-
 /// The CPU twin calls libm's erff, as the reference library does (the LLVM
 /// lowering has no erf).
 void callLibmErf(func::FuncOp fn, ModuleOp module) {
@@ -233,7 +217,9 @@ void PointwiseLowering::emitGpu(ImplicitLocOpBuilder &b,
     for (int64_t u = 0; u < lanesPerThread; ++u) {
       Value laneIndex = arith::AddIOp::create(
           b, arith::AddIOp::create(b, base, cidx(u * blockSize)), tid);
-      out.push_back(makeLane(b, shape, laneIndex, /*onGpu=*/true));
+      out.push_back(makeFlatLane(b, shape.elementsPerLane,
+                                 shape.lanesPerGroup, laneIndex,
+                                 /*onGpu=*/true));
     }
     return out;
   };
@@ -252,7 +238,8 @@ void PointwiseLowering::emitCpu(ImplicitLocOpBuilder &b,
   Value lanes = arith::CeilDivUIOp::create(b, emitter.numElements(),
                                            cidx(shape.elementsPerLane));
   emitFor(b, cidx(0), lanes, cidx(1), {}, [&](Value i, ValueRange) {
-    GroupLane lane = makeLane(b, shape, i, /*onGpu=*/false);
+    GroupLane lane = makeFlatLane(b, shape.elementsPerLane,
+                                  shape.lanesPerGroup, i, /*onGpu=*/false);
     emitter.emitLanes(lane, /*tail=*/true);
     return SmallVector<Value>{};
   });

@@ -41,6 +41,23 @@ Value GroupLane::allReduce(ImplicitLocOpBuilder &b, Value v,
   return v;
 }
 
+GroupLane mlir::coat::makeFlatLane(ImplicitLocOpBuilder &b,
+                                   int64_t elementsPerLane,
+                                   int64_t lanesPerGroup, Value laneIndex,
+                                   bool onGpu) {
+  auto cidx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
+  GroupLane lane;
+  lane.onGpu = onGpu;
+  lane.elementsPerLane = elementsPerLane;
+  lane.lanesPerGroup = lanesPerGroup;
+  lane.groupSize = elementsPerLane * lanesPerGroup;
+  lane.laneInGroup = arith::RemUIOp::create(b, laneIndex, cidx(lanesPerGroup));
+  lane.group = arith::DivUIOp::create(b, laneIndex, cidx(lanesPerGroup));
+  lane.firstElement =
+      arith::MulIOp::create(b, laneIndex, cidx(elementsPerLane));
+  return lane;
+}
+
 Value F32Emitter::c(double v) {
   return arith::ConstantOp::create(b, b.getF32FloatAttr(static_cast<float>(v)));
 }

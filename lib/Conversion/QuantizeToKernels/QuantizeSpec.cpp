@@ -1,0 +1,411 @@
+//===- QuantizeSpec.cpp - what an activation kernel spec means ------------===//
+//
+// Checks a kernel-spec function holding one activation op (or a quantize
+// and its transpose), picks the flat or tile shape of its kernel under the
+// pass options, and declares it: ABI, bindings to the spec, record.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Quantize.h"
+
+#include "coat/Conversion/GroupKernel.h"
+#include "coat/Dialect/CoatDialect.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+
+using namespace mlir;
+using namespace mlir::coat;
+
+namespace {
+
+SmallVector<AbiArg> buildAbi(MLIRContext *ctx, const ActSpec &spec) {
+  auto buf = [](Type logical) { return abiBuffer(logical); };
+  Type fp8 = getFp8Type(ctx, spec.format);
+  Type f32 = Float32Type::get(ctx);
+  std::string scaleExtent = spec.perTensor ? "1" : "groups";
+  if (spec.blocked()) {
+    std::string b = std::to_string(spec.blockEdge);
+    scaleExtent = "rows/" + b + "*cols/" + b;
+  }
+  AbiArg hp{"", buf(spec.hpType), manifestDtype(spec.hpType), "n"};
+  AbiArg codes{"codes", buf(fp8), manifestDtype(fp8), "n"};
+  AbiArg scale{"scale", buf(spec.scaleType), manifestDtype(spec.scaleType),
+               scaleExtent};
+  SmallVector<AbiArg> abi;
+  switch (spec.kind) {
+  case ActKind::QuantizeGroup:
+    hp.name = "input";
+    abi = {hp, codes, scale};
+    break;
+  case ActKind::QuantizeScaled:
+    hp.name = "input";
+    abi = {hp, scale, codes};
+    break;
+  case ActKind::QuantizeBlock:
+    hp.name = "input";
+    abi = {hp, codes, scale};
+    break;
+  case ActKind::QuantizeTranspose: {
+    hp.name = "input";
+    AbiArg codesT = codes;
+    codesT.name = "codes_t";
+    if (!spec.blocked()) {
+      abi = {hp, scale, codes, codesT};
+      break;
+    }
+    // The transposed copy's block scales: the same matrix, transposed.
+    AbiArg scaleT = scale;
+    scaleT.name = "scale_t";
+    std::string b = std::to_string(spec.blockEdge);
+    scaleT.extent = "cols/" + b + "*rows/" + b;
+    abi = {hp, codes, scale, codesT, scaleT};
+    break;
+  }
+  case ActKind::Dequantize:
+    hp.name = "output";
+    abi = {codes, scale, hp};
+    break;
+  case ActKind::AbsMax:
+    hp.name = "input";
+    abi = {hp, {"absmax", buf(f32), "f32", "groups"}};
+    break;
+  }
+  Type i64 = IntegerType::get(ctx, 64);
+  abi.push_back({"rows", i64, "i64", ""});
+  abi.push_back({"cols", i64, "i64", ""});
+  return abi;
+}
+
+/// Records what each ABI argument is in terms of the spec `fn` (whose op
+
+DictionaryAttr buildManifestRecord(MLIRContext *ctx, StringRef name,
+                                   const ActSpec &spec, ArrayRef<AbiArg> abi,
+                                   std::optional<int64_t> blockSize,
+                                   int64_t elementsPerBlock, int64_t tile) {
+  Builder b(ctx);
+  auto str = [&](StringRef s) { return b.getStringAttr(s); };
+  Type fp8 = getFp8Type(ctx, spec.format);
+  SmallVector<NamedAttribute> config;
+  bool toFp8 = spec.kind != ActKind::Dequantize;
+  config.push_back(b.getNamedAttr(toFp8 ? "input" : "output",
+                                  str(manifestDtype(spec.hpType))));
+  if (spec.kind != ActKind::AbsMax) {
+    config.push_back(b.getNamedAttr("format", str(manifestDtype(fp8))));
+    config.push_back(
+        b.getNamedAttr("fp8max", b.getF64FloatAttr(spec.fp8Max())));
+    config.push_back(b.getNamedAttr("scale", str(manifestDtype(spec.scaleType))));
+  }
+  config.push_back(b.getNamedAttr(
+      "scaling", str(spec.perTensor  ? "per_tensor"
+                     : spec.blocked() ? "per_block"
+                                      : "per_group")));
+  if (spec.grouped())
+    config.push_back(
+        b.getNamedAttr("group_size", b.getI64IntegerAttr(spec.groupSize)));
+  if (spec.blocked())
+    config.push_back(
+        b.getNamedAttr("block", b.getI64IntegerAttr(spec.blockEdge)));
+  if (spec.kind == ActKind::QuantizeGroup || spec.blocked())
+    config.push_back(b.getNamedAttr("eps", b.getF64FloatAttr(spec.eps)));
+  if (spec.kind == ActKind::QuantizeScaled ||
+      (spec.kind == ActKind::QuantizeTranspose && !spec.blocked()))
+    config.push_back(b.getNamedAttr("given_scale", b.getBoolAttr(true)));
+  if (spec.tiled())
+    config.push_back(b.getNamedAttr("tile", b.getI64IntegerAttr(tile)));
+
+  std::optional<LaunchRule> launch;
+  if (blockSize)
+    launch = LaunchRule{*blockSize, elementsPerBlock};
+  return buildKernelRecord(ctx, name, spec.opName(), config, abi, launch);
+}
+
+LogicalResult checkMatrix(Operation *op, Type t) {
+  auto shaped = dyn_cast<ShapedType>(t);
+  if (!shaped || shaped.getRank() != 2)
+    return op->emitError("activation kernels take 2-D [rows, cols] tensors, "
+                         "got ")
+           << t;
+  return success();
+}
+
+LogicalResult checkGroup(Operation *op, const ::coat::Scaling &scaling) {
+  if (scaling.kind != ::coat::ScalingKind::PerGroup)
+    return op->emitError("activation kernels support per_group<G> and "
+                         "per_tensor scaling (and per_block<BxB> for "
+                         "coat.quantize) only");
+  if (!llvm::isPowerOf2_64(scaling.groupSize) || scaling.groupSize > 1024)
+    return op->emitError("group size ")
+           << scaling.groupSize << " has no kernel: need a power of two "
+                                   "<= 1024";
+  return success();
+}
+
+/// per_block<BxB> quantization runs one B x B tile per block.
+LogicalResult checkBlock(Operation *op, const ::coat::Scaling &scaling) {
+  if (scaling.blockRows != scaling.blockCols ||
+      (scaling.blockRows != 32 && scaling.blockRows != 64 &&
+       scaling.blockRows != 128))
+    return op->emitError("per_block<")
+           << scaling.blockRows << "x" << scaling.blockCols
+           << "> has no kernel: need square blocks of 32, 64 or 128";
+  return success();
+}
+
+/// What the spec's op (or quantize + transpose) asks of the kernel.
+FailureOr<ActSpec> analyzeSpec(func::FuncOp fn) {
+  Block &body = fn.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  SmallVector<Operation *> ops;
+  for (Operation &op : body.without_terminator())
+    ops.push_back(&op);
+  auto shapeError = [&]() {
+    return fn.emitError("kernel-spec function @")
+           << fn.getSymName()
+           << " must hold one coat.quantize, coat.dequantize or coat.absmax "
+              "(or a coat.quantize with a scale and a coat.transpose of it) "
+              "and return its results";
+  };
+  for (Operation *op : ops)
+    for (Value operand : op->getOperands())
+      if (!isa<BlockArgument>(operand) &&
+          !(isa<TransposeOp>(op) && operand.getDefiningOp() == ops.front()))
+        return op->emitError("operands of a kernel-spec op must be function "
+                             "arguments");
+
+  ActSpec spec;
+  if (ops.size() == 1 && ret.getOperands() == ops[0]->getResults()) {
+    Operation *op = ops[0];
+    if (auto q = dyn_cast<QuantizeOp>(op)) {
+      auto rt = dyn_cast<QTensorType>(q.getResult().getType());
+      if (!rt)
+        return op->emitError("the result must be a !coat.qtensor");
+      if (failed(checkMatrix(op, q.getInput().getType())))
+        return failure();
+      if (rt.getExpanded())
+        return op->emitError("range-expanded activations have no kernel");
+      spec.hpType = cast<ShapedType>(q.getInput().getType()).getElementType();
+      spec.format = rt.getFormat();
+      spec.scaleType = rt.getScaleType();
+      spec.eps = q.getEps().convertToFloat();
+      if (q.getScale()) {
+        spec.kind = ActKind::QuantizeScaled;
+        spec.perTensor = true;
+        spec.scaleType =
+            cast<ShapedType>(q.getScale().getType()).getElementType();
+        return spec;
+      }
+      if (rt.getScaling().isPerTensor())
+        return op->emitError("a per_tensor coat.quantize kernel needs its "
+                             "scale as an operand: derive it from "
+                             "coat.absmax per_group<G> + coat.reduce_scales");
+      if (rt.getScalingValue().kind == ::coat::ScalingKind::PerBlock) {
+        if (failed(checkBlock(op, rt.getScalingValue())))
+          return failure();
+        spec.kind = ActKind::QuantizeBlock;
+        spec.blockEdge = rt.getScalingValue().blockRows;
+        return spec;
+      }
+      if (failed(checkGroup(op, rt.getScalingValue())))
+        return failure();
+      spec.kind = ActKind::QuantizeGroup;
+      spec.groupSize = rt.getScalingValue().groupSize;
+      return spec;
+    }
+    if (auto d = dyn_cast<DequantizeOp>(op)) {
+      auto it = dyn_cast<QTensorType>(d.getInput().getType());
+      if (!it)
+        return op->emitError("the input must be a !coat.qtensor");
+      if (failed(checkMatrix(op, it)))
+        return failure();
+      if (it.getExpanded())
+        return op->emitError("range-expanded activations have no kernel");
+      spec.kind = ActKind::Dequantize;
+      spec.hpType = cast<ShapedType>(d.getResult().getType()).getElementType();
+      spec.format = it.getFormat();
+      spec.scaleType = it.getScaleType();
+      if (it.getScaling().isPerTensor()) {
+        spec.perTensor = true;
+        return spec;
+      }
+      if (failed(checkGroup(op, it.getScalingValue())))
+        return failure();
+      spec.groupSize = it.getScalingValue().groupSize;
+      return spec;
+    }
+    if (auto a = dyn_cast<AbsMaxOp>(op)) {
+      if (failed(checkMatrix(op, a.getInput().getType())))
+        return failure();
+      if (failed(checkGroup(op, a.getScaling().getValue())))
+        return failure();
+      spec.kind = ActKind::AbsMax;
+      spec.hpType = cast<ShapedType>(a.getInput().getType()).getElementType();
+      spec.scaleType = Float32Type::get(fn.getContext());
+      spec.groupSize = a.getScaling().getValue().groupSize;
+      return spec;
+    }
+    return shapeError();
+  }
+  if (ops.size() == 2) {
+    auto q = dyn_cast<QuantizeOp>(ops[0]);
+    auto t = dyn_cast<TransposeOp>(ops[1]);
+    if (!q || !t || t.getInput() != q.getResult() ||
+        ret.getNumOperands() != 2 || ret.getOperand(0) != q.getResult() ||
+        ret.getOperand(1) != t.getResult())
+      return shapeError();
+    auto rt = dyn_cast<QTensorType>(q.getResult().getType());
+    if (!rt)
+      return q.emitError("the result must be a !coat.qtensor");
+    if (failed(checkMatrix(q, q.getInput().getType())))
+      return failure();
+    if (rt.getExpanded())
+      return q.emitError("range-expanded activations have no kernel");
+    spec.kind = ActKind::QuantizeTranspose;
+    spec.hpType = cast<ShapedType>(q.getInput().getType()).getElementType();
+    spec.format = rt.getFormat();
+    if (!q.getScale()) {
+      if (rt.getScalingValue().kind != ::coat::ScalingKind::PerBlock)
+        return q.emitError("quantize+transpose kernels take a given "
+                           "per-tensor scale (coat.quantize ... scale %s) "
+                           "or quantize per_block<BxB>");
+      if (failed(checkBlock(q, rt.getScalingValue())))
+        return failure();
+      spec.blockEdge = rt.getScalingValue().blockRows;
+      spec.scaleType = rt.getScaleType();
+      spec.eps = q.getEps().convertToFloat();
+      return spec;
+    }
+    spec.perTensor = true;
+    spec.scaleType = cast<ShapedType>(q.getScale().getType()).getElementType();
+    return spec;
+  }
+  return shapeError();
+}
+
+} // namespace
+
+bool QuantizeLowering::isSpecOp(Operation *op) const {
+  return isa<QuantizeOp, DequantizeOp, AbsMaxOp>(op);
+}
+
+/// Kernel-spec functions are those holding one of our ops and no other
+/// coat op: maxima in a producer's epilogue (`coat.absmax ... epilogue`)
+/// belong to the producer's kernel, which other lowerings own.
+bool QuantizeLowering::takesSpec(func::FuncOp fn) const {
+  auto foreign = [](Operation *op) {
+    return !isa<QuantizeOp, DequantizeOp, AbsMaxOp, TransposeOp>(op) &&
+           isa_and_nonnull<CoatDialect>(op->getDialect());
+  };
+  return !fn.walk([&](Operation *op) {
+              return foreign(op) ? WalkResult::interrupt()
+                                 : WalkResult::advance();
+            }).wasInterrupted();
+}
+
+FailureOr<ActPlan> QuantizeLowering::analyze(func::FuncOp fn) const {
+  FailureOr<ActSpec> analyzed = analyzeSpec(fn);
+  if (failed(analyzed))
+    return failure();
+  const ActSpec &spec = *analyzed;
+  Operation *anchor = &fn.getBody().front().front();
+  int64_t hpBytes = spec.hpType.getIntOrFloatBitWidth() / 8;
+
+  // Flat kernels: E elements per lane, L lanes per group.
+  FlatShape flat{1, 1, 1};
+  int64_t tileEdge = tile != 0 ? int64_t(tile) : 64;
+  TileShape tiles{spec.blocked() ? spec.blockEdge : tileEdge, blockSize,
+                  16 / hpBytes};
+  int64_t elementsPerBlock = 0;
+  if (blockSize <= 0 || blockSize % 32 != 0 || blockSize > 1024)
+    return anchor->emitError("block-size must be a multiple of 32 in "
+                             "[32, 1024], got ")
+           << static_cast<int64_t>(blockSize);
+  if (spec.tiled()) {
+    if (tileEdge != 32 && tileEdge != 64 && tileEdge != 128)
+      return anchor->emitError("tile must be 32, 64 or 128, got ")
+             << tileEdge;
+    elementsPerBlock = tiles.tile * tiles.tile;
+  } else {
+    int64_t e = elementsPerThread > 0 ? elementsPerThread
+                                      : (hpBytes >= 4 ? 8 : 16);
+    if (spec.grouped())
+      e = std::min(e, spec.groupSize);
+    if (!llvm::isPowerOf2_64(e) ||
+        (spec.grouped() && spec.groupSize / e > 32))
+      return anchor->emitError("elements-per-thread=")
+             << e << " does not fit group size " << spec.groupSize
+             << " (need a power of two with group_size/E <= 32)";
+    int64_t g = spec.grouped() ? spec.groupSize : e;
+    if (!onGpu()) {
+      // The CPU twin holds a whole group (or 16 elements) per iteration.
+      e = spec.grouped() ? spec.groupSize : 16;
+      g = e;
+    }
+    flat = {e, g / e, g};
+    elementsPerBlock = blockSize * e;
+  }
+  return ActPlan{spec, flat, tiles, elementsPerBlock};
+}
+
+SmallVector<KernelDecl> QuantizeLowering::declare(func::FuncOp fn,
+                                                  const ActPlan &plan) const {
+  MLIRContext *ctx = fn.getContext();
+  const ActSpec &spec = plan.spec;
+  KernelDecl kernel{fn.getSymName().str(), buildAbi(ctx, spec), blockSize, {}};
+  // Tile kernels: the codes tile as 32-bit words (transposed kinds), the
+  // per-warp block maxima (per_block kinds).
+  if (spec.kind == ActKind::QuantizeTranspose)
+    kernel.workgroup.push_back(workgroupBuffer(
+        {plan.tiles.tile, plan.tiles.tile / 4}, IntegerType::get(ctx, 32)));
+  if (spec.tiled() && spec.blocked())
+    kernel.workgroup.push_back(
+        workgroupBuffer({blockSize / 32}, Float32Type::get(ctx)));
+  return {kernel};
+}
+
+/// analyze() accepted): the input, the result's parts, the shape scalars.
+SpecBindings QuantizeLowering::bindings(func::FuncOp fn, const ActPlan &) const {
+  SpecRefs s(fn);
+  auto ops = fn.getBody().front().without_terminator();
+  Operation *op = &*ops.begin();
+  SpecBindings binds;
+  Value matrix; // the 2-D tensor whose shape gives rows and cols
+  if (auto q = dyn_cast<QuantizeOp>(op)) {
+    matrix = q.getInput();
+    binds["input"] = {s.ref(q.getInput())};
+    binds["codes"] = {s.ref(q.getResult(), "codes")};
+    binds["scale"] = {s.ref(q.getResult(), "scale")};
+    if (Value given = q.getScale())
+      binds["scale"].insert(binds["scale"].begin(), s.ref(given));
+    if (std::next(ops.begin()) != ops.end()) {
+      auto t = cast<TransposeOp>(*std::next(ops.begin()));
+      binds["codes_t"] = {s.ref(t.getResult(), "codes")};
+      if (q.getScale())
+        binds["scale"].push_back(s.ref(t.getResult(), "scale"));
+      else
+        binds["scale_t"] = {s.ref(t.getResult(), "scale")};
+    }
+  } else if (auto d = dyn_cast<DequantizeOp>(op)) {
+    matrix = d.getResult();
+    binds["codes"] = {s.ref(d.getInput(), "codes")};
+    binds["scale"] = {s.ref(d.getInput(), "scale")};
+    binds["output"] = {s.ref(d.getResult())};
+  } else {
+    auto a = cast<AbsMaxOp>(op);
+    matrix = a.getInput();
+    binds["input"] = {s.ref(a.getInput())};
+    binds["absmax"] = {s.ref(a.getResult())};
+  }
+  binds["rows"] = {s.rows(matrix)};
+  binds["cols"] = {s.cols(matrix)};
+  return binds;
+}
+
+
+DictionaryAttr QuantizeLowering::record(const ActPlan &plan,
+                                        const KernelDecl &decl,
+                                        unsigned) const {
+  return buildManifestRecord(
+      plan.spec.hpType.getContext(), decl.name, plan.spec, decl.abi,
+      onGpu() ? std::optional<int64_t>(blockSize) : std::nullopt,
+      plan.elementsPerBlock, plan.tiles.tile);
+}
