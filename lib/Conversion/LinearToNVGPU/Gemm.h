@@ -1,18 +1,24 @@
 //===- Gemm.h - what a coat.linear asks of its kernels ----------*- C++ -*-===//
 //
-// The problem description shared by the GEMM's GPU kernel
-// (LinearToNVGPU.cpp) and its CPU twin (LinearCpuTwin.cpp).
+// The problem description and kernel-lowering hooks shared by the GEMM's
+// spec analysis and parameters (LinearSpec.cpp), its GPU kernel
+// (LinearEmitter.cpp), its CPU twin (LinearCpuTwin.cpp) and the pass
+// (LinearToNVGPU.cpp).
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef COAT_LIB_CONVERSION_LINEARTONVGPU_GEMM_H
 #define COAT_LIB_CONVERSION_LINEARTONVGPU_GEMM_H
 
+#include "coat/Conversion/KernelDriver.h"
 #include "coat/Dialect/CoatDialect.h"
 #include "coat/Numerics/Fp8.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
+
+#include <algorithm>
+#include <string>
 
 namespace mlir::coat {
 
@@ -38,6 +44,88 @@ struct GemmProblem {
   /// applied to each 128-wide K slice's partial product before it is added
   /// to the f32 accumulator.
   bool blockScaled = false;
+};
+
+constexpr int64_t kTileK = 128; // 128 FP8 bytes: the 128B swizzle span
+constexpr int64_t kWgmmaK = 32; // K of one FP8 wgmma
+/// Registers per thread: what the producer warpgroup keeps, and the file.
+constexpr int64_t kProducerRegisters = 40;
+constexpr int64_t kRegisterFile = 65536;
+static_assert(kScaleBlock == kTileK, "one ring stage per K scale block");
+
+/// The kernel's tiling and schedule (the pass options).
+struct GemmShape {
+  int64_t tileM, tileN, stages, warpgroups; ///< warpgroups issuing wgmma
+  bool warpSpecialized;
+  int64_t groupM; ///< M tiles per group of the persistent tile order
+
+  int64_t mPerWarpgroup() const { return tileM / warpgroups; }
+  int64_t mBlocks() const { return mPerWarpgroup() / 64; }
+  int64_t aBytes() const { return tileM * kTileK; }
+  int64_t bBytes() const { return tileN * kTileK; }
+  int64_t stageBytes() const { return aBytes() + bBytes(); }
+  int64_t barrierOffset() const { return stages * stageBytes(); }
+  /// Dynamic shared memory: the ring, full and empty mbarriers, and 1 KiB of
+  /// slack to round the base up to the 1024-byte swizzle atom.
+  int64_t sharedBytes() const { return barrierOffset() + 16 * stages + 1024; }
+  int64_t threads() const { return 128 * (warpgroups + (warpSpecialized ? 1 : 0)); }
+  /// Registers per consumer thread once the producer gave its share away
+  /// (setmaxnreg counts are multiples of 8 in [24, 256]); 0: leave as is
+  /// (a single consumer warpgroup already gets the per-thread maximum).
+  int64_t consumerRegisters() const {
+    if (!warpSpecialized || warpgroups < 2)
+      return 0;
+    int64_t r = (kRegisterFile - 128 * kProducerRegisters) / (128 * warpgroups);
+    return std::min<int64_t>(r / 8 * 8, 240);
+  }
+};
+
+/// One kernel parameter: its lowered type and its manifest record. The
+/// parameter list and the manifest come from this one list.
+struct GemmParam {
+  std::string name;
+  Type type;
+  Attribute record;
+};
+
+/// A coat.linear spec ready to lower: the problem, the kernel's tiling and
+/// its parameters.
+struct LinearPlan {
+  LinearOp op;
+  GemmProblem problem;
+  GemmShape shape;
+  SmallVector<GemmParam> params;
+};
+
+/// The kernel-lowering hooks of coat-lower-linear (LinearSpec.cpp,
+/// LinearEmitter.cpp). The pass collects the specs and checks the options
+/// itself; the driver declares, records and emits each kernel.
+class LinearLowering : public KernelLowering<LinearLowering, LinearPlan> {
+public:
+  /// `options` is the tiling the pass options ask for; `tilesGiven` whether
+  /// tile-m or tile-n was set; `blockTileN` the tile-n of block-scaled
+  /// kernels.
+  LinearLowering(GemmShape options, bool tilesGiven, int64_t blockTileN)
+      : KernelLowering({"coat-lower-linear", "coat_linear"}),
+        options(options), tilesGiven(tilesGiven), blockTileN(blockTileN) {}
+
+  /// The problem `op` in `fn` poses and the tiling that fits it; reports
+  /// (on the op) what the lowering does not handle.
+  FailureOr<LinearPlan> analyze(func::FuncOp fn, LinearOp op, bool gpu) const;
+  SmallVector<KernelDecl> declare(func::FuncOp fn,
+                                  const LinearPlan &plan) const;
+  DictionaryAttr record(const LinearPlan &plan, const KernelDecl &decl,
+                        unsigned index) const;
+
+  void emitGpu(ImplicitLocOpBuilder &b, const LinearPlan &plan, unsigned index,
+               gpu::GPUFuncOp kernel, const KernelArgs &args) const;
+  void emitCpu(ImplicitLocOpBuilder &b, const LinearPlan &plan, unsigned index,
+               func::FuncOp twin, const KernelArgs &args) const;
+
+private:
+  GemmShape options;
+  bool tilesGiven;
+  int64_t blockTileN;
 };
 
 /// Emits the body of the CPU twin `twin` of a GEMM kernel (its arguments in

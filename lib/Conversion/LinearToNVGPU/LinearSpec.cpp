@@ -1,0 +1,317 @@
+//===- LinearSpec.cpp - what a coat.linear kernel spec means --------------===//
+//
+// Reads a coat.linear into a GemmProblem, picks the kernel's tiling, and
+// declares the kernel: its parameters (tensormaps, buffers, scalars) with
+// their bindings to the spec, and its manifest record.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Gemm.h"
+
+#include "coat/Conversion/GroupKernel.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMTypes.h"
+
+#include <numeric>
+
+using namespace mlir;
+using namespace mlir::coat;
+
+namespace {
+
+StringRef outputDtype(const GemmProblem &p) {
+  switch (p.out) {
+  case OutputKind::BF16:
+    return "bf16";
+  case OutputKind::F32:
+    return "f32";
+  case OutputKind::Fp8Groups:
+    return ::coat::getFp8Traits(p.outFormat).name;
+  }
+  llvm_unreachable("output kind");
+}
+
+/// The parameters of the GEMM lowered from `op` in the spec `fn`, each with
+/// its binding to the spec (docs/manifest.md, "Bindings").
+SmallVector<GemmParam> gemmParams(func::FuncOp fn, LinearOp op,
+                                  const GemmProblem &p, const GemmShape &g) {
+  MLIRContext *ctx = fn.getContext();
+  Builder b(ctx);
+  SpecRefs refs(fn);
+  auto str = [&](StringRef s) { return b.getStringAttr(s); };
+  auto named = [&](StringRef k, Attribute v) { return b.getNamedAttr(k, v); };
+  // A value the spec computes itself has no binding (an empty list).
+  auto binds = [&](Value v, StringRef part) {
+    std::string r = refs.ref(v, part);
+    return named("bind", r.empty() ? b.getArrayAttr({})
+                                   : b.getArrayAttr({str(r)}));
+  };
+  auto ptr = LLVM::LLVMPointerType::get(ctx);
+  auto dynMemref = [&](Type elem) {
+    return MemRefType::get({ShapedType::kDynamic}, elem);
+  };
+  SmallVector<GemmParam> params;
+  auto tensormap = [&](StringRef n, ::coat::Fp8Format f, StringRef rows,
+                       int64_t boxRows, Value of) {
+    params.push_back(
+        {n.str(), ptr,
+         b.getDictionaryAttr(
+             {named("name", str(n)), named("kind", str("tensormap")),
+              named("dtype", str(::coat::getFp8Traits(f).name)),
+              named("dims", b.getArrayAttr({str("k"), str(rows)})),
+              named("box", b.getI64ArrayAttr({kTileK, boxRows})),
+              named("swizzle", str("128b")), binds(of, "codes")})});
+  };
+  auto memref = [&](StringRef n, Type storage, StringRef dtype,
+                    Attribute extent, Value of, StringRef part = "") {
+    params.push_back({n.str(), dynMemref(storage),
+                      b.getDictionaryAttr({named("name", str(n)),
+                                           named("kind", str("memref")),
+                                           named("dtype", str(dtype)),
+                                           named("extent", extent),
+                                           binds(of, part)})});
+  };
+  auto scalar = [&](StringRef n, std::string bind) {
+    SmallVector<NamedAttribute> rec = {named("name", str(n)),
+                                       named("kind", str("scalar")),
+                                       named("dtype", str("i64"))};
+    if (bind.find("()") == std::string::npos)
+      rec.push_back(named("bind", str(bind)));
+    params.push_back({n.str(), b.getI64Type(), b.getDictionaryAttr(rec)});
+  };
+  Value lhs = op.getLhs(), rhs = op.getRhs(), out = op.getResult();
+  tensormap("a", p.lhs, "m", g.tileM, lhs);
+  tensormap("b", p.rhs, "n", g.tileN, rhs);
+  switch (p.out) {
+  case OutputKind::BF16:
+    memref("out", b.getBF16Type(), "bf16", str("m*n"), out);
+    break;
+  case OutputKind::F32:
+    memref("out", b.getF32Type(), "f32", str("m*n"), out);
+    break;
+  case OutputKind::Fp8Groups:
+    // Codes as bytes; scales as bf16 bits: `groups` = ceil(n / 16) per row.
+    memref("out", b.getI8Type(), outputDtype(p), str("m*n"), out, "codes");
+    memref("out_scale", b.getI16Type(), "bf16", str("m*groups"), out, "scale");
+    break;
+  }
+  if (p.blockScaled) {
+    // Row-major [m, k_blocks] and [n_blocks, k_blocks] f32 scale matrices.
+    memref("a_scale", b.getF32Type(), "f32", str("m*k_blocks"), lhs, "scale");
+    memref("b_scale", b.getF32Type(), "f32", str("n_blocks*k_blocks"), rhs,
+           "scale");
+  } else {
+    memref("a_scale", laneStorageType(p.lhsScale), manifestDtype(p.lhsScale),
+           b.getI64IntegerAttr(1), lhs, "scale");
+    memref("b_scale", laneStorageType(p.rhsScale), manifestDtype(p.rhsScale),
+           b.getI64IntegerAttr(1), rhs, "scale");
+  }
+  if (p.biasElem)
+    memref("bias", p.biasElem, manifestDtype(p.biasElem), str("n"),
+           op.getBias());
+  // Both operands are K-major: a is M x K, b is N x K.
+  scalar("m", refs.rows(lhs));
+  scalar("n", refs.rows(rhs));
+  scalar("k", refs.cols(lhs));
+  if (p.blockScaled) {
+    // ceil(n / 128) and ceil(k / 128): scalars so the runtime can size the
+    // scale buffers with its product-of-scalars extents.
+    std::string blk = std::to_string(kScaleBlock);
+    scalar("n_blocks", "ceildiv(" + refs.rows(rhs) + "," + blk + ")");
+    scalar("k_blocks", "ceildiv(" + refs.cols(lhs) + "," + blk + ")");
+  }
+  return params;
+}
+
+DictionaryAttr buildManifestRecord(MLIRContext *ctx, StringRef name,
+                                   const GemmProblem &p, const GemmShape &g,
+                                   ArrayRef<GemmParam> params) {
+  Builder b(ctx);
+  auto str = [&](StringRef s) { return b.getStringAttr(s); };
+  auto named = [&](StringRef k, Attribute v) { return b.getNamedAttr(k, v); };
+  SmallVector<NamedAttribute> config = {
+      named("kind", str(stringifyLinearKind(p.kind))),
+      named("a", str(::coat::getFp8Traits(p.lhs).name)),
+      named("b", str(::coat::getFp8Traits(p.rhs).name)),
+      named("out", str(outputDtype(p))),
+      named("scaling", str(p.blockScaled ? "block" : "per_tensor")),
+      named("bias", b.getBoolAttr(static_cast<bool>(p.biasElem))),
+      named("tile", b.getI64ArrayAttr({g.tileM, g.tileN, kTileK})),
+      named("stages", b.getI64IntegerAttr(g.stages)),
+      named("warpgroups", b.getI64IntegerAttr(g.warpgroups)),
+      named("warp_specialized", b.getBoolAttr(g.warpSpecialized))};
+  if (g.warpSpecialized)
+    config.push_back(named("group_m", b.getI64IntegerAttr(g.groupM)));
+  if (p.blockScaled) {
+    config.push_back(named("a_scale_block", b.getI64ArrayAttr({1, kScaleBlock})));
+    config.push_back(
+        named("b_scale_block", b.getI64ArrayAttr({kScaleBlock, kScaleBlock})));
+  }
+  if (p.out == OutputKind::Fp8Groups) {
+    config.push_back(named("group_size", b.getI64IntegerAttr(kOutputGroup)));
+    config.push_back(named("out_scale", str("bf16")));
+  }
+  auto tile = [&](StringRef dim, int64_t size) {
+    return b.getArrayAttr({str(dim), b.getI64IntegerAttr(size)});
+  };
+  SmallVector<NamedAttribute> launch = {
+      named("block", b.getI64ArrayAttr({g.threads(), 1, 1})),
+      named("shared_bytes", b.getI64IntegerAttr(g.sharedBytes()))};
+  if (g.warpSpecialized) {
+    // Persistent: the runtime launches min(tiles, multiprocessors) CTAs.
+    launch.push_back(named("grid_tiles", b.getArrayAttr({tile("m", g.tileM),
+                                                          tile("n", g.tileN)})));
+    launch.push_back(named("persistent", b.getBoolAttr(true)));
+  } else {
+    launch.push_back(named("grid_tiles", b.getArrayAttr({tile("n", g.tileN),
+                                                         tile("m", g.tileM)})));
+  }
+  SmallVector<Attribute> args;
+  for (const GemmParam &a : params)
+    args.push_back(a.record);
+  return b.getDictionaryAttr(
+      {named("name", str(name)), named("op", str("linear")),
+       named("config", b.getDictionaryAttr(config)),
+       named("launch", b.getDictionaryAttr(launch)),
+       named("args", b.getArrayAttr(args))});
+}
+
+/// The GPU kernel's TMA maps take the K-major operands as byte matrices
+/// whose rows are K bytes apart, which TMA needs to be a multiple of 16. The
+/// runtime checks this at launch; a static K is checked here.
+LogicalResult checkStaticK(LinearOp op) {
+  auto lhs = cast<ShapedType>(op.getLhs().getType());
+  auto rhs = cast<ShapedType>(op.getRhs().getType());
+  int64_t k = ShapedType::isDynamic(lhs.getDimSize(1)) ? rhs.getDimSize(1)
+                                                       : lhs.getDimSize(1);
+  if (!ShapedType::isDynamic(k) && k % 16 != 0)
+    return op.emitOpError("coat-lower-linear: K = ")
+           << k << " is not a multiple of 16; the GPU GEMM loads the K-major "
+              "FP8 operands with TMA, whose row pitch (K bytes) must be a "
+              "multiple of 16 bytes";
+  return success();
+}
+
+/// Reads the operand and result types of `op` into a GemmProblem, or
+/// reports (on the op) what the lowering does not handle.
+FailureOr<GemmProblem> analyzeProblem(LinearOp op) {
+  auto lhs = dyn_cast<QTensorType>(op.getLhs().getType());
+  auto rhs = dyn_cast<QTensorType>(op.getRhs().getType());
+  if (!lhs || !rhs)
+    return op.emitOpError("coat-lower-linear needs resolved !coat.qtensor operands "
+                          "(run coat-mixed-granularity first)");
+  bool perTensor = lhs.getScaling().isPerTensor() && rhs.getScaling().isPerTensor();
+  bool blockScaled =
+      lhs.getScalingValue() == ::coat::Scaling::perGroup(kScaleBlock) &&
+      rhs.getScalingValue() == ::coat::Scaling::perBlock(kScaleBlock, kScaleBlock) &&
+      lhs.getScaleType().isF32() && rhs.getScaleType().isF32();
+  if (!perTensor && !blockScaled)
+    return op.emitOpError("coat-lower-linear handles per_tensor operands and "
+                          "per_group<128> x per_block<128x128> ones with f32 scales");
+  if (lhs.getRank() != 2 || rhs.getRank() != 2)
+    return op.emitOpError("coat-lower-linear needs 2-D operands");
+  GemmProblem p;
+  p.blockScaled = blockScaled;
+  p.lhsScale = lhs.getScaleType();
+  p.rhsScale = rhs.getScaleType();
+  p.kind = op.getKind();
+  p.lhs = lhs.getFormat();
+  p.rhs = rhs.getFormat();
+  Type result = op.getResult().getType();
+  if (auto t = dyn_cast<RankedTensorType>(result)) {
+    p.out = t.getElementType().isF32() ? OutputKind::F32 : OutputKind::BF16;
+  } else if (auto q = dyn_cast<QTensorType>(result)) {
+    if (q.getScalingValue() != ::coat::Scaling::perGroup(kOutputGroup) ||
+        !q.getScaleType().isBF16())
+      return op.emitOpError("coat-lower-linear writes quantized results only as "
+                            "per_group<16> with bf16 scales, got ")
+             << q;
+    p.out = OutputKind::Fp8Groups;
+    p.outFormat = q.getFormat();
+  } else {
+    return op.emitOpError("coat-lower-linear needs a ranked bf16/f32 tensor or a "
+                          "!coat.qtensor result, got ")
+           << result;
+  }
+  if (Value bias = op.getBias())
+    p.biasElem = cast<ShapedType>(bias.getType()).getElementType();
+  return p;
+}
+
+} // namespace
+
+FailureOr<LinearPlan> LinearLowering::analyze(func::FuncOp fn, LinearOp op,
+                                              bool gpu) const {
+  FailureOr<GemmProblem> problem = analyzeProblem(op);
+  if (failed(problem))
+    return failure();
+  if (gpu && failed(checkStaticK(op)))
+    return failure();
+  GemmShape shape = options;
+  // Without explicit tiles, a spec with a static M picks by shape: tall
+  // problems (M >= 8192) ran fastest with 256x128 tiles on the H200,
+  // smaller ones with 128x256 (docs/benchmarks.md, FP8 GEMM).
+  auto lhsShape = cast<ShapedType>(op.getLhs().getType()).getShape();
+  if (!tilesGiven && !problem->blockScaled &&
+      !ShapedType::isDynamic(lhsShape[0]) && lhsShape[0] >= 8192 &&
+      options.warpgroups == 2) {
+    shape.tileM = 256;
+    shape.tileN = 128;
+  }
+  if (problem->blockScaled) {
+    // The slice's partial product doubles the accumulators, and a tile
+    // may span at most two 128-column weight blocks: starting at a
+    // multiple of gcd(tile-n, 128) inside one, it must end in the next.
+    shape.tileN = blockTileN;
+    if (shape.tileN % 16 != 0 || shape.tileN < 16 || shape.tileN > 256 ||
+        shape.tileN > kScaleBlock + std::gcd(shape.tileN, kScaleBlock))
+      return op.emitOpError("coat-lower-linear: block-tile-n (")
+          << shape.tileN
+          << ") must be a multiple of 16 whose tiles span at most two "
+             "128-column weight blocks (<= 128 + gcd(block-tile-n, 128))";
+    if (shape.sharedBytes() > 227 * 1024)
+      return op.emitOpError("coat-lower-linear: block-scaled kernel needs ")
+          << shape.sharedBytes()
+          << " bytes of shared memory, more than Hopper's 227 KiB per block";
+    int64_t regs = shape.consumerRegisters() ? shape.consumerRegisters() : 255;
+    if (regs < shape.tileN * shape.mBlocks() + 24)
+      return op.emitOpError("coat-lower-linear: a block-scaled kernel with tile-m = ")
+          << shape.tileM << ", warpgroups = " << shape.warpgroups << " has "
+          << regs << " registers per consumer thread, too few for "
+          << shape.tileN * shape.mBlocks() << " accumulators and partial sums";
+  }
+  return LinearPlan{op, *problem, shape,
+                    gemmParams(fn, op, *problem, shape)};
+}
+
+SmallVector<KernelDecl> LinearLowering::declare(func::FuncOp fn,
+                                                const LinearPlan &plan) const {
+  // The CPU twin takes the tensormaps' codes as memrefs.
+  Builder mb(fn.getContext());
+  KernelDecl kernel{fn.getSymName().str(), {}, plan.shape.threads(), {}};
+  for (const GemmParam &a : plan.params) {
+    bool tensormap =
+        cast<DictionaryAttr>(a.record).getAs<StringAttr>("kind") == "tensormap";
+    Type type = tensormap && !onGpu()
+                    ? MemRefType::get({ShapedType::kDynamic}, mb.getI8Type())
+                    : a.type;
+    kernel.abi.push_back({a.name, type, "", ""});
+  }
+  return {kernel};
+}
+
+DictionaryAttr LinearLowering::record(const LinearPlan &plan,
+                                      const KernelDecl &decl, unsigned) const {
+  MLIRContext *ctx = plan.op->getContext();
+  DictionaryAttr record = buildManifestRecord(ctx, decl.name, plan.problem,
+                                              plan.shape, plan.params);
+  if (onGpu())
+    return record;
+  // The CPU twin keeps the kernel's record (tiles and all, so a module
+  // compiled for both targets describes one kernel) without a launch rule.
+  SmallVector<NamedAttribute> entries;
+  for (NamedAttribute e : record)
+    if (e.getName() != "launch")
+      entries.push_back(e);
+  return DictionaryAttr::get(ctx, entries);
+}
