@@ -1,4 +1,4 @@
-//===- EmitHelpers.h - structured control flow for kernel emitters -*- C++ -*-===//
+//===- EmitHelpers.h - control flow for kernel emitters ---------*- C++ -*-===//
 //
 // The scf.if / scf.for shapes kernel emitters build over and over: bodies
 // given as callbacks, the builder left after the op, yields added only where

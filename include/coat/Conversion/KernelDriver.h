@@ -1,4 +1,4 @@
-//===- KernelDriver.h - one driver for every kernel family -------*- C++ -*-===//
+//===- KernelDriver.h - one driver for every kernel family ------*- C++ -*-===//
 //
 // Every kernel family (scales, pointwise flow, norms, activations, GEMM,
 // optimizer) lowers a kernel-spec function through the same steps: analyze
@@ -80,6 +80,22 @@ struct KernelFamilyInfo {
   bool stopAtFirstFailure = false;
 };
 
+/// Declares, in a family's lowering class whose spec type is `SPEC`, the
+/// hooks every family defines with the same signature: declare, record,
+/// emitGpu and emitCpu (`analyze` is declared by hand: its arguments vary).
+#define COAT_KERNEL_LOWERING_HOOKS(SPEC)                                       \
+  ::llvm::SmallVector<::mlir::coat::KernelDecl> declare(                      \
+      ::mlir::func::FuncOp fn, const SPEC &spec) const;                        \
+  ::mlir::DictionaryAttr record(const SPEC &spec,                              \
+                                const ::mlir::coat::KernelDecl &decl,          \
+                                unsigned index) const;                         \
+  void emitGpu(::mlir::ImplicitLocOpBuilder &b, const SPEC &spec,              \
+               unsigned index, ::mlir::gpu::GPUFuncOp kernel,                  \
+               const ::mlir::coat::KernelArgs &args) const;                    \
+  void emitCpu(::mlir::ImplicitLocOpBuilder &b, const SPEC &spec,              \
+               unsigned index, ::mlir::func::FuncOp twin,                      \
+               const ::mlir::coat::KernelArgs &args) const;
+
 /// Lowers the kernel specs of a module for one family. `Derived` provides:
 ///
 ///   bool isSpecOp(Operation *op);
@@ -95,7 +111,8 @@ struct KernelFamilyInfo {
 ///   void emitCpu(ImplicitLocOpBuilder &, const Spec &, unsigned i,
 ///                func::FuncOp, const KernelArgs &);
 ///
-/// and may replace the defaults of checkOptions (module-wide option checks,
+/// (COAT_KERNEL_LOWERING_HOOKS declares the last four) and may replace the
+/// defaults of checkOptions (module-wide option checks,
 /// after the target is parsed), takesSpec (skips a collected function) and
 /// bindings (what the ABI arguments are in terms of the spec, when `declare`
 /// leaves them unbound).

@@ -79,7 +79,9 @@ struct TeamShape {
   int64_t maxCols;       ///< K * T * G
   bool stageStores = false; ///< forward y through workgroup memory per warp
   int64_t teamsPerBlock() const { return blockSize / threadsPerRow; }
-  int64_t warpsPerTeam() const { return std::max<int64_t>(threadsPerRow / 32, 1); }
+  int64_t warpsPerTeam() const {
+    return std::max<int64_t>(threadsPerRow / 32, 1);
+  }
 };
 
 /// Values a team reduces at once (backward: two sums).
@@ -108,19 +110,12 @@ public:
 
   bool isSpecOp(Operation *op) const;
 
-  // NormsSpec.cpp
   FailureOr<NormPlan> analyze(func::FuncOp fn) const;
-  SmallVector<KernelDecl> declare(func::FuncOp fn, const NormPlan &plan) const;
   SpecBindings bindings(func::FuncOp fn, const NormPlan &plan) const;
-  DictionaryAttr record(const NormPlan &plan, const KernelDecl &decl,
-                        unsigned index) const;
-
-  // NormsEmitter.cpp: kernel 0 normalizes rows, kernel 1 (backward with
-  // column sums) reduces the partial column sums.
-  void emitGpu(ImplicitLocOpBuilder &b, const NormPlan &plan, unsigned index,
-               gpu::GPUFuncOp kernel, const KernelArgs &args) const;
-  void emitCpu(ImplicitLocOpBuilder &b, const NormPlan &plan, unsigned index,
-               func::FuncOp twin, const KernelArgs &args) const;
+  // Kernel 0 normalizes rows, kernel 1 (backward with column sums) adds up
+  // the partial column sums. analyze, bindings, declare, record:
+  // NormsSpec.cpp; emitGpu, emitCpu: NormsEmitter.cpp.
+  COAT_KERNEL_LOWERING_HOOKS(NormPlan)
 
 private:
   FailureOr<NormSpec> analyzeNorm(func::FuncOp fn, int64_t &maxColsOut) const;

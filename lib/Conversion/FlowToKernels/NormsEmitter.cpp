@@ -34,23 +34,27 @@ using GroupVec = Value;
 /// Emits the per-row math shared by the GPU kernel and the CPU twin.
 class NormEmitter {
 public:
-  NormEmitter(ImplicitLocOpBuilder &b, const NormSpec &spec, const KernelArgs &args,
-              bool onGpu, const TeamShape &team)
+  NormEmitter(ImplicitLocOpBuilder &b, const NormSpec &spec,
+              const KernelArgs &args, bool onGpu, const TeamShape &team)
       : b(b), spec(spec), args(args), onGpu(onGpu), team(team) {}
 
-  /// GPU: one team's row (forward) or rows (backward). `teamThread` is the
-  /// thread's index in its team, `warpSlot` the first workgroup-memory slot
-  /// of its team, `warpInTeam`/`lane` its position for the reductions.
-  void emitGpuForward(Value row, Value teamThread, Value warpSlot,
-                      Value warpInTeam, Value lane, Value smem,
+  /// Where a GPU thread sits in its team. `teamThread` is the thread's
+  /// index in its team, `warpSlot` the first workgroup-memory slot of its
+  /// team, `warpInTeam`/`lane` its position for the reductions through
+  /// `smem`.
+  struct TeamPosition {
+    Value teamThread, warpSlot, warpInTeam, lane, smem;
+  };
+  /// GPU: one team's row (forward) or rows (backward).
+  void emitGpuForward(Value row, const TeamPosition &pos,
                       Value stage = Value());
-  void emitGpuBackward(Value partial, Value teamThread, Value warpSlot,
-                       Value warpInTeam, Value lane, Value smem);
+  void emitGpuBackward(Value partial, const TeamPosition &pos);
   /// CPU: all rows (forward) or all partials (backward).
   void emitCpuForward();
   void emitCpuBackward();
 
 private:
+  void setTeam(const TeamPosition &pos);
   /// The row length as an index, in groups, and as f32 (for the means).
   void bindRowExtent() {
     cols = toIndex(args.lookup("cols"));
@@ -314,11 +318,11 @@ Value NormEmitter::rowRstd(Value sumSquares) {
 
 SmallVector<Value> NormEmitter::forEachGroup(ValueRange inits, SlotFn body) {
   if (!onGpu)
-    return emitFor(b, cidx(0), groups, cidx(1), inits,
-                   [&](Value g, ValueRange accs) {
-                     Value yes = arith::ConstantOp::create(b, b.getBoolAttr(true));
-                     return body(Slot{-1, g, yes}, accs);
-                   });
+    return emitFor(
+        b, cidx(0), groups, cidx(1), inits, [&](Value g, ValueRange accs) {
+          Value yes = arith::ConstantOp::create(b, b.getBoolAttr(true));
+          return body(Slot{-1, g, yes}, accs);
+        });
   SmallVector<Value> accs(inits);
   for (int64_t k = 0; k < team.slots; ++k) {
     Value g = addI(teamThread, cidx(k * team.threadsPerRow));
@@ -340,8 +344,9 @@ SmallVector<Value> NormEmitter::teamSum(ValueRange values) {
   // with bitwise the same warp sum.
   for (Value &v : out)
     for (int64_t offset = 16; offset >= 1; offset /= 2) {
-      auto shuffle = gpu::ShuffleOp::create(b, v, int32_t(offset),
-                                            /*width=*/32, gpu::ShuffleMode::XOR);
+      auto shuffle =
+          gpu::ShuffleOp::create(b, v, int32_t(offset),
+                                 /*width=*/32, gpu::ShuffleMode::XOR);
       v = arith::AddFOp::create(b, v, shuffle.getShuffleResult());
     }
   if (team.threadsPerRow <= 32)
@@ -433,7 +438,8 @@ void NormEmitter::emitForwardRow() {
 SmallVector<Value> NormEmitter::emitBackwardRow(ValueRange accs,
                                                 Value partialRow) {
   Value zero = cf32(0.0);
-  Value rstd = loadScalarF32(args.lookup("rstd"), b.getF32Type(), row, rowValid);
+  Value rstd =
+      loadScalarF32(args.lookup("rstd"), b.getF32Type(), row, rowValid);
   Value mean = spec.hasMean() ? loadScalarF32(args.lookup("mean"),
                                               b.getF32Type(), row, rowValid)
                               : Value();
@@ -525,15 +531,17 @@ SmallVector<Value> NormEmitter::emitBackwardRow(ValueRange accs,
   return nextAccs;
 }
 
-void NormEmitter::emitGpuForward(Value rowIdx, Value teamThreadIdx,
-                                 Value warpSlotIdx, Value warpInTeamIdx,
-                                 Value laneIdx, Value smemBuf,
+void NormEmitter::setTeam(const TeamPosition &pos) {
+  teamThread = pos.teamThread;
+  warpSlot = pos.warpSlot;
+  warpInTeam = pos.warpInTeam;
+  lane = pos.lane;
+  smem = pos.smem;
+}
+
+void NormEmitter::emitGpuForward(Value rowIdx, const TeamPosition &pos,
                                  Value stageBuf) {
-  teamThread = teamThreadIdx;
-  warpSlot = warpSlotIdx;
-  warpInTeam = warpInTeamIdx;
-  lane = laneIdx;
-  smem = smemBuf;
+  setTeam(pos);
   stage = stageBuf;
   bindRowExtent();
   row = rowIdx;
@@ -542,14 +550,8 @@ void NormEmitter::emitGpuForward(Value rowIdx, Value teamThreadIdx,
   emitForwardRow();
 }
 
-void NormEmitter::emitGpuBackward(Value partial, Value teamThreadIdx,
-                                  Value warpSlotIdx, Value warpInTeamIdx,
-                                  Value laneIdx, Value smemBuf) {
-  teamThread = teamThreadIdx;
-  warpSlot = warpSlotIdx;
-  warpInTeam = warpInTeamIdx;
-  lane = laneIdx;
-  smem = smemBuf;
+void NormEmitter::emitGpuBackward(Value partial, const TeamPosition &pos) {
+  setTeam(pos);
   bindRowExtent();
   Value rows = toIndex(args.lookup("rows"));
   bool columnSums = spec.hasWeight;
@@ -659,8 +661,9 @@ void emitColumnSums(ImplicitLocOpBuilder &b, const NormSpec &spec,
                           Value v = emitIf(
                               b, inRange, b.getF32Type(),
                               [&] {
-                                return SmallVector<Value>{memref::LoadOp::create(
-                                    b, ws, ValueRange{at})};
+                                return SmallVector<Value>{
+                                    memref::LoadOp::create(b, ws,
+                                                           ValueRange{at})};
                               },
                               [&] { return SmallVector<Value>{zero}; })[0];
                           return SmallVector<Value>{
@@ -708,11 +711,12 @@ void NormsLowering::emitGpu(ImplicitLocOpBuilder &b, const NormPlan &plan,
     Value warpSlot =
         arith::MulIOp::create(b, teamInBlock, cidx(team.warpsPerTeam()));
     NormEmitter e(b, spec, args, /*onGpu=*/true, team);
-    Value smem = kernel.getWorkgroupAttributions()[0];
+    NormEmitter::TeamPosition pos{teamThread, warpSlot, warpInTeam, lane,
+                                  kernel.getWorkgroupAttributions()[0]};
     if (spec.backward)
-      e.emitGpuBackward(teamIdx, teamThread, warpSlot, warpInTeam, lane, smem);
+      e.emitGpuBackward(teamIdx, pos);
     else
-      e.emitGpuForward(teamIdx, teamThread, warpSlot, warpInTeam, lane, smem,
+      e.emitGpuForward(teamIdx, pos,
                        team.stageStores
                            ? Value(kernel.getWorkgroupAttributions()[1])
                            : Value());

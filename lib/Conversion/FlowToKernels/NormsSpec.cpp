@@ -72,11 +72,12 @@ SmallVector<AbiArg> buildReduceAbi(MLIRContext *ctx, const NormSpec &s) {
   Type i64 = IntegerType::get(ctx, 64);
   SmallVector<AbiArg> abi = {
       {"dweight_partial", abiBuffer(f32), "f32", "partials*cols"},
-      {"dweight", abiBuffer(s.weightType), manifestDtype(s.weightType), "cols"}};
+      {"dweight", abiBuffer(s.weightType), manifestDtype(s.weightType),
+       "cols"}};
   if (s.hasBias) {
     abi.push_back({"dbias_partial", abiBuffer(f32), "f32", "partials*cols"});
-    abi.push_back(
-        {"dbias", abiBuffer(s.weightType), manifestDtype(s.weightType), "cols"});
+    abi.push_back({"dbias", abiBuffer(s.weightType),
+                   manifestDtype(s.weightType), "cols"});
   }
   abi.push_back({"cols", i64, "i64", ""});
   abi.push_back({"partials", i64, "i64", ""});
@@ -112,7 +113,8 @@ SmallVector<NamedAttribute> rowConfig(MLIRContext *ctx, const NormSpec &spec,
   if (spec.backward)
     c.push_back(b.getNamedAttr("grad", str(manifestDtype(spec.gradType))));
   else
-    c.push_back(b.getNamedAttr("epilogue_absmax", b.getBoolAttr(spec.epilogueMax)));
+    c.push_back(
+        b.getNamedAttr("epilogue_absmax", b.getBoolAttr(spec.epilogueMax)));
   return c;
 }
 
@@ -254,7 +256,8 @@ FailureOr<NormSpec> NormsLowering::analyzeNorm(func::FuncOp fn,
       return absmax.emitError("only a coat.absmax marked `epilogue` is fused "
                               "into the norm kernel");
     ::coat::Scaling s = absmax.getScaling().getValue();
-    if (s.kind != ::coat::ScalingKind::PerGroup || s.groupSize != spec.groupSize)
+    if (s.kind != ::coat::ScalingKind::PerGroup ||
+        s.groupSize != spec.groupSize)
       return absmax.emitError("the fused partial maxima must use the input's "
                               "groups, per_group<")
              << spec.groupSize << ">";
@@ -365,8 +368,10 @@ SmallVector<KernelDecl> NormsLowering::declare(func::FuncOp fn,
   // Column sums of the workspace: 32 columns per CTA, kReduceWarps warps
   // splitting the partials, combined in warp order.
   int64_t threads = 32 * kReduceWarps;
-  KernelDecl reduce{name + kReduceSuffix.str(), buildReduceAbi(ctx, spec), threads,
-                     {workgroupBuffer({threads}, f32)}};
+  KernelDecl reduce{name + kReduceSuffix.str(),
+                    buildReduceAbi(ctx, spec),
+                    threads,
+                    {workgroupBuffer({threads}, f32)}};
   return {row, reduce};
 }
 
@@ -437,7 +442,8 @@ DictionaryAttr NormsLowering::record(const NormPlan &plan,
   }
   Builder cb(ctx);
   SmallVector<NamedAttribute> rconfig = {
-      cb.getNamedAttr("of", cb.getStringAttr(StringRef(decl.name).drop_back(kReduceSuffix.size()))),
+      cb.getNamedAttr("of", cb.getStringAttr(StringRef(decl.name).drop_back(
+                                kReduceSuffix.size()))),
       cb.getNamedAttr("dweight",
                       cb.getStringAttr(manifestDtype(spec.weightType))),
       cb.getNamedAttr("bias", cb.getBoolAttr(spec.hasBias))};

@@ -139,23 +139,14 @@ public:
   }
   LogicalResult checkOptions(ModuleOp module) const;
 
-  // PointwiseSpec.cpp
   FailureOr<PointwiseSpec> analyze(func::FuncOp fn) const;
-  SmallVector<KernelDecl> declare(func::FuncOp fn,
-                                  const PointwiseSpec &spec) const;
-  DictionaryAttr record(const PointwiseSpec &spec, const KernelDecl &decl,
-                        unsigned index) const;
+  // analyze, declare, record: PointwiseSpec.cpp; emitGpu, emitCpu:
+  // PointwiseEmitter.cpp.
+  COAT_KERNEL_LOWERING_HOOKS(PointwiseSpec)
+
   /// A lane moves 16 FP8 codes (16 bytes) or a group, if smaller; the CPU
   /// twin holds a whole group per iteration.
   LaneShape laneShape(const PointwiseSpec &spec) const;
-
-  // PointwiseEmitter.cpp
-  void emitGpu(ImplicitLocOpBuilder &b, const PointwiseSpec &spec,
-               unsigned index, gpu::GPUFuncOp kernel,
-               const KernelArgs &args) const;
-  void emitCpu(ImplicitLocOpBuilder &b, const PointwiseSpec &spec,
-               unsigned index, func::FuncOp twin,
-               const KernelArgs &args) const;
 
 private:
   int64_t blockSize;

@@ -106,23 +106,28 @@ PointwiseOpDef def(StringRef name, PointwiseOpInfo (*describe)(OpT)) {
 
 const double kSqrt2Pi = std::sqrt(2.0 * 3.14159265358979323846);
 
-/// Appends `v` under `name` when the optional result is present.
-void addIfPresent(SmallVector<NamedValue> &out, Value v, StringRef name) {
-  if (v)
-    out.push_back({v, name});
+/// Adds the optional results of an op to `info`: a 1xG FP8 copy `q` of the
+/// last result (under `name`) and a transposed FP8 copy `qt`, when present.
+PointwiseOpInfo withCopies(PointwiseOpInfo info, Value q, StringRef name,
+                           Value qt) {
+  if (q)
+    info.results.push_back({q, name});
+  if (qt)
+    info.transposed.push_back(qt);
+  return info;
 }
 
-/// Every pointwise op, in the order diagnostics list them: operands and
-/// results by ABI name, then the math.
+/// Every pointwise op, in the order diagnostics list them: its operands and
+/// results by ABI name, then its math.
 ArrayRef<PointwiseOpDef> pointwiseOps() {
+  using Ys = SmallVector<Value>;
   static const PointwiseOpDef ops[] = {
       def<SiluOp>("silu",
                   [](SiluOp op) {
                     return PointwiseOpInfo{
                         {{op.getInput(), "x"}},
                         {{op.getResult(), "y"}},
-                        [](ActivationMath &m,
-                           ArrayRef<Value> in) -> SmallVector<Value> {
+                        [](ActivationMath &m, ArrayRef<Value> in) -> Ys {
                           return {m.f.mul(in[0], m.sigmoid(in[0]))};
                         },
                         /*special=*/true};
@@ -130,89 +135,73 @@ ArrayRef<PointwiseOpDef> pointwiseOps() {
       def<SiluGradOp>(
           "silu_grad",
           [](SiluGradOp op) {
-            PointwiseOpInfo info{
-                {{op.getInput(), "x"}, {op.getGrad(), "dy"}},
-                {{op.getDx(), "dx"}},
-                [](ActivationMath &m,
-                   ArrayRef<Value> in) -> SmallVector<Value> {
-                  F32Emitter &f = m.f;
-                  Value x = in[0], s = m.sigmoid(x);
-                  Value d = f.add(s, f.mul(f.mul(x, s), f.sub(f.c(1.0), s)));
-                  Value dx = f.mul(in[1], d);
-                  return {dx, dx};
-                },
-                /*special=*/true};
-            addIfPresent(info.results, op.getDxQ(), "dx_q");
-            if (op.getDxQt())
-              info.transposed.push_back(op.getDxQt());
-            return info;
+            return withCopies(
+                {{{op.getInput(), "x"}, {op.getGrad(), "dy"}},
+                 {{op.getDx(), "dx"}},
+                 [](ActivationMath &m, ArrayRef<Value> in) -> Ys {
+                   F32Emitter &f = m.f;
+                   Value x = in[0], s = m.sigmoid(x);
+                   Value d =
+                       f.add(s, f.mul(f.mul(x, s), f.sub(f.c(1.0), s)));
+                   Value dx = f.mul(in[1], d);
+                   return {dx, dx};
+                 },
+                 /*special=*/true},
+                op.getDxQ(), "dx_q", op.getDxQt());
           }),
       def<GeluOp>("gelu",
                   [](GeluOp op) {
-                    PointwiseOpInfo info{
-                        {{op.getInput(), "x"}},
-                        {{op.getResult(), "y"}},
-                        [](ActivationMath &m,
-                           ArrayRef<Value> in) -> SmallVector<Value> {
-                          return {m.f.mul(in[0], m.geluCdf(in[0]))};
-                        },
-                        /*special=*/true};
-                    if (op.getResultT())
-                      info.transposed.push_back(op.getResultT());
-                    return info;
+                    return withCopies(
+                        {{{op.getInput(), "x"}},
+                         {{op.getResult(), "y"}},
+                         [](ActivationMath &m, ArrayRef<Value> in) -> Ys {
+                           return {m.f.mul(in[0], m.geluCdf(in[0]))};
+                         },
+                         /*special=*/true},
+                        Value(), "", op.getResultT());
                   }),
       def<GeluGradOp>(
           "gelu_grad",
           [](GeluGradOp op) {
-            PointwiseOpInfo info{
-                {{op.getInput(), "x"}, {op.getGrad(), "dy"}},
-                {{op.getDx(), "dx"}},
-                [](ActivationMath &m,
-                   ArrayRef<Value> in) -> SmallVector<Value> {
-                  F32Emitter &f = m.f;
-                  Value x = in[0], e;
-                  Value cdf = m.geluCdf(x, &e, /*refine=*/true);
-                  Value pdfTerm =
-                      m.exact ? f.div(f.mul(x, e), f.c(kSqrt2Pi))
-                              : f.mul(f.mul(x, e), f.c(1.0 / kSqrt2Pi));
-                  Value dx = f.mul(in[1], f.add(cdf, pdfTerm));
-                  return {dx, dx};
-                },
-                /*special=*/true};
-            addIfPresent(info.results, op.getDxQ(), "dx_q");
-            if (op.getDxQt())
-              info.transposed.push_back(op.getDxQt());
-            return info;
+            return withCopies(
+                {{{op.getInput(), "x"}, {op.getGrad(), "dy"}},
+                 {{op.getDx(), "dx"}},
+                 [](ActivationMath &m, ArrayRef<Value> in) -> Ys {
+                   F32Emitter &f = m.f;
+                   Value x = in[0], e;
+                   Value cdf = m.geluCdf(x, &e, /*refine=*/true);
+                   Value pdfTerm =
+                       m.exact ? f.div(f.mul(x, e), f.c(kSqrt2Pi))
+                               : f.mul(f.mul(x, e), f.c(1.0 / kSqrt2Pi));
+                   Value dx = f.mul(in[1], f.add(cdf, pdfTerm));
+                   return {dx, dx};
+                 },
+                 /*special=*/true},
+                op.getDxQ(), "dx_q", op.getDxQt());
           }),
       def<SwigluMulOp>("swiglu_mul",
                        [](SwigluMulOp op) {
-                         PointwiseOpInfo info{
-                             {{op.getLhs(), "x1"}, {op.getRhs(), "x2"}},
-                             {{op.getResult(), "y"}},
-                             [](ActivationMath &m, ArrayRef<Value> in)
-                                 -> SmallVector<Value> {
-                               return {m.f.mul(in[0], in[1])};
-                             }};
-                         if (op.getResultT())
-                           info.transposed.push_back(op.getResultT());
-                         return info;
+                         return withCopies(
+                             {{{op.getLhs(), "x1"}, {op.getRhs(), "x2"}},
+                              {{op.getResult(), "y"}},
+                              [](ActivationMath &m, ArrayRef<Value> in) -> Ys {
+                                return {m.f.mul(in[0], in[1])};
+                              }},
+                             Value(), "", op.getResultT());
                        }),
       def<SwigluMulGradOp>(
           "swiglu_mul_grad",
           [](SwigluMulGradOp op) {
-            PointwiseOpInfo info{
-                {{op.getLhs(), "x1"}, {op.getRhs(), "x2"}, {op.getGrad(), "dy"}},
-                {{op.getDlhs(), "dx1"}, {op.getDrhs(), "dx2"}},
-                [](ActivationMath &m,
-                   ArrayRef<Value> in) -> SmallVector<Value> {
-                  F32Emitter &f = m.f;
-                  Value g1 = f.mul(in[2], in[1]), g2 = f.mul(in[2], in[0]);
-                  return {g1, g2, g2};
-                }};
-            addIfPresent(info.results, op.getDrhsQ(), "dx2_q");
-            if (op.getDrhsQt())
-              info.transposed.push_back(op.getDrhsQt());
-            return info;
+            return withCopies({{{op.getLhs(), "x1"},
+                                {op.getRhs(), "x2"},
+                                {op.getGrad(), "dy"}},
+                               {{op.getDlhs(), "dx1"}, {op.getDrhs(), "dx2"}},
+                               [](ActivationMath &m, ArrayRef<Value> in) -> Ys {
+                                 Value g1 = m.f.mul(in[2], in[1]),
+                                       g2 = m.f.mul(in[2], in[0]);
+                                 return {g1, g2, g2};
+                               }},
+                              op.getDrhsQ(), "dx2_q", op.getDrhsQt());
           }),
       def<ResidualAddOp>(
           "residual_add",
@@ -220,8 +209,7 @@ ArrayRef<PointwiseOpDef> pointwiseOps() {
             return PointwiseOpInfo{
                 {{op.getResidual(), "residual"}, {op.getBranch(), "branch"}},
                 {{op.getSum(), "sum"}, {op.getSumQ(), "sum_q"}},
-                [](ActivationMath &m,
-                   ArrayRef<Value> in) -> SmallVector<Value> {
+                [](ActivationMath &m, ArrayRef<Value> in) -> Ys {
                   Value s = m.f.add(in[0], in[1]);
                   return {s, s};
                 }};
@@ -229,16 +217,14 @@ ArrayRef<PointwiseOpDef> pointwiseOps() {
       def<ResidualAddGradOp>(
           "residual_add_grad",
           [](ResidualAddGradOp op) {
-            PointwiseOpInfo info{
-                {{op.getLhs(), "a"}, {op.getRhs(), "b"}},
-                {{op.getSum(), "sum"}},
-                [](ActivationMath &m,
-                   ArrayRef<Value> in) -> SmallVector<Value> {
-                  Value s = m.f.add(in[0], in[1]);
-                  return {s, s};
-                }};
-            addIfPresent(info.results, op.getSumQ(), "sum_q");
-            return info;
+            return withCopies(
+                {{{op.getLhs(), "a"}, {op.getRhs(), "b"}},
+                 {{op.getSum(), "sum"}},
+                 [](ActivationMath &m, ArrayRef<Value> in) -> Ys {
+                   Value s = m.f.add(in[0], in[1]);
+                   return {s, s};
+                 }},
+                op.getSumQ(), "sum_q", Value());
           }),
   };
   return ops;

@@ -14,10 +14,10 @@ void mlir::coat::setInsertionPointIn(OpBuilder &b, Block *block) {
     b.setInsertionPointToEnd(block);
 }
 
-SmallVector<Value> mlir::coat::emitIf(ImplicitLocOpBuilder &b, Value cond,
-                                      TypeRange types,
-                                      function_ref<SmallVector<Value>()> thenFn,
-                                      function_ref<SmallVector<Value>()> elseFn) {
+SmallVector<Value>
+mlir::coat::emitIf(ImplicitLocOpBuilder &b, Value cond, TypeRange types,
+                   function_ref<SmallVector<Value>()> thenFn,
+                   function_ref<SmallVector<Value>()> elseFn) {
   auto op = scf::IfOp::create(b, types, cond, /*withElseRegion=*/true);
   for (auto [region, fn] : {std::pair{&op.getThenRegion(), thenFn},
                             std::pair{&op.getElseRegion(), elseFn}}) {

@@ -112,15 +112,9 @@ public:
   /// The problem `op` in `fn` poses and the tiling that fits it; reports
   /// (on the op) what the lowering does not handle.
   FailureOr<LinearPlan> analyze(func::FuncOp fn, LinearOp op, bool gpu) const;
-  SmallVector<KernelDecl> declare(func::FuncOp fn,
-                                  const LinearPlan &plan) const;
-  DictionaryAttr record(const LinearPlan &plan, const KernelDecl &decl,
-                        unsigned index) const;
-
-  void emitGpu(ImplicitLocOpBuilder &b, const LinearPlan &plan, unsigned index,
-               gpu::GPUFuncOp kernel, const KernelArgs &args) const;
-  void emitCpu(ImplicitLocOpBuilder &b, const LinearPlan &plan, unsigned index,
-               func::FuncOp twin, const KernelArgs &args) const;
+  // analyze, declare, record: LinearSpec.cpp; emitGpu, emitCpu:
+  // LinearEmitter.cpp.
+  COAT_KERNEL_LOWERING_HOOKS(LinearPlan)
 
 private:
   GemmShape options;

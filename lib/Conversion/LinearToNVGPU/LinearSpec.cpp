@@ -143,7 +143,8 @@ DictionaryAttr buildManifestRecord(MLIRContext *ctx, StringRef name,
   if (g.warpSpecialized)
     config.push_back(named("group_m", b.getI64IntegerAttr(g.groupM)));
   if (p.blockScaled) {
-    config.push_back(named("a_scale_block", b.getI64ArrayAttr({1, kScaleBlock})));
+    config.push_back(
+        named("a_scale_block", b.getI64ArrayAttr({1, kScaleBlock})));
     config.push_back(
         named("b_scale_block", b.getI64ArrayAttr({kScaleBlock, kScaleBlock})));
   }
@@ -160,7 +161,7 @@ DictionaryAttr buildManifestRecord(MLIRContext *ctx, StringRef name,
   if (g.warpSpecialized) {
     // Persistent: the runtime launches min(tiles, multiprocessors) CTAs.
     launch.push_back(named("grid_tiles", b.getArrayAttr({tile("m", g.tileM),
-                                                          tile("n", g.tileN)})));
+                                                         tile("n", g.tileN)})));
     launch.push_back(named("persistent", b.getBoolAttr(true)));
   } else {
     launch.push_back(named("grid_tiles", b.getArrayAttr({tile("n", g.tileN),
@@ -198,16 +199,20 @@ FailureOr<GemmProblem> analyzeProblem(LinearOp op) {
   auto lhs = dyn_cast<QTensorType>(op.getLhs().getType());
   auto rhs = dyn_cast<QTensorType>(op.getRhs().getType());
   if (!lhs || !rhs)
-    return op.emitOpError("coat-lower-linear needs resolved !coat.qtensor operands "
-                          "(run coat-mixed-granularity first)");
-  bool perTensor = lhs.getScaling().isPerTensor() && rhs.getScaling().isPerTensor();
+    return op.emitOpError(
+        "coat-lower-linear needs resolved !coat.qtensor operands "
+        "(run coat-mixed-granularity first)");
+  bool perTensor =
+      lhs.getScaling().isPerTensor() && rhs.getScaling().isPerTensor();
   bool blockScaled =
       lhs.getScalingValue() == ::coat::Scaling::perGroup(kScaleBlock) &&
-      rhs.getScalingValue() == ::coat::Scaling::perBlock(kScaleBlock, kScaleBlock) &&
+      rhs.getScalingValue() ==
+          ::coat::Scaling::perBlock(kScaleBlock, kScaleBlock) &&
       lhs.getScaleType().isF32() && rhs.getScaleType().isF32();
   if (!perTensor && !blockScaled)
-    return op.emitOpError("coat-lower-linear handles per_tensor operands and "
-                          "per_group<128> x per_block<128x128> ones with f32 scales");
+    return op.emitOpError(
+        "coat-lower-linear handles per_tensor operands and "
+        "per_group<128> x per_block<128x128> ones with f32 scales");
   if (lhs.getRank() != 2 || rhs.getRank() != 2)
     return op.emitOpError("coat-lower-linear needs 2-D operands");
   GemmProblem p;
@@ -223,14 +228,16 @@ FailureOr<GemmProblem> analyzeProblem(LinearOp op) {
   } else if (auto q = dyn_cast<QTensorType>(result)) {
     if (q.getScalingValue() != ::coat::Scaling::perGroup(kOutputGroup) ||
         !q.getScaleType().isBF16())
-      return op.emitOpError("coat-lower-linear writes quantized results only as "
-                            "per_group<16> with bf16 scales, got ")
+      return op.emitOpError(
+                 "coat-lower-linear writes quantized results only as "
+                 "per_group<16> with bf16 scales, got ")
              << q;
     p.out = OutputKind::Fp8Groups;
     p.outFormat = q.getFormat();
   } else {
-    return op.emitOpError("coat-lower-linear needs a ranked bf16/f32 tensor or a "
-                          "!coat.qtensor result, got ")
+    return op.emitOpError(
+               "coat-lower-linear needs a ranked bf16/f32 tensor or a "
+               "!coat.qtensor result, got ")
            << result;
   }
   if (Value bias = op.getBias())
@@ -275,10 +282,12 @@ FailureOr<LinearPlan> LinearLowering::analyze(func::FuncOp fn, LinearOp op,
           << " bytes of shared memory, more than Hopper's 227 KiB per block";
     int64_t regs = shape.consumerRegisters() ? shape.consumerRegisters() : 255;
     if (regs < shape.tileN * shape.mBlocks() + 24)
-      return op.emitOpError("coat-lower-linear: a block-scaled kernel with tile-m = ")
-          << shape.tileM << ", warpgroups = " << shape.warpgroups << " has "
-          << regs << " registers per consumer thread, too few for "
-          << shape.tileN * shape.mBlocks() << " accumulators and partial sums";
+      return op.emitOpError(
+                 "coat-lower-linear: a block-scaled kernel with tile-m = ")
+             << shape.tileM << ", warpgroups = " << shape.warpgroups << " has "
+             << regs << " registers per consumer thread, too few for "
+             << shape.tileN * shape.mBlocks()
+             << " accumulators and partial sums";
   }
   return LinearPlan{op, *problem, shape,
                     gemmParams(fn, op, *problem, shape)};

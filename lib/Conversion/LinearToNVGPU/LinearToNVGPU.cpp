@@ -93,7 +93,8 @@ struct CoatLowerLinearPass
       signalPassFailure();
     };
     if (g.warpgroups < 1 || g.tileM % (64 * g.warpgroups) != 0 || g.tileM > 256)
-      return fail("tile-m (" + Twine(tileM) + ") must be a positive multiple of 64 * "
+      return fail("tile-m (" + Twine(tileM) +
+                  ") must be a positive multiple of 64 * "
                   "warpgroups and at most 256 (a TMA box)");
     if (g.tileN % 16 != 0 || g.tileN < 16 || g.tileN > 256)
       return fail("tile-n (" + Twine(tileN) + ") must be a multiple of 16 in "
@@ -110,10 +111,13 @@ struct CoatLowerLinearPass
     if (g.warpSpecialized && g.warpgroups >= 2 &&
         g.consumerRegisters() < g.tileN / 2 * g.mBlocks() + 24)
       return fail("warpgroups = " + Twine(g.warpgroups) + " leaves " +
-                  Twine(g.consumerRegisters()) + " registers per consumer thread, "
-                  "too few for " + Twine(g.tileN / 2 * g.mBlocks()) + " accumulators");
+                  Twine(g.consumerRegisters()) +
+                  " registers per consumer thread, "
+                  "too few for " +
+                  Twine(g.tileN / 2 * g.mBlocks()) + " accumulators");
 
-    FailureOr<bool> gpu = parseKernelTarget(module, "coat-lower-linear", target);
+    FailureOr<bool> gpu =
+        parseKernelTarget(module, "coat-lower-linear", target);
     if (failed(gpu))
       return signalPassFailure();
     KernelContainer kernels(module, "coat-lower-linear", "coat_linear", *gpu);

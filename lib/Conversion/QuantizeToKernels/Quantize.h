@@ -93,20 +93,12 @@ public:
         blockSize(blockSize), elementsPerThread(elementsPerThread),
         tile(tile), approxDivision(approxDivision), tileMinCtas(tileMinCtas) {}
 
-  // QuantizeSpec.cpp
   bool isSpecOp(Operation *op) const;
   bool takesSpec(func::FuncOp fn) const;
   FailureOr<ActPlan> analyze(func::FuncOp fn) const;
-  SmallVector<KernelDecl> declare(func::FuncOp fn, const ActPlan &plan) const;
   SpecBindings bindings(func::FuncOp fn, const ActPlan &plan) const;
-  DictionaryAttr record(const ActPlan &plan, const KernelDecl &decl,
-                        unsigned index) const;
-
-  // QuantizeEmitter.cpp
-  void emitGpu(ImplicitLocOpBuilder &b, const ActPlan &plan, unsigned index,
-               gpu::GPUFuncOp kernel, const KernelArgs &args) const;
-  void emitCpu(ImplicitLocOpBuilder &b, const ActPlan &plan, unsigned index,
-               func::FuncOp twin, const KernelArgs &args) const;
+  // All but emitGpu, emitCpu: QuantizeSpec.cpp; those: QuantizeEmitter.cpp.
+  COAT_KERNEL_LOWERING_HOOKS(ActPlan)
 
 private:
   int64_t blockSize;

@@ -100,7 +100,8 @@ void FlatLaneEmitter::emit() {
     QuantizedLane q = quantizeGroup(
         f, lane, x,
         {spec.eps, spec.fp8Max(), spec.scaleType, approxDivision});
-    access.storeF32(args.lookup("codes"), q.scaled, fp8, alignment(args.lookup("codes")));
+    access.storeF32(args.lookup("codes"), q.scaled, fp8,
+                    alignment(args.lookup("codes")));
     storeFromLeader(args.lookup("scale"), spec.scaleType, q.scale);
     return;
   }
@@ -112,7 +113,8 @@ void FlatLaneEmitter::emit() {
     SmallVector<Value> q;
     for (Value xi : x)
       q.push_back(divideByScale(f, xi, s, inv));
-    access.storeF32(args.lookup("codes"), q, fp8, alignment(args.lookup("codes")));
+    access.storeF32(args.lookup("codes"), q, fp8,
+                    alignment(args.lookup("codes")));
     return;
   }
   case ActKind::Dequantize: {
@@ -133,13 +135,15 @@ void FlatLaneEmitter::emit() {
     SmallVector<Value> x;
     for (Value qi : q)
       x.push_back(f.mul(qi, s));
-    access.storeF32(args.lookup("output"), x, spec.hpType, alignment(args.lookup("output")));
+    access.storeF32(args.lookup("output"), x, spec.hpType,
+                    alignment(args.lookup("output")));
     return;
   }
   case ActKind::AbsMax: {
     SmallVector<Value> x = access.loadF32(args.lookup("input"), spec.hpType,
                                           alignment(args.lookup("input")));
-    storeFromLeader(args.lookup("absmax"), b.getF32Type(), groupMaxAbs(f, lane, x));
+    storeFromLeader(args.lookup("absmax"), b.getF32Type(),
+                    groupMaxAbs(f, lane, x));
     return;
   }
   case ActKind::QuantizeBlock:
@@ -224,7 +228,8 @@ void emitTileGpu(ImplicitLocOpBuilder &b, const ActSpec &spec,
   Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
   Value bid = gpu::BlockIdOp::create(b, gpu::Dimension::x);
   Value nBlocks = gpu::GridDimOp::create(b, gpu::Dimension::x);
-  Value rows = toIndex(args.lookup("rows")), cols = toIndex(args.lookup("cols"));
+  Value rows = toIndex(args.lookup("rows")),
+        cols = toIndex(args.lookup("cols"));
   Value tilesR = arith::CeilDivUIOp::create(b, rows, cidx(T));
   Value tilesC = arith::CeilDivUIOp::create(b, cols, cidx(T));
   Value numTiles = arith::MulIOp::create(b, tilesR, tilesC);
@@ -316,9 +321,9 @@ void emitTileGpu(ImplicitLocOpBuilder &b, const ActSpec &spec,
         [&](OpBuilder &nb, Location loc) {
           ImplicitLocOpBuilder ib(loc, nb);
           Value zero = arith::ConstantOp::create(ib, ib.getZeroAttr(inVec));
-          Value v = vector::MaskedLoadOp::create(ib, inVec, args.lookup("input"),
-                                                 ValueRange{it.at}, it.mask,
-                                                 zero);
+          Value v =
+              vector::MaskedLoadOp::create(ib, inVec, args.lookup("input"),
+                                           ValueRange{it.at}, it.mask, zero);
           scf::YieldOp::create(nb, loc, v);
         });
     it.raw = ld.getResult(0);
@@ -333,8 +338,9 @@ void emitTileGpu(ImplicitLocOpBuilder &b, const ActSpec &spec,
     unsigned width = spec.hpType.getIntOrFloatBitWidth();
     auto bitsType = b.getIntegerType(width);
     auto bitsVec = VectorType::get({v1}, bitsType);
-    APInt inf = APFloat::getInf(cast<FloatType>(spec.hpType).getFloatSemantics())
-                    .bitcastToAPInt();
+    APInt inf =
+        APFloat::getInf(cast<FloatType>(spec.hpType).getFloatSemantics())
+            .bitcastToAPInt();
     auto splat = [&](const APInt &v) {
       return arith::ConstantOp::create(
           b, DenseElementsAttr::get(bitsVec, ArrayRef<APInt>(v)));
@@ -402,13 +408,13 @@ void emitTileGpu(ImplicitLocOpBuilder &b, const ActSpec &spec,
       emitIfElse(
           b, full,
           [&] {
-            vector::StoreOp::create(b, q, args.lookup("codes"), ValueRange{it.at},
-                                    /*nontemporal=*/false,
-                                    llvm::MaybeAlign(v1));
+            vector::StoreOp::create(
+                b, q, args.lookup("codes"), ValueRange{it.at},
+                /*nontemporal=*/false, llvm::MaybeAlign(v1));
           },
           [&] {
-            vector::MaskedStoreOp::create(b, args.lookup("codes"), ValueRange{it.at},
-                                          it.mask, q);
+            vector::MaskedStoreOp::create(b, args.lookup("codes"),
+                                          ValueRange{it.at}, it.mask, q);
           });
       if (!transposed)
         return;
@@ -470,9 +476,9 @@ void emitTileGpu(ImplicitLocOpBuilder &b, const ActSpec &spec,
           emitIfElse(
               b, full,
               [&] {
-                vector::StoreOp::create(b, q, args.lookup("codes_t"), ValueRange{at},
-                                        /*nontemporal=*/false,
-                                        llvm::MaybeAlign(16));
+                vector::StoreOp::create(
+                    b, q, args.lookup("codes_t"), ValueRange{at},
+                    /*nontemporal=*/false, llvm::MaybeAlign(16));
               },
               [&] {
                 Value mask = arith::AndIOp::create(
@@ -480,8 +486,8 @@ void emitTileGpu(ImplicitLocOpBuilder &b, const ActSpec &spec,
                     vector::BroadcastOp::create(
                         b, VectorType::get({16}, b.getI1Type()),
                         ult(gc, cols)));
-                vector::MaskedStoreOp::create(b, args.lookup("codes_t"), ValueRange{at},
-                                              mask, q);
+                vector::MaskedStoreOp::create(b, args.lookup("codes_t"),
+                                              ValueRange{at}, mask, q);
               });
         }
       });
@@ -497,8 +503,10 @@ void emitTransposeCpu(ImplicitLocOpBuilder &b, const ActSpec &spec,
                       const KernelArgs &args) {
   F32Emitter f{b, /*approx=*/false};
   auto cidx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
-  Value rows = arith::IndexCastOp::create(b, b.getIndexType(), args.lookup("rows"));
-  Value cols = arith::IndexCastOp::create(b, b.getIndexType(), args.lookup("cols"));
+  Value rows =
+      arith::IndexCastOp::create(b, b.getIndexType(), args.lookup("rows"));
+  Value cols =
+      arith::IndexCastOp::create(b, b.getIndexType(), args.lookup("cols"));
   Value s = loadScalarF32(b, args.lookup("scale"), spec.scaleType, cidx(0));
   Type fp8 = getFp8Type(b.getContext(), spec.format);
   auto outer = scf::ForOp::create(b, cidx(0), rows, cidx(1));
@@ -508,11 +516,7 @@ void emitTransposeCpu(ImplicitLocOpBuilder &b, const ActSpec &spec,
   b.setInsertionPointToStart(inner.getBody());
   Value j = inner.getInductionVar();
   Value at = arith::AddIOp::create(b, arith::MulIOp::create(b, i, cols), j);
-  Value x = memref::LoadOp::create(b, args.lookup("input"), ValueRange{at});
-  if (!spec.hpType.isF32()) {
-    x = arith::BitcastOp::create(b, spec.hpType, x);
-    x = arith::ExtFOp::create(b, b.getF32Type(), x);
-  }
+  Value x = loadScalarF32(b, args.lookup("input"), spec.hpType, at);
   Value q = arith::TruncFOp::create(b, fp8, f.div(x, s));
   q = arith::BitcastOp::create(b, b.getI8Type(), q);
   memref::StoreOp::create(b, q, args.lookup("codes"), ValueRange{at});
@@ -529,18 +533,15 @@ void emitBlockCpu(ImplicitLocOpBuilder &b, const ActSpec &spec,
   auto cidx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
   const int64_t B = spec.blockEdge;
   const bool transposed = spec.kind == ActKind::QuantizeTranspose;
-  Value rows = arith::IndexCastOp::create(b, b.getIndexType(), args.lookup("rows"));
-  Value cols = arith::IndexCastOp::create(b, b.getIndexType(), args.lookup("cols"));
+  Value rows =
+      arith::IndexCastOp::create(b, b.getIndexType(), args.lookup("rows"));
+  Value cols =
+      arith::IndexCastOp::create(b, b.getIndexType(), args.lookup("cols"));
   Value nbr = arith::CeilDivUIOp::create(b, rows, cidx(B));
   Value nbc = arith::CeilDivUIOp::create(b, cols, cidx(B));
   Type fp8 = getFp8Type(b.getContext(), spec.format);
   auto loadX = [&](Value at) {
-    Value x = memref::LoadOp::create(b, args.lookup("input"), ValueRange{at});
-    if (!spec.hpType.isF32()) {
-      x = arith::BitcastOp::create(b, spec.hpType, x);
-      x = arith::ExtFOp::create(b, b.getF32Type(), x);
-    }
-    return x;
+    return loadScalarF32(b, args.lookup("input"), spec.hpType, at);
   };
   auto blockRows = scf::ForOp::create(b, cidx(0), nbr, cidx(1));
   b.setInsertionPointToStart(blockRows.getBody());
@@ -588,7 +589,8 @@ void emitBlockCpu(ImplicitLocOpBuilder &b, const ActSpec &spec,
   b.setInsertionPointToStart(qCols.getBody());
   Value j = qCols.getInductionVar();
   Value at = arith::AddIOp::create(b, arith::MulIOp::create(b, i, cols), j);
-  Value q = arith::TruncFOp::create(b, fp8, arith::DivFOp::create(b, loadX(at), s));
+  Value q =
+      arith::TruncFOp::create(b, fp8, arith::DivFOp::create(b, loadX(at), s));
   q = arith::BitcastOp::create(b, b.getI8Type(), q);
   memref::StoreOp::create(b, q, args.lookup("codes"), ValueRange{at});
   if (transposed)

@@ -93,7 +93,8 @@ DictionaryAttr buildManifestRecord(MLIRContext *ctx, StringRef name,
     config.push_back(b.getNamedAttr("format", str(manifestDtype(fp8))));
     config.push_back(
         b.getNamedAttr("fp8max", b.getF64FloatAttr(spec.fp8Max())));
-    config.push_back(b.getNamedAttr("scale", str(manifestDtype(spec.scaleType))));
+    config.push_back(
+        b.getNamedAttr("scale", str(manifestDtype(spec.scaleType))));
   }
   config.push_back(b.getNamedAttr(
       "scaling", str(spec.perTensor  ? "per_tensor"
@@ -363,7 +364,8 @@ SmallVector<KernelDecl> QuantizeLowering::declare(func::FuncOp fn,
 }
 
 /// analyze() accepted): the input, the result's parts, the shape scalars.
-SpecBindings QuantizeLowering::bindings(func::FuncOp fn, const ActPlan &) const {
+SpecBindings QuantizeLowering::bindings(func::FuncOp fn,
+                                        const ActPlan &) const {
   SpecRefs s(fn);
   auto ops = fn.getBody().front().without_terminator();
   Operation *op = &*ops.begin();
@@ -399,7 +401,6 @@ SpecBindings QuantizeLowering::bindings(func::FuncOp fn, const ActPlan &) const 
   binds["cols"] = {s.cols(matrix)};
   return binds;
 }
-
 
 DictionaryAttr QuantizeLowering::record(const ActPlan &plan,
                                         const KernelDecl &decl,

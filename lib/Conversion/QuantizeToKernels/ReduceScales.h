@@ -49,17 +49,10 @@ public:
   bool isSpecOp(Operation *op) const { return isa<ReduceScalesOp>(op); }
   LogicalResult checkOptions(ModuleOp module) const;
 
-  // ReduceScalesSpec.cpp
   FailureOr<ScaleSpec> analyze(func::FuncOp fn) const;
-  SmallVector<KernelDecl> declare(func::FuncOp fn, const ScaleSpec &spec) const;
-  DictionaryAttr record(const ScaleSpec &spec, const KernelDecl &decl,
-                        unsigned index) const;
-
-  // ReduceScalesEmitter.cpp
-  void emitGpu(ImplicitLocOpBuilder &b, const ScaleSpec &spec, unsigned index,
-               gpu::GPUFuncOp kernel, const KernelArgs &args) const;
-  void emitCpu(ImplicitLocOpBuilder &b, const ScaleSpec &spec, unsigned index,
-               func::FuncOp twin, const KernelArgs &args) const;
+  // analyze, declare, record: ReduceScalesSpec.cpp; emitGpu, emitCpu:
+  // ReduceScalesEmitter.cpp.
+  COAT_KERNEL_LOWERING_HOOKS(ScaleSpec)
 
 private:
   int64_t blockSize;
