@@ -43,11 +43,14 @@ def gradient(rng, n, case, t):
         g[::3] = np.float32(1e-41)  # f32 denormals
     if case == "wide":
         g *= np.exp(rng.uniform(-30, 30, n)).astype(np.float32)  # beyond E4M3's range
-    if case == "ratio_edges":
+    if case == "ratio_edges" and t == 1:
         # Groups whose v ratio max/min sits on f32's overflow boundary (2^128
-        # exactly at the first step, where v = (1 - b2) g^2 is exact) and just
+        # exactly: v = (1 - b2) g^2 is exact at the first step) and just
         # below it: the expansion exponent must follow the division max/min
-        # there, not its logarithms.
+        # there, not its logarithms. Only at the first step: later states
+        # are dequantized with k = 1/16, which raises the kernel's ulp-level
+        # differences from the library to the 16th power, so a ratio kept at
+        # the boundary would compare those rather than the lowering.
         g[:256] = 1.0
         g[0], g[1] = 2.0 ** 40, 2.0 ** -24
         g[128], g[129] = 2.0 ** 40, np.float32(2.0 ** -24 * (1 + 2.0 ** -20))
