@@ -48,9 +48,9 @@ def gradient(rng, n, case, t):
         # exactly: v = (1 - b2) g^2 is exact at the first step) and just
         # below it: the expansion exponent must follow the division max/min
         # there, not its logarithms. Only at the first step: later states
-        # are dequantized with k = 1/16, which raises the kernel's ulp-level
-        # differences from the library to the 16th power, so a ratio kept at
-        # the boundary would compare those rather than the lowering.
+        # are dequantized with k = 1/16, a 16th power that multiplies the
+        # kernel's ulp-level differences from the library by 16, so a ratio
+        # kept at the boundary would compare those rather than the lowering.
         g[:256] = 1.0
         g[0], g[1] = 2.0 ** 40, 2.0 ** -24
         g[128], g[129] = 2.0 ** 40, np.float32(2.0 ** -24 * (1 + 2.0 ** -20))
