@@ -1,0 +1,66 @@
+//===- Optimizer.h - the fused FP8 AdamW kernel family ----------*- C++ -*-===//
+//
+// coat.adamw_step as one fused per-group kernel: every byte of p, g, m, v
+// and the group metadata is read once and written once. What a spec means
+// and how it is launched (OptimizerSpec.cpp), the GPU kernel and its CPU
+// twin, which share the element math through GroupLane
+// (OptimizerEmitter.cpp), and the pass (OptimizerToKernels.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COAT_LIB_CONVERSION_OPTIMIZERTOKERNELS_OPTIMIZER_H
+#define COAT_LIB_CONVERSION_OPTIMIZERTOKERNELS_OPTIMIZER_H
+
+#include "coat/Conversion/KernelDriver.h"
+#include "coat/Dialect/CoatDialect.h"
+#include "coat/Numerics/Fp8.h"
+
+namespace mlir::coat {
+
+/// What one moment (m or v) looks like in memory.
+struct MomentSpec {
+  ::coat::Fp8Format format;
+  bool expanded;
+  bool isSigned; ///< m is signed; v >= 0
+  StringRef name;
+};
+
+/// Everything the element math needs, fixed per kernel, and its launch
+/// shape: a lane holds E consecutive elements, L lanes form a group (the GPU
+/// kernel), or one lane holds a whole group (the CPU twin).
+struct AdamWKernelSpec {
+  Type paramType, gradType; ///< f32 or bf16
+  MomentSpec m, v;
+  int64_t groupSize;
+  int64_t expandMin;
+  float maxK;
+  OptimizerMode mode;
+  int64_t elementsPerLane; ///< E
+  int64_t lanesPerGroup;   ///< L
+  int64_t blockSize;       ///< GPU threads per CTA
+};
+
+/// The kernel-lowering hooks of coat-lower-optimizer.
+class OptimizerLowering
+    : public KernelLowering<OptimizerLowering, AdamWKernelSpec> {
+public:
+  OptimizerLowering(int64_t elementsPerThread, int64_t blockSize)
+      : KernelLowering({"coat-lower-optimizer", "coat_kernels",
+                        /*stopAtFirstFailure=*/true}),
+        elementsPerThread(elementsPerThread), blockSize(blockSize) {}
+
+  bool isSpecOp(Operation *op) const { return isa<AdamWStepOp>(op); }
+
+  // analyze, declare, record: OptimizerSpec.cpp; emitGpu, emitCpu:
+  // OptimizerEmitter.cpp.
+  FailureOr<AdamWKernelSpec> analyze(func::FuncOp fn) const;
+  COAT_KERNEL_LOWERING_HOOKS(AdamWKernelSpec)
+
+private:
+  int64_t elementsPerThread; ///< 0: the default for the group size
+  int64_t blockSize;
+};
+
+} // namespace mlir::coat
+
+#endif // COAT_LIB_CONVERSION_OPTIMIZERTOKERNELS_OPTIMIZER_H

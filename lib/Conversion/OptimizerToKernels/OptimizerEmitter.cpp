@@ -1,0 +1,540 @@
+//===- OptimizerEmitter.cpp - the fused AdamW kernel and its CPU twin ------===//
+//
+// One lane's element math (load, dequantize, update, re-derive the group
+// metadata, quantize, store), emitted once against GroupLane: on the GPU a
+// lane is a thread and the lanes of a group share statistics by warp
+// shuffles; on the CPU one loop iteration holds a whole group.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Optimizer.h"
+
+#include "coat/Conversion/GroupKernel.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::coat;
+
+namespace {
+
+/// The buffers of one moment inside the kernel.
+struct MomentBuffers {
+  Value codes, scale, k, c;
+};
+
+/// The kernel arguments of docs/manifest.md, as the element math uses them.
+struct AdamWArgs {
+  Value param, grad;
+  MomentBuffers m, v;
+  Value n, step, lr, beta1, beta2, eps, weightDecay;
+};
+
+AdamWArgs adamwArgs(const KernelArgs &args) {
+  auto moment = [&](StringRef name) {
+    std::string p = name.str();
+    return MomentBuffers{args.lookup(p + "_codes"), args.lookup(p + "_scale"),
+                         args.lookup(p + "_k"), args.lookup(p + "_c")};
+  };
+  return AdamWArgs{args.lookup("param"),  args.lookup("grad"),
+                   moment("m"),           moment("v"),
+                   args.lookup("n"),      args.lookup("step"),
+                   args.lookup("lr"),     args.lookup("beta1"),
+                   args.lookup("beta2"),  args.lookup("eps"),
+                   args.lookup("weight_decay")};
+}
+
+/// Emits the body of one lane: load, dequantize, update, re-derive the group
+/// metadata, quantize, store.
+class AdamWLaneEmitter {
+public:
+  AdamWLaneEmitter(ImplicitLocOpBuilder &b, const AdamWKernelSpec &spec,
+                   const GroupLane &lane, const AdamWArgs &args)
+      : b(b), f(F32Emitter{b, /*approx=*/lane.onGpu}),
+        acc(F32Emitter{b,
+                       /*approx=*/lane.onGpu &&
+                           spec.mode == OptimizerMode::fixed,
+                       /*flushSubnormals=*/false}),
+        spec(spec), lane(lane), args(args) {}
+
+  void emit();
+
+private:
+  Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
+
+  /// This lane's E elements of a buffer holding `logical` values, as f32.
+  SmallVector<Value> loadLane(Value buffer, Type logical) {
+    return access().loadF32(buffer, logical, laneAlignment(buffer));
+  }
+  void storeLane(Value buffer, ArrayRef<Value> values, Type logical) {
+    access().storeF32(buffer, values, logical, laneAlignment(buffer));
+  }
+  LaneAccess access() {
+    return LaneAccess{b, lane.firstElement, lane.elementsPerLane, fullLane,
+                      args.n};
+  }
+
+  /// Dequantizes the E codes of one moment with its previous metadata.
+  SmallVector<Value> dequantize(const MomentSpec &mom,
+                                const MomentBuffers &bufs,
+                                ArrayRef<Value> codes);
+  /// Derives this group's metadata from the new f32 values, stores it, and
+  /// returns the values to hand to the FP8 conversion.
+  SmallVector<Value> requantize(const MomentSpec &mom,
+                                const MomentBuffers &bufs,
+                                ArrayRef<Value> values);
+  /// mode = reference: the official kernel's statistics and formulas.
+  SmallVector<Value> requantizeReference(const MomentSpec &mom,
+                                         const MomentBuffers &bufs,
+                                         ArrayRef<Value> values);
+  /// The official kernel's partly zero-skipping group minimum of `w` (|x|,
+  /// FLT_MAX for tail elements), in closed form (docs/optimizer-numerics.md
+  /// §4).
+  Value referenceMinimum(ArrayRef<Value> w);
+  /// i1: element `i` of this lane lies below n.
+  Value isValid(int64_t i);
+  Value loadGroupScalar(Value buffer);
+  /// A lane's chunk starts at a multiple of E elements of a 16-byte aligned
+  /// buffer, so its accesses are aligned to E * sizeof(elt), capped at 16.
+  llvm::MaybeAlign laneAlignment(Value buffer) const {
+    Type elt = cast<MemRefType>(buffer.getType()).getElementType();
+    int64_t bytes = lane.elementsPerLane * elt.getIntOrFloatBitWidth() / 8;
+    return llvm::MaybeAlign(std::min<int64_t>(std::max<int64_t>(bytes, 1), 16));
+  }
+  void storeGroupScalar(Value buffer, Value v);
+
+  ImplicitLocOpBuilder &b;
+  /// Per-element math: approximate (SFU, flush-to-zero) on the GPU.
+  F32Emitter f;
+  /// Per-group and per-lane constants: they can involve subnormal extremes
+  /// (tiny minima), so never flushed; approximate on the GPU in fixed mode,
+  /// accurate in reference mode.
+  F32Emitter acc;
+  const AdamWKernelSpec &spec;
+  const GroupLane &lane;
+  const AdamWArgs &args;
+  Value nIndex, fullLane, groupClamped, isGroupLeader;
+  /// (warp index, warp result) pairs of referenceMinimum's second stage.
+  SmallVector<std::pair<Value, Value>> stage2;
+};
+
+Value AdamWLaneEmitter::loadGroupScalar(Value buffer) {
+  return memref::LoadOp::create(b, buffer, ValueRange{groupClamped});
+}
+
+void AdamWLaneEmitter::storeGroupScalar(Value buffer, Value v) {
+  scf::IfOp::create(b, isGroupLeader, [&](OpBuilder &nb, Location loc) {
+    memref::StoreOp::create(nb, loc, v, buffer, ValueRange{lane.group});
+    scf::YieldOp::create(nb, loc);
+  });
+}
+
+SmallVector<Value> AdamWLaneEmitter::dequantize(const MomentSpec &mom,
+                                                const MomentBuffers &bufs,
+                                                ArrayRef<Value> codes) {
+  Value s = loadGroupScalar(bufs.scale);
+  SmallVector<Value> out;
+  if (!mom.expanded) {
+    for (Value q : codes)
+      out.push_back(f.mul(q, s));
+    return out;
+  }
+  Value k = loadGroupScalar(bufs.k);
+  Value c = loadGroupScalar(bufs.c);
+  if (spec.mode == OptimizerMode::reference) {
+    // As the official kernel: y = q s, x = sgn(y) powf(|y|, 1/k) c with
+    // sgn = 1 - 2 signbit(y) (so -0 and -NaN give -1); v takes no sign.
+    Value invK = acc.div(acc.c(1.0), k);
+    for (Value q : codes) {
+      Value y = acc.mul(q, s);
+      Value mag = acc.mul(acc.pow(acc.abs(y), invK), c);
+      out.push_back(mom.isSigned ? acc.copysign(mag, y)
+                                 : acc.mul(acc.pow(y, invK), c));
+    }
+    return out;
+  }
+  // x = sgn(y) |y|^(1/k) c with y = q s, in the log domain:
+  // log2|x| = (log2|q| + log2 s)/k + log2 c; the per-group part is hoisted.
+  Value invK = acc.div(f.c(1.0), k);
+  Value offset = acc.fma(acc.log2(s), invK, acc.log2(c));
+  for (Value q : codes) {
+    // The result may be subnormal (tiny moments): no flush on this exp2.
+    Value mag = acc.exp2(f.fma(f.log2(f.abs(q)), invK, offset));
+    out.push_back(mom.isSigned ? f.copysign(mag, q) : mag);
+  }
+  return out;
+}
+
+SmallVector<Value> AdamWLaneEmitter::requantize(const MomentSpec &mom,
+                                                const MomentBuffers &bufs,
+                                                ArrayRef<Value> values) {
+  if (spec.mode == OptimizerMode::reference)
+    return requantizeReference(mom, bufs, values);
+  const ::coat::Fp8Traits traits = ::coat::getFp8Traits(mom.format);
+  const double inf = std::numeric_limits<double>::infinity();
+  // `x - x` is 0 for finite x and NaN for +-inf and NaN (no nnan/ninf flags,
+  // so it is not folded). Adding it poisons exactly the non-finite elements:
+  // max.f32/min.f32 skip NaN, so they leave the statistics, and the NaN
+  // reaches the FP8 conversion as the NaN code.
+  SmallVector<Value> poison, mags;
+  Value localMax = f.c(0.0), localMin = f.c(inf);
+  for (Value x : values) {
+    Value nanIfNonFinite = f.sub(x, x);
+    Value a = f.add(f.abs(x), nanIfNonFinite);
+    poison.push_back(nanIfNonFinite);
+    mags.push_back(a);
+    localMax = f.maxnum(localMax, a);
+    // The true zero-skipping minimum (tail elements load as zeros).
+    localMin = f.minnum(localMin, f.select(f.gt(a, f.c(0.0)), a, f.c(inf)));
+  }
+  Value maxAbs = lane.allReduce(b, localMax, GroupReduceKind::MaxNum);
+  Value minAbs = lane.allReduce(b, localMin, GroupReduceKind::MinNum);
+  Value allZero = f.eq(maxAbs, f.c(0.0));
+
+  SmallVector<Value> out;
+  if (!mom.expanded) {
+    Value s = acc.div(maxAbs, f.c(traits.maxFinite));
+    Value inv =
+        f.select(allZero, f.c(0.0), acc.div(f.c(traits.maxFinite), maxAbs));
+    storeGroupScalar(bufs.scale, s);
+    for (auto [x, nanIfNonFinite] : llvm::zip(values, poison))
+      out.push_back(f.add(f.mul(x, inv), nanIfNonFinite));
+    return out;
+  }
+
+  // k = floor(log2(UB)/log2(M/mn) * expand_min)/expand_min, clamped; one
+  // distinct magnitude (M == mn) needs no expansion. As specified, log2 of
+  // the ratio (which may overflow to +inf, giving the smallest k).
+  const double ub = 0.5 * double(traits.maxFinite) * traits.maxFinite;
+  const double log2Fp8Max = std::log2(double(traits.maxFinite));
+  double emin = double(spec.expandMin);
+  auto perExpandMin = [&](Value x) {
+    // Dividing by a power of two is multiplying by its exact reciprocal.
+    return llvm::isPowerOf2_64(spec.expandMin) ? f.mul(x, f.c(1.0 / emin))
+                                               : acc.div(x, f.c(emin));
+  };
+  auto clampK = [&](Value kRaw, Value oneMagnitude) {
+    Value k = perExpandMin(acc.floor(f.mul(kRaw, f.c(emin))));
+    k = f.minnum(f.maxnum(k, f.c(1.0 / emin)), f.c(spec.maxK));
+    return f.select(arith::OrIOp::create(b, allZero, oneMagnitude), f.c(1.0),
+                    k);
+  };
+  // s = (M/c)^k / fp8max and the codes are (|x|/c)^k / s, both through the
+  // centre c: |x|/c stays within sqrt(M/mn) of 1, where |x|/M could
+  // underflow. An all-zero group keeps log2 s = 0 so its codes come out 0.
+  Value k, c, invC, logS;
+  if (lane.onGpu) {
+    // In the log domain from log2 M and log2 mn: the ratio, the centre and
+    // the scale cost two lg2, one rcp and three ex2 per group instead of
+    // three divisions, two square roots, two lg2 and an ex2. Where the
+    // approximate logs are too coarse, exact tests decide as the division
+    // M/mn would: M == mn needs no expansion; distinct magnitudes are at
+    // least an ulp apart (the largest k); and a ratio that rounds to +inf in
+    // f32 (M/mn >= 2^128 (1 - 2^-25), so mn < 1) gives the smallest k. The
+    // test M 2^-64 - mn 2^64 >= -mn 2^39 is exact near its boundary: the
+    // terms are power-of-two scalings, and their difference is exact when
+    // they are within a factor of two (Sterbenz).
+    Value logMax = acc.log2(maxAbs), logMin = acc.log2(minAbs);
+    Value logRatio = f.maxnum(acc.sub(logMax, logMin), f.c(0x1p-24));
+    Value margin = acc.sub(acc.mul(maxAbs, f.c(0x1p-64)),
+                           acc.mul(minAbs, f.c(0x1p64)));
+    Value overflows = arith::AndIOp::create(
+        b, f.lt(minAbs, f.c(1.0)),
+        f.le(f.sub(f.c(0.0), acc.mul(minAbs, f.c(0x1p39))), margin));
+    logRatio = f.select(overflows, f.c(inf), logRatio);
+    k = clampK(acc.div(f.c(std::log2(ub)), logRatio), f.eq(maxAbs, minAbs));
+    Value logC = f.select(allZero, f.c(0.0),
+                          f.mul(f.add(logMax, logMin), f.c(0.5)));
+    c = acc.exp2(logC);
+    invC = acc.exp2(f.sub(f.c(0.0), logC));
+    logS = f.sub(f.mul(k, f.mul(f.sub(logMax, logMin), f.c(0.5))),
+                 f.c(log2Fp8Max));
+  } else {
+    Value logRatio = acc.log2(acc.div(maxAbs, minAbs));
+    k = clampK(acc.div(f.c(std::log2(ub)), logRatio),
+               f.le(logRatio, f.c(0.0)));
+    c = acc.mul(acc.sqrt(maxAbs), acc.sqrt(minAbs));
+    c = f.select(allZero, f.c(1.0), c);
+    invC = acc.div(f.c(1.0), c);
+    logS = acc.sub(acc.mul(k, acc.log2(acc.mul(maxAbs, invC))),
+                   f.c(log2Fp8Max));
+  }
+  logS = f.select(allZero, f.c(0.0), logS);
+  Value s = f.select(allZero, f.c(0.0), acc.exp2(logS));
+  storeGroupScalar(bufs.scale, s);
+  storeGroupScalar(bufs.k, k);
+  storeGroupScalar(bufs.c, c);
+  Value negLogS = f.sub(f.c(0.0), logS);
+  for (auto [x, a] : llvm::zip(values, mags)) {
+    Value mag = f.exp2(f.fma(k, f.log2(f.mul(a, invC)), negLogS));
+    out.push_back(mom.isSigned ? f.copysign(mag, x) : mag);
+  }
+  return out;
+}
+
+Value AdamWLaneEmitter::isValid(int64_t i) {
+  Value at = arith::AddIOp::create(b, lane.firstElement, idx(i));
+  return arith::CmpIOp::create(b, arith::CmpIPredicate::ult, at, nIndex);
+}
+
+Value AdamWLaneEmitter::referenceMinimum(ArrayRef<Value> w) {
+  // The official kernel reduces a group as G/32 warps with a shfl_down tree
+  // (offsets 16..1) in which a lane folds in an incoming partial only if it
+  // is non-zero and never tests its own start value, then reduces the warp
+  // results the same way in warp 0 (lanes >= G/32 hold 1e9). Position j of a
+  // warp reaches lane 0 through the lanes j & (2^b - 1), b = 0..5; a zero
+  // start value anywhere on that chain drops it, and a zero at position 0
+  // makes the result 0. So: result = w_0 == 0 ? 0 : min of w_j over the
+  // positions whose chain holds no zero.
+  auto i32c = [&](int64_t v) {
+    return arith::ConstantIntOp::create(b, b.getI32Type(), v);
+  };
+  auto bit = [&](Value mask, Value pos) {
+    Value shifted = arith::ShRUIOp::create(b, mask, pos);
+    Value one = arith::AndIOp::create(b, shifted, i32c(1));
+    return arith::CmpIOp::create(b, arith::CmpIPredicate::ne, one, i32c(0));
+  };
+  /// i1: every position on the chain of `pos` (an i32 in [0, 32)) is set.
+  auto chainClear = [&](Value mask, Value pos) {
+    Value ok = bit(mask, pos);
+    for (int64_t bits = 0; bits < 5; ++bits) {
+      Value low = arith::AndIOp::create(b, pos, i32c((int64_t(1) << bits) - 1));
+      ok = arith::AndIOp::create(b, ok, bit(mask, low));
+    }
+    return ok;
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  int64_t e = lane.elementsPerLane;
+  int64_t numWarps = spec.groupSize / 32;
+  // Position of this lane's first element inside its warp and which warp.
+  Value laneOffset = arith::MulIOp::create(b, lane.laneInGroup, idx(e));
+  Value warpOfLane = arith::DivUIOp::create(b, laneOffset, idx(32));
+  Value posOfLane = arith::IndexCastOp::create(
+      b, b.getI32Type(), arith::RemUIOp::create(b, laneOffset, idx(32)));
+  Value warpOfLaneI32 =
+      arith::IndexCastOp::create(b, b.getI32Type(), warpOfLane);
+
+  // A lane holds elements of one warp (E <= 32) or whole warps (E = G, CPU).
+  int64_t segments = std::max<int64_t>(1, e / 32);
+  int64_t perSegment = std::min<int64_t>(e, 32);
+  int64_t lanesPerWarp = std::max<int64_t>(1, 32 / e);
+  Value warpMask2 = i32c(0);
+  for (int64_t seg = 0; seg < segments; ++seg) {
+    ArrayRef<Value> ws = w.slice(seg * perSegment, perSegment);
+    Value base = seg == 0 && segments == 1 ? posOfLane : i32c(0);
+    // Stage 1: the warp's non-zero mask, then the chain test per element.
+    Value mask = i32c(0);
+    for (auto [i, wi] : llvm::enumerate(ws)) {
+      Value nz = arith::ExtUIOp::create(
+          b, b.getI32Type(), acc.gt(acc.abs(wi), acc.c(0.0)));
+      Value pos = arith::AddIOp::create(b, base, i32c(i));
+      mask = arith::OrIOp::create(b, mask,
+                                  arith::ShLIOp::create(b, nz, pos));
+    }
+    mask = lane.allReduce(b, mask, GroupReduceKind::BitOr, lanesPerWarp);
+    Value localMin = f.c(inf);
+    for (auto [i, wi] : llvm::enumerate(ws)) {
+      Value pos = arith::AddIOp::create(b, base, i32c(i));
+      localMin = acc.minnum(localMin,
+                            acc.select(chainClear(mask, pos), wi, acc.c(inf)));
+    }
+    Value warpResult =
+        lane.allReduce(b, localMin, GroupReduceKind::MinNum, lanesPerWarp);
+    warpResult = acc.select(bit(mask, i32c(0)), warpResult, acc.c(0.0));
+    // Stage 2 inputs: this warp's slot in warp 0.
+    Value warpIndex = arith::AddIOp::create(b, warpOfLaneI32, i32c(seg));
+    Value nz = arith::ExtUIOp::create(b, b.getI32Type(),
+                                      acc.gt(warpResult, acc.c(0.0)));
+    warpMask2 = arith::OrIOp::create(
+        b, warpMask2, arith::ShLIOp::create(b, nz, warpIndex));
+    // Remember per-warp results for the chain test of stage 2.
+    stage2.push_back({warpIndex, warpResult});
+  }
+  // Stage 2: lanes >= G/32 hold 1e9 (non-zero, on every chain from 0).
+  if (numWarps < 32)
+    warpMask2 = arith::OrIOp::create(
+        b, warpMask2, i32c(~((int64_t(1) << numWarps) - 1) & 0xffffffff));
+  warpMask2 = lane.allReduce(b, warpMask2, GroupReduceKind::BitOr);
+  Value candidate = f.c(inf);
+  for (auto [warpIndex, warpResult] : stage2)
+    candidate = acc.minnum(candidate,
+                           acc.select(chainClear(warpMask2, warpIndex),
+                                      warpResult, acc.c(inf)));
+  stage2.clear();
+  candidate = lane.allReduce(b, candidate, GroupReduceKind::MinNum);
+  if (numWarps < 32)
+    candidate = acc.minnum(candidate, acc.c(1e9));
+  return acc.select(bit(warpMask2, i32c(0)), candidate, acc.c(0.0));
+}
+
+SmallVector<Value> AdamWLaneEmitter::requantizeReference(
+    const MomentSpec &mom, const MomentBuffers &bufs,
+    ArrayRef<Value> values) {
+  const ::coat::Fp8Traits traits = ::coat::getFp8Traits(mom.format);
+  const double fltMax = std::numeric_limits<float>::max();
+  SmallVector<Value> maxStart, minStart;
+  for (auto [i, x] : llvm::enumerate(values)) {
+    Value a = acc.abs(x);
+    Value valid = isValid(i);
+    maxStart.push_back(acc.select(valid, a, acc.c(0.0)));
+    minStart.push_back(acc.select(valid, a, acc.c(fltMax)));
+  }
+  Value localMax = acc.c(0.0);
+  for (Value a : maxStart)
+    localMax = acc.maxnum(localMax, a);
+  Value absMax = lane.allReduce(b, localMax, GroupReduceKind::MaxNum);
+  SmallVector<Value> out;
+  if (!mom.expanded) {
+    Value s = acc.div(acc.add(absMax, acc.c(::coat::kOptimizerScaleEps)),
+                      acc.c(traits.maxFinite));
+    storeGroupScalar(bufs.scale, s);
+    for (Value x : values)
+      out.push_back(acc.div(x, s));
+    return out;
+  }
+  Value top = acc.add(absMax, acc.c(::coat::kExpansionEps));
+  Value bottom =
+      acc.add(referenceMinimum(minStart), acc.c(::coat::kExpansionEps));
+  Value c = acc.mul(acc.sqrt(top), acc.sqrt(bottom));
+  const double ub = 0.5 * double(traits.maxFinite) * traits.maxFinite;
+  double emin = double(spec.expandMin);
+  Value kRaw = acc.div(acc.log2(acc.c(ub)), acc.log2(acc.div(top, bottom)));
+  Value k = acc.div(acc.floor(acc.mul(kRaw, acc.c(emin))), acc.c(emin));
+  Value s = acc.div(acc.pow(acc.div(top, c), k), acc.c(traits.maxFinite));
+  storeGroupScalar(bufs.scale, s);
+  storeGroupScalar(bufs.k, k);
+  storeGroupScalar(bufs.c, c);
+  for (Value x : values) {
+    Value e = mom.isSigned
+                  ? acc.copysign(acc.pow(acc.div(acc.abs(x), c), k), x)
+                  : acc.pow(acc.div(x, c), k);
+    out.push_back(acc.div(e, s));
+  }
+  return out;
+}
+
+void AdamWLaneEmitter::emit() {
+  int64_t e = lane.elementsPerLane;
+  nIndex = arith::IndexCastOp::create(b, b.getIndexType(), args.n);
+  Value laneEnd = arith::AddIOp::create(b, lane.firstElement, idx(e));
+  fullLane = arith::CmpIOp::create(b, arith::CmpIPredicate::ule, laneEnd,
+                                   nIndex);
+  Value groups = arith::CeilDivUIOp::create(b, nIndex, idx(spec.groupSize));
+  Value lastGroup = arith::SubIOp::create(b, groups, idx(1));
+  groupClamped = arith::MinUIOp::create(b, lane.group, lastGroup);
+  Value groupInRange = arith::CmpIOp::create(b, arith::CmpIPredicate::ult,
+                                             lane.group, groups);
+  Value leaderLane = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                           lane.laneInGroup, idx(0));
+  isGroupLeader = arith::AndIOp::create(b, groupInRange, leaderLane);
+
+  // Per-lane constants. The bias corrections stay accurate (1 - b^t cancels,
+  // so an approximate power would be amplified); both targets fold them into
+  // the step sizes:
+  //   p' = p - lr wd p - (lr/bc1) m' / (sqrt(v') / bc2s + eps)
+  // which is the specified update with its constants reassociated.
+  Value one = f.c(1.0);
+  auto powT = [&](Value base) { return f.pow(base, args.step); };
+  Value bc1 = f.sub(one, powT(args.beta1));
+  Value invBc2s = acc.div(one, acc.sqrt(f.sub(one, powT(args.beta2))));
+  Value stepSize = acc.div(args.lr, bc1);
+  Value decay = f.mul(args.lr, args.weightDecay);
+  Value oneMinusB1 = f.sub(one, args.beta1);
+  Value oneMinusB2 = f.sub(one, args.beta2);
+
+  SmallVector<Value> p = loadLane(args.param, spec.paramType);
+  SmallVector<Value> g = loadLane(args.grad, spec.gradType);
+  MLIRContext *ctx = b.getContext();
+  Type mFp8 = getFp8Type(ctx, spec.m.format);
+  Type vFp8 = getFp8Type(ctx, spec.v.format);
+  SmallVector<Value> m =
+      dequantize(spec.m, args.m, loadLane(args.m.codes, mFp8));
+  SmallVector<Value> v =
+      dequantize(spec.v, args.v, loadLane(args.v.codes, vFp8));
+
+  // Tail elements load as zeros (p, g, codes), so m' = v' = 0 there and they
+  // drop out of the statistics by themselves.
+  SmallVector<Value> newP, newM, newV;
+  bool reference = spec.mode == OptimizerMode::reference;
+  Value bc2s = reference ? acc.sqrt(acc.sub(one, powT(args.beta2))) : Value();
+  for (int64_t i = 0; i < e; ++i) {
+    if (reference) {
+      // The official kernel's order of operations (COAT §2.4).
+      Value mi = acc.add(acc.mul(args.beta1, m[i]), acc.mul(oneMinusB1, g[i]));
+      Value vi = acc.add(acc.mul(args.beta2, v[i]),
+                         acc.mul(acc.mul(oneMinusB2, g[i]), g[i]));
+      Value denom =
+          acc.mul(acc.add(acc.div(acc.sqrt(vi), bc2s), args.eps), bc1);
+      Value update = acc.add(acc.div(mi, denom),
+                             acc.mul(args.weightDecay, p[i]));
+      newP.push_back(acc.sub(p[i], acc.mul(args.lr, update)));
+      newM.push_back(mi);
+      newV.push_back(vi);
+      continue;
+    }
+    Value mi = f.fma(args.beta1, m[i], f.mul(oneMinusB1, g[i]));
+    Value vi = f.fma(args.beta2, v[i], f.mul(f.mul(oneMinusB2, g[i]), g[i]));
+    Value denom = f.fma(f.sqrt(vi), invBc2s, args.eps);
+    Value pDecayed = f.sub(p[i], f.mul(decay, p[i]));
+    newP.push_back(f.sub(pDecayed, f.mul(stepSize, f.div(mi, denom))));
+    newM.push_back(mi);
+    newV.push_back(vi);
+  }
+  storeLane(args.param, newP, spec.paramType);
+  storeLane(args.m.codes, requantize(spec.m, args.m, newM), mFp8);
+  storeLane(args.v.codes, requantize(spec.v, args.v, newV), vFp8);
+}
+
+} // namespace
+
+void OptimizerLowering::emitGpu(ImplicitLocOpBuilder &b,
+                                const AdamWKernelSpec &spec, unsigned,
+                                gpu::GPUFuncOp, const KernelArgs &args) const {
+  Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+  Value bid = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+  auto cidx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
+  GroupLane lane;
+  lane.onGpu = true;
+  lane.elementsPerLane = spec.elementsPerLane;
+  lane.lanesPerGroup = spec.lanesPerGroup;
+  lane.groupSize = spec.groupSize;
+  lane.laneInGroup = arith::RemUIOp::create(b, tid, cidx(spec.lanesPerGroup));
+  Value groupInBlock =
+      arith::DivUIOp::create(b, tid, cidx(spec.lanesPerGroup));
+  Value groupsPerBlock = cidx(spec.blockSize / spec.lanesPerGroup);
+  lane.group = arith::AddIOp::create(
+      b, arith::MulIOp::create(b, bid, groupsPerBlock), groupInBlock);
+  lane.firstElement = arith::AddIOp::create(
+      b, arith::MulIOp::create(b, lane.group, cidx(spec.groupSize)),
+      arith::MulIOp::create(b, lane.laneInGroup,
+                            cidx(spec.elementsPerLane)));
+  AdamWLaneEmitter(b, spec, lane, adamwArgs(args)).emit();
+}
+
+void OptimizerLowering::emitCpu(ImplicitLocOpBuilder &b,
+                                const AdamWKernelSpec &spec, unsigned,
+                                func::FuncOp, const KernelArgs &args) const {
+  AdamWArgs a = adamwArgs(args);
+  Value nIndex = arith::IndexCastOp::create(b, b.getIndexType(), a.n);
+  Value groups = arith::CeilDivUIOp::create(
+      b, nIndex, arith::ConstantIndexOp::create(b, spec.groupSize));
+  auto loop = scf::ForOp::create(b, arith::ConstantIndexOp::create(b, 0),
+                                 groups, arith::ConstantIndexOp::create(b, 1));
+  b.setInsertionPointToStart(loop.getBody());
+  GroupLane lane;
+  lane.elementsPerLane = spec.groupSize;
+  lane.lanesPerGroup = 1;
+  lane.groupSize = spec.groupSize;
+  lane.group = loop.getInductionVar();
+  lane.laneInGroup = arith::ConstantIndexOp::create(b, 0);
+  lane.firstElement = arith::MulIOp::create(
+      b, lane.group, arith::ConstantIndexOp::create(b, spec.groupSize));
+  AdamWLaneEmitter(b, spec, lane, a).emit();
+}

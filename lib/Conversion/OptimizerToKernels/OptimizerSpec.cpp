@@ -1,0 +1,148 @@
+//===- OptimizerSpec.cpp - what an adamw_step kernel spec means -----------===//
+//
+// The checks of a kernel-spec function around coat.adamw_step, the launch
+// shape of its kernel, the argument ABI of docs/manifest.md and the
+// manifest record.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Optimizer.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace mlir::coat;
+
+namespace {
+
+/// Argument types, names and manifest records in ABI order.
+SmallVector<AbiArg> buildAbi(MLIRContext *ctx, const AdamWKernelSpec &spec) {
+  Type f32 = Float32Type::get(ctx);
+  SmallVector<AbiArg> abi;
+  abi.push_back({"param", abiBuffer(spec.paramType),
+                 manifestDtype(spec.paramType), "n"});
+  abi.push_back({"grad", abiBuffer(spec.gradType),
+                 manifestDtype(spec.gradType), "n"});
+  for (const MomentSpec *mom : {&spec.m, &spec.v}) {
+    std::string p = mom->name.str();
+    abi.push_back({p + "_codes", abiBuffer(getFp8Type(ctx, mom->format)),
+                   ::coat::getFp8Traits(mom->format).name, "n"});
+    abi.push_back({p + "_scale", abiBuffer(f32), "f32", "groups"});
+    if (mom->expanded) {
+      abi.push_back({p + "_k", abiBuffer(f32), "f32", "groups"});
+      abi.push_back({p + "_c", abiBuffer(f32), "f32", "groups"});
+    }
+  }
+  abi.push_back({"n", IntegerType::get(ctx, 64), "i64", ""});
+  for (const char *s :
+       {"step", "lr", "beta1", "beta2", "eps", "weight_decay"})
+    abi.push_back({s, f32, "f32", ""});
+  return abi;
+}
+
+DictionaryAttr buildManifestRecord(MLIRContext *ctx, StringRef name,
+                                   const AdamWKernelSpec &spec,
+                                   ArrayRef<AbiArg> abi, bool gpu) {
+  Builder b(ctx);
+  auto str = [&](StringRef s) { return b.getStringAttr(s); };
+  auto moment = [&](const MomentSpec &mom) {
+    return b.getDictionaryAttr(
+        {b.getNamedAttr("format", str(::coat::getFp8Traits(mom.format).name)),
+         b.getNamedAttr("expand", b.getBoolAttr(mom.expanded)),
+         b.getNamedAttr("fp8max",
+                        b.getF64FloatAttr(
+                            ::coat::getFp8Traits(mom.format).maxFinite))});
+  };
+  SmallVector<NamedAttribute> config = {
+      b.getNamedAttr("param", str(manifestDtype(spec.paramType))),
+      b.getNamedAttr("grad", str(manifestDtype(spec.gradType))),
+      b.getNamedAttr("m", moment(spec.m)),
+      b.getNamedAttr("v", moment(spec.v)),
+      b.getNamedAttr("group_size", b.getI64IntegerAttr(spec.groupSize)),
+      b.getNamedAttr("mode", str(stringifyOptimizerMode(spec.mode))),
+      b.getNamedAttr("expand_min", b.getI64IntegerAttr(spec.expandMin)),
+      b.getNamedAttr("max_k", b.getF64FloatAttr(spec.maxK))};
+  std::optional<LaunchRule> launch;
+  if (gpu)
+    launch = LaunchRule{spec.blockSize, spec.blockSize /
+                                            spec.lanesPerGroup *
+                                            spec.groupSize};
+  return buildKernelRecord(ctx, name, "adamw_step", config, abi, launch);
+}
+
+/// Checks that `fn` is a kernel-spec function around `op`.
+LogicalResult verifyKernelSpec(func::FuncOp fn, AdamWStepOp op) {
+  Block &body = fn.getBody().front();
+  auto ret = dyn_cast<func::ReturnOp>(body.getTerminator());
+  if (body.getOperations().size() != 2 || !ret ||
+      ret.getOperands() != op.getResults())
+    return fn.emitError("kernel-spec function @")
+           << fn.getSymName()
+           << " must hold exactly one coat.adamw_step and return its "
+              "three results";
+  return success();
+}
+
+} // namespace
+
+FailureOr<AdamWKernelSpec> OptimizerLowering::analyze(func::FuncOp fn) const {
+  AdamWStepOp op;
+  fn.walk([&](AdamWStepOp found) {
+    op = found;
+    return WalkResult::interrupt();
+  });
+  if (failed(verifyKernelSpec(fn, op)))
+    return failure();
+  QTensorType mType = op.getM().getType(), vType = op.getV().getType();
+  AdamWKernelSpec spec{
+      cast<ShapedType>(op.getParam().getType()).getElementType(),
+      cast<ShapedType>(op.getGrad().getType()).getElementType(),
+      {mType.getFormat(), mType.getExpanded(), /*isSigned=*/true, "m"},
+      {vType.getFormat(), vType.getExpanded(), /*isSigned=*/false, "v"},
+      mType.getScalingValue().groupSize,
+      static_cast<int64_t>(op.getExpandMin()),
+      op.getMaxK().convertToFloat(),
+      op.getMode(),
+      /*elementsPerLane=*/0,
+      /*lanesPerGroup=*/1,
+      /*blockSize=*/1};
+  spec.elementsPerLane = spec.groupSize;
+  if (!onGpu())
+    return spec;
+  // Unset: 8 elements (two 16-byte f32 accesses) per thread, the fastest
+  // on the H200 for both the plain and the expanded step
+  // (docs/benchmarks.md), or more where a group needs it (<= 32 lanes).
+  int64_t e = elementsPerThread > 0
+                  ? elementsPerThread
+                  : std::min<int64_t>(spec.groupSize,
+                                      std::max<int64_t>(8, spec.groupSize / 32));
+  if (!llvm::isPowerOf2_64(e) || e > spec.groupSize || spec.groupSize / e > 32)
+    return op.emitError("elements-per-thread=")
+           << e << " does not fit group size " << spec.groupSize
+           << " (need a power of two with group_size/E <= 32)";
+  if (blockSize <= 0 || blockSize % 32 != 0 || blockSize > 1024)
+    return op.emitError("block-size must be a multiple of 32 in "
+                        "[32, 1024], got ")
+           << blockSize;
+  spec.elementsPerLane = e;
+  spec.lanesPerGroup = spec.groupSize / e;
+  spec.blockSize = blockSize;
+  return spec;
+}
+
+SmallVector<KernelDecl>
+OptimizerLowering::declare(func::FuncOp fn,
+                           const AdamWKernelSpec &spec) const {
+  KernelDecl decl;
+  decl.name = fn.getSymName().str();
+  decl.abi = buildAbi(fn.getContext(), spec);
+  decl.blockSize = spec.blockSize;
+  return {decl};
+}
+
+DictionaryAttr OptimizerLowering::record(const AdamWKernelSpec &spec,
+                                         const KernelDecl &decl,
+                                         unsigned) const {
+  return buildManifestRecord(decl.abi.front().type.getContext(), decl.name,
+                             spec, decl.abi, onGpu());
+}
