@@ -111,11 +111,11 @@ struct KernelFamilyInfo {
 ///   void emitCpu(ImplicitLocOpBuilder &, const Spec &, unsigned i,
 ///                func::FuncOp, const KernelArgs &);
 ///
-/// (COAT_KERNEL_LOWERING_HOOKS declares the last four) and may replace the
-/// defaults of checkOptions (module-wide option checks,
-/// after the target is parsed), takesSpec (skips a collected function) and
-/// bindings (what the ABI arguments are in terms of the spec, when `declare`
-/// leaves them unbound).
+/// (COAT_KERNEL_LOWERING_HOOKS declares the last four), and may replace the
+/// defaults of checkOptions (module-wide option checks, after the target is
+/// parsed), takesSpec (skips a collected function) and bindings (what the
+/// ABI arguments are in terms of the spec, when `declare` leaves them
+/// unbound).
 template <typename Derived, typename SpecT>
 class KernelLowering {
 public:
@@ -185,7 +185,6 @@ public:
 
   /// Whether the kernels being made are GPU kernels (else CPU twins).
   bool onGpu() const { return gpu; }
-  StringRef passName() const { return info.pass; }
 
 private:
   Derived &self() { return static_cast<Derived &>(*this); }
