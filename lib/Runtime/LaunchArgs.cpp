@@ -105,6 +105,14 @@ bool packLaunch(const KernelSpec &kernel, int64_t n, const uint64_t *buffers,
                   " ('" + a.mapDims[d] + "') must be > 0, got " + std::to_string(v);
           return false;
         }
+        // TMA coordinates are signed 32-bit: a longer dimension has elements
+        // no tile can reach.
+        if (v > int64_t(std::numeric_limits<int32_t>::max())) {
+          error = who + "tensormap '" + a.name + "': dim " + std::to_string(d) +
+                  " ('" + a.mapDims[d] + "') = " + std::to_string(v) +
+                  " exceeds 2^31 - 1, the largest extent TMA coordinates reach";
+          return false;
+        }
         req.dims.push_back(uint64_t(v));
         req.box.push_back(uint32_t(a.mapBox[d]));
         if (d > 0)
@@ -173,8 +181,10 @@ bool packLaunch(const KernelSpec &kernel, int64_t n, const uint64_t *buffers,
         }
         std::memcpy(&slot, &f, sizeof f);
       } else {
-        double lo = a.dtype == "i32" ? -2147483648.0 : -9223372036854775808.0;
-        double hi = a.dtype == "i32" ? 2147483648.0 : 9223372036854775808.0;
+        // Integers travel as doubles: an i64 beyond 2^53 may have been
+        // rounded on the way, so it is refused rather than trusted.
+        double lo = a.dtype == "i32" ? -2147483648.0 : -9007199254740992.0;
+        double hi = a.dtype == "i32" ? 2147483648.0 : 9007199254740993.0;
         if (!(v >= lo && v < hi) || std::floor(v) != v) {
           error = who + "scalar argument '" + a.name + "' (" + a.dtype +
                   ") must be an integer in range, got " + std::to_string(v);

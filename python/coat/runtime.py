@@ -228,9 +228,12 @@ class Kernel:
                         iv = int(v)
                     else:
                         raise ValueError(f"{where}: expected an integer, got {v!r}") from None
-                lim = 2 ** 31 if a.dtype == "i32" else 2 ** 63
-                if not -lim <= iv < lim:
-                    raise ValueError(f"{where}: {iv} out of range")
+                # Scalars reach the launch as doubles: i64 values beyond 2^53
+                # would not arrive exactly.
+                lim = 2 ** 31 if a.dtype == "i32" else 2 ** 53
+                if not -lim <= iv <= (lim - 1 if a.dtype == "i32" else lim):
+                    raise ValueError(f"{where}: {iv} out of range [{-lim}, "
+                                     f"{lim - 1 if a.dtype == 'i32' else lim}]")
                 scalars.append(iv)
             else:
                 try:

@@ -191,6 +191,12 @@ TEST(RuntimeManifest, PacksTensorMapsAndTileGrids) {
   double odd[3] = {300, 200, 100};
   EXPECT_FALSE(packLaunch(k, 200, bufs, 4, odd, 3, p, err));
   EXPECT_NE(err.find("multiple of 16"), std::string::npos) << err;
+  // TMA coordinates are 32-bit: a dimension of 2^31 is refused before launch.
+  double tall[3] = {300, 200, 2147483648.0};
+  EXPECT_FALSE(packLaunch(k, 200, bufs, 4, tall, 3, p, err));
+  EXPECT_NE(err.find("exceeds 2^31 - 1"), std::string::npos) << err;
+  double justFits[3] = {300, 200, 2147483632.0};
+  EXPECT_TRUE(packLaunch(k, 200, bufs, 4, justFits, 3, p, err)) << err;
 }
 
 namespace {

@@ -131,6 +131,8 @@ def test_bind_infers_n_and_orders_arguments(kernel):
     (dict(y=np.zeros(20, np.float32)[::2]), "argument 'y': array is not contiguous"),
     (dict(codes=[0] * 10), "argument 'codes': expected a torch tensor or numpy array"),
     (dict(alpha="fast"), "scalar argument 'alpha' (f32): expected a number"),
+    # Integers travel to the launch as doubles: exact up to 2^53 only.
+    (dict(n=2 ** 53 + 2), "scalar argument 'n' (i64): 9007199254740994 out of range"),
     (dict(bogus=1), "unknown argument(s) bogus"),
 ])
 def test_bind_rejects_bad_arguments_naming_them(kernel, change, message):
