@@ -498,6 +498,18 @@ void emitTileGpu(ImplicitLocOpBuilder &b, const ActSpec &spec,
   b.setInsertionPointAfter(loop);
 }
 
+/// CPU: stores the FP8 value `q` of element (i, j) as a code at `at` and,
+/// when `transposed`, at (j, i) of q^T.
+void storeCodes(ImplicitLocOpBuilder &b, const KernelArgs &args, Value q,
+                Value at, Value i, Value j, Value rows, bool transposed) {
+  q = arith::BitcastOp::create(b, b.getI8Type(), q);
+  memref::StoreOp::create(b, q, args.lookup("codes"), ValueRange{at});
+  if (!transposed)
+    return;
+  Value atT = arith::AddIOp::create(b, arith::MulIOp::create(b, j, rows), i);
+  memref::StoreOp::create(b, q, args.lookup("codes_t"), ValueRange{atT});
+}
+
 /// CPU, per tensor: a plain loop over the elements, writing both layouts.
 void emitTransposeCpu(ImplicitLocOpBuilder &b, const ActSpec &spec,
                       const KernelArgs &args) {
@@ -509,20 +521,16 @@ void emitTransposeCpu(ImplicitLocOpBuilder &b, const ActSpec &spec,
       arith::IndexCastOp::create(b, b.getIndexType(), args.lookup("cols"));
   Value s = loadScalarF32(b, args.lookup("scale"), spec.scaleType, cidx(0));
   Type fp8 = getFp8Type(b.getContext(), spec.format);
-  auto outer = scf::ForOp::create(b, cidx(0), rows, cidx(1));
-  b.setInsertionPointToStart(outer.getBody());
-  Value i = outer.getInductionVar();
-  auto inner = scf::ForOp::create(b, cidx(0), cols, cidx(1));
-  b.setInsertionPointToStart(inner.getBody());
-  Value j = inner.getInductionVar();
-  Value at = arith::AddIOp::create(b, arith::MulIOp::create(b, i, cols), j);
-  Value x = loadScalarF32(b, args.lookup("input"), spec.hpType, at);
-  Value q = arith::TruncFOp::create(b, fp8, f.div(x, s));
-  q = arith::BitcastOp::create(b, b.getI8Type(), q);
-  memref::StoreOp::create(b, q, args.lookup("codes"), ValueRange{at});
-  Value atT = arith::AddIOp::create(b, arith::MulIOp::create(b, j, rows), i);
-  memref::StoreOp::create(b, q, args.lookup("codes_t"), ValueRange{atT});
-  b.setInsertionPointAfter(outer);
+  emitFor(b, cidx(0), rows, cidx(1), {}, [&](Value i, ValueRange) {
+    emitFor(b, cidx(0), cols, cidx(1), {}, [&](Value j, ValueRange) {
+      Value at = arith::AddIOp::create(b, arith::MulIOp::create(b, i, cols), j);
+      Value x = loadScalarF32(b, args.lookup("input"), spec.hpType, at);
+      Value q = arith::TruncFOp::create(b, fp8, f.div(x, s));
+      storeCodes(b, args, q, at, i, j, rows, /*transposed=*/true);
+      return SmallVector<Value>{};
+    });
+    return SmallVector<Value>{};
+  });
 }
 
 /// CPU, per block: for each block, its maximum, its scale, then its codes
@@ -582,22 +590,16 @@ void emitBlockCpu(ImplicitLocOpBuilder &b, const ActSpec &spec,
     storeScalarF32(b, b.getLoc(), args.lookup("scale_t"), spec.scaleType, s,
                    arith::AddIOp::create(b, arith::MulIOp::create(b, bc, nbr),
                                          br));
-  auto qRows = scf::ForOp::create(b, i0, i1, cidx(1));
-  b.setInsertionPointToStart(qRows.getBody());
-  Value i = qRows.getInductionVar();
-  auto qCols = scf::ForOp::create(b, j0, j1, cidx(1));
-  b.setInsertionPointToStart(qCols.getBody());
-  Value j = qCols.getInductionVar();
-  Value at = arith::AddIOp::create(b, arith::MulIOp::create(b, i, cols), j);
-  Value q =
-      arith::TruncFOp::create(b, fp8, arith::DivFOp::create(b, loadX(at), s));
-  q = arith::BitcastOp::create(b, b.getI8Type(), q);
-  memref::StoreOp::create(b, q, args.lookup("codes"), ValueRange{at});
-  if (transposed)
-    memref::StoreOp::create(
-        b, q, args.lookup("codes_t"),
-        ValueRange{arith::AddIOp::create(b, arith::MulIOp::create(b, j, rows),
-                                         i)});
+  emitFor(b, i0, i1, cidx(1), {}, [&](Value i, ValueRange) {
+    emitFor(b, j0, j1, cidx(1), {}, [&](Value j, ValueRange) {
+      Value at = arith::AddIOp::create(b, arith::MulIOp::create(b, i, cols), j);
+      Value q = arith::TruncFOp::create(
+          b, fp8, arith::DivFOp::create(b, loadX(at), s));
+      storeCodes(b, args, q, at, i, j, rows, transposed);
+      return SmallVector<Value>{};
+    });
+    return SmallVector<Value>{};
+  });
   b.setInsertionPointAfter(blockRows);
 }
 
