@@ -122,11 +122,11 @@ private:
   int64_t blockTileN;
 };
 
-/// Emits the body of the CPU twin `twin` of a GEMM kernel (its arguments in
-/// the GPU kernel's order, tensormaps as memrefs of FP8 codes): the same
+/// Emits the body of the CPU twin of a GEMM kernel over its arguments `args`
+/// (the GPU kernel's, by name, tensormaps as memrefs of FP8 codes): the same
 /// products, scales, bias and epilogue as the kernel, one output element at
 /// a time with an f32 accumulator summed in K order.
-void emitGemmCpuTwin(ImplicitLocOpBuilder &b, func::FuncOp twin,
+void emitGemmCpuTwin(ImplicitLocOpBuilder &b, const KernelArgs &args,
                      const GemmProblem &p);
 
 } // namespace mlir::coat

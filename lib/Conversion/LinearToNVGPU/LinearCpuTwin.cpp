@@ -23,37 +23,24 @@ using namespace mlir::coat;
 
 namespace {
 
-/// Reads the twin's arguments by the names of the GPU kernel's parameters.
+/// The twin's arguments, by the names of the GPU kernel's parameters (an
+/// absent one, such as `bias` without a bias, is null).
 struct TwinArgs {
   Value a, b, out, outScale, aScale, bScale, bias, m, n, k, kBlocks;
 
-  TwinArgs(func::FuncOp twin, const GemmProblem &p) {
-    auto args = twin.getArguments();
-    unsigned i = 0;
-    a = args[i++];
-    b = args[i++];
-    out = args[i++];
-    if (p.out == OutputKind::Fp8Groups)
-      outScale = args[i++];
-    aScale = args[i++];
-    bScale = args[i++];
-    if (p.biasElem)
-      bias = args[i++];
-    m = args[i++];
-    n = args[i++];
-    k = args[i++];
-    if (p.blockScaled) {
-      ++i; // n_blocks: implied by n
-      kBlocks = args[i++];
-    }
-  }
+  explicit TwinArgs(const KernelArgs &args)
+      : a(args.lookup("a")), b(args.lookup("b")), out(args.lookup("out")),
+        outScale(args.lookup("out_scale")), aScale(args.lookup("a_scale")),
+        bScale(args.lookup("b_scale")), bias(args.lookup("bias")),
+        m(args.lookup("m")), n(args.lookup("n")), k(args.lookup("k")),
+        kBlocks(args.lookup("k_blocks")) {}
 };
 
 class GemmTwinBuilder {
 public:
-  GemmTwinBuilder(ImplicitLocOpBuilder &b, func::FuncOp twin,
+  GemmTwinBuilder(ImplicitLocOpBuilder &b, const KernelArgs &args,
                   const GemmProblem &p)
-      : b(b), p(p), args(twin, p), f{b} {}
+      : b(b), p(p), args(args), f{b} {}
 
   void build() {
     M = index(args.m);
@@ -209,7 +196,8 @@ private:
 
 } // namespace
 
-void mlir::coat::emitGemmCpuTwin(ImplicitLocOpBuilder &b, func::FuncOp twin,
+void mlir::coat::emitGemmCpuTwin(ImplicitLocOpBuilder &b,
+                                 const KernelArgs &args,
                                  const GemmProblem &p) {
-  GemmTwinBuilder(b, twin, p).build();
+  GemmTwinBuilder(b, args, p).build();
 }

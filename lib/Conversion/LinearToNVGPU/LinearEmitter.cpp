@@ -787,7 +787,7 @@ void LinearLowering::emitGpu(ImplicitLocOpBuilder &b, const LinearPlan &plan,
 }
 
 void LinearLowering::emitCpu(ImplicitLocOpBuilder &b, const LinearPlan &plan,
-                             unsigned, func::FuncOp twin,
-                             const KernelArgs &) const {
-  emitGemmCpuTwin(b, twin, plan.problem);
+                             unsigned, func::FuncOp,
+                             const KernelArgs &args) const {
+  emitGemmCpuTwin(b, args, plan.problem);
 }
