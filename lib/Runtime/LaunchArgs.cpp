@@ -181,11 +181,11 @@ bool packLaunch(const KernelSpec &kernel, int64_t n, const uint64_t *buffers,
         }
         std::memcpy(&slot, &f, sizeof f);
       } else {
-        // Integers travel as doubles: an i64 beyond 2^53 may have been
+        // Integers travel as doubles: an i64 beyond +-2^53 may have been
         // rounded on the way, so it is refused rather than trusted.
-        double lo = a.dtype == "i32" ? -2147483648.0 : -9007199254740992.0;
-        double hi = a.dtype == "i32" ? 2147483648.0 : 9007199254740993.0;
-        if (!(v >= lo && v < hi) || std::floor(v) != v) {
+        double lo = a.dtype == "i32" ? -0x1p31 : -0x1p53;
+        double hi = a.dtype == "i32" ? 0x1p31 - 1 : 0x1p53;
+        if (!(v >= lo && v <= hi) || std::floor(v) != v) {
           error = who + "scalar argument '" + a.name + "' (" + a.dtype +
                   ") must be an integer in range, got " + std::to_string(v);
           return false;

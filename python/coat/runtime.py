@@ -228,12 +228,11 @@ class Kernel:
                         iv = int(v)
                     else:
                         raise ValueError(f"{where}: expected an integer, got {v!r}") from None
-                # Scalars reach the launch as doubles: i64 values beyond 2^53
-                # would not arrive exactly.
-                lim = 2 ** 31 if a.dtype == "i32" else 2 ** 53
-                if not -lim <= iv <= (lim - 1 if a.dtype == "i32" else lim):
-                    raise ValueError(f"{where}: {iv} out of range [{-lim}, "
-                                     f"{lim - 1 if a.dtype == 'i32' else lim}]")
+                # Scalars reach the launch as doubles (the runtime checks the
+                # same bounds): i64 values beyond +-2^53 would not arrive exactly.
+                lo, hi = (-2 ** 31, 2 ** 31 - 1) if a.dtype == "i32" else (-2 ** 53, 2 ** 53)
+                if not lo <= iv <= hi:
+                    raise ValueError(f"{where}: {iv} out of range [{lo}, {hi}]")
                 scalars.append(iv)
             else:
                 try:

@@ -143,6 +143,12 @@ def test_bind_rejects_bad_arguments_naming_them(kernel, change, message):
     assert message in str(e.value)
 
 
+def test_bind_takes_integers_up_to_2_53(kernel):
+    # 2^53 itself is in range (it fails later, on the buffer sizes).
+    with pytest.raises(ValueError, match="argument 'x': has 10 elements"):
+        kernel.bind(alpha=1.0, n=2 ** 53, **arrays(10))
+
+
 def test_bind_rejects_missing_and_misaligned(kernel):
     kw = arrays(10)
     with pytest.raises(ValueError, match="missing argument"):
