@@ -143,6 +143,6 @@ OptimizerLowering::declare(func::FuncOp fn,
 DictionaryAttr OptimizerLowering::record(const AdamWKernelSpec &spec,
                                          const KernelDecl &decl,
                                          unsigned) const {
-  return buildManifestRecord(decl.abi.front().type.getContext(), decl.name,
+  return buildManifestRecord(spec.paramType.getContext(), decl.name,
                              spec, decl.abi, onGpu());
 }
