@@ -13,7 +13,14 @@
 // significands, 2^31 quotients: about 30 s); otherwise a stride through the
 // same space.
 //
+// With DivisionUse::Fp8Codes (`codesDivide` below: divisors down to 2^-80,
+// an overflowing first product kept) the tests check the FP8 codes in both
+// formats against those of IEEE x / s for every x and s, as the per-tensor
+// quantizers need for a scale they are given.
+//
 //===----------------------------------------------------------------------===//
+
+#include "coat/Numerics/Reference.h"
 
 #include <gtest/gtest.h>
 
@@ -37,6 +44,20 @@ float sharedDivide(float x, float s) {
   float q = x * r;
   float n = std::fma(q, sFinite, -x);
   return std::fma(-n, r, q);
+}
+
+float codesDivide(float x, float s) {
+  const float inf = std::numeric_limits<float>::infinity();
+  bool fast = (0x1p-80f <= s && s <= 0x1p126f) || s == inf || std::isnan(s);
+  if (!fast)
+    return x / s;
+  volatile float one = 1.0f;
+  float r = one / s;
+  float sFinite = s == inf ? 0.0f : s;
+  float q = x * r;
+  float n = std::fma(q, sFinite, -x);
+  float corrected = std::fma(-n, r, q);
+  return std::fabs(q) == inf ? q : corrected;
 }
 
 float fromBits(uint32_t b) {
@@ -188,6 +209,84 @@ TEST(SharedDivisor, QuantizerRangeIncludingTinyDividends) {
     ASSERT_TRUE(withinContract(x, s)) << x << " / " << s;
     ASSERT_TRUE(withinContract(-x, s)) << -x << " / " << s;
     ASSERT_TRUE(sameCode(x, s) && sameCode(-x, s)) << x << " / " << s;
+  }
+}
+
+/// Equal saturating FP8 codes of codesDivide and IEEE division in E4M3 and
+/// E5M2 (any two NaNs count as equal: the conversion's NaN is canonical).
+bool sameCodes(float x, float s) {
+  float got = codesDivide(x, s), want = x / s;
+  if (std::isnan(got) || std::isnan(want))
+    return std::isnan(got) && std::isnan(want);
+  for (coat::Fp8Format fmt : {coat::Fp8Format::E4M3, coat::Fp8Format::E5M2})
+    if (coat::ref::encodeFp8(got, fmt) != coat::ref::encodeFp8(want, fmt))
+      return false;
+  return true;
+}
+
+TEST(SharedDivisorCodes, AnyDividendAnyDivisor) {
+  // Both operands over every bit pattern: subnormals, +-inf, NaN, zeros,
+  // divisors outside the fast range, quotients that overflow.
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<uint32_t> any;
+  for (int i = 0; i < 4000000; ++i) {
+    float x = fromBits(any(rng)), s = fromBits(any(rng));
+    ASSERT_TRUE(sameCodes(x, s)) << x << " / " << s << ": "
+                                 << codesDivide(x, s) << " vs " << x / s;
+  }
+}
+
+TEST(SharedDivisorCodes, SpecialValuesAndRangeEdges) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float big = std::numeric_limits<float>::max();
+  const float xs[] = {0.0f, -0.0f, 1.0f, -3.5f, 1e-45f, -1e-40f, 0x1p-102f,
+                      -0x1.fffffep-103f, 1e-30f, 448.0f, 3e38f, -big, inf,
+                      -inf, nan};
+  const float ss[] = {inf, -inf, nan, 0.0f, -0.0f, 1e-45f, -1e-39f,
+                      0x1p-126f, 0x1.fffffep-81f, 0x1p-80f, 0x1.000002p-80f,
+                      0x1p126f, 0x1.000002p126f, -3e38f, 1.0f, -0.75f,
+                      1.7e-15f, 7.6e35f};
+  for (float s : ss)
+    for (float x : xs)
+      EXPECT_TRUE(sameCodes(x, s)) << x << " / " << s << ": "
+                                   << codesDivide(x, s) << " vs " << x / s;
+}
+
+TEST(SharedDivisorCodes, OverflowingQuotients) {
+  // |x / s| at and past f32's largest value, where x * RN(1/s) may round
+  // to inf before the correction: it saturates like the IEEE quotient.
+  std::mt19937 rng(13);
+  std::uniform_int_distribution<uint32_t> mant(0, (1u << 23) - 1);
+  std::uniform_int_distribution<int> exps(-80, -1), sign(0, 1);
+  for (int i = 0; i < 1000000; ++i) {
+    float s = std::ldexp(fromBits(0x3F800000u | mant(rng)), exps(rng));
+    double target = std::ldexp(1.0 + std::ldexp(double(mant(rng)), -23), 127);
+    float x = float(target * double(s));
+    if (!std::isfinite(x))
+      continue;
+    x = sign(rng) ? -x : x;
+    for (float xi : {x, std::nextafter(x, 0.0f), std::nextafter(x, -x * 2)})
+      ASSERT_TRUE(sameCodes(xi, s)) << xi << " / " << s;
+  }
+}
+
+TEST(SharedDivisorCodes, QuotientsAtFp8Midpoints) {
+  // x = RN(m * s) for m half-way between two FP8 values (and next to it):
+  // the quotients where a one-ulp error would change the code.
+  std::mt19937 rng(17);
+  std::uniform_int_distribution<uint32_t> mant(0, (1u << 23) - 1);
+  std::uniform_int_distribution<int> exps(-126, 100), mid(0, 63), mexp(-17, 15);
+  for (int i = 0; i < 2000000; ++i) {
+    float s = std::ldexp(fromBits(0x3F800000u | mant(rng)), exps(rng));
+    // 1 + (2k + 1) / 16: a midpoint of E4M3's (and E5M2's) significands.
+    double m = std::ldexp(1.0 + (2 * (mid(rng) % 8) + 1) / 16.0, mexp(rng));
+    float x = float(m * double(s));
+    if (!std::isfinite(x) || x == 0.0f)
+      continue;
+    for (float xi : {x, std::nextafter(x, 0.0f), std::nextafter(x, 1e30f),
+                     -x})
+      ASSERT_TRUE(sameCodes(xi, s)) << xi << " / " << s;
   }
 }
 

@@ -142,8 +142,19 @@ QuantizedLane quantizeGroup(F32Emitter &f, const GroupLane &lane,
 /// 450, s = inf when the group holds an inf) this gives the codes of the
 /// IEEE quotient in every FP8 format: results can differ only below 2^-17,
 /// where both round to the same signed zero.
+///
+/// With DivisionUse::Fp8Codes the quotients are read only by a saturating
+/// FP8 conversion (`cvt.rn.satfinite`), and the codes are those of the IEEE
+/// quotient for every x and s, not only the quantizer's: the per-tensor
+/// quantizers divide by a scale they are given. The fast path then takes
+/// 2^-80 <= s <= 2^126 (a dividend below 2^-102 has a quotient below 2^-22,
+/// a signed zero in every format), and a quotient that overflows to +-inf
+/// (x = +-inf, or |x/s| at f32's limit) is kept from the first product
+/// instead of the correction's NaN: it saturates, as the IEEE one does.
+enum class DivisionUse { Exact, Fp8Codes };
 SmallVector<Value> divideBySharedDivisor(F32Emitter &f, ArrayRef<Value> x,
-                                         Value s);
+                                         Value s,
+                                         DivisionUse use = DivisionUse::Exact);
 
 
 /// How a buffer of float type `logical` is declared in a kernel: f32 as

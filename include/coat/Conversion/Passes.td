@@ -280,8 +280,12 @@ def CoatLowerActivations : Pass<"coat-lower-activations", "::mlir::ModuleOp"> {
 
     Numerics follow COAT (COAT.md §1.2, §3): `s = (absmax + eps) / fp8max`,
     rounded to bf16 for `scale = bf16`, then `q = cvt.rn.satfinite(x / s)`
-    with the rounded `s`; the division is IEEE on both targets (Triton's
-    `div.full.f32` in COAT can differ by an ulp), unless `approx-division`.
+    with the rounded `s`; the codes are those of the IEEE quotient on both
+    targets (Triton's `div.full.f32` in COAT can differ by an ulp), unless
+    `approx-division`. They come from one IEEE reciprocal of the group's,
+    block's or given scale and Markstein's correction per element
+    (`divideBySharedDivisor`, GroupKernel.h), not a division per element
+    (the CPU twins of the tile kernels divide).
 
     Grouped kernels index groups of the row-major flattened tensor, which are
     the `per_group<G>` groups because G divides `cols`; on the GPU a lane

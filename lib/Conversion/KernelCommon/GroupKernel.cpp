@@ -182,13 +182,16 @@ QuantizedLane mlir::coat::quantizeGroup(F32Emitter &f, const GroupLane &lane,
 
 SmallVector<Value> mlir::coat::divideBySharedDivisor(F32Emitter &f,
                                                      ArrayRef<Value> x,
-                                                     Value s) {
+                                                     Value s,
+                                                     DivisionUse use) {
   ImplicitLocOpBuilder &b = f.b;
+  const float inf = std::numeric_limits<float>::infinity();
+  bool codes = use == DivisionUse::Fp8Codes;
   // Positive divisors only: with s < 0, x = +0 would give +0 (scales are
   // positive; a negative s takes the IEEE branch).
-  Value isInf = f.eq(s, f.c(std::numeric_limits<float>::infinity()));
-  Value normalRange =
-      arith::AndIOp::create(b, f.le(f.c(0x1p-126), s), f.le(s, f.c(0x1p126)));
+  Value isInf = f.eq(s, f.c(inf));
+  Value normalRange = arith::AndIOp::create(
+      b, f.le(f.c(codes ? 0x1p-80 : 0x1p-126), s), f.le(s, f.c(0x1p126)));
   Value isNan = arith::CmpFOp::create(b, arith::CmpFPredicate::UNO, s, s);
   Value fast = arith::OrIOp::create(
       b, normalRange, arith::OrIOp::create(b, isInf, isNan));
@@ -207,7 +210,10 @@ SmallVector<Value> mlir::coat::divideBySharedDivisor(F32Emitter &f,
     for (Value xi : x) {
       Value q0 = f.mul(xi, r);
       Value negE = f.fma(q0, sFinite, arith::NegFOp::create(b, xi));
-      q.push_back(f.fma(arith::NegFOp::create(b, negE), r, q0));
+      Value qi = f.fma(arith::NegFOp::create(b, negE), r, q0);
+      if (codes)
+        qi = f.select(f.eq(f.abs(q0), f.c(inf)), q0, qi);
+      q.push_back(qi);
     }
     scf::YieldOp::create(b, q);
     b.setInsertionPointToStart(branch.elseBlock());

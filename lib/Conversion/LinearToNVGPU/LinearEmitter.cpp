@@ -721,10 +721,11 @@ void GemmKernelBuilder::storeFp8Groups(ArrayRef<Value> accs, Value scale,
           amax = f.maxnum(amax, f.abs(v));
         amax = quad.allReduce(b, amax, GroupReduceKind::MaxNum);
         Value s = f.div(f.add(amax, f.c(::coat::kActivationScaleEps)), f.c(fp8Max));
+        // The IEEE quotients' codes from one reciprocal per group.
         SmallVector<Value> codes;
-        for (Value v : vals)
+        for (Value q : divideBySharedDivisor(f, vals, s))
           codes.push_back(arith::BitcastOp::create(
-              b, b.getI8Type(), arith::TruncFOp::create(b, fp8, f.div(v, s))));
+              b, b.getI8Type(), arith::TruncFOp::create(b, fp8, q)));
         // Each lane writes two byte pairs (one per n8 chunk).
         for (int64_t half = 0; half < 2; ++half) {
           Value col = cols[2 * half];

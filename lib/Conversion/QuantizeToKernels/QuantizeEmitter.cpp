@@ -27,11 +27,6 @@ using namespace mlir::coat;
 
 namespace {
 
-/// `x / s`, as an IEEE division, or as `x * rcp(s)` with `inv` given.
-Value divideByScale(F32Emitter &f, Value x, Value s, Value inv) {
-  return inv ? f.mul(x, inv) : f.div(x, s);
-}
-
 //===----------------------------------------------------------------------===//
 // Flat (grouped or element-wise) kernels
 //===----------------------------------------------------------------------===//
@@ -109,10 +104,14 @@ void FlatLaneEmitter::emit() {
     SmallVector<Value> x = access.loadF32(args.lookup("input"), spec.hpType,
                                           alignment(args.lookup("input")));
     Value s = loadScalarF32(b, args.lookup("scale"), spec.scaleType, idx(0));
-    Value inv = approxDivision ? f.div(f.c(1.0), s) : Value();
     SmallVector<Value> q;
-    for (Value xi : x)
-      q.push_back(divideByScale(f, xi, s, inv));
+    if (approxDivision) {
+      Value inv = f.div(f.c(1.0), s);
+      for (Value xi : x)
+        q.push_back(f.mul(xi, inv));
+    } else {
+      q = divideBySharedDivisor(f, x, s, DivisionUse::Fp8Codes);
+    }
     access.storeF32(args.lookup("codes"), q, fp8,
                     alignment(args.lookup("codes")));
     return;
@@ -397,11 +396,22 @@ void emitTileGpu(ImplicitLocOpBuilder &b, const ActSpec &spec,
 
   // Pass 1c: quantize, store q, keep the codes in the tile buffer.
   auto codeVec1 = VectorType::get({v1}, i8);
-  Value sv = vector::BroadcastOp::create(b, f32Vec, inv ? inv : s);
+  Value sv = inv ? vector::BroadcastOp::create(b, f32Vec, inv).getResult()
+               : Value();
   for (const Item &it : items) {
-    // Per block, always the IEEE division (the reference library's).
+    // The codes of the IEEE quotient (per block always: the reference
+    // library's), one reciprocal per tile and a correction per element.
     Value x = widen(it.raw);
-    Value scaled = inv ? f.mul(x, sv) : arith::DivFOp::create(b, x, sv);
+    Value scaled;
+    if (inv) {
+      scaled = f.mul(x, sv);
+    } else {
+      SmallVector<Value> xs;
+      for (int64_t e = 0; e < v1; ++e)
+        xs.push_back(vector::ExtractOp::create(b, x, e));
+      scaled = vector::FromElementsOp::create(
+          b, f32Vec, divideBySharedDivisor(f, xs, s, DivisionUse::Fp8Codes));
+    }
     Value q = arith::TruncFOp::create(b, VectorType::get({v1}, fp8), scaled);
     q = arith::BitcastOp::create(b, codeVec1, q);
     guarded(it.ok, [&] {
