@@ -469,17 +469,16 @@ SmallVector<Value> NormEmitter::emitBackwardRow(ValueRange accs,
         return next;
       });
   sums = teamSum(sums);
-  // What the output pass takes from registers and what it reads again (an
-  // L1 hit: the team just read it). Column sums already hold 16 f32 per
-  // slot and sum; with them the row's x, dy and w*dy stay (one slot per
-  // thread, see chooseTeam) unless a thread has several slots, where the
-  // weight is read again. Without them, x and dy are read again, which
-  // keeps the kernel at 48 registers (5 CTAs of 256 per multiprocessor).
-  SmallVector<StringRef> reread;
-  if (!spec.hasWeight)
-    reread = {"x_codes", "x_scale", "dy"};
-  else if (team.slots > 1)
-    reread = {"weight"};
+  // What the output pass reads again (an L1 hit: the team just read it)
+  // instead of keeping it in registers across the team sum: x and dy, and
+  // the weight when a thread has several slots. Without column sums that
+  // keeps the kernel at 48 registers (5 CTAs of 256 per multiprocessor);
+  // column sums add 16 f32 accumulators per slot and sum, and keeping the
+  // row's x, dy and w*dy besides them took 107 registers (2 CTAs of 256),
+  // too few rows in flight to cover memory latency.
+  SmallVector<StringRef> reread = {"x_codes", "x_scale", "dy"};
+  if (spec.hasWeight && team.slots > 1)
+    reread.push_back("weight");
   for (int64_t k = 0; k < team.slots; ++k)
     for (StringRef name : reread)
       cache.erase({args.lookup(name).getAsOpaquePointer(), k});
