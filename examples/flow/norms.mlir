@@ -125,6 +125,24 @@ func.func @layernorm_bwd_h1024(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, sc
   return %dx : tensor<?x?xbf16>
 }
 
+// LayerNorm forward with a weight.
+func.func @layernorm_w_fwd_h1024(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, %w: tensor<?xf32>)
+    -> (tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?x?xf32>) attributes {coat.max_cols = 1024 : i64} {
+  %y, %mean, %rstd = coat.layernorm %x weight %w eps = 1.000000e-05
+      : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, tensor<?xf32> -> tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>
+  %m = coat.absmax %y, per_group<16> epilogue : tensor<?x?xf32> -> tensor<?x?xf32>
+  return %y, %mean, %rstd, %m : tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?x?xf32>
+}
+
+// LayerNorm-with-weight backward.
+func.func @layernorm_w_bwd_h1024(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, %mean: tensor<?xf32>, %rstd: tensor<?xf32>, %dy: tensor<?x?xbf16>, %w: tensor<?xf32>)
+    -> (tensor<?x?xbf16>, tensor<?xf32>) attributes {coat.max_cols = 1024 : i64} {
+  %dx, %dw = coat.layernorm_grad %x, %mean, %rstd, %dy weight %w
+      : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, tensor<?xf32>, tensor<?xf32>, tensor<?x?xbf16>, tensor<?xf32>
+      -> tensor<?x?xbf16>, tensor<?xf32>
+  return %dx, %dw : tensor<?x?xbf16>, tensor<?xf32>
+}
+
 // Affine LayerNorm forward.
 func.func @layernorm_wb_fwd_h1024(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, %w: tensor<?xf32>, %b: tensor<?xf32>)
     -> (tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?x?xf32>) attributes {coat.max_cols = 1024 : i64} {
@@ -182,6 +200,24 @@ func.func @layernorm_bwd_h4096(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, sc
   return %dx : tensor<?x?xbf16>
 }
 
+// LayerNorm forward with a weight.
+func.func @layernorm_w_fwd_h4096(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, %w: tensor<?xf32>)
+    -> (tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?x?xf32>) attributes {coat.max_cols = 4096 : i64} {
+  %y, %mean, %rstd = coat.layernorm %x weight %w eps = 1.000000e-05
+      : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, tensor<?xf32> -> tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>
+  %m = coat.absmax %y, per_group<16> epilogue : tensor<?x?xf32> -> tensor<?x?xf32>
+  return %y, %mean, %rstd, %m : tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?x?xf32>
+}
+
+// LayerNorm-with-weight backward.
+func.func @layernorm_w_bwd_h4096(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, %mean: tensor<?xf32>, %rstd: tensor<?xf32>, %dy: tensor<?x?xbf16>, %w: tensor<?xf32>)
+    -> (tensor<?x?xbf16>, tensor<?xf32>) attributes {coat.max_cols = 4096 : i64} {
+  %dx, %dw = coat.layernorm_grad %x, %mean, %rstd, %dy weight %w
+      : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, tensor<?xf32>, tensor<?xf32>, tensor<?x?xbf16>, tensor<?xf32>
+      -> tensor<?x?xbf16>, tensor<?xf32>
+  return %dx, %dw : tensor<?x?xbf16>, tensor<?xf32>
+}
+
 // Affine LayerNorm forward.
 func.func @layernorm_wb_fwd_h4096(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, %w: tensor<?xf32>, %b: tensor<?xf32>)
     -> (tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?x?xf32>) attributes {coat.max_cols = 4096 : i64} {
@@ -237,6 +273,24 @@ func.func @layernorm_bwd_h8192(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, sc
       : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, tensor<?xf32>, tensor<?xf32>, tensor<?x?xbf16>
       -> tensor<?x?xbf16>
   return %dx : tensor<?x?xbf16>
+}
+
+// LayerNorm forward with a weight.
+func.func @layernorm_w_fwd_h8192(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, %w: tensor<?xf32>)
+    -> (tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?x?xf32>) attributes {coat.max_cols = 8192 : i64} {
+  %y, %mean, %rstd = coat.layernorm %x weight %w eps = 1.000000e-05
+      : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, tensor<?xf32> -> tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>
+  %m = coat.absmax %y, per_group<16> epilogue : tensor<?x?xf32> -> tensor<?x?xf32>
+  return %y, %mean, %rstd, %m : tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?x?xf32>
+}
+
+// LayerNorm-with-weight backward.
+func.func @layernorm_w_bwd_h8192(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, %mean: tensor<?xf32>, %rstd: tensor<?xf32>, %dy: tensor<?x?xbf16>, %w: tensor<?xf32>)
+    -> (tensor<?x?xbf16>, tensor<?xf32>) attributes {coat.max_cols = 8192 : i64} {
+  %dx, %dw = coat.layernorm_grad %x, %mean, %rstd, %dy weight %w
+      : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, tensor<?xf32>, tensor<?xf32>, tensor<?x?xbf16>, tensor<?xf32>
+      -> tensor<?x?xbf16>, tensor<?xf32>
+  return %dx, %dw : tensor<?x?xbf16>, tensor<?xf32>
 }
 
 // Affine LayerNorm forward.
