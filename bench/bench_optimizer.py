@@ -6,7 +6,7 @@ ceiling.
   python bench/bench_optimizer.py --kernels DIR [DIR ...] [--params 537e6]
 
 Each DIR is a compiled module (coat.compile / scripts/compile_examples.py);
-every f32 adamw_step kernel in it is timed on one flat tensor of --params
+every adamw_step kernel (f32 or bf16 parameters) in it is timed on one flat tensor of --params
 elements. A Llama-1B-shaped parameter list is then stepped through
 coat.optim.FP8AdamW (one launch per step) and through torch's fused AdamW.
 Finally 100 steps of a synthetic problem compare FP8AdamW with fp32 AdamW.
@@ -37,6 +37,9 @@ STEP = dict(warmup=3, repeats=20, inner=1)
 ANCHOR = "torch AdamW fused"
 
 
+HP_DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
+
+
 def dtype_bytes(dtype):
     return {"f32": 4, "bf16": 2, "f16": 2, "e4m3": 1, "e5m2": 1, "i64": 8}[dtype]
 
@@ -60,9 +63,9 @@ def kernel_buffers(spec, n):
     for a in spec.memrefs:
         ext = n if a.extent == "n" else groups
         if a.name == "param":
-            bufs[a.name] = torch.randn(ext, device="cuda")
+            bufs[a.name] = torch.randn(ext, device="cuda").to(HP_DTYPES[a.dtype])
         elif a.name == "grad":
-            bufs[a.name] = torch.randn(ext, device="cuda") * 1e-3
+            bufs[a.name] = (torch.randn(ext, device="cuda") * 1e-3).to(HP_DTYPES[a.dtype])
         elif a.name.endswith("_codes"):
             bufs[a.name] = torch.zeros(ext, dtype=torch.uint8, device="cuda").view(
                 torch.float8_e4m3fn if a.dtype == "e4m3" else torch.float8_e5m2)
@@ -76,8 +79,6 @@ def bench_kernels(dirs, n, copy_bw, anchor, rows, out):
     for d in dirs:
         mod = coat.load(d)
         for k in mod.find(op="adamw_step"):
-            if k.config["param"] != "f32":
-                continue
             bufs = kernel_buffers(k.spec, n)
             step = [0]
 
