@@ -131,11 +131,13 @@ bool packLaunch(const KernelSpec &kernel, int64_t n, const uint64_t *buffers,
         return false;
       }
       slots.push_back(-1 - long(out.tensorMaps.size()));
+      out.bufferSlots.push_back(slots.back());
       out.tensorMaps.push_back(std::move(req));
       continue;
     }
     slots.push_back(long(out.storage.size()));
     if (a.kind == ArgSpec::Kind::Memref) {
+      out.bufferSlots.push_back(slots.back());
       uint64_t ptr = buffers[bi++];
       int64_t extent = a.extent == ArgSpec::Extent::N        ? n
                        : a.extent == ArgSpec::Extent::Groups ? groups

@@ -61,6 +61,13 @@ struct coat_rt_handle {
   }
 };
 
+struct coat_rt_bound_launch {
+  const coat::rt::KernelSpec *kernel = nullptr;
+  CUcontext context = nullptr;
+  CUfunction function = nullptr;
+  coat::rt::PackedLaunch packed;
+};
+
 namespace {
 
 int setError(char *errbuf, size_t errlen, int status, const std::string &msg) {
@@ -232,8 +239,8 @@ int checkAndPack(coat_rt_handle *h, const char *kernel_name, int64_t n,
 /// Encodes the tensormap arguments of a packed launch (docs/manifest.md):
 /// dense tiles, no interleave, 256-byte L2 promotion, out-of-bounds elements
 /// read as zero.
-int encodeTensorMaps(PackedLaunch &packed, std::string &error) {
-  for (size_t i = 0; i < packed.tensorMaps.size(); ++i) {
+int encodeTensorMap(PackedLaunch &packed, size_t i, std::string &error) {
+  {
     const TensorMapRequest &t = packed.tensorMaps[i];
     CUtensorMapDataType dt;
     if (t.dtype == "e4m3" || t.dtype == "e5m2")
@@ -275,6 +282,48 @@ int encodeTensorMaps(PackedLaunch &packed, std::string &error) {
     }
   }
   return COAT_RT_OK;
+}
+
+int encodeTensorMaps(PackedLaunch &packed, std::string &error) {
+  for (size_t i = 0; i < packed.tensorMaps.size(); ++i)
+    if (int st = encodeTensorMap(packed, i, error))
+      return st;
+  return COAT_RT_OK;
+}
+
+/// A persistent kernel gets one CTA per multiprocessor at most; it strides
+/// over the tiles.
+int limitPersistentGrid(const KernelSpec &k, PackedLaunch &packed,
+                        std::string &error) {
+  if (!k.persistent)
+    return COAT_RT_OK;
+  CUdevice dev;
+  int sms = 0;
+  CUresult q = cuCtxGetDevice(&dev);
+  if (q == CUDA_SUCCESS)
+    q = cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+  if (q != CUDA_SUCCESS) {
+    error = cuErr(q, "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)");
+    return COAT_RT_ERR_CUDA;
+  }
+  uint64_t tiles = uint64_t(packed.grid[0]) * packed.grid[1] * packed.grid[2];
+  packed.grid = {unsigned(std::min<uint64_t>(tiles, uint64_t(sms))), 1, 1};
+  return COAT_RT_OK;
+}
+
+int launchPacked(const KernelSpec &k, CUfunction fn, PackedLaunch &packed,
+                 void *stream, std::string &error) {
+  CUresult r = cuLaunchKernel(fn, packed.grid[0], packed.grid[1], packed.grid[2],
+                              packed.block[0], packed.block[1], packed.block[2],
+                              packed.sharedBytes, static_cast<CUstream>(stream),
+                              packed.params.data(), nullptr);
+  if (r == CUDA_SUCCESS)
+    return COAT_RT_OK;
+  error = "kernel '" + k.name + "' (grid " + std::to_string(packed.grid[0]) +
+          ", block " + std::to_string(packed.block[0]) + "x" +
+          std::to_string(packed.block[1]) + "x" + std::to_string(packed.block[2]) +
+          "): " + cuErr(r, "cuLaunchKernel");
+  return COAT_RT_ERR_CUDA;
 }
 
 } // namespace
@@ -393,33 +442,99 @@ int coat_rt_launch(coat_rt_handle *handle, const char *kernel_name, int64_t n,
     return setError(errbuf, errlen, st, "kernel '" + k->name + "': " + error);
   if (int st = encodeTensorMaps(packed, error))
     return setError(errbuf, errlen, st, "kernel '" + k->name + "': " + error);
-  if (k->persistent) {
-    // One CTA per multiprocessor at most; the kernel strides over the tiles.
-    CUdevice dev;
-    int sms = 0;
-    CUresult q = cuCtxGetDevice(&dev);
-    if (q == CUDA_SUCCESS)
-      q = cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
-    if (q != CUDA_SUCCESS)
-      return setError(errbuf, errlen, COAT_RT_ERR_CUDA,
-                      "kernel '" + k->name + "': " +
-                          cuErr(q, "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)"));
-    uint64_t tiles = uint64_t(packed.grid[0]) * packed.grid[1] * packed.grid[2];
-    packed.grid = {unsigned(std::min<uint64_t>(tiles, uint64_t(sms))), 1, 1};
-  }
-  CUresult r = cuLaunchKernel(fn, packed.grid[0], packed.grid[1], packed.grid[2],
-                              packed.block[0], packed.block[1], packed.block[2],
-                              packed.sharedBytes, static_cast<CUstream>(stream),
-                              packed.params.data(), nullptr);
-  if (r != CUDA_SUCCESS)
-    return setError(errbuf, errlen, COAT_RT_ERR_CUDA,
-                    "kernel '" + k->name + "' (grid " + std::to_string(packed.grid[0]) +
-                        ", block " + std::to_string(packed.block[0]) + "x" +
-                        std::to_string(packed.block[1]) + "x" +
-                        std::to_string(packed.block[2]) + "): " +
-                        cuErr(r, "cuLaunchKernel"));
+  if (int st = limitPersistentGrid(*k, packed, error))
+    return setError(errbuf, errlen, st, "kernel '" + k->name + "': " + error);
+  if (int st = launchPacked(*k, fn, packed, stream, error))
+    return setError(errbuf, errlen, st, error);
   return ok(errbuf, errlen);
 }
+
+int coat_rt_bind_launch(coat_rt_handle *handle, const char *kernel_name,
+                        int64_t n, void *const *buffers, int nbuf,
+                        const double *scalars, int nscalar,
+                        coat_rt_bound_launch **out, char *errbuf, size_t errlen) {
+  if (!out)
+    return setError(errbuf, errlen, COAT_RT_ERR_INVALID_VALUE,
+                    "out pointer is null");
+  *out = nullptr;
+  auto bound = std::make_unique<coat_rt_bound_launch>();
+  std::string error;
+  if (int st = checkAndPack(handle, kernel_name, n, buffers, nbuf, scalars,
+                            nscalar, bound->kernel, bound->packed, error))
+    return setError(errbuf, errlen, st, error);
+  const KernelSpec &k = *bound->kernel;
+  if (bound->packed.grid[0] != 0) {
+    if (!handle->images.count(coat_rt_handle::imageKey(k)))
+      return setError(errbuf, errlen, COAT_RT_ERR_NOT_FOUND,
+                      "kernel '" + k.name + "' has no GPU image in the manifest");
+    if (int st = getFunction(*handle, k, bound->function, nullptr, error))
+      return setError(errbuf, errlen, st, "kernel '" + k.name + "': " + error);
+    if (cuCtxGetCurrent(&bound->context) != CUDA_SUCCESS || !bound->context)
+      return setError(errbuf, errlen, COAT_RT_ERR_CUDA,
+                      "kernel '" + k.name + "': no current CUDA context");
+    if (int st = encodeTensorMaps(bound->packed, error))
+      return setError(errbuf, errlen, st, "kernel '" + k.name + "': " + error);
+    if (int st = limitPersistentGrid(k, bound->packed, error))
+      return setError(errbuf, errlen, st, "kernel '" + k.name + "': " + error);
+  }
+  *out = bound.release();
+  return ok(errbuf, errlen);
+}
+
+int coat_rt_launch_bound(coat_rt_bound_launch *bound, void *const *buffers,
+                         int nbuf, void *stream, char *errbuf, size_t errlen) {
+  if (!bound)
+    return setError(errbuf, errlen, COAT_RT_ERR_INVALID_VALUE,
+                    "bound launch is null");
+  const KernelSpec &k = *bound->kernel;
+  PackedLaunch &packed = bound->packed;
+  if (packed.grid[0] == 0)
+    return ok(errbuf, errlen); // n == 0: nothing to do
+  if (nbuf < 0 || size_t(nbuf) != packed.bufferSlots.size() ||
+      (nbuf > 0 && !buffers))
+    return setError(errbuf, errlen, COAT_RT_ERR_ARGUMENTS,
+                    "kernel '" + k.name + "': expected " +
+                        std::to_string(packed.bufferSlots.size()) +
+                        " buffer pointers, got " + std::to_string(nbuf));
+  // A thread with no current context gets device 0's primary one, as in
+  // coat_rt_launch.
+  std::string error;
+  CUcontext ctx = nullptr;
+  if (cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx)
+    if (int st = ensureContext(ctx, error))
+      return setError(errbuf, errlen, st, "kernel '" + k.name + "': " + error);
+  if (ctx != bound->context)
+    return setError(errbuf, errlen, COAT_RT_ERR_CUDA,
+                    "kernel '" + k.name +
+                        "': the current CUDA context is not the one the launch "
+                        "was bound in");
+  for (size_t i = 0; i < packed.bufferSlots.size(); ++i) {
+    uint64_t ptr = uint64_t(reinterpret_cast<uintptr_t>(buffers[i]));
+    long slot = packed.bufferSlots[i];
+    bool needed = slot < 0 || packed.storage[size_t(slot) + 3] != 0;
+    if ((needed && ptr == 0) || ptr % kBufferAlignment != 0)
+      return setError(errbuf, errlen, COAT_RT_ERR_ARGUMENTS,
+                      "kernel '" + k.name + "': buffer " + std::to_string(i) +
+                          " is null or not " + std::to_string(kBufferAlignment) +
+                          "-byte aligned");
+    if (slot >= 0) {
+      packed.storage[size_t(slot)] = ptr;     // allocated
+      packed.storage[size_t(slot) + 1] = ptr; // aligned
+      continue;
+    }
+    size_t map = size_t(-1 - slot);
+    if (packed.tensorMaps[map].address == ptr)
+      continue;
+    packed.tensorMaps[map].address = ptr;
+    if (int st = encodeTensorMap(packed, map, error))
+      return setError(errbuf, errlen, st, "kernel '" + k.name + "': " + error);
+  }
+  if (int st = launchPacked(k, bound->function, packed, stream, error))
+    return setError(errbuf, errlen, st, error);
+  return ok(errbuf, errlen);
+}
+
+void coat_rt_free_bound(coat_rt_bound_launch *bound) { delete bound; }
 
 int coat_rt_num_kernels(const coat_rt_handle *handle) {
   return handle ? int(handle->manifest.kernels.size()) : 0;

@@ -164,12 +164,14 @@ class Program:
         without checking again (same shapes, dtypes and device)."""
         if tokens is None:
             tokens = self.tokens_of(env)
+        streams: Dict[Any, int] = {}  # per device, looked up once a run
         for i, step in enumerate(self.steps):
             if phase is None or step.phase == phase:
-                self._run_step(i, step, env, tokens)
+                self._run_step(i, step, env, tokens, streams)
         return env
 
-    def _run_step(self, index: int, step: Step, env: Dict[int, Any], tokens: int) -> None:
+    def _run_step(self, index: int, step: Step, env: Dict[int, Any], tokens: int,
+                  streams: Dict[Any, int]) -> None:
         for vid in step.operands:
             if vid not in env:
                 raise ProgramError(f"program {self.name}: {step.spec} reads value {vid}, "
@@ -191,7 +193,11 @@ class Program:
                 return x.part(b) if b else x
             return new[a] if where == "new" else scratch[a]
 
-        stream = _current_stream(like) if kind == "cuda" else None
+        stream = None
+        if kind == "cuda":
+            stream = streams.get(like.device)
+            if stream is None:
+                stream = streams[like.device] = _current_stream(like)
         if key in self._plans:
             for run, sources in plan.runners:
                 run([resolve(src) for src in sources], stream)

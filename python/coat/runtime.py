@@ -17,6 +17,10 @@ from .manifest import KernelSpec, Manifest, load_manifest
 ALIGNMENT = 16  # bytes, docs/manifest.md
 
 
+# The C runtime's interface version (coat_runtime.h: COAT_RT_ABI_VERSION).
+ABI_VERSION = 2
+
+
 class RuntimeError_(RuntimeError):
     """A failure reported by the C++ runtime (status name + message)."""
 
@@ -44,17 +48,24 @@ class _RuntimeLib:
                        c.POINTER(c.c_double), c.c_int]
         lib.coat_rt_launch.argtypes = launch_args + [c.c_void_p, c.c_char_p, c.c_size_t]
         lib.coat_rt_check_launch.argtypes = launch_args + [c.c_char_p, c.c_size_t]
+        lib.coat_rt_bind_launch.argtypes = launch_args + [c.POINTER(c.c_void_p), c.c_char_p,
+                                                          c.c_size_t]
+        lib.coat_rt_launch_bound.argtypes = [c.c_void_p, c.POINTER(c.c_void_p), c.c_int,
+                                             c.c_void_p, c.c_char_p, c.c_size_t]
+        lib.coat_rt_free_bound.argtypes = [c.c_void_p]
+        lib.coat_rt_free_bound.restype = None
         lib.coat_rt_num_kernels.argtypes = [c.c_void_p]
         lib.coat_rt_kernel_name.argtypes = [c.c_void_p, c.c_int]
         lib.coat_rt_kernel_name.restype = c.c_char_p
         lib.coat_rt_close.argtypes = [c.c_void_p]
         lib.coat_rt_close.restype = None
         for f in (lib.coat_rt_open, lib.coat_rt_prepare, lib.coat_rt_launch,
-                  lib.coat_rt_check_launch, lib.coat_rt_num_kernels):
+                  lib.coat_rt_check_launch, lib.coat_rt_num_kernels, lib.coat_rt_bind_launch,
+                  lib.coat_rt_launch_bound):
             f.restype = c.c_int
-        if lib.coat_rt_abi_version() != 1:
+        if lib.coat_rt_abi_version() != ABI_VERSION:
             raise RuntimeError_(f"{path}: runtime ABI version {lib.coat_rt_abi_version()}, "
-                                "this package speaks 1")
+                                f"this package speaks {ABI_VERSION}")
         self.lib = lib
 
     @classmethod
@@ -130,6 +141,19 @@ def _is_numpy(x) -> bool:
 
 
 _CTYPE = {"i64": ctypes.c_int64, "i32": ctypes.c_int32, "f32": ctypes.c_float}
+
+
+class _BoundLaunch:
+    """A coat_rt_bound_launch, freed with its owner (a prepared launcher)."""
+
+    def __init__(self, rt: "_RuntimeLib"):
+        self.rt = rt
+        self.ptr = ctypes.c_void_p()
+
+    def __del__(self):
+        if self.ptr:
+            self.rt.lib.coat_rt_free_bound(self.ptr)
+            self.ptr = ctypes.c_void_p()
 
 
 class Kernel:
@@ -283,25 +307,34 @@ class Kernel:
     def prepared(self, n: int, scalars: Sequence[Any], device_kind: str):
         """A launcher ``run(buffers, stream)`` for arguments that bind() has
         checked once: the executor's cached launch plans call it with
-        buffers of the same sizes, dtypes and device, so nothing is checked
-        again and the CUDA launch is one ctypes call."""
+        buffers of the same sizes, dtypes and device. On the GPU the first
+        call binds the launch (coat_rt_bind_launch: the arguments checked and
+        packed, the function resolved) and every call is one ctypes call that
+        writes the addresses and launches (coat_rt_launch_bound)."""
         scalars = list(scalars)
         if device_kind != "cuda":
             def run_cpu(buffers, stream=None):
                 self._launch_cpu(n, buffers, scalars)
             return run_cpu
         rt, handle = self.module._gpu()
-        name = self.spec.name.encode()
         sc = (ctypes.c_double * max(len(scalars), 1))(*map(float, scalars))
-        nsc = len(scalars)
-        err = ctypes.create_string_buffer(rt.ERRLEN)
-        launch = rt.lib.coat_rt_launch
         nbuf = len(self.spec.memrefs)
         ptr_array = ctypes.c_void_p * max(nbuf, 1)
+        err = ctypes.create_string_buffer(rt.ERRLEN)
+        launch = rt.lib.coat_rt_launch_bound
+        bound = _BoundLaunch(rt)
 
         def run_gpu(buffers, stream):
-            status = launch(handle, name, n, ptr_array(*[b.data_ptr() for b in buffers]),
-                            nbuf, sc, nsc, stream, err, rt.ERRLEN)
+            if len(buffers) != nbuf:
+                raise RuntimeError_(f"{self.spec.name}: expected {nbuf} buffers, "
+                                    f"got {len(buffers)}")
+            ptrs = ptr_array(*[b.data_ptr() for b in buffers])
+            if not bound.ptr:
+                # Bound in the first call's context, with its buffers checked.
+                rt.check(rt.lib.coat_rt_bind_launch(
+                    handle, self.spec.name.encode(), n, ptrs, nbuf, sc, len(scalars),
+                    ctypes.byref(bound.ptr), err, rt.ERRLEN), err)
+            status = launch(bound.ptr, ptrs, nbuf, stream, err, rt.ERRLEN)
             if status:
                 rt.check(status, err)
         return run_gpu

@@ -69,3 +69,50 @@ def test_gpu_launch_of_the_fixture_fails_cleanly(tmp_path):
                       torch.cuda.current_stream().cuda_stream)
     finally:
         rt.lib.coat_rt_close(h)
+
+
+def test_bound_launch_rebinds_buffers_and_checks_them():
+    """Kernel.prepared (the executor's replay path) binds the launch at its
+    first call (coat_rt_bind_launch) and then only writes addresses
+    (coat_rt_launch_bound): results equal Kernel.launch's for new buffers
+    each call, and a misaligned or missing buffer is refused."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    from kernel_io import compiled_kernels
+
+    kernels = [k for k in compiled_kernels(("quantize",), cpu_twin=False)
+               if k.spec.cubin and k.config.get("input") == "bf16"
+               and k.spec.group_size == 16]
+    if not kernels:
+        pytest.skip("no compiled 1x16 bf16 quantize kernel")
+    k = kernels[0]
+    rows, cols = 37, 160
+
+    def buffers(seed):
+        g = torch.Generator(device="cuda").manual_seed(seed)
+        x = torch.randn(rows, cols, device="cuda", generator=g).bfloat16()
+        return dict(input=x, codes=torch.empty(rows, cols, dtype=torch.uint8, device="cuda"),
+                    scale=torch.empty(rows, cols // 16, dtype=torch.bfloat16, device="cuda"))
+
+    first = buffers(0)
+    n, kind, _, bufs, scalars = k.bind(**first, rows=rows, cols=cols)
+    run = k.prepared(n, scalars, kind)
+    stream = torch.cuda.current_stream().cuda_stream
+    for seed in (0, 1, 2):
+        got = buffers(seed)
+        run([got[a.name] for a in k.spec.memrefs], stream)
+        want = buffers(seed)
+        k.launch(**want, rows=rows, cols=cols)
+        torch.cuda.synchronize()
+        for name in ("codes", "scale"):
+            assert torch.equal(got[name].view(torch.uint8 if name == "codes" else torch.int16),
+                               want[name].view(torch.uint8 if name == "codes" else torch.int16)), \
+                (seed, name)
+    bad = buffers(3)
+    shifted = torch.empty(rows * cols + 1, dtype=torch.uint8, device="cuda")[1:]
+    bad["codes"] = shifted.view(rows, cols)
+    with pytest.raises(runtime.RuntimeError_, match="buffer 1 is null or not 16-byte aligned"):
+        run([bad[a.name] for a in k.spec.memrefs], stream)
+    with pytest.raises(runtime.RuntimeError_, match="expected 3 buffers, got 2"):
+        run([first["input"], first["codes"]], stream)

@@ -138,6 +138,10 @@ struct PackedLaunch {
   std::vector<TensorMapRequest> tensorMaps; ///< filled by packLaunch
   std::vector<TensorMapBytes> tensorMapStorage; ///< encoded by the runtime
   std::vector<void *> params;
+  /// Per buffer (memref and tensormap arguments in manifest order): the
+  /// storage slot of a memref's pointers (allocated, then aligned; its
+  /// extent is 3 slots on), or -1 - the index of a tensormap.
+  std::vector<long> bufferSlots;
   std::array<unsigned, 3> grid = {0, 1, 1};
   std::array<unsigned, 3> block = {1, 1, 1};
   unsigned sharedBytes = 0;

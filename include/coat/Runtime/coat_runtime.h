@@ -28,7 +28,7 @@ extern "C" {
 #endif
 
 /// Bumped whenever a signature below changes.
-#define COAT_RT_ABI_VERSION 1
+#define COAT_RT_ABI_VERSION 2
 
 typedef enum coat_rt_status {
   COAT_RT_OK = 0,
@@ -70,6 +70,30 @@ COAT_RT_API int coat_rt_prepare(coat_rt_handle *handle, const char *kernel_name,
 COAT_RT_API int coat_rt_launch(coat_rt_handle *handle, const char *kernel_name, int64_t n,
                    void *const *buffers, int nbuf, const double *scalars,
                    int nscalar, void *stream, char *errbuf, size_t errlen);
+
+/// A launch bound to its kernel, size, scalars and CUDA context, for callers
+/// that repeat it with other buffers of the same sizes (an executor's launch
+/// plan): each repetition is one cuLaunchKernel after writing the addresses,
+/// without looking the kernel up or validating and packing the arguments.
+typedef struct coat_rt_bound_launch coat_rt_bound_launch;
+
+/// Validates and packs a launch as coat_rt_launch does (with `buffers`, which
+/// it does not launch), resolves its function in the current context (loading
+/// the module), and returns it in `*out` (free with coat_rt_free_bound). The
+/// handle must outlive it.
+COAT_RT_API int coat_rt_bind_launch(coat_rt_handle *handle, const char *kernel_name,
+                        int64_t n, void *const *buffers, int nbuf,
+                        const double *scalars, int nscalar,
+                        coat_rt_bound_launch **out, char *errbuf, size_t errlen);
+
+/// Launches `bound` with `buffers` (`nbuf`, as when bound) on `stream`. Each
+/// address is checked (not null where the extent is not 0, 16-byte aligned);
+/// tensormaps are encoded again when their address changed. Fails, launching
+/// nothing, when the current context is not the one it was bound in.
+COAT_RT_API int coat_rt_launch_bound(coat_rt_bound_launch *bound, void *const *buffers,
+                         int nbuf, void *stream, char *errbuf, size_t errlen);
+
+COAT_RT_API void coat_rt_free_bound(coat_rt_bound_launch *bound);
 
 /// Same validation and parameter packing as coat_rt_launch without any CUDA
 /// call. Lets callers (and tests on machines without a GPU) check arguments.
