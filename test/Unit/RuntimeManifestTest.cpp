@@ -109,6 +109,10 @@ TEST(RuntimeManifest, PacksTheMemrefConvention) {
   EXPECT_EQ(lr, 0.5f);
   EXPECT_EQ(p.grid[0], 1u); // ceil(300 / 2048)
   EXPECT_EQ(p.block[0], 256u);
+  // Where a bound launch writes each buffer's address: storage slots 0 and
+  // 5 (allocated, aligned), with the extent three slots on.
+  ASSERT_EQ(p.bufferSlots, (std::vector<long>{0, 5}));
+  EXPECT_EQ(p.storage[size_t(p.bufferSlots[1]) + 3], 3u);
 }
 
 TEST(RuntimeManifest, RejectsBadLaunchArguments) {
@@ -187,6 +191,11 @@ TEST(RuntimeManifest, PacksTensorMapsAndTileGrids) {
   EXPECT_EQ(*static_cast<uint64_t *>(p.params[2]), 0x3000u);
   EXPECT_EQ(*static_cast<uint64_t *>(p.params[5]), 60000u); // m*n
   EXPECT_EQ(*static_cast<uint64_t *>(p.params[14]), 4112u);
+  // Bound launches: buffers 0 and 1 are tensormaps 0 and 1 (-1 - index),
+  // buffers 2 and 3 memrefs at storage slots 0 and 5.
+  ASSERT_EQ(p.bufferSlots, (std::vector<long>{-1, -2, 0, 5}));
+  EXPECT_EQ(p.tensorMaps[1].address, 0x2000u);
+  EXPECT_EQ(p.storage[size_t(p.bufferSlots[2]) + 3], 60000u);
   // TMA needs 16-byte row strides.
   double odd[3] = {300, 200, 100};
   EXPECT_FALSE(packLaunch(k, 200, bufs, 4, odd, 3, p, err));
