@@ -42,7 +42,8 @@ constexpr const char *kCpuPipeline =
     "builtin.module(coat-fuse-adamw,coat-lower-optimizer{target=cpu},"
     "coat-lower-pointwise{target=cpu},coat-lower-norms{target=cpu},"
     "coat-lower-activations{target=cpu},coat-lower-reduce-scales{target=cpu},"
-    "coat-lower-linear{target=cpu},coat-expand-fp8-conversions)";
+    "coat-lower-linear{target=cpu},coat-expand-shared-divisions,"
+    "coat-expand-fp8-conversions)";
 
 struct Fuzzer {
   DialectRegistry registry;

@@ -114,7 +114,7 @@ struct QuantizedLane {
 
 /// `s = round((max_group |x| + eps) / fp8max)` with IEEE division (the scale
 /// is stored, so both targets must agree on it), then `x / s` with the
-/// rounded `s` (divideBySharedDivisor, or `x * rcp(s)` with approxDivision).
+/// rounded `s` (emitSharedDivisions, or `x * rcp(s)` with approxDivision).
 /// Truncating `scaled` to the FP8 type gives COAT's codes.
 QuantizedLane quantizeGroup(F32Emitter &f, const GroupLane &lane,
                             ArrayRef<Value> x, const GroupQuantization &q);
@@ -155,6 +155,17 @@ enum class DivisionUse { Exact, Fp8Codes };
 SmallVector<Value> divideBySharedDivisor(F32Emitter &f, ArrayRef<Value> x,
                                          Value s,
                                          DivisionUse use = DivisionUse::Exact);
+
+/// What kernel emitters call instead: `x_i / s` as IEEE `arith.divf`s, one
+/// after the other, each marked `coat.shared_divisor = "exact"` or
+/// `"fp8_codes"` (the contract above that its results need).
+/// coat-expand-shared-divisions turns such a run into divideBySharedDivisor's
+/// sequence; without that pass the divisions stay IEEE divisions, which
+/// meet either contract.
+SmallVector<Value> emitSharedDivisions(F32Emitter &f, ArrayRef<Value> x,
+                                       Value s,
+                                       DivisionUse use = DivisionUse::Exact);
+inline constexpr llvm::StringLiteral kSharedDivisorAttr = "coat.shared_divisor";
 
 
 /// How a buffer of float type `logical` is declared in a kernel: f32 as

@@ -230,6 +230,49 @@ def CoatMarkGridConstants : Pass<"coat-mark-grid-constants"> {
   let dependentDialects = ["::mlir::NVVM::NVVMDialect"];
 }
 
+def CoatExpandSharedDivisions : Pass<"coat-expand-shared-divisions"> {
+  let summary = "Divides values that share a divisor by one reciprocal and "
+                "a correction each";
+  let description = [{
+    Kernel emitters mark the f32 divisions of a quantizer, `x_i / s` for the
+    values of a group, tile or tensor with one scale `s`, with
+    `coat.shared_divisor` (`emitSharedDivisions`, GroupKernel.h). The value
+    names what the results must be: `"exact"` the IEEE quotients (within the
+    contract of `divideBySharedDivisor`: the quantizer's groups), or
+    `"fp8_codes"` only their saturating FP8 codes, for any dividend and
+    divisor (a scale given to the kernel). This pass replaces each run of
+    consecutive marked divisions by one divisor with one IEEE reciprocal
+    `r = RN(1/s)` and Markstein's correction per value,
+
+    ```
+    q = RN(x * r);  n = fma(q, s, -x);  q' = fma(-n, r, q)
+    ```
+
+    under a test of `s` that sends divisors outside the range where that is
+    correct to the IEEE divisions (`scf.if`); `"fp8_codes"` widens the range
+    to 2^-80 and keeps an overflowing first product. A division costs a
+    reciprocal, a range check and a branch to a slow path on the GPU
+    (`div.rn.f32`); with one reciprocal per group it is three FMA-pipe
+    operations per value. The marked divisions are IEEE divisions by
+    themselves, so a pipeline without this pass computes the same codes.
+    `test/Unit/DivisionTest.cpp` checks the sequence against IEEE division.
+
+    ```mlir
+    %q0 = arith.divf %x0, %s {coat.shared_divisor = "exact"} : f32
+    %q1 = arith.divf %x1, %s {coat.shared_divisor = "exact"} : f32
+    // becomes
+    %q:2 = scf.if %in_range -> (f32, f32) {
+      %r = arith.divf %one, %s : f32
+      ...  // two fma per value
+    } else {
+      ...  // the IEEE divisions
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::math::MathDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
 def CoatFastNVVMMath : Pass<"coat-fast-nvvm-math"> {
   let summary = "Maps approximate special functions to Hopper's SFU instructions";
   let description = [{
@@ -284,8 +327,9 @@ def CoatLowerActivations : Pass<"coat-lower-activations", "::mlir::ModuleOp"> {
     targets (Triton's `div.full.f32` in COAT can differ by an ulp), unless
     `approx-division`. They come from one IEEE reciprocal of the group's,
     block's or given scale and Markstein's correction per element
-    (`divideBySharedDivisor`, GroupKernel.h), not a division per element
-    (the CPU twins of the tile kernels divide).
+    (`coat.shared_divisor` divisions, expanded by
+    coat-expand-shared-divisions), not a division per element (the CPU twins
+    of the tile kernels divide).
 
     Grouped kernels index groups of the row-major flattened tensor, which are
     the `per_group<G>` groups because G divides `cols`; on the GPU a lane
@@ -418,8 +462,8 @@ def CoatLowerPointwise : Pass<"coat-lower-pointwise", "::mlir::ModuleOp"> {
       `coat.quantize` does: `s = bf16((max|y| + 1e-10) / fp8max)` (IEEE
       division), codes `cvt.rn.satfinite(y / s)`, the division by one
       IEEE reciprocal of `s` per group and Markstein's correction per element
-      (`divideBySharedDivisor`, GroupKernel.h), which gives the codes of the
-      IEEE quotient.
+      (`coat.shared_divisor` divisions for coat-expand-shared-divisions),
+      which gives the codes of the IEEE quotient.
 
     The special functions have two formulations (`exact-math`):
 

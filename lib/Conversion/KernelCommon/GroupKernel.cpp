@@ -175,7 +175,7 @@ QuantizedLane mlir::coat::quantizeGroup(F32Emitter &f, const GroupLane &lane,
     for (Value xi : x)
       out.scaled.push_back(f.mul(xi, inv));
   } else {
-    out.scaled = divideBySharedDivisor(f, x, s);
+    out.scaled = emitSharedDivisions(f, x, s);
   }
   return out;
 }
@@ -223,6 +223,20 @@ SmallVector<Value> mlir::coat::divideBySharedDivisor(F32Emitter &f,
     scf::YieldOp::create(b, exact);
   }
   return SmallVector<Value>(branch.getResults());
+}
+
+SmallVector<Value> mlir::coat::emitSharedDivisions(F32Emitter &f,
+                                                   ArrayRef<Value> x, Value s,
+                                                   DivisionUse use) {
+  StringAttr contract = f.b.getStringAttr(
+      use == DivisionUse::Fp8Codes ? "fp8_codes" : "exact");
+  SmallVector<Value> q;
+  for (Value xi : x) {
+    auto div = arith::DivFOp::create(f.b, xi, s);
+    div->setAttr(kSharedDivisorAttr, contract);
+    q.push_back(div);
+  }
+  return q;
 }
 
 Type mlir::coat::laneStorageType(Type logical) {

@@ -723,7 +723,7 @@ void GemmKernelBuilder::storeFp8Groups(ArrayRef<Value> accs, Value scale,
         Value s = f.div(f.add(amax, f.c(::coat::kActivationScaleEps)), f.c(fp8Max));
         // The IEEE quotients' codes from one reciprocal per group.
         SmallVector<Value> codes;
-        for (Value q : divideBySharedDivisor(f, vals, s))
+        for (Value q : emitSharedDivisions(f, vals, s))
           codes.push_back(arith::BitcastOp::create(
               b, b.getI8Type(), arith::TruncFOp::create(b, fp8, q)));
         // Each lane writes two byte pairs (one per n8 chunk).

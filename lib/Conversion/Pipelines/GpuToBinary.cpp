@@ -37,6 +37,9 @@ void mlir::coat::buildGpuToBinaryPipeline(OpPassManager &pm,
   pm.addPass(createCoatVerifyNVVMTarget());
 
   OpPassManager &gpm = pm.nest(gpu::GPUModuleOp::getOperationName());
+  // A quantizer's divisions by one scale: one reciprocal and a correction
+  // each (coat-expand-shared-divisions).
+  gpm.addPass(createCoatExpandSharedDivisions());
   // afn special functions go straight to the SFU (see coat-fast-nvvm-math).
   gpm.addPass(createCoatFastNVVMMath());
   gpm.addPass(createCoatLowerFp8ToNVVM());

@@ -110,7 +110,7 @@ void FlatLaneEmitter::emit() {
       for (Value xi : x)
         q.push_back(f.mul(xi, inv));
     } else {
-      q = divideBySharedDivisor(f, x, s, DivisionUse::Fp8Codes);
+      q = emitSharedDivisions(f, x, s, DivisionUse::Fp8Codes);
     }
     access.storeF32(args.lookup("codes"), q, fp8,
                     alignment(args.lookup("codes")));
@@ -410,7 +410,7 @@ void emitTileGpu(ImplicitLocOpBuilder &b, const ActSpec &spec,
       for (int64_t e = 0; e < v1; ++e)
         xs.push_back(vector::ExtractOp::create(b, x, e));
       scaled = vector::FromElementsOp::create(
-          b, f32Vec, divideBySharedDivisor(f, xs, s, DivisionUse::Fp8Codes));
+          b, f32Vec, emitSharedDivisions(f, xs, s, DivisionUse::Fp8Codes));
     }
     Value q = arith::TruncFOp::create(b, VectorType::get({v1}, fp8), scaled);
     q = arith::BitcastOp::create(b, codeVec1, q);

@@ -7,10 +7,10 @@
 // A 1x16 FP8 in -> 1x16 FP8 out op: no shuffles (one lane per group), the
 // codes are read and written with 16-byte vectors, the scale is derived from
 // the group maximum with IEEE division and rounded to bf16, and the values
-// are divided by it with one IEEE reciprocal and two FMAs each (IEEE
-// divisions only in the branch for scales outside [2^-126, 2^126]). The
-// default sigmoid is rcp(1 + ex2(-x log2 e)), both afn.
-// The quotient q = x * r is corrected by fma(-(fma(q, s, -x)), r, q).
+// are divided by it in a run of divisions marked for
+// coat-expand-shared-divisions (one IEEE reciprocal and two FMAs each in
+// coat-gpu-to-binary). The default sigmoid is rcp(1 + ex2(-x log2 e)),
+// both afn.
 // CHECK: gpu.module @coat_flow_kernels
 // CHECK-LABEL: gpu.func @silu(
 // CHECK-SAME: %{{.*}}: memref<?xi8>, %{{.*}}: memref<?xi16>, %{{.*}}: memref<?xi8>, %{{.*}}: memref<?xi16>, %{{.*}}: i64, %{{.*}}: i64) kernel
@@ -29,15 +29,8 @@
 // CHECK: arith.constant 4.480000e+02 : f32
 // CHECK: %[[SB:.*]] = arith.truncf %{{.*}} : f32 to bf16
 // CHECK: %[[S:.*]] = arith.extf %[[SB]] : bf16 to f32
-// CHECK: %[[R:.*]] = arith.divf %{{.*}}, %[[S]] : f32
-// CHECK: %[[SF:.*]] = arith.select %{{.*}}, %{{.*}}, %[[S]] : f32
-// CHECK: %[[Q:.*]] = arith.mulf %{{.*}}, %[[R]] : f32
-// CHECK: %[[NX:.*]] = arith.negf
-// CHECK: %[[N:.*]] = math.fma %[[Q]], %[[SF]], %[[NX]] : f32
-// CHECK: %[[NN:.*]] = arith.negf %[[N]] : f32
-// CHECK: math.fma %[[NN]], %[[R]], %[[Q]] : f32
-// CHECK: } else {
-// CHECK: arith.divf %{{.*}}, %[[S]] : f32
+// CHECK-COUNT-16: arith.divf %{{.*}}, %[[S]] {coat.shared_divisor = "exact"} : f32
+// CHECK-NOT: arith.divf
 // CHECK: arith.truncf %{{.*}} : vector<16xf32> to vector<16xf8E4M3FN>
 // CHECK: vector.store %{{.*}} {alignment = 16 : i64} : memref<?xi8>, vector<16xi8>
 // The last block masks its tail.

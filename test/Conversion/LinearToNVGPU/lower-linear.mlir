@@ -57,16 +57,11 @@
 // IR-NEXT: %[[SUM:.*]] = arith.addf %{{.*}}, %[[EPS]] : f32
 // IR-NEXT: %[[MAX:.*]] = arith.constant 4.480000e+02 : f32
 // IR-NEXT: %[[S:.*]] = arith.divf %[[SUM]], %[[MAX]] : f32
-// One IEEE reciprocal of the group's scale and Markstein's correction per
-// value (divideBySharedDivisor), IEEE divisions off its range.
-// IR: %[[QS:.*]]:4 = scf.if %{{.*}} -> (f32, f32, f32, f32) {
-// IR: %[[R:.*]] = arith.divf %{{.*}}, %[[S]] : f32
-// IR: %[[Q0:.*]] = arith.mulf %{{.*}}, %[[R]] : f32
-// IR: math.fma %[[Q0]]
-// IR: math.fma %{{.*}}, %[[R]], %[[Q0]] : f32
-// IR: } else {
-// IR-COUNT-4: arith.divf %{{.*}}, %[[S]] : f32
-// IR: arith.truncf %[[QS]]#0 : f32 to f8E4M3FN
+// The lane's four values divided by the group's scale, marked for one
+// reciprocal and a correction each (coat-expand-shared-divisions).
+// IR-NEXT: %[[Q:.*]] = arith.divf %{{.*}}, %[[S]] {coat.shared_divisor = "exact"} : f32
+// IR-COUNT-3: arith.divf %{{.*}}, %[[S]] {coat.shared_divisor = "exact"} : f32
+// IR-NEXT: arith.truncf %[[Q]] : f32 to f8E4M3FN
 // IR-NOT: func.func @
 
 // CHECK-NOT: .local

@@ -18,7 +18,7 @@
 // GPU: %[[S:.*]] = arith.divf %[[SUM]], %cst{{.*}} : f32
 // GPU: %[[SB:.*]] = arith.truncf %[[S]] : f32 to bf16
 // GPU: %[[SR:.*]] = arith.extf %[[SB]] : bf16 to f32
-// GPU: arith.divf %{{.*}}, %[[SR]] : f32
+// GPU-COUNT-16: arith.divf %{{.*}}, %[[SR]] {coat.shared_divisor = "exact"} : f32
 // GPU: arith.truncf %{{.*}} : vector<16xf32> to vector<16xf8E4M3FN>
 // GPU: vector.store %{{.*}} {alignment = 16 : i64} : memref<?xi8>, vector<16xi8>
 // GPU: vector.maskedstore
@@ -32,28 +32,16 @@ func.func @q_g128(%x: tensor<?x?xbf16>) -> !coat.qtensor<?x?xf8E4M3FN, per_group
 }
 
 // A given scale (rank 0) is one f32 load; no group statistics. Any scale
-// may come in: the reciprocal path takes 2^-80 <= s <= 2^126 (and +inf,
-// NaN), keeps an overflowing first product, and IEEE divisions take the
-// rest (DivisionUse::Fp8Codes).
+// may come in, so its divisions only promise the FP8 codes of the IEEE
+// quotients (coat-expand-shared-divisions: a wider fast range, an
+// overflowing first product kept).
 // GPU-LABEL: gpu.func @q_scaled(%{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xi8>, %{{.*}}: i64, %{{.*}}: i64) kernel
 // GPU-SAME: extent = 1 : i64, kind = "memref", name = "scale"
 // GPU-SAME: given_scale = true
 // GPU-NOT: gpu.shuffle
 // GPU: vector.load %{{.*}} {alignment = 16 : i64} : memref<?xf32>, vector<8xf32>
 // GPU: %[[GS:.*]] = memref.load %{{.*}}[%c0{{.*}}] : memref<?xf32>
-// GPU: %[[LO:.*]] = arith.constant 8.27180613E-25 : f32
-// GPU: arith.cmpf ole, %[[LO]], %[[GS]] : f32
-// GPU: scf.if %{{.*}} -> (f32, f32, f32, f32, f32, f32, f32, f32) {
-// GPU: %[[R:.*]] = arith.divf %{{.*}}, %[[GS]] : f32
-// GPU: %[[Q0:.*]] = arith.mulf %{{.*}}, %[[R]] : f32
-// GPU: %[[N:.*]] = math.fma %[[Q0]], %{{.*}}, %{{.*}} : f32
-// GPU: %[[NN:.*]] = arith.negf %[[N]] : f32
-// GPU: %[[Q:.*]] = math.fma %[[NN]], %[[R]], %[[Q0]] : f32
-// GPU: %[[A:.*]] = math.absf %[[Q0]] : f32
-// GPU: %[[OV:.*]] = arith.cmpf oeq, %[[A]], %{{.*}} : f32
-// GPU: arith.select %[[OV]], %[[Q0]], %[[Q]] : f32
-// GPU: } else {
-// GPU-COUNT-8: arith.divf %{{.*}}, %[[GS]] : f32
+// GPU-COUNT-8: arith.divf %{{.*}}, %[[GS]] {coat.shared_divisor = "fp8_codes"} : f32
 // GPU: arith.truncf %{{.*}} : vector<8xf32> to vector<8xf8E5M2>
 // GPU: vector.store %{{.*}} {alignment = 8 : i64} : memref<?xi8>, vector<8xi8>
 func.func @q_scaled(%x: tensor<?x?xf32>, %s: tensor<f32>) -> !coat.qtensor<?x?xf8E5M2, per_tensor> {
@@ -122,13 +110,9 @@ func.func @amax(%x: tensor<?x?xbf16>) -> tensor<?x?xf32> {
 // GPU: gpu.barrier
 // GPU: memref.load %[[RED]]
 // GPU: %[[BS:.*]] = arith.divf %{{.*}}, %{{.*}} : f32
-// The codes of the IEEE quotient: one reciprocal of the block scale and a
-// correction per element, IEEE divisions outside [2^-80, 2^126].
-// GPU: scf.if %{{.*}} -> (f32, f32, f32, f32, f32, f32, f32, f32) {
-// GPU: arith.divf %{{.*}}, %[[BS]] : f32
-// GPU-COUNT-2: math.fma
-// GPU: } else {
-// GPU-COUNT-8: arith.divf %{{.*}}, %[[BS]] : f32
+// The codes of the IEEE quotients by the block scale (expanded by
+// coat-expand-shared-divisions).
+// GPU-COUNT-8: arith.divf %{{.*}}, %[[BS]] {coat.shared_divisor = "fp8_codes"} : f32
 // GPU: vector.from_elements %{{.*}} : vector<8xf32>
 // GPU: arith.truncf %{{.*}} : vector<8xf32> to vector<8xf8E4M3FN>
 // GPU-NOT: nvvm.prmt
