@@ -89,7 +89,9 @@ COAT_RT_API int coat_rt_bind_launch(coat_rt_handle *handle, const char *kernel_n
 /// Launches `bound` with `buffers` (`nbuf`, as when bound) on `stream`. Each
 /// address is checked (not null where the extent is not 0, 16-byte aligned);
 /// tensormaps are encoded again when their address changed. Fails, launching
-/// nothing, when the current context is not the one it was bound in.
+/// nothing, when the current context is not the one it was bound in. A bound
+/// launch keeps the addresses it last wrote: one thread at a time may
+/// launch it.
 COAT_RT_API int coat_rt_launch_bound(coat_rt_bound_launch *bound, void *const *buffers,
                          int nbuf, void *stream, char *errbuf, size_t errlen);
 
