@@ -240,46 +240,44 @@ int checkAndPack(coat_rt_handle *h, const char *kernel_name, int64_t n,
 /// dense tiles, no interleave, 256-byte L2 promotion, out-of-bounds elements
 /// read as zero.
 int encodeTensorMap(PackedLaunch &packed, size_t i, std::string &error) {
-  {
-    const TensorMapRequest &t = packed.tensorMaps[i];
-    CUtensorMapDataType dt;
-    if (t.dtype == "e4m3" || t.dtype == "e5m2")
-      dt = CU_TENSOR_MAP_DATA_TYPE_UINT8;
-    else if (t.dtype == "bf16")
-      dt = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-    else if (t.dtype == "f16")
-      dt = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-    else if (t.dtype == "f32")
-      dt = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
-    else if (t.dtype == "i32")
-      dt = CU_TENSOR_MAP_DATA_TYPE_INT32;
-    else {
-      error = "tensormap '" + t.name + "': unsupported dtype " + t.dtype;
-      return COAT_RT_ERR_ARGUMENTS;
-    }
-    CUtensorMapSwizzle sw = t.swizzle == "128b"  ? CU_TENSOR_MAP_SWIZZLE_128B
-                            : t.swizzle == "64b" ? CU_TENSOR_MAP_SWIZZLE_64B
-                            : t.swizzle == "32b" ? CU_TENSOR_MAP_SWIZZLE_32B
-                                                 : CU_TENSOR_MAP_SWIZZLE_NONE;
-    cuuint64_t dims[5], strides[5];
-    cuuint32_t box[5], elementStrides[5];
-    cuuint32_t rank = cuuint32_t(t.dims.size());
-    for (cuuint32_t d = 0; d < rank; ++d) {
-      dims[d] = t.dims[d];
-      box[d] = t.box[d];
-      elementStrides[d] = 1;
-      if (d + 1 < rank)
-        strides[d] = t.strides[d];
-    }
-    CUresult r = cuTensorMapEncodeTiled(
-        reinterpret_cast<CUtensorMap *>(packed.tensorMapStorage[i].bytes), dt, rank,
-        reinterpret_cast<void *>(uintptr_t(t.address)), dims, strides, box,
-        elementStrides, CU_TENSOR_MAP_INTERLEAVE_NONE, sw,
-        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    if (r != CUDA_SUCCESS) {
-      error = "tensormap '" + t.name + "': " + cuErr(r, "cuTensorMapEncodeTiled");
-      return COAT_RT_ERR_CUDA;
-    }
+  const TensorMapRequest &t = packed.tensorMaps[i];
+  CUtensorMapDataType dt;
+  if (t.dtype == "e4m3" || t.dtype == "e5m2")
+    dt = CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  else if (t.dtype == "bf16")
+    dt = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  else if (t.dtype == "f16")
+    dt = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  else if (t.dtype == "f32")
+    dt = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  else if (t.dtype == "i32")
+    dt = CU_TENSOR_MAP_DATA_TYPE_INT32;
+  else {
+    error = "tensormap '" + t.name + "': unsupported dtype " + t.dtype;
+    return COAT_RT_ERR_ARGUMENTS;
+  }
+  CUtensorMapSwizzle sw = t.swizzle == "128b"  ? CU_TENSOR_MAP_SWIZZLE_128B
+                          : t.swizzle == "64b" ? CU_TENSOR_MAP_SWIZZLE_64B
+                          : t.swizzle == "32b" ? CU_TENSOR_MAP_SWIZZLE_32B
+                                               : CU_TENSOR_MAP_SWIZZLE_NONE;
+  cuuint64_t dims[5], strides[5];
+  cuuint32_t box[5], elementStrides[5];
+  cuuint32_t rank = cuuint32_t(t.dims.size());
+  for (cuuint32_t d = 0; d < rank; ++d) {
+    dims[d] = t.dims[d];
+    box[d] = t.box[d];
+    elementStrides[d] = 1;
+    if (d + 1 < rank)
+      strides[d] = t.strides[d];
+  }
+  CUresult r = cuTensorMapEncodeTiled(
+      reinterpret_cast<CUtensorMap *>(packed.tensorMapStorage[i].bytes), dt, rank,
+      reinterpret_cast<void *>(uintptr_t(t.address)), dims, strides, box,
+      elementStrides, CU_TENSOR_MAP_INTERLEAVE_NONE, sw,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    error = "tensormap '" + t.name + "': " + cuErr(r, "cuTensorMapEncodeTiled");
+    return COAT_RT_ERR_CUDA;
   }
   return COAT_RT_OK;
 }
@@ -309,6 +307,25 @@ int limitPersistentGrid(const KernelSpec &k, PackedLaunch &packed,
   uint64_t tiles = uint64_t(packed.grid[0]) * packed.grid[1] * packed.grid[2];
   packed.grid = {unsigned(std::min<uint64_t>(tiles, uint64_t(sms))), 1, 1};
   return COAT_RT_OK;
+}
+
+/// What a packed launch of `k` needs before cuLaunchKernel: its GPU image,
+/// its function in the current context, its tensormaps encoded and a
+/// persistent kernel's grid. Errors name the kernel.
+int readyPacked(coat_rt_handle &h, const KernelSpec &k, PackedLaunch &packed,
+                CUfunction &fn, std::string &error) {
+  if (!h.images.count(coat_rt_handle::imageKey(k))) {
+    error = "kernel '" + k.name + "' has no GPU image in the manifest";
+    return COAT_RT_ERR_NOT_FOUND;
+  }
+  int st = getFunction(h, k, fn, nullptr, error);
+  if (!st)
+    st = encodeTensorMaps(packed, error);
+  if (!st)
+    st = limitPersistentGrid(k, packed, error);
+  if (st)
+    error = "kernel '" + k.name + "': " + error;
+  return st;
 }
 
 int launchPacked(const KernelSpec &k, CUfunction fn, PackedLaunch &packed,
@@ -434,16 +451,9 @@ int coat_rt_launch(coat_rt_handle *handle, const char *kernel_name, int64_t n,
     return setError(errbuf, errlen, st, error);
   if (packed.grid[0] == 0)
     return ok(errbuf, errlen); // n == 0: nothing to do
-  if (!handle->images.count(coat_rt_handle::imageKey(*k)))
-    return setError(errbuf, errlen, COAT_RT_ERR_NOT_FOUND,
-                    "kernel '" + k->name + "' has no GPU image in the manifest");
   CUfunction fn;
-  if (int st = getFunction(*handle, *k, fn, nullptr, error))
-    return setError(errbuf, errlen, st, "kernel '" + k->name + "': " + error);
-  if (int st = encodeTensorMaps(packed, error))
-    return setError(errbuf, errlen, st, "kernel '" + k->name + "': " + error);
-  if (int st = limitPersistentGrid(*k, packed, error))
-    return setError(errbuf, errlen, st, "kernel '" + k->name + "': " + error);
+  if (int st = readyPacked(*handle, *k, packed, fn, error))
+    return setError(errbuf, errlen, st, error);
   if (int st = launchPacked(*k, fn, packed, stream, error))
     return setError(errbuf, errlen, st, error);
   return ok(errbuf, errlen);
@@ -464,18 +474,12 @@ int coat_rt_bind_launch(coat_rt_handle *handle, const char *kernel_name,
     return setError(errbuf, errlen, st, error);
   const KernelSpec &k = *bound->kernel;
   if (bound->packed.grid[0] != 0) {
-    if (!handle->images.count(coat_rt_handle::imageKey(k)))
-      return setError(errbuf, errlen, COAT_RT_ERR_NOT_FOUND,
-                      "kernel '" + k.name + "' has no GPU image in the manifest");
-    if (int st = getFunction(*handle, k, bound->function, nullptr, error))
-      return setError(errbuf, errlen, st, "kernel '" + k.name + "': " + error);
+    if (int st = readyPacked(*handle, k, bound->packed, bound->function, error))
+      return setError(errbuf, errlen, st, error);
+    // getFunction made a context current if there was none.
     if (cuCtxGetCurrent(&bound->context) != CUDA_SUCCESS || !bound->context)
       return setError(errbuf, errlen, COAT_RT_ERR_CUDA,
                       "kernel '" + k.name + "': no current CUDA context");
-    if (int st = encodeTensorMaps(bound->packed, error))
-      return setError(errbuf, errlen, st, "kernel '" + k.name + "': " + error);
-    if (int st = limitPersistentGrid(k, bound->packed, error))
-      return setError(errbuf, errlen, st, "kernel '" + k.name + "': " + error);
   }
   *out = bound.release();
   return ok(errbuf, errlen);
