@@ -271,6 +271,14 @@ def scale_kernels():
 CHECKED_ROWS = [(0, 32), (ROWS - 32, ROWS)]
 
 
+def assert_all_written(codes, scales_, fmt):
+    """Outputs were filled with NaN codes and NaN scales (empty() of a
+    float): any left means a part of the tensor the kernel never wrote."""
+    assert not bool(torch.isnan(scales_).any()), "scales left unwritten (NaN garbage)"
+    mask = NAN_MASK[fmt]
+    assert not bool(((codes & mask) == mask).any()), "codes left unwritten (NaN garbage)"
+
+
 def test_large_quantize_per_group_past_2_31_elements(big):
     """~6.3 GiB (and 4 GiB of temporaries for the coverage check)."""
     kernel = quantize_kernel()
@@ -282,10 +290,7 @@ def test_large_quantize_per_group_past_2_31_elements(big):
     big["scale"] = empty((ROWS, COLS // G), sdt, "cuda")
     kernel.launch(**big, rows=ROWS, cols=COLS)
     sync("cuda")
-    assert not bool(torch.isnan(big["scale"]).any()), "scales left unwritten (NaN garbage)"
-    mask = NAN_MASK[fmt]
-    assert not bool(((big["codes"] & mask) == mask).any()), \
-        "codes left unwritten (NaN garbage)"
+    assert_all_written(big["codes"], big["scale"], fmt)
     for r0, r1 in CHECKED_ROWS:
         what = f"rows {r0}..{r1 - 1} (from element {r0 * COLS})"
         x = hp_values(big["input"][r0:r1], "bf16").reshape(r1 - r0, COLS)
@@ -405,9 +410,7 @@ def test_large_silu_past_2_31_elements(big):
     big["y_scale"] = empty((ROWS, COLS // G), sdt_y, "cuda")
     kernel.launch(**big, rows=ROWS, cols=COLS)
     sync("cuda")
-    assert not bool(torch.isnan(big["y_scale"]).any()), "scales left unwritten (NaN garbage)"
-    mask = NAN_MASK[fmt_y]
-    assert not bool(((big["y"] & mask) == mask).any()), "codes left unwritten (NaN garbage)"
+    assert_all_written(big["y"], big["y_scale"], fmt_y)
     for r0, r1 in CHECKED_ROWS:
         what = f"rows {r0}..{r1 - 1} (from element {r0 * COLS})"
         x = ref.dequantize(codes_of(big["x"][r0:r1]),
