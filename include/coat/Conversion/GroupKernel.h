@@ -166,6 +166,9 @@ SmallVector<Value> emitSharedDivisions(F32Emitter &f, ArrayRef<Value> x,
                                        Value s,
                                        DivisionUse use = DivisionUse::Exact);
 inline constexpr llvm::StringLiteral kSharedDivisorAttr = "coat.shared_divisor";
+/// The mark's spelling of a contract ("exact", "fp8_codes") and back.
+StringRef stringifyDivisionUse(DivisionUse use);
+std::optional<DivisionUse> parseDivisionUse(StringRef spelling);
 
 
 /// How a buffer of float type `logical` is declared in a kernel: f32 as

@@ -35,14 +35,14 @@ FailureOr<std::optional<DivisionUse>> contractOf(Operation *op) {
   if (!div || !div.getType().isF32())
     return op->emitOpError() << "carries " << kSharedDivisorAttr
                              << ", which only an f32 arith.divf may";
-  auto contract = dyn_cast<StringAttr>(mark);
-  if (contract && contract.getValue() == "exact")
-    return std::optional(DivisionUse::Exact);
-  if (contract && contract.getValue() == "fp8_codes")
-    return std::optional(DivisionUse::Fp8Codes);
-  return op->emitOpError() << kSharedDivisorAttr
-                           << " must be \"exact\" or \"fp8_codes\", got "
-                           << mark;
+  if (auto contract = dyn_cast<StringAttr>(mark))
+    if (std::optional<DivisionUse> use = parseDivisionUse(contract.getValue()))
+      return use;
+  return op->emitOpError() << kSharedDivisorAttr << " must be \""
+                           << stringifyDivisionUse(DivisionUse::Exact)
+                           << "\" or \""
+                           << stringifyDivisionUse(DivisionUse::Fp8Codes)
+                           << "\", got " << mark;
 }
 
 /// Replaces one run: its divisions share the divisor and the contract, and

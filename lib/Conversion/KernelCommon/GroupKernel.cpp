@@ -225,11 +225,21 @@ SmallVector<Value> mlir::coat::divideBySharedDivisor(F32Emitter &f,
   return SmallVector<Value>(branch.getResults());
 }
 
+StringRef mlir::coat::stringifyDivisionUse(DivisionUse use) {
+  return use == DivisionUse::Fp8Codes ? "fp8_codes" : "exact";
+}
+
+std::optional<DivisionUse> mlir::coat::parseDivisionUse(StringRef spelling) {
+  for (DivisionUse use : {DivisionUse::Exact, DivisionUse::Fp8Codes})
+    if (spelling == stringifyDivisionUse(use))
+      return use;
+  return std::nullopt;
+}
+
 SmallVector<Value> mlir::coat::emitSharedDivisions(F32Emitter &f,
                                                    ArrayRef<Value> x, Value s,
                                                    DivisionUse use) {
-  StringAttr contract = f.b.getStringAttr(
-      use == DivisionUse::Fp8Codes ? "fp8_codes" : "exact");
+  StringAttr contract = f.b.getStringAttr(stringifyDivisionUse(use));
   SmallVector<Value> q;
   for (Value xi : x) {
     auto div = arith::DivFOp::create(f.b, xi, s);
