@@ -12,8 +12,10 @@ affine, output type) and shape the kernel with the smallest max_cols that
 fits the row is timed. "ideal" is the bytes that must move (x codes + group
 scales, weight/bias, dy, y/dx, mean/rstd, partial maxima, dweight/dbias)
 at the copy bandwidth; the backward's f32 dweight/dbias workspace is extra
-traffic the kernel pays and is not counted as ideal. A backward with a
-weight is timed as its two launches (rows, then _reduce). Times are medians
+traffic the kernel pays and is not counted as ideal, as is the second read
+of x and dy by `_columns`. A backward with a weight is timed as all its
+launches (rows, `_columns` where the column sums are separate, then
+`_reduce`). Times are medians
 of 10 samples of 20 back-to-back CUDA-graph replays (bench/_timing.py).
 """
 
@@ -138,9 +140,20 @@ def setup(k, rows, cols, partials):
             nbytes += cols * SIZE[cfg["weight"]]
         scalars["partials"] = p
         red = k.module[k.name + "_reduce"]
+    # Separate column sums: the row kernel takes neither the workspace nor
+    # partials; `_columns` fills the workspace.
+    sep = k.config.get("column_sums") == "separate"
+    cols_k = k.module[k.name + "_columns"] if sep else None
+    row_args = {a: v for a, v in {**args, **scalars}.items()
+                if a in {x.name for x in k.spec.args}}
+    if sep:
+        col_args = {a: v for a, v in {**args, **scalars}.items()
+                    if a in {x.name for x in cols_k.spec.args}}
 
     def launch():
-        k.launch(**args, **scalars)
+        k.launch(**row_args)
+        if cols_k is not None:
+            cols_k.launch(**col_args)
         if red is not None:
             red.launch(n=cols, **rargs, cols=cols, partials=scalars["partials"])
 

@@ -24,7 +24,7 @@ LLVM_BIN = Path(os.environ.get("COAT_LLVM_BIN", "/usr/lib/llvm-22/bin"))
 # takes only specs without another coat op.
 GPU_PIPELINE = (
     "builtin.module(coat-fuse-adamw,coat-lower-optimizer{{target=gpu {lower}}},"
-    "coat-lower-pointwise{{target=gpu {pointwise}}},coat-lower-norms{{target=gpu}},"
+    "coat-lower-pointwise{{target=gpu {pointwise}}},coat-lower-norms{{target=gpu {norms}}},"
     "coat-lower-activations{{target=gpu {activation}}},"
     "coat-lower-reduce-scales{{target=gpu}},"
     "coat-lower-linear{{target=gpu {linear}}},"
@@ -41,7 +41,7 @@ GPU_LLVM_FLAGS = ("--nvvm-reflect-add=__CUDA_PREC_SQRT=1",)
 # coat-expand-shared-divisions (part of coat-gpu-to-binary) is explicit here.
 CPU_PIPELINE = (
     "builtin.module(coat-fuse-adamw,coat-lower-optimizer{{target=cpu}},"
-    "coat-lower-pointwise{{target=cpu {pointwise}}},coat-lower-norms{{target=cpu}},"
+    "coat-lower-pointwise{{target=cpu {pointwise}}},coat-lower-norms{{target=cpu {norms}}},"
     "coat-lower-activations{{target=cpu}},coat-lower-reduce-scales{{target=cpu}},"
     "coat-lower-linear{{target=cpu {linear}}},coat-expand-shared-divisions,"
     "coat-export-manifest{{dir={out} chip={chip} features={features}}},"
@@ -85,13 +85,16 @@ class Toolchain:
                      cpu: bool = True, lower_options: str = "",
                      linear_options: str = "",
                      pointwise_options: str = "",
+                     norm_options: str = "",
                      activation_options: str = "") -> List[Path]:
         """Compiles `src` into `out`; returns the files produced.
         `lower_options` go to coat-lower-optimizer for the GPU (for example
         "elements-per-thread=8 block-size=256"), `linear_options` to
         coat-lower-linear (for example "tile-n=128 stages=3"),
         `pointwise_options` to coat-lower-pointwise on both targets (for
-        example "exact-math=true"), `activation_options` to
+        example "exact-math=true"), `norm_options` to coat-lower-norms on
+        both targets (for example "column-sums=separate"),
+        `activation_options` to
         coat-lower-activations for the GPU (for example "tile=64
         tile-min-ctas=3")."""
         src, out = Path(src).resolve(), Path(out).resolve()
@@ -101,7 +104,7 @@ class Toolchain:
             manifest.unlink()  # the export passes merge into an existing one
         fmt_args = dict(out=out, chip=chip, features=features, lower=lower_options,
                         linear=linear_options, pointwise=pointwise_options,
-                        activation=activation_options)
+                        norms=norm_options, activation=activation_options)
         if gpu:
             for fmt in ("isa", "bin"):
                 self._run([self.coat_opt, str(src), *GPU_LLVM_FLAGS,

@@ -70,6 +70,25 @@ def round_to(x, dtype):
 
 # ---- inputs ----------------------------------------------------------------
 
+def launch_backward(kernel, args, rargs, rows, cols, partials):
+    """A backward's kernels in launch order: the row kernel, `_columns`
+    where the manifest says the column sums are separate, `_reduce` where
+    there is a weight. Each takes the arguments its ABI names."""
+    scalars = dict(rows=rows, cols=cols, partials=partials)
+    def call(k, n=None, **given):
+        names = {a.name for a in k.spec.args}
+        k.launch(n=n, **{name: v for name, v in given.items() if name in names})
+    call(kernel, **args, **scalars)
+    if rargs is None:
+        return
+    if kernel.config["column_sums"] == "separate":
+        call(kernel.module[kernel.name + "_columns"], **args, **scalars)
+    else:
+        assert kernel.config["column_sums"] == "fused", kernel.config
+    call(kernel.module[kernel.name + "_reduce"], n=cols, **rargs, cols=cols,
+         partials=partials)
+
+
 def fp8_input(rng, shape, case):
     """(codes, bf16 group scales, dequantized f32 values)."""
     rows, cols = shape
@@ -238,7 +257,6 @@ def run_backward(kernel, device, shape, case, seed):
     else:
         _, mean, rstd = ref.layernorm_fwd(x, w, None, eps)
         want_dx, want_dw, want_db = ref.layernorm_bwd(x, w, dy, eps)
-    module = kernel.module
     partials = min(rows, 5 if device == "cpu" else 264)
     codes_buf = torch.from_numpy(codes).cuda() if device == "cuda" else codes.copy()
     args = dict(x_codes=codes_buf, x_scale=hp_array(scales, cfg["scale"], device))
@@ -249,22 +267,16 @@ def run_backward(kernel, device, shape, case, seed):
     args["rstd"] = hp_array(rstd, "f32", device)
     args["dy"] = hp_array(dy, gdt, device)
     args["dx"] = garbage(shape, cfg["dx"], device)
-    scalars = dict(rows=rows, cols=cols)
+    rargs = None
     if w is not None:
         args["dweight_partial"] = garbage((partials, cols), "f32", device)
-        if cfg["bias"]:
-            args["dbias_partial"] = garbage((partials, cols), "f32", device)
-        scalars["partials"] = partials
-    kernel.launch(**args, **scalars)
-    dx = None
-    if w is not None:
-        red = module[kernel.name + "_reduce"]
         rargs = dict(dweight_partial=args["dweight_partial"],
                      dweight=garbage((cols,), wdt, device))
         if cfg["bias"]:
+            args["dbias_partial"] = garbage((partials, cols), "f32", device)
             rargs.update(dbias_partial=args["dbias_partial"],
                          dbias=garbage((cols,), wdt, device))
-        red.launch(n=cols, **rargs, cols=cols, partials=partials)
+    launch_backward(kernel, args, rargs, rows, cols, partials)
     sync(device)
     dx = hp_values(args["dx"], cfg["dx"]).reshape(shape)
 
@@ -339,13 +351,11 @@ def test_column_sums_are_deterministic_and_match_the_cpu_twin(kernel):
             args["mean"] = hp_array(mean, "f32", device)
         if kernel.config["bias"]:
             args["dbias_partial"] = garbage((partials, cols), "f32", device)
-        kernel.launch(**args, rows=rows, cols=cols, partials=partials)
         dw = garbage((cols,), wdt, device)
         rargs = dict(dweight_partial=args["dweight_partial"], dweight=dw)
         if kernel.config["bias"]:
             rargs.update(dbias_partial=args["dbias_partial"], dbias=garbage((cols,), wdt, device))
-        kernel.module[kernel.name + "_reduce"].launch(n=cols, **rargs, cols=cols,
-                                                      partials=partials)
+        launch_backward(kernel, args, rargs, rows, cols, partials)
         sync(device)
         results.append(hp_values(dw, wdt).view(np.uint32).copy())
     assert np.array_equal(results[1], results[2]), "two GPU runs differ"

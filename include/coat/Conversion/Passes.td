@@ -561,14 +561,16 @@ def CoatLowerNorms : Pass<"coat-lower-norms", "::mlir::ModuleOp"> {
     computes from the values it writes. Each becomes a kernel of the same
     name (`target=gpu`: a `gpu.func` in `gpu.module @coat_norm_kernels`;
     `target=cpu`: a `func.func` twin with the same ABI); a backward with
-    `dweight` also gets `<name>_reduce`.
+    `dweight` also gets `<name>_reduce`, and `<name>_columns` where its
+    column sums are separate (below).
 
     | body | `op` | arguments |
     |---|---|---|
     | `coat.rmsnorm` [+ absmax] | `rmsnorm` | x_codes, x_scale, weight, y, rstd, [absmax], rows, cols |
     | `coat.layernorm` [+ absmax] | `layernorm` | x_codes, x_scale, [weight, [bias]], y, mean, rstd, [absmax], rows, cols |
-    | `coat.rmsnorm_grad` | `rmsnorm_grad` | x_codes, x_scale, weight, rstd, dy, dx, dweight_partial, rows, cols, partials |
-    | `coat.layernorm_grad` | `layernorm_grad` | x_codes, x_scale, [weight], mean, rstd, dy, dx, [dweight_partial, [dbias_partial]], rows, cols, [partials] |
+    | `coat.rmsnorm_grad` | `rmsnorm_grad` | x_codes, x_scale, weight, rstd, dy, dx, [dweight_partial, partials: fused], rows, cols |
+    | `coat.layernorm_grad` | `layernorm_grad` | x_codes, x_scale, [weight], mean, rstd, dy, dx, [dweight_partial, [dbias_partial], partials: fused], rows, cols |
+    | (separate column sums) | `norm_grad_columns` | x_codes, x_scale, [mean], rstd, dy, dweight_partial, [dbias_partial], rows, cols, partials |
     | (backward with dweight) | `norm_grad_reduce` | dweight_partial, dweight, [dbias_partial, dbias], cols, partials |
 
     Math per row in f32, from `x = f32(code) · s_g` (COAT.md §3.4):
@@ -584,9 +586,9 @@ def CoatLowerNorms : Pass<"coat-lower-norms", "::mlir::ModuleOp"> {
 
     GPU layout: a team of T threads per row (T = 32: a row per warp; up to
     the block: a row per CTA), chosen as the fewest threads that hold
-    `max_cols` columns in `groups-per-thread` G-element slots each (a
-    backward with dweight: one slot per thread up to T = 512, since each
-    slot also holds its column accumulators; `threads-per-row` overrides). Thread j owns groups j, j+T, ...: one
+    `max_cols` columns in `groups-per-thread` G-element slots each (fused
+    column sums: one slot per thread up to T = 512, since each slot also
+    holds its column accumulators; `threads-per-row` overrides). Thread j owns groups j, j+T, ...: one
     group per 16-byte-wide access, the row's values stay in registers
     between the statistics and the output pass, masked slots cover any
     `cols` up to `max_cols` (a static cols extent, else the function's
@@ -595,12 +597,20 @@ def CoatLowerNorms : Pass<"coat-lower-norms", "::mlir::ModuleOp"> {
     then one value per warp through workgroup memory summed in warp order,
     so results do not depend on scheduling.
 
-    dweight/dbias are deterministic column sums without atomics: team p of
-    `partials` (a launch argument) sums rows p, p + partials, ... in row
-    order into f32 registers and writes row p of an f32 workspace
-    (`partials x cols`); `<name>_reduce` adds the workspace rows in a fixed
-    order (8 strided sums, then in stride order) and rounds once to the
-    weight type. COAT instead accumulates into 128/64 lock-protected partial
+    dweight/dbias are deterministic column sums without atomics: partial p
+    of `partials` (a launch argument) sums rows p, p + partials, ... in row
+    order in f32 and writes row p of an f32 workspace (`partials x cols`);
+    `<name>_reduce` adds the workspace rows in a fixed order (8 strided
+    sums, then in stride order) and rounds once to the weight type. Where
+    the partial sums are taken is `column-sums`: `fused`, row team p takes
+    those rows and holds 16 f32 accumulators per slot and sum in registers
+    (one slot per thread up to T = 512); `separate`, the row kernel takes
+    one row per team and `<name>_columns` (128 threads per CTA, a thread
+    per group and partial) re-reads x and dy for them. Both give bitwise
+    the same sums. `auto` picks fused up to 256 groups a row, separate
+    for 257..512 (a 512-thread fused team), and for wider rows separate
+    only with dbias (two slots of two sums: 128 registers); the manifest's
+    `column_sums` records the choice. COAT instead accumulates into 128/64 lock-protected partial
     buffers in the weight dtype, in whatever order CTAs take the locks.
 
     ```mlir
@@ -633,6 +643,12 @@ def CoatLowerNorms : Pass<"coat-lower-norms", "::mlir::ModuleOp"> {
     Option<"maxCols", "max-cols", "int64_t", /*default=*/"16384",
            "Largest cols a kernel with a dynamic cols extent handles (unless "
            "the spec function has a coat.max_cols attribute)">,
+    Option<"columnSums", "column-sums", "std::string", /*default=*/"\"auto\"",
+           "Backward with dweight: where the per-partial column sums are "
+           "taken: `fused` (the row kernel's registers), `separate` (a "
+           "`<name>_columns` kernel that re-reads x and dy) or `auto` "
+           "(separate when a fused row would need more than one slot per "
+           "thread)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",

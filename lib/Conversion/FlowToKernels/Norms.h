@@ -21,11 +21,15 @@
 //  - row sums combine by a warp butterfly and, for T > 32, through one f32
 //    per warp in workgroup memory summed in warp order, so every thread of
 //    the team holds bitwise the same statistic;
-//  - backward: dweight/dbias are column sums over rows. Team p of `partials`
-//    teams sums rows p, p + partials, ... in row order into registers and
-//    writes one f32 row of a workspace; a second kernel (`<name>_reduce`)
-//    sums the workspace rows in a fixed order. No atomics: results depend on
-//    `partials` only, not on scheduling.
+//  - backward: dweight/dbias are column sums over rows. Partial p of
+//    `partials` sums rows p, p + partials, ... in row order and writes one
+//    f32 row of a workspace; `<name>_reduce` sums the workspace rows in a
+//    fixed order. No atomics: results depend on `partials` only, not on
+//    scheduling. Where the partial sums are taken is a ColumnSums choice:
+//    in the row kernel's registers (team p takes those rows), or in a
+//    kernel of their own (`<name>_columns`: a thread per group and partial
+//    re-reads x and dy), which frees the row kernel of 16 accumulators per
+//    slot and sum when a row needs several slots.
 //
 // The CPU twin runs the same math with loops (T = 1, K = groups), re-reading
 // its operands instead of keeping them in registers; its per-partial sums
@@ -43,10 +47,18 @@
 #include "coat/Numerics/Fp8.h"
 
 #include <algorithm>
+#include <string>
 
 namespace mlir::coat {
 
 enum class NormKind { RMS, Layer };
+
+/// Where a backward with dweight takes its per-partial column sums.
+enum class ColumnSums {
+  None,     ///< no dweight
+  Fused,    ///< in the row kernel, 16 f32 registers per slot and sum
+  Separate, ///< in `<name>_columns`, which reads x and dy again
+};
 
 /// Everything the kernel math needs, fixed per kernel-spec function.
 struct NormSpec {
@@ -88,45 +100,58 @@ struct TeamShape {
 constexpr int64_t kMaxSums = 2;
 /// Threads per CTA of the column-sum kernel: 32 columns x kReduceWarps warps.
 constexpr int64_t kReduceWarps = 8;
+/// Threads per CTA of `<name>_columns`, one group of one partial each.
+constexpr int64_t kColumnsBlock = 128;
+/// The most threads a row team with fused column sums has (one slot each).
+constexpr int64_t kFusedColumnSumsThreads = 512;
 
 /// A norm spec and how its GPU kernel spreads rows over threads.
 struct NormPlan {
   NormSpec spec;
   TeamShape team;
-  /// Whether a backward also sums dweight (and dbias) over rows: a second
-  /// kernel, `<name>_reduce`, adds up the per-team partial rows.
-  bool columnSums() const { return spec.backward && spec.hasWeight; }
+  ColumnSums sums = ColumnSums::None;
+  /// Whether a backward also sums dweight (and dbias) over rows:
+  /// `<name>_reduce` adds up the per-partial rows of the workspace.
+  bool columnSums() const { return sums != ColumnSums::None; }
+  /// Whether the row kernel takes the partial sums (and `partials`).
+  bool fusedColumnSums() const { return sums == ColumnSums::Fused; }
 };
 
 /// The kernel-lowering hooks of coat-lower-norms.
 class NormsLowering : public KernelLowering<NormsLowering, NormPlan> {
 public:
   NormsLowering(int64_t blockSize, int64_t threadsPerRow,
-                int64_t groupsPerThread, bool stageStores, int64_t maxCols)
+                int64_t groupsPerThread, bool stageStores, int64_t maxCols,
+                StringRef columnSums)
       : KernelLowering({"coat-lower-norms", "coat_norm_kernels"}),
         blockSize(blockSize), threadsPerRow(threadsPerRow),
         groupsPerThread(groupsPerThread), stageStores(stageStores),
-        maxCols(maxCols) {}
+        maxCols(maxCols), columnSums(columnSums.str()) {}
 
   bool isSpecOp(Operation *op) const;
 
   FailureOr<NormPlan> analyze(func::FuncOp fn) const;
   SpecBindings bindings(func::FuncOp fn, const NormPlan &plan) const;
-  // Kernel 0 normalizes rows, kernel 1 (backward with column sums) adds up
-  // the partial column sums. analyze, bindings, declare, record:
+  // Kernel 0 normalizes rows; a backward with dweight then has
+  // `<name>_columns` (ColumnSums::Separate) and `<name>_reduce`, which adds
+  // up the partial column sums. analyze, bindings, declare, record:
   // NormsSpec.cpp; emitGpu, emitCpu: NormsEmitter.cpp.
   COAT_KERNEL_LOWERING_HOOKS(NormPlan)
 
 private:
   FailureOr<NormSpec> analyzeNorm(func::FuncOp fn, int64_t &maxColsOut) const;
+  FailureOr<ColumnSums> chooseColumnSums(Operation *anchor,
+                                         const NormSpec &spec,
+                                         int64_t maxCols) const;
   FailureOr<TeamShape> chooseTeam(Operation *anchor, const NormSpec &spec,
-                                  int64_t maxCols) const;
+                                  ColumnSums sums, int64_t maxCols) const;
 
   int64_t blockSize;
   int64_t threadsPerRow;
   int64_t groupsPerThread;
   bool stageStores;
   int64_t maxCols;
+  std::string columnSums;
 };
 
 } // namespace mlir::coat

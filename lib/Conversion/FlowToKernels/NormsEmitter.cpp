@@ -1,7 +1,7 @@
 //===- NormsEmitter.cpp - norm kernels and their CPU twins ----------------===//
 //
 // One parameterized emitter for the row kernels of every norm op (Norms.h
-// says how a team of threads covers a row), the column-sum kernel of a
+// says how a team of threads covers a row), the column-sum kernels of a
 // backward with dweight, and the CPU twins, which run the same math with
 // loops.
 //
@@ -34,9 +34,11 @@ using GroupVec = Value;
 /// Emits the per-row math shared by the GPU kernel and the CPU twin.
 class NormEmitter {
 public:
-  NormEmitter(ImplicitLocOpBuilder &b, const NormSpec &spec,
-              const KernelArgs &args, bool onGpu, const TeamShape &team)
-      : b(b), spec(spec), args(args), onGpu(onGpu), team(team) {}
+  NormEmitter(ImplicitLocOpBuilder &b, const NormPlan &plan,
+              const KernelArgs &args, bool onGpu)
+      : b(b), spec(plan.spec), args(args), onGpu(onGpu), team(plan.team),
+        fused(plan.fusedColumnSums()),
+        perSlot(plan.columnSums() ? (spec.hasBias ? 2 : 1) : 0) {}
 
   /// Where a GPU thread sits in its team. `teamThread` is the thread's
   /// index in its team, `warpSlot` the first workgroup-memory slot of its
@@ -49,9 +51,12 @@ public:
   void emitGpuForward(Value row, const TeamPosition &pos,
                       Value stage = Value());
   void emitGpuBackward(Value partial, const TeamPosition &pos);
-  /// CPU: all rows (forward) or all partials (backward).
+  /// GPU `<name>_columns`: partial `partial`'s sums of group `group`.
+  void emitGpuColumns(Value group, Value partial);
+  /// CPU: all rows (forward) or all partials (backward, `<name>_columns`).
   void emitCpuForward();
   void emitCpuBackward();
+  void emitCpuColumns();
 
 private:
   void setTeam(const TeamPosition &pos);
@@ -128,12 +133,28 @@ private:
   /// accumulators (GPU: one vector per slot and sum; CPU: none, it
   /// accumulates into the workspace row `partialRow`).
   SmallVector<Value> emitBackwardRow(ValueRange accs, Value partialRow);
+  /// x-hat of slot `s` of the current row: (x [- mean]) * rstd.
+  GroupVec normalized(const Slot &s, Value mean, Value rstd);
+  /// The column sums after the terms of one group of one row: dweight +=
+  /// dy*xh (fused), dbias += dy.
+  SmallVector<Value> addColumnTerms(ValueRange accs, GroupVec dy, GroupVec xh);
+  /// CPU: adds the terms of slot `s` into workspace row `partialRow`.
+  void addColumnTermsToWorkspace(Value partialRow, const Slot &s, GroupVec dy,
+                                 GroupVec xh);
+  /// CPU: the per-partial loop of a backward: zeroes partial p's workspace
+  /// row (column sums), then runs `rowBody(p)` on rows p, p + partials, ...
+  void emitCpuPartials(Value partials, bool columnSums,
+                       function_ref<void(Value)> rowBody);
 
   ImplicitLocOpBuilder &b;
   const NormSpec &spec;
   const KernelArgs &args;
   bool onGpu;
   TeamShape team;
+  /// The row kernel takes the column sums (ColumnSums::Fused).
+  bool fused;
+  /// Column sums per group: dweight [and dbias]; 0 without dweight.
+  int64_t perSlot;
 
   // Current row.
   Value row, rowValid, rowBase, cols, groups, colsF32;
@@ -470,18 +491,23 @@ SmallVector<Value> NormEmitter::emitBackwardRow(ValueRange accs,
       });
   sums = teamSum(sums);
   // What the output pass reads again (an L1 hit: the team just read it)
-  // instead of keeping it in registers across the team sum. Without column
-  // sums, x and dy: 48 registers (5 CTAs of 256 per multiprocessor). With
-  // them (16 f32 accumulators per slot and sum) and one slot, x and dy too:
-  // holding them besides w*dy took 107 registers (2 CTAs of 256), too few
-  // rows in flight; re-reading was 61% of the copy bandwidth instead of 54%
-  // (RMSNorm, 16384x4096). With several slots only the weight: re-reading
-  // x and dy there was slower (42% instead of 46%, LayerNorm, 11008 cols).
+  // instead of keeping it in registers across the team sum. Without fused
+  // column sums, x and dy: 48 registers (5 CTAs of 256 per multiprocessor);
+  // a 512-thread team also the weight (77 registers with it held: one CTA
+  // per multiprocessor; 64 without: two; LayerNorm 16384x11008 37% -> 42%
+  // of the copy bandwidth; 256-thread teams lose by it, 52% -> 46% at
+  // 8192x8192). Fused (16 f32 accumulators per slot and sum) with one slot,
+  // x and dy too: holding them besides w*dy took 107 registers (2 CTAs of
+  // 256), too few rows in flight; re-reading was 61% of the copy bandwidth
+  // instead of 54% (RMSNorm, 16384x4096). With several slots only the
+  // weight: re-reading x and dy there was slower (42% instead of 46%,
+  // LayerNorm, 11008 cols).
   SmallVector<StringRef> reread;
-  if (!spec.hasWeight || team.slots == 1)
+  if (!fused || team.slots == 1)
     reread = {"x_codes", "x_scale", "dy"};
-  else
-    reread = {"weight"};
+  if (spec.hasWeight &&
+      (fused ? team.slots > 1 : team.threadsPerRow >= kFusedColumnSumsThreads))
+    reread.push_back("weight");
   for (int64_t k = 0; k < team.slots; ++k)
     for (StringRef name : reread)
       cache.erase({args.lookup(name).getAsOpaquePointer(), k});
@@ -492,10 +518,10 @@ SmallVector<Value> NormEmitter::emitBackwardRow(ValueRange accs,
               : Value();
 
   SmallVector<Value> nextAccs(accs);
-  int64_t perSlot = (spec.hasWeight ? 1 : 0) + (spec.hasBias ? 1 : 0);
+  int64_t columnSums = fused ? perSlot : 0;
   forEachGroup({}, [&](const Slot &s, ValueRange) {
     GroupVec dy = loadRowOperand("dy", spec.gradType, s);
-    GroupVec xh = arith::MulFOp::create(b, centered(s), splat(rstd));
+    GroupVec xh = normalized(s, mean, rstd);
     // dx = (w*dy - (xh*mean(xh*w*dy) [+ mean(w*dy)])) * rstd
     Value correction =
         meanWeighted
@@ -505,32 +531,46 @@ SmallVector<Value> NormEmitter::emitBackwardRow(ValueRange accs,
     Value dx = arith::MulFOp::create(
         b, arith::SubFOp::create(b, weighted(s, dy), correction), splat(rstd));
     storeGroup(args.lookup("dx"), spec.outType, elementIndex(s), s.valid, dx);
-    if (perSlot == 0)
+    if (columnSums == 0)
       return SmallVector<Value>{};
-    StringRef names[] = {"dweight_partial", "dbias_partial"};
-    for (int64_t i = 0; i < perSlot; ++i) {
-      // dweight += dy*xh (fused), dbias += dy.
-      auto accumulate = [&](Value acc) -> Value {
-        if (i == 0)
-          return math::FmaOp::create(b, dy, xh, acc);
-        return arith::AddFOp::create(b, acc, dy);
-      };
-      if (onGpu) {
-        // Rows past the end load zeros, so their terms are zero.
-        Value &acc = nextAccs[s.k * perSlot + i];
-        acc = accumulate(acc);
-        continue;
-      }
-      Value ws = args.lookup(names[i]);
-      Value at = addI(mulI(partialRow, cols),
-                      mulI(s.group, cidx(spec.groupSize)));
-      Type f32 = b.getF32Type();
-      Value prev = loadGroup(ws, f32, at, s.valid, -1);
-      storeGroup(ws, f32, at, s.valid, accumulate(prev));
+    if (!onGpu) {
+      addColumnTermsToWorkspace(partialRow, s, dy, xh);
+      return SmallVector<Value>{};
     }
+    // Rows past the end load zeros, so their terms are zero.
+    MutableArrayRef<Value> mine(nextAccs.data() + s.k * columnSums,
+                                columnSums);
+    llvm::copy(addColumnTerms(mine, dy, xh), mine.begin());
     return SmallVector<Value>{};
   });
   return nextAccs;
+}
+
+GroupVec NormEmitter::normalized(const Slot &s, Value mean, Value rstd) {
+  GroupVec x = loadX(s);
+  if (mean)
+    x = arith::SubFOp::create(b, x, splat(mean));
+  return arith::MulFOp::create(b, x, splat(rstd));
+}
+
+SmallVector<Value> NormEmitter::addColumnTerms(ValueRange accs, GroupVec dy,
+                                               GroupVec xh) {
+  SmallVector<Value> next = {math::FmaOp::create(b, dy, xh, accs[0])};
+  if (accs.size() > 1)
+    next.push_back(arith::AddFOp::create(b, accs[1], dy));
+  return next;
+}
+
+void NormEmitter::addColumnTermsToWorkspace(Value partialRow, const Slot &s,
+                                            GroupVec dy, GroupVec xh) {
+  StringRef names[] = {"dweight_partial", "dbias_partial"};
+  Type f32 = b.getF32Type();
+  Value at = addI(mulI(partialRow, cols), mulI(s.group, cidx(spec.groupSize)));
+  SmallVector<Value> prev;
+  for (int64_t i = 0; i < perSlot; ++i)
+    prev.push_back(loadGroup(args.lookup(names[i]), f32, at, s.valid, -1));
+  for (auto [i, v] : llvm::enumerate(addColumnTerms(prev, dy, xh)))
+    storeGroup(args.lookup(names[i]), f32, at, s.valid, v);
 }
 
 void NormEmitter::setTeam(const TeamPosition &pos) {
@@ -556,16 +596,15 @@ void NormEmitter::emitGpuBackward(Value partial, const TeamPosition &pos) {
   setTeam(pos);
   bindRowExtent();
   Value rows = toIndex(args.lookup("rows"));
-  bool columnSums = spec.hasWeight;
-  // Without dweight every team takes one row, as in the forward.
-  Value partials = columnSums ? toIndex(args.lookup("partials")) : rows;
+  // Without fused column sums every team takes one row, as in the forward.
+  Value partials = fused ? toIndex(args.lookup("partials")) : rows;
   Value partialValid = ult(partial, partials);
-  int64_t perSlot = (spec.hasWeight ? 1 : 0) + (spec.hasBias ? 1 : 0);
+  int64_t sums = fused ? perSlot : 0;
   Value zeroVec = splat(cf32(0.0));
-  SmallVector<Value> inits(team.slots * perSlot, zeroVec);
+  SmallVector<Value> inits(team.slots * sums, zeroVec);
   // Rows partial, partial + partials, ...; the trip count is the same for
   // every team of the CTA because the reductions synchronize the CTA.
-  Value trips = columnSums ? arith::CeilDivUIOp::create(
+  Value trips = fused ? arith::CeilDivUIOp::create(
                                  b, rows, arith::MaxUIOp::create(b, partials,
                                                                  cidx(1)))
                                  .getResult()
@@ -578,7 +617,7 @@ void NormEmitter::emitGpuBackward(Value partial, const TeamPosition &pos) {
         rowBase = mulI(row, cols);
         return emitBackwardRow(a, Value());
       });
-  if (!columnSums)
+  if (!fused)
     return;
   // One workspace row per team.
   StringRef names[] = {"dweight_partial", "dbias_partial"};
@@ -586,10 +625,39 @@ void NormEmitter::emitGpuBackward(Value partial, const TeamPosition &pos) {
     Value g = addI(teamThread, cidx(k * team.threadsPerRow));
     Value valid = andI(partialValid, ult(g, groups));
     Value at = addI(mulI(partial, cols), mulI(g, cidx(spec.groupSize)));
-    for (int64_t i = 0; i < perSlot; ++i)
+    for (int64_t i = 0; i < sums; ++i)
       storeGroup(args.lookup(names[i]), b.getF32Type(), at, valid,
-                 accs[k * perSlot + i]);
+                 accs[k * sums + i]);
   }
+}
+
+void NormEmitter::emitGpuColumns(Value group, Value partial) {
+  bindRowExtent();
+  Value rows = toIndex(args.lookup("rows"));
+  Value partials = toIndex(args.lookup("partials"));
+  Value valid = andI(ult(group, groups), ult(partial, partials));
+  Value mean = Value();
+  // Rows partial, partial + partials, ... in order, as a fused row team
+  // takes them, so both give bitwise the same partial sums.
+  SmallVector<Value> inits(perSlot, splat(cf32(0.0)));
+  SmallVector<Value> accs = emitFor(
+      b, partial, rows, partials, inits, [&](Value r, ValueRange a) {
+        cache.clear(); // operands of another row
+        row = r;
+        rowValid = valid;
+        rowBase = mulI(row, cols);
+        Slot s{-1, group, valid};
+        Value rstd =
+            loadScalarF32(args.lookup("rstd"), b.getF32Type(), row, valid);
+        if (spec.hasMean())
+          mean = loadScalarF32(args.lookup("mean"), b.getF32Type(), row, valid);
+        GroupVec dy = loadRowOperand("dy", spec.gradType, s);
+        return addColumnTerms(a, dy, normalized(s, mean, rstd));
+      });
+  StringRef names[] = {"dweight_partial", "dbias_partial"};
+  Value at = addI(mulI(partial, cols), mulI(group, cidx(spec.groupSize)));
+  for (int64_t i = 0; i < perSlot; ++i)
+    storeGroup(args.lookup(names[i]), b.getF32Type(), at, valid, accs[i]);
 }
 
 void NormEmitter::emitCpuForward() {
@@ -604,13 +672,10 @@ void NormEmitter::emitCpuForward() {
   });
 }
 
-void NormEmitter::emitCpuBackward() {
-  bindRowExtent();
+void NormEmitter::emitCpuPartials(Value partials, bool columnSums,
+                                  function_ref<void(Value)> rowBody) {
   Value rows = toIndex(args.lookup("rows"));
-  bool columnSums = spec.hasWeight;
-  Value partials = columnSums ? toIndex(args.lookup("partials")) : rows;
   StringRef names[] = {"dweight_partial", "dbias_partial"};
-  int64_t perSlot = (spec.hasWeight ? 1 : 0) + (spec.hasBias ? 1 : 0);
   emitFor(b, cidx(0), partials, cidx(1), {}, [&](Value p, ValueRange) {
     if (columnSums) {
       Value zero = splat(cf32(0.0));
@@ -626,10 +691,33 @@ void NormEmitter::emitCpuBackward() {
       row = r;
       rowValid = arith::ConstantOp::create(b, b.getBoolAttr(true));
       rowBase = mulI(row, cols);
-      emitBackwardRow({}, p);
+      rowBody(p);
       return SmallVector<Value>{};
     });
     return SmallVector<Value>{};
+  });
+}
+
+void NormEmitter::emitCpuBackward() {
+  bindRowExtent();
+  Value partials =
+      toIndex(args.lookup(fused ? StringRef("partials") : StringRef("rows")));
+  emitCpuPartials(partials, fused, [&](Value p) { emitBackwardRow({}, p); });
+}
+
+void NormEmitter::emitCpuColumns() {
+  bindRowExtent();
+  emitCpuPartials(toIndex(args.lookup("partials")), true, [&](Value p) {
+    Value rstd = loadScalarF32(args.lookup("rstd"), b.getF32Type(), row,
+                               rowValid);
+    Value mean = spec.hasMean() ? loadScalarF32(args.lookup("mean"),
+                                                b.getF32Type(), row, rowValid)
+                                : Value();
+    forEachGroup({}, [&](const Slot &s, ValueRange) {
+      GroupVec dy = loadRowOperand("dy", spec.gradType, s);
+      addColumnTermsToWorkspace(p, s, dy, normalized(s, mean, rstd));
+      return SmallVector<Value>{};
+    });
   });
 }
 
@@ -693,6 +781,16 @@ void NormsLowering::emitGpu(ImplicitLocOpBuilder &b, const NormPlan &plan,
   const NormSpec &spec = plan.spec;
   const TeamShape &team = plan.team;
   auto cidx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
+  if (index == 1 && !plan.fusedColumnSums()) {
+    // `<name>_columns`: x over groups, y over partials.
+    Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+    Value bid = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+    Value group = arith::AddIOp::create(
+        b, arith::MulIOp::create(b, bid, cidx(kColumnsBlock)), tid);
+    Value partial = gpu::BlockIdOp::create(b, gpu::Dimension::y);
+    NormEmitter(b, plan, args, /*onGpu=*/true).emitGpuColumns(group, partial);
+    return;
+  }
   if (index == 0) {
     // Forward: at most 64 registers, so that 2048 threads (the row data in
     // flight) fit on a multiprocessor.
@@ -712,7 +810,7 @@ void NormsLowering::emitGpu(ImplicitLocOpBuilder &b, const NormPlan &plan,
     Value warpInTeam = arith::DivUIOp::create(b, teamThread, cidx(32));
     Value warpSlot =
         arith::MulIOp::create(b, teamInBlock, cidx(team.warpsPerTeam()));
-    NormEmitter e(b, spec, args, /*onGpu=*/true, team);
+    NormEmitter e(b, plan, args, /*onGpu=*/true);
     NormEmitter::TeamPosition pos{teamThread, warpSlot, warpInTeam, lane,
                                   kernel.getWorkgroupAttributions()[0]};
     if (spec.backward)
@@ -761,10 +859,11 @@ void NormsLowering::emitCpu(ImplicitLocOpBuilder &b, const NormPlan &plan,
                             unsigned index, func::FuncOp,
                             const KernelArgs &args) const {
   const NormSpec &spec = plan.spec;
-  const TeamShape &team = plan.team;
-  if (index == 0) {
-    NormEmitter e(b, spec, args, /*onGpu=*/false, team);
-    if (spec.backward)
+  if (index == 0 || (index == 1 && !plan.fusedColumnSums())) {
+    NormEmitter e(b, plan, args, /*onGpu=*/false);
+    if (index == 1)
+      e.emitCpuColumns();
+    else if (spec.backward)
       e.emitCpuBackward();
     else
       e.emitCpuForward();

@@ -19,14 +19,16 @@ using namespace mlir::coat;
 
 namespace {
 
-/// The column-sum kernel is named after the row kernel.
+/// The column-sum kernels are named after the row kernel.
+constexpr StringLiteral kColumnsSuffix = "_columns";
 constexpr StringLiteral kReduceSuffix = "_reduce";
 
 //===----------------------------------------------------------------------===//
 // ABI
 //===----------------------------------------------------------------------===//
 
-SmallVector<AbiArg> buildRowAbi(MLIRContext *ctx, const NormSpec &s) {
+SmallVector<AbiArg> buildRowAbi(MLIRContext *ctx, const NormPlan &plan) {
+  const NormSpec &s = plan.spec;
   Type fp8 = getFp8Type(ctx, s.format);
   Type f32 = Float32Type::get(ctx);
   Type i64 = IntegerType::get(ctx, 64);
@@ -55,15 +57,40 @@ SmallVector<AbiArg> buildRowAbi(MLIRContext *ctx, const NormSpec &s) {
     abi.push_back(buf("rstd", f32, "rows"));
     abi.push_back(buf("dy", s.gradType, "n"));
     abi.push_back(buf("dx", s.outType, "n"));
-    if (s.hasWeight)
+    if (plan.fusedColumnSums()) {
       abi.push_back(buf("dweight_partial", f32, "partials*cols"));
-    if (s.hasBias)
-      abi.push_back(buf("dbias_partial", f32, "partials*cols"));
+      if (s.hasBias)
+        abi.push_back(buf("dbias_partial", f32, "partials*cols"));
+    }
   }
   abi.push_back({"rows", i64, "i64", ""});
   abi.push_back({"cols", i64, "i64", ""});
-  if (s.backward && s.hasWeight)
+  if (plan.fusedColumnSums())
     abi.push_back({"partials", i64, "i64", ""});
+  return abi;
+}
+
+/// `<name>_columns`: what x-hat needs, dy, and the workspace rows.
+SmallVector<AbiArg> buildColumnsAbi(MLIRContext *ctx, const NormSpec &s) {
+  Type fp8 = getFp8Type(ctx, s.format);
+  Type f32 = Float32Type::get(ctx);
+  Type i64 = IntegerType::get(ctx, 64);
+  auto buf = [&](StringRef name, Type logical, StringRef extent) {
+    return AbiArg{name.str(), abiBuffer(logical), manifestDtype(logical),
+                  extent.str()};
+  };
+  SmallVector<AbiArg> abi = {buf("x_codes", fp8, "n"),
+                             buf("x_scale", s.scaleType, "groups")};
+  if (s.hasMean())
+    abi.push_back(buf("mean", f32, "rows"));
+  abi.push_back(buf("rstd", f32, "rows"));
+  abi.push_back(buf("dy", s.gradType, "n"));
+  abi.push_back(buf("dweight_partial", f32, "partials*cols"));
+  if (s.hasBias)
+    abi.push_back(buf("dbias_partial", f32, "partials*cols"));
+  abi.push_back({"rows", i64, "i64", ""});
+  abi.push_back({"cols", i64, "i64", ""});
+  abi.push_back({"partials", i64, "i64", ""});
   return abi;
 }
 
@@ -88,8 +115,9 @@ SmallVector<AbiArg> buildReduceAbi(MLIRContext *ctx, const NormSpec &s) {
 /// the spec `fn` (a norm op, then perhaps its epilogue maxima). The
 
 /// The manifest's `config` of the row kernel.
-SmallVector<NamedAttribute> rowConfig(MLIRContext *ctx, const NormSpec &spec,
-                                      const TeamShape &team) {
+SmallVector<NamedAttribute> rowConfig(MLIRContext *ctx, const NormPlan &plan) {
+  const NormSpec &spec = plan.spec;
+  const TeamShape &team = plan.team;
   Builder b(ctx);
   auto str = [&](StringRef s) { return b.getStringAttr(s); };
   Type fp8 = getFp8Type(ctx, spec.format);
@@ -112,6 +140,9 @@ SmallVector<NamedAttribute> rowConfig(MLIRContext *ctx, const NormSpec &spec,
   c.push_back(b.getNamedAttr("bias", b.getBoolAttr(spec.hasBias)));
   if (spec.backward)
     c.push_back(b.getNamedAttr("grad", str(manifestDtype(spec.gradType))));
+  if (plan.columnSums())
+    c.push_back(b.getNamedAttr(
+        "column_sums", str(plan.fusedColumnSums() ? "fused" : "separate")));
   else
     c.push_back(
         b.getNamedAttr("epilogue_absmax", b.getBoolAttr(spec.epilogueMax)));
@@ -283,8 +314,40 @@ FailureOr<NormSpec> NormsLowering::analyzeNorm(func::FuncOp fn,
 }
 
 
+FailureOr<ColumnSums>
+NormsLowering::chooseColumnSums(Operation *anchor, const NormSpec &spec,
+                                int64_t maxColsValue) const {
+  if (columnSums != "auto" && columnSums != "fused" &&
+      columnSums != "separate")
+    return anchor->emitError("column-sums must be auto, fused or separate, "
+                             "got '")
+           << columnSums << "'";
+  if (!spec.backward || !spec.hasWeight)
+    return ColumnSums::None;
+  if (columnSums == "fused")
+    return ColumnSums::Fused;
+  if (columnSums == "separate")
+    return ColumnSums::Separate;
+  // Fused sums hold 16 f32 per slot and sum in registers, so a fused row
+  // takes one slot per thread up to 512 threads, and more slots beyond.
+  // Measured (H200, docs/benchmarks.md, norm backward): up to 256 threads
+  // fused is faster (16384x4096: 57-62% of the copy bandwidth against
+  // 48-53%); a 512-thread fused team has too few rows in flight and loses
+  // to re-reading x and dy in `_columns` (8192x8192: 41-48% against
+  // 49-54%); two slots hold 32 accumulators, still faster fused, but with
+  // dbias 64 (128 registers, one CTA per multiprocessor: 23% against 42%
+  // separate at 16384x11008).
+  int64_t groups = maxColsValue / spec.groupSize;
+  int64_t half = kFusedColumnSumsThreads / 2;
+  bool oneWideSlot = groups > half && groups <= kFusedColumnSumsThreads;
+  bool slotsWithBias = groups > kFusedColumnSumsThreads && spec.hasBias;
+  return oneWideSlot || slotsWithBias ? ColumnSums::Separate
+                                      : ColumnSums::Fused;
+}
+
 FailureOr<TeamShape> NormsLowering::chooseTeam(Operation *anchor,
                                                const NormSpec &spec,
+                                               ColumnSums sums,
                                                int64_t maxColsValue) const {
   if (blockSize < 32 || blockSize > 1024 || !llvm::isPowerOf2_64(blockSize))
     return anchor->emitError("block-size must be a power of two in "
@@ -297,14 +360,14 @@ FailureOr<TeamShape> NormsLowering::chooseTeam(Operation *anchor,
   int64_t threads = threadsPerRow;
   if (threads == 0) {
     // Fewest threads (a warp at least) that hold the row in
-    // groups-per-thread slots each. A backward with column sums carries
-    // 16 f32 accumulators per slot and sum besides the row's x, dy and w*dy
+    // groups-per-thread slots each. Fused column sums carry 16 f32
+    // accumulators per slot and sum besides the row's x, dy and w*dy
     // (~60 registers a slot with dbias): one slot per thread keeps it near
     // 128 registers without spills, up to 512 threads (a 1024-thread CTA
     // would have to fit in 64 registers); wider rows take more slots.
-    bool columnSums = spec.backward && spec.hasWeight;
-    int64_t perThread = columnSums ? 1 : groupsPerThread;
-    int64_t most = columnSums ? 512 : 1024;
+    bool fused = sums == ColumnSums::Fused;
+    int64_t perThread = fused ? 1 : groupsPerThread;
+    int64_t most = fused ? kFusedColumnSumsThreads : 1024;
     threads = 32;
     while (threads < most && threads * perThread < groups)
       threads *= 2;
@@ -340,11 +403,14 @@ FailureOr<NormPlan> NormsLowering::analyze(func::FuncOp fn) const {
   FailureOr<NormSpec> spec = analyzeNorm(fn, cols);
   if (failed(spec))
     return failure();
-  FailureOr<TeamShape> team =
-      chooseTeam(&fn.getBody().front().front(), *spec, cols);
+  Operation *anchor = &fn.getBody().front().front();
+  FailureOr<ColumnSums> sums = chooseColumnSums(anchor, *spec, cols);
+  if (failed(sums))
+    return failure();
+  FailureOr<TeamShape> team = chooseTeam(anchor, *spec, *sums, cols);
   if (failed(team))
     return failure();
-  return NormPlan{*spec, *team};
+  return NormPlan{*spec, *team, *sums};
 }
 
 SmallVector<KernelDecl> NormsLowering::declare(func::FuncOp fn,
@@ -357,7 +423,7 @@ SmallVector<KernelDecl> NormsLowering::declare(func::FuncOp fn,
   // The team sums go through one f32 per warp and sum; forward outputs
   // wider than 16 bytes a group are staged in workgroup memory.
   KernelDecl row{name,
-                  buildRowAbi(ctx, spec),
+                  buildRowAbi(ctx, plan),
                   team.blockSize,
                   {workgroupBuffer({team.blockSize / 32 * kMaxSums}, f32)}};
   if (team.stageStores)
@@ -372,7 +438,11 @@ SmallVector<KernelDecl> NormsLowering::declare(func::FuncOp fn,
                     buildReduceAbi(ctx, spec),
                     threads,
                     {workgroupBuffer({threads}, f32)}};
-  return {row, reduce};
+  if (plan.fusedColumnSums())
+    return {row, reduce};
+  KernelDecl columns{name + kColumnsSuffix.str(), buildColumnsAbi(ctx, spec),
+                     kColumnsBlock, {}};
+  return {row, columns, reduce};
 }
 
 SpecBindings NormsLowering::bindings(func::FuncOp fn, const NormPlan &) const {
@@ -434,16 +504,37 @@ DictionaryAttr NormsLowering::record(const NormPlan &plan,
   if (index == 0) {
     std::optional<LaunchRule> launch;
     if (onGpu())
-      launch = LaunchRule{
-          team.blockSize, 0, 0,
-          {{plan.columnSums() ? "partials" : "rows", team.teamsPerBlock()}}};
+      launch = LaunchRule{team.blockSize,
+                          0,
+                          0,
+                          {{plan.fusedColumnSums() ? "partials" : "rows",
+                            team.teamsPerBlock()}}};
     return buildKernelRecord(ctx, decl.name, spec.opName(),
-                             rowConfig(ctx, spec, team), decl.abi, launch);
+                             rowConfig(ctx, plan), decl.abi, launch);
   }
   Builder cb(ctx);
+  StringRef rowName = StringRef(decl.name).drop_back(
+      StringRef(decl.name).ends_with(kColumnsSuffix) ? kColumnsSuffix.size()
+                                                     : kReduceSuffix.size());
+  if (StringRef(decl.name).ends_with(kColumnsSuffix)) {
+    // A thread per group (G columns) and partial: grid x over the
+    // columns, y over the partials.
+    SmallVector<NamedAttribute> cconfig = {
+        cb.getNamedAttr("of", cb.getStringAttr(rowName)),
+        cb.getNamedAttr("group_size", cb.getI64IntegerAttr(spec.groupSize)),
+        cb.getNamedAttr("bias", cb.getBoolAttr(spec.hasBias))};
+    std::optional<LaunchRule> launch;
+    if (onGpu())
+      launch = LaunchRule{decl.blockSize,
+                          0,
+                          0,
+                          {{"cols", decl.blockSize * spec.groupSize},
+                           {"partials", 1}}};
+    return buildKernelRecord(ctx, decl.name, "norm_grad_columns", cconfig,
+                             decl.abi, launch);
+  }
   SmallVector<NamedAttribute> rconfig = {
-      cb.getNamedAttr("of", cb.getStringAttr(StringRef(decl.name).drop_back(
-                                kReduceSuffix.size()))),
+      cb.getNamedAttr("of", cb.getStringAttr(rowName)),
       cb.getNamedAttr("dweight",
                       cb.getStringAttr(manifestDtype(spec.weightType))),
       cb.getNamedAttr("bias", cb.getBoolAttr(spec.hasBias))};

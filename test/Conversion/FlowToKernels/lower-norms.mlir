@@ -1,6 +1,6 @@
 // Structure of the norm kernels: a team of threads per row, workgroup sums
 // for teams wider than a warp, the fused partial maxima, the dweight
-// workspace and its _reduce kernel, and the manifest records.
+// workspace, its _columns and _reduce kernels, and the manifest records.
 // RUN: coat-opt %s -coat-lower-norms='target=gpu' | FileCheck %s --check-prefix=GPU
 // RUN: coat-opt %s -coat-lower-norms='target=cpu' | FileCheck %s --check-prefix=CPU
 
@@ -59,15 +59,17 @@ func.func @ln_cta(%x: !coat.qtensor<?x4096xf8E4M3FN, per_group<16>, scale = bf16
 
 // Backward with dweight and dbias: a workspace row per team, then the
 // _reduce kernel (32 columns x 8 warps) sums the partials in a fixed order.
-// One group per thread (its column accumulators stay in registers): 512
-// threads for 8192 columns.
+// One group per thread (its column accumulators stay in registers): 256
+// threads for 4096 columns.
 // GPU-LABEL: gpu.func @ln_bwd(
 // GPU-SAME: {bind = ["scratch"], dtype = "f32", extent = "partials*cols", kind = "memref", name = "dweight_partial"}
 // GPU-SAME: {bind = ["scratch"], dtype = "f32", extent = "partials*cols", kind = "memref", name = "dbias_partial"}
 // GPU-SAME: {bind = "free", dtype = "i64", kind = "scalar", name = "partials"}
-// GPU-SAME: threads_per_row = 512
-// GPU-SAME: launch = {block = [512, 1, 1], grid_tiles = {{\[}}["partials", 1]]
+// GPU-SAME: column_sums = "fused"
+// GPU-SAME: threads_per_row = 256
+// GPU-SAME: launch = {block = [256, 1, 1], grid_tiles = {{\[}}["partials", 1]]
 // GPU: scf.for
+// GPU: math.fma
 // GPU: gpu.barrier
 // GPU-LABEL: gpu.func @ln_bwd_reduce(
 // GPU-SAME: launch = {block = [256, 1, 1], grid_tiles = {{\[}}["cols", 32]]
@@ -75,6 +77,41 @@ func.func @ln_cta(%x: !coat.qtensor<?x4096xf8E4M3FN, per_group<16>, scale = bf16
 // GPU: scf.for
 // GPU: gpu.barrier
 func.func @ln_bwd(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>,
+    %mean: tensor<?xf32>, %rstd: tensor<?xf32>, %dy: tensor<?x?xbf16>, %w: tensor<?xf32>)
+    -> (tensor<?x?xbf16>, tensor<?xf32>, tensor<?xf32>) attributes {coat.max_cols = 4096 : i64} {
+  %dx, %dw, %db = coat.layernorm_grad %x, %mean, %rstd, %dy weight %w
+      : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, tensor<?xf32>,
+        tensor<?xf32>, tensor<?x?xbf16>, tensor<?xf32>
+      -> tensor<?x?xbf16>, tensor<?xf32>, tensor<?xf32>
+  return %dx, %dw, %db : tensor<?x?xbf16>, tensor<?xf32>, tensor<?xf32>
+}
+
+// 8192 columns would take a 512-thread fused team: the column sums go to
+// _columns instead (a thread per group and partial, x over the columns, y
+// over the partials), which re-reads x and dy; the row kernel takes one
+// team per row and neither the workspace nor partials.
+// GPU-LABEL: gpu.func @ln_bwd_wide(
+// GPU-NOT: dweight_partial
+// GPU-NOT: partials
+// GPU-SAME: column_sums = "separate"
+// GPU-SAME: launch = {block = [256, 1, 1], grid_tiles = {{\[}}["rows", 1]]
+// GPU: gpu.return
+// GPU-LABEL: gpu.func @ln_bwd_wide_columns(
+// GPU-SAME: name = "dweight_partial"
+// GPU-SAME: name = "dbias_partial"
+// GPU-SAME: name = "partials"
+// GPU-SAME: launch = {block = [128, 1, 1], grid_tiles = {{\[}}["cols", 2048], ["partials", 1]]
+// GPU-SAME: op = "norm_grad_columns"
+// GPU: gpu.block_id  y
+// GPU: scf.for
+// GPU: math.fma {{.*}} : vector<16xf32>
+// GPU: arith.addf {{.*}} : vector<16xf32>
+// GPU: scf.yield
+// GPU-NOT: gpu.barrier
+// GPU: gpu.return
+// GPU-LABEL: gpu.func @ln_bwd_wide_reduce(
+// GPU-SAME: of = "ln_bwd_wide"
+func.func @ln_bwd_wide(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>,
     %mean: tensor<?xf32>, %rstd: tensor<?xf32>, %dy: tensor<?x?xbf16>, %w: tensor<?xf32>)
     -> (tensor<?x?xbf16>, tensor<?xf32>, tensor<?xf32>) attributes {coat.max_cols = 8192 : i64} {
   %dx, %dw, %db = coat.layernorm_grad %x, %mean, %rstd, %dy weight %w
@@ -92,4 +129,9 @@ func.func @ln_bwd(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>,
 // CPU-LABEL: func.func @ln_bwd(
 // CPU-SAME: %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64)
 // CPU-LABEL: func.func @ln_bwd_reduce(
+// CPU-LABEL: func.func @ln_bwd_wide(
+// CPU-SAME: memref<?xi16>, %{{.*}}: i64, %{{.*}}: i64)
+// CPU-LABEL: func.func @ln_bwd_wide_columns(
+// CPU-SAME: %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64)
+// CPU-LABEL: func.func @ln_bwd_wide_reduce(
 // CPU-NOT: gpu.
