@@ -35,7 +35,9 @@ GRANULARITY_PASSES = OUTLINE_PASSES[:-1]
 # coat.nn and the training example use; tokens are a run-time extent).
 MODEL_BLOCKS = [*programs.decoder_layer_configs(hidden=1024, ffn=2816, heads=16, kv_heads=16),
                 programs.LinearConfig(1024, 2816), programs.NormConfig(1024),
-                programs.NormConfig(1024, "layernorm", bias=True)]
+                programs.NormConfig(1024, "layernorm", bias=True),
+                # 8192 columns: its backward takes the column sums separately.
+                programs.NormConfig(8192, "layernorm", bias=True)]
 _REMARK = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+):\d+: remark: (?P<text>.*)$")
 _NAME = re.compile(r"(%[\w.$-]+)\s*=\s*coat\.quantize_auto")
 

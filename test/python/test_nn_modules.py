@@ -9,8 +9,8 @@ Each check also fails against a wrong reference (a permuted weight, the
 other norm), so the tolerances tell wirings apart.
 
 CPU tests compile the programs into a temporary cache with coat-opt; CUDA
-tests use the hidden-1024 programs that scripts/demo.sh compiles (found
-through $COAT_KERNELS or build/demo).
+tests use the hidden-1024 programs that scripts/demo.sh compiles, and its
+hidden-8192 LayerNorm (found through $COAT_KERNELS or build/demo).
 """
 
 
@@ -103,6 +103,28 @@ def test_cuda_module_matches_fp32_autograd(case):
     if case == "layernorm_nobias":
         pytest.skip("scripts/demo.sh compiles the LayerNorm with bias only")
     check_module(case, 1024, (4, 300), "cuda", seed=3)
+
+
+def test_cuda_wide_layernorm_runs_its_separate_column_sums():
+    """LayerNorm(8192) (scripts/demo.sh compiles it): its backward takes
+    dweight/dbias in `_columns`, a third kernel of the call that the
+    program runs from the manifest (config.of), between the row kernel and
+    `_reduce`."""
+    if not torch.cuda.is_available():
+        pytest.skip("CUDA is not available")
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("needs a Hopper GPU (sm_90a)")
+    try:
+        prog = cnn.LayerNorm(8192, device="cuda").program
+    except RuntimeError as e:
+        pytest.skip(str(e))
+    grads = [s for s in prog.steps if s.kernels[0].spec.op == "layernorm_grad"]
+    assert len(grads) == 1, [s.spec for s in prog.steps]
+    kernels = grads[0].kernels
+    assert kernels[0].config["column_sums"] == "separate"
+    assert [k.spec.op for k in kernels] == ["layernorm_grad", "norm_grad_columns",
+                                            "norm_grad_reduce"]
+    check_module("layernorm", 8192, (3, 100), "cuda", seed=5)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
