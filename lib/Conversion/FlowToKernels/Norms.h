@@ -115,6 +115,15 @@ struct NormPlan {
   bool columnSums() const { return sums != ColumnSums::None; }
   /// Whether the row kernel takes the partial sums (and `partials`).
   bool fusedColumnSums() const { return sums == ColumnSums::Fused; }
+
+  /// The kernels of a spec, in the order declare() lists them.
+  enum class Kernel { Row, Columns, Reduce };
+  Kernel kernelAt(unsigned index) const {
+    if (index == 0)
+      return Kernel::Row;
+    return index == 1 && sums == ColumnSums::Separate ? Kernel::Columns
+                                                      : Kernel::Reduce;
+  }
 };
 
 /// The kernel-lowering hooks of coat-lower-norms.

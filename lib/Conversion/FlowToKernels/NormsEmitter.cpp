@@ -28,6 +28,9 @@ using namespace mlir::coat;
 
 namespace {
 
+/// The workspace of each column sum: dweight's, then dbias's.
+constexpr StringLiteral kWorkspaces[] = {"dweight_partial", "dbias_partial"};
+
 /// One group's G values, widened to f32, as a vector<G x f32>.
 using GroupVec = Value;
 
@@ -155,6 +158,8 @@ private:
   bool fused;
   /// Column sums per group: dweight [and dbias]; 0 without dweight.
   int64_t perSlot;
+  /// Those the row kernel holds per slot (0 unless fused).
+  int64_t fusedSums() const { return fused ? perSlot : 0; }
 
   // Current row.
   Value row, rowValid, rowBase, cols, groups, colsF32;
@@ -518,7 +523,7 @@ SmallVector<Value> NormEmitter::emitBackwardRow(ValueRange accs,
               : Value();
 
   SmallVector<Value> nextAccs(accs);
-  int64_t columnSums = fused ? perSlot : 0;
+  int64_t held = fusedSums();
   forEachGroup({}, [&](const Slot &s, ValueRange) {
     GroupVec dy = loadRowOperand("dy", spec.gradType, s);
     GroupVec xh = normalized(s, mean, rstd);
@@ -531,15 +536,14 @@ SmallVector<Value> NormEmitter::emitBackwardRow(ValueRange accs,
     Value dx = arith::MulFOp::create(
         b, arith::SubFOp::create(b, weighted(s, dy), correction), splat(rstd));
     storeGroup(args.lookup("dx"), spec.outType, elementIndex(s), s.valid, dx);
-    if (columnSums == 0)
+    if (held == 0)
       return SmallVector<Value>{};
     if (!onGpu) {
       addColumnTermsToWorkspace(partialRow, s, dy, xh);
       return SmallVector<Value>{};
     }
     // Rows past the end load zeros, so their terms are zero.
-    MutableArrayRef<Value> mine(nextAccs.data() + s.k * columnSums,
-                                columnSums);
+    MutableArrayRef<Value> mine(nextAccs.data() + s.k * held, held);
     llvm::copy(addColumnTerms(mine, dy, xh), mine.begin());
     return SmallVector<Value>{};
   });
@@ -563,14 +567,14 @@ SmallVector<Value> NormEmitter::addColumnTerms(ValueRange accs, GroupVec dy,
 
 void NormEmitter::addColumnTermsToWorkspace(Value partialRow, const Slot &s,
                                             GroupVec dy, GroupVec xh) {
-  StringRef names[] = {"dweight_partial", "dbias_partial"};
   Type f32 = b.getF32Type();
   Value at = addI(mulI(partialRow, cols), mulI(s.group, cidx(spec.groupSize)));
   SmallVector<Value> prev;
   for (int64_t i = 0; i < perSlot; ++i)
-    prev.push_back(loadGroup(args.lookup(names[i]), f32, at, s.valid, -1));
+    prev.push_back(
+        loadGroup(args.lookup(kWorkspaces[i]), f32, at, s.valid, -1));
   for (auto [i, v] : llvm::enumerate(addColumnTerms(prev, dy, xh)))
-    storeGroup(args.lookup(names[i]), f32, at, s.valid, v);
+    storeGroup(args.lookup(kWorkspaces[i]), f32, at, s.valid, v);
 }
 
 void NormEmitter::setTeam(const TeamPosition &pos) {
@@ -599,7 +603,7 @@ void NormEmitter::emitGpuBackward(Value partial, const TeamPosition &pos) {
   // Without fused column sums every team takes one row, as in the forward.
   Value partials = fused ? toIndex(args.lookup("partials")) : rows;
   Value partialValid = ult(partial, partials);
-  int64_t sums = fused ? perSlot : 0;
+  int64_t sums = fusedSums();
   Value zeroVec = splat(cf32(0.0));
   SmallVector<Value> inits(team.slots * sums, zeroVec);
   // Rows partial, partial + partials, ...; the trip count is the same for
@@ -620,13 +624,12 @@ void NormEmitter::emitGpuBackward(Value partial, const TeamPosition &pos) {
   if (!fused)
     return;
   // One workspace row per team.
-  StringRef names[] = {"dweight_partial", "dbias_partial"};
   for (int64_t k = 0; k < team.slots; ++k) {
     Value g = addI(teamThread, cidx(k * team.threadsPerRow));
     Value valid = andI(partialValid, ult(g, groups));
     Value at = addI(mulI(partial, cols), mulI(g, cidx(spec.groupSize)));
     for (int64_t i = 0; i < sums; ++i)
-      storeGroup(args.lookup(names[i]), b.getF32Type(), at, valid,
+      storeGroup(args.lookup(kWorkspaces[i]), b.getF32Type(), at, valid,
                  accs[k * sums + i]);
   }
 }
@@ -654,10 +657,10 @@ void NormEmitter::emitGpuColumns(Value group, Value partial) {
         GroupVec dy = loadRowOperand("dy", spec.gradType, s);
         return addColumnTerms(a, dy, normalized(s, mean, rstd));
       });
-  StringRef names[] = {"dweight_partial", "dbias_partial"};
   Value at = addI(mulI(partial, cols), mulI(group, cidx(spec.groupSize)));
   for (int64_t i = 0; i < perSlot; ++i)
-    storeGroup(args.lookup(names[i]), b.getF32Type(), at, valid, accs[i]);
+    storeGroup(args.lookup(kWorkspaces[i]), b.getF32Type(), at, valid,
+               accs[i]);
 }
 
 void NormEmitter::emitCpuForward() {
@@ -675,7 +678,6 @@ void NormEmitter::emitCpuForward() {
 void NormEmitter::emitCpuPartials(Value partials, bool columnSums,
                                   function_ref<void(Value)> rowBody) {
   Value rows = toIndex(args.lookup("rows"));
-  StringRef names[] = {"dweight_partial", "dbias_partial"};
   emitFor(b, cidx(0), partials, cidx(1), {}, [&](Value p, ValueRange) {
     if (columnSums) {
       Value zero = splat(cf32(0.0));
@@ -683,7 +685,7 @@ void NormEmitter::emitCpuPartials(Value partials, bool columnSums,
         Value at = addI(mulI(p, cols), mulI(g, cidx(spec.groupSize)));
         Value yes = arith::ConstantOp::create(b, b.getBoolAttr(true));
         for (int64_t i = 0; i < perSlot; ++i)
-          storeGroup(args.lookup(names[i]), b.getF32Type(), at, yes, zero);
+          storeGroup(args.lookup(kWorkspaces[i]), b.getF32Type(), at, yes, zero);
         return SmallVector<Value>{};
       });
     }
@@ -781,7 +783,8 @@ void NormsLowering::emitGpu(ImplicitLocOpBuilder &b, const NormPlan &plan,
   const NormSpec &spec = plan.spec;
   const TeamShape &team = plan.team;
   auto cidx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
-  if (index == 1 && !plan.fusedColumnSums()) {
+  NormPlan::Kernel which = plan.kernelAt(index);
+  if (which == NormPlan::Kernel::Columns) {
     // `<name>_columns`: x over groups, y over partials.
     Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
     Value bid = gpu::BlockIdOp::create(b, gpu::Dimension::x);
@@ -791,7 +794,7 @@ void NormsLowering::emitGpu(ImplicitLocOpBuilder &b, const NormPlan &plan,
     NormEmitter(b, plan, args, /*onGpu=*/true).emitGpuColumns(group, partial);
     return;
   }
-  if (index == 0) {
+  if (which == NormPlan::Kernel::Row) {
     // Forward: at most 64 registers, so that 2048 threads (the row data in
     // flight) fit on a multiprocessor.
     if (!spec.backward)
@@ -859,9 +862,10 @@ void NormsLowering::emitCpu(ImplicitLocOpBuilder &b, const NormPlan &plan,
                             unsigned index, func::FuncOp,
                             const KernelArgs &args) const {
   const NormSpec &spec = plan.spec;
-  if (index == 0 || (index == 1 && !plan.fusedColumnSums())) {
+  NormPlan::Kernel which = plan.kernelAt(index);
+  if (which != NormPlan::Kernel::Reduce) {
     NormEmitter e(b, plan, args, /*onGpu=*/false);
-    if (index == 1)
+    if (which == NormPlan::Kernel::Columns)
       e.emitCpuColumns();
     else if (spec.backward)
       e.emitCpuBackward();

@@ -27,17 +27,34 @@ constexpr StringLiteral kReduceSuffix = "_reduce";
 // ABI
 //===----------------------------------------------------------------------===//
 
+AbiArg buf(StringRef name, Type logical, StringRef extent) {
+  return AbiArg{name.str(), abiBuffer(logical), manifestDtype(logical),
+                extent.str()};
+}
+
+AbiArg i64Scalar(MLIRContext *ctx, StringRef name) {
+  return AbiArg{name.str(), IntegerType::get(ctx, 64), "i64", ""};
+}
+
+/// The 1xG FP8 input every kernel that reads x takes first.
+SmallVector<AbiArg> inputAbi(MLIRContext *ctx, const NormSpec &s) {
+  return {buf("x_codes", getFp8Type(ctx, s.format), "n"),
+          buf("x_scale", s.scaleType, "groups")};
+}
+
+/// The f32 workspace rows the column sums write (`_reduce` reads them).
+void appendWorkspaces(MLIRContext *ctx, const NormSpec &s,
+                      SmallVector<AbiArg> &abi) {
+  Type f32 = Float32Type::get(ctx);
+  abi.push_back(buf("dweight_partial", f32, "partials*cols"));
+  if (s.hasBias)
+    abi.push_back(buf("dbias_partial", f32, "partials*cols"));
+}
+
 SmallVector<AbiArg> buildRowAbi(MLIRContext *ctx, const NormPlan &plan) {
   const NormSpec &s = plan.spec;
-  Type fp8 = getFp8Type(ctx, s.format);
   Type f32 = Float32Type::get(ctx);
-  Type i64 = IntegerType::get(ctx, 64);
-  auto buf = [&](StringRef name, Type logical, StringRef extent) {
-    return AbiArg{name.str(), abiBuffer(logical), manifestDtype(logical),
-                  extent.str()};
-  };
-  SmallVector<AbiArg> abi = {buf("x_codes", fp8, "n"),
-                             buf("x_scale", s.scaleType, "groups")};
+  SmallVector<AbiArg> abi = inputAbi(ctx, s);
   if (!s.backward) {
     if (s.hasWeight)
       abi.push_back(buf("weight", s.weightType, "cols"));
@@ -57,62 +74,42 @@ SmallVector<AbiArg> buildRowAbi(MLIRContext *ctx, const NormPlan &plan) {
     abi.push_back(buf("rstd", f32, "rows"));
     abi.push_back(buf("dy", s.gradType, "n"));
     abi.push_back(buf("dx", s.outType, "n"));
-    if (plan.fusedColumnSums()) {
-      abi.push_back(buf("dweight_partial", f32, "partials*cols"));
-      if (s.hasBias)
-        abi.push_back(buf("dbias_partial", f32, "partials*cols"));
-    }
+    if (plan.fusedColumnSums())
+      appendWorkspaces(ctx, s, abi);
   }
-  abi.push_back({"rows", i64, "i64", ""});
-  abi.push_back({"cols", i64, "i64", ""});
+  abi.push_back(i64Scalar(ctx, "rows"));
+  abi.push_back(i64Scalar(ctx, "cols"));
   if (plan.fusedColumnSums())
-    abi.push_back({"partials", i64, "i64", ""});
+    abi.push_back(i64Scalar(ctx, "partials"));
   return abi;
 }
 
 /// `<name>_columns`: what x-hat needs, dy, and the workspace rows.
 SmallVector<AbiArg> buildColumnsAbi(MLIRContext *ctx, const NormSpec &s) {
-  Type fp8 = getFp8Type(ctx, s.format);
   Type f32 = Float32Type::get(ctx);
-  Type i64 = IntegerType::get(ctx, 64);
-  auto buf = [&](StringRef name, Type logical, StringRef extent) {
-    return AbiArg{name.str(), abiBuffer(logical), manifestDtype(logical),
-                  extent.str()};
-  };
-  SmallVector<AbiArg> abi = {buf("x_codes", fp8, "n"),
-                             buf("x_scale", s.scaleType, "groups")};
+  SmallVector<AbiArg> abi = inputAbi(ctx, s);
   if (s.hasMean())
     abi.push_back(buf("mean", f32, "rows"));
   abi.push_back(buf("rstd", f32, "rows"));
   abi.push_back(buf("dy", s.gradType, "n"));
-  abi.push_back(buf("dweight_partial", f32, "partials*cols"));
-  if (s.hasBias)
-    abi.push_back(buf("dbias_partial", f32, "partials*cols"));
-  abi.push_back({"rows", i64, "i64", ""});
-  abi.push_back({"cols", i64, "i64", ""});
-  abi.push_back({"partials", i64, "i64", ""});
+  appendWorkspaces(ctx, s, abi);
+  for (StringRef name : {"rows", "cols", "partials"})
+    abi.push_back(i64Scalar(ctx, name));
   return abi;
 }
 
 SmallVector<AbiArg> buildReduceAbi(MLIRContext *ctx, const NormSpec &s) {
   Type f32 = Float32Type::get(ctx);
-  Type i64 = IntegerType::get(ctx, 64);
-  SmallVector<AbiArg> abi = {
-      {"dweight_partial", abiBuffer(f32), "f32", "partials*cols"},
-      {"dweight", abiBuffer(s.weightType), manifestDtype(s.weightType),
-       "cols"}};
+  SmallVector<AbiArg> abi = {buf("dweight_partial", f32, "partials*cols"),
+                             buf("dweight", s.weightType, "cols")};
   if (s.hasBias) {
-    abi.push_back({"dbias_partial", abiBuffer(f32), "f32", "partials*cols"});
-    abi.push_back({"dbias", abiBuffer(s.weightType),
-                   manifestDtype(s.weightType), "cols"});
+    abi.push_back(buf("dbias_partial", f32, "partials*cols"));
+    abi.push_back(buf("dbias", s.weightType, "cols"));
   }
-  abi.push_back({"cols", i64, "i64", ""});
-  abi.push_back({"partials", i64, "i64", ""});
+  abi.push_back(i64Scalar(ctx, "cols"));
+  abi.push_back(i64Scalar(ctx, "partials"));
   return abi;
 }
-
-/// Records what each argument of the row and reduce kernels is in terms of
-/// the spec `fn` (a norm op, then perhaps its epilogue maxima). The
 
 /// The manifest's `config` of the row kernel.
 SmallVector<NamedAttribute> rowConfig(MLIRContext *ctx, const NormPlan &plan) {
@@ -501,7 +498,8 @@ DictionaryAttr NormsLowering::record(const NormPlan &plan,
   const NormSpec &spec = plan.spec;
   const TeamShape &team = plan.team;
   MLIRContext *ctx = spec.scaleType.getContext();
-  if (index == 0) {
+  NormPlan::Kernel kernel = plan.kernelAt(index);
+  if (kernel == NormPlan::Kernel::Row) {
     std::optional<LaunchRule> launch;
     if (onGpu())
       launch = LaunchRule{team.blockSize,
@@ -513,10 +511,10 @@ DictionaryAttr NormsLowering::record(const NormPlan &plan,
                              rowConfig(ctx, plan), decl.abi, launch);
   }
   Builder cb(ctx);
+  bool columns = kernel == NormPlan::Kernel::Columns;
   StringRef rowName = StringRef(decl.name).drop_back(
-      StringRef(decl.name).ends_with(kColumnsSuffix) ? kColumnsSuffix.size()
-                                                     : kReduceSuffix.size());
-  if (StringRef(decl.name).ends_with(kColumnsSuffix)) {
+      columns ? kColumnsSuffix.size() : kReduceSuffix.size());
+  if (columns) {
     // A thread per group (G columns) and partial: grid x over the
     // columns, y over the partials.
     SmallVector<NamedAttribute> cconfig = {
