@@ -18,7 +18,7 @@
 
 namespace mlir::coat {
 
-enum class GroupReduceKind { MaxNum, MinNum, BitOr };
+enum class GroupReduceKind { MaxNum, MinNum, MinUnsigned, BitOr };
 
 /// One lane of a grouped kernel: which elements it holds and how it reaches
 /// the other lanes of its group.

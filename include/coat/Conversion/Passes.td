@@ -30,7 +30,9 @@ def CoatLowerOptimizer : Pass<"coat-lower-optimizer", "::mlir::ModuleOp"> {
     - `target=gpu`: a `gpu.func` in `gpu.module @coat_kernels`; one warp-
       aligned set of L lanes per group, each lane holding E consecutive
       elements loaded with vector accesses, group statistics combined with
-      `gpu.shuffle xor`.
+      `gpu.shuffle xor`. Blocks stride over tiles of `block-size` lanes by
+      the grid size, `lanes-per-thread` passes each, so the step's constants
+      (two accurate powers) are paid once per thread, not once per lane.
     - `target=cpu`: a `func.func` looping over groups, one group per
       iteration, with the same element math.
 
@@ -58,6 +60,10 @@ def CoatLowerOptimizer : Pass<"coat-lower-optimizer", "::mlir::ModuleOp"> {
            "Elements each GPU thread holds (power of two; 0 picks "
            "min(group_size, max(8, group_size/32)), the fastest measured)">,
     WarpMultipleBlockSizeOption,
+    Option<"lanesPerThread", "lanes-per-thread", "int64_t", /*default=*/"4",
+           "GPU: lanes (E elements of one group each) a thread updates one "
+           "after the other, a grid of tiles apart; the step's constants "
+           "(bias corrections, step size) are derived once for all of them">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",

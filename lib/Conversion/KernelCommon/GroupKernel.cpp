@@ -33,6 +33,9 @@ Value GroupLane::allReduce(ImplicitLocOpBuilder &b, Value v,
     case GroupReduceKind::MinNum:
       v = arith::MinNumFOp::create(b, v, other);
       break;
+    case GroupReduceKind::MinUnsigned:
+      v = arith::MinUIOp::create(b, v, other);
+      break;
     case GroupReduceKind::BitOr:
       v = arith::OrIOp::create(b, v, other);
       break;

@@ -26,8 +26,9 @@ struct MomentSpec {
 };
 
 /// Everything the element math needs, fixed per kernel, and its launch
-/// shape: a lane holds E consecutive elements, L lanes form a group (the GPU
-/// kernel), or one lane holds a whole group (the CPU twin).
+/// shape: a lane holds E consecutive elements, L lanes form a group, and a
+/// thread updates U lanes of consecutive tiles (the GPU kernel), or one lane
+/// holds a whole group (the CPU twin).
 struct AdamWKernelSpec {
   Type paramType, gradType; ///< f32 or bf16
   MomentSpec m, v;
@@ -38,16 +39,19 @@ struct AdamWKernelSpec {
   int64_t elementsPerLane; ///< E
   int64_t lanesPerGroup;   ///< L
   int64_t blockSize;       ///< GPU threads per CTA
+  int64_t lanesPerThread;  ///< U: lanes a GPU thread updates in turn
 };
 
 /// The kernel-lowering hooks of coat-lower-optimizer.
 class OptimizerLowering
     : public KernelLowering<OptimizerLowering, AdamWKernelSpec> {
 public:
-  OptimizerLowering(int64_t elementsPerThread, int64_t blockSize)
+  OptimizerLowering(int64_t elementsPerThread, int64_t blockSize,
+                    int64_t lanesPerThread)
       : KernelLowering({"coat-lower-optimizer", "coat_kernels",
                         /*stopAtFirstFailure=*/true}),
-        elementsPerThread(elementsPerThread), blockSize(blockSize) {}
+        elementsPerThread(elementsPerThread), blockSize(blockSize),
+        lanesPerThread(lanesPerThread) {}
 
   bool isSpecOp(Operation *op) const { return isa<AdamWStepOp>(op); }
 
@@ -59,6 +63,7 @@ public:
 private:
   int64_t elementsPerThread; ///< 0: the default for the group size
   int64_t blockSize;
+  int64_t lanesPerThread;
 };
 
 } // namespace mlir::coat

@@ -51,18 +51,62 @@ AdamWArgs adamwArgs(const KernelArgs &args) {
                    args.lookup("weight_decay")};
 }
 
+/// Per-group and per-step constants can involve subnormal extremes (tiny
+/// minima), so they are never flushed; approximate on the GPU in fixed mode,
+/// accurate in reference mode.
+F32Emitter accurateEmitter(ImplicitLocOpBuilder &b,
+                           const AdamWKernelSpec &spec, bool onGpu) {
+  return F32Emitter{b, /*approx=*/onGpu && spec.mode == OptimizerMode::fixed,
+                    /*flushSubnormals=*/false};
+}
+
+/// What the update needs from the step's scalars alone. A thread derives
+/// them once for all the lanes it updates: the two accurate powers alone
+/// cost about as many instructions as the element math of a lane.
+struct StepConstants {
+  Value bc1;         ///< 1 - beta1^t
+  Value invBc2s;     ///< 1 / sqrt(1 - beta2^t)
+  Value bc2s;        ///< sqrt(1 - beta2^t) (reference mode)
+  Value negStepSize; ///< -lr / bc1
+  Value negDecay;    ///< -lr wd
+  Value oneMinusB1, oneMinusB2;
+};
+
+StepConstants emitStepConstants(ImplicitLocOpBuilder &b,
+                                const AdamWKernelSpec &spec,
+                                const AdamWArgs &args, bool onGpu) {
+  // The bias corrections stay accurate (1 - b^t cancels, so an approximate
+  // power would be amplified); both targets fold them into the step sizes:
+  //   p' = p - lr wd p - (lr/bc1) m' / (sqrt(v') / bc2s + eps)
+  // which is the specified update with its constants reassociated. (The
+  // reference mode keeps the official order of operations.)
+  F32Emitter f{b, /*approx=*/onGpu};
+  F32Emitter acc = accurateEmitter(b, spec, onGpu);
+  Value one = f.c(1.0);
+  StepConstants k;
+  k.bc1 = f.sub(one, f.pow(args.beta1, args.step));
+  Value bc2 = f.sub(one, f.pow(args.beta2, args.step));
+  if (spec.mode == OptimizerMode::reference)
+    k.bc2s = acc.sqrt(bc2);
+  else
+    k.invBc2s = acc.div(one, acc.sqrt(bc2));
+  k.negStepSize = f.sub(f.c(0.0), acc.div(args.lr, k.bc1));
+  k.negDecay = f.sub(f.c(0.0), f.mul(args.lr, args.weightDecay));
+  k.oneMinusB1 = f.sub(one, args.beta1);
+  k.oneMinusB2 = f.sub(one, args.beta2);
+  return k;
+}
+
 /// Emits the body of one lane: load, dequantize, update, re-derive the group
 /// metadata, quantize, store.
 class AdamWLaneEmitter {
 public:
   AdamWLaneEmitter(ImplicitLocOpBuilder &b, const AdamWKernelSpec &spec,
-                   const GroupLane &lane, const AdamWArgs &args)
+                   const GroupLane &lane, const AdamWArgs &args,
+                   const StepConstants &step)
       : b(b), f(F32Emitter{b, /*approx=*/lane.onGpu}),
-        acc(F32Emitter{b,
-                       /*approx=*/lane.onGpu &&
-                           spec.mode == OptimizerMode::fixed,
-                       /*flushSubnormals=*/false}),
-        spec(spec), lane(lane), args(args) {}
+        acc(accurateEmitter(b, spec, lane.onGpu)), spec(spec), lane(lane),
+        args(args), step(step) {}
 
   void emit();
 
@@ -81,15 +125,25 @@ private:
                       args.n};
   }
 
-  /// Dequantizes the E codes of one moment with its previous metadata.
+  /// Dequantizes the E codes of a moment with its previous metadata.
   SmallVector<Value> dequantize(const MomentSpec &mom,
                                 const MomentBuffers &bufs,
                                 ArrayRef<Value> codes);
-  /// Derives this group's metadata from the new f32 values, stores it, and
-  /// returns the values to hand to the FP8 conversion.
-  SmallVector<Value> requantize(const MomentSpec &mom,
-                                const MomentBuffers &bufs,
-                                ArrayRef<Value> values);
+  /// Derives each group's metadata of m and of v from their new f32 values,
+  /// stores it, and returns the values to hand to the FP8 conversions.
+  std::pair<SmallVector<Value>, SmallVector<Value>>
+  requantize(ArrayRef<Value> mValues, ArrayRef<Value> vValues);
+  /// Unexpanded moments: s = M / fp8max, codes x fp8max / M.
+  SmallVector<Value> requantizePlain(const MomentSpec &mom,
+                                     const MomentBuffers &bufs,
+                                     const struct MomentStatistics &stats,
+                                     ArrayRef<Value> values);
+  /// Expanded moments: k, c and s of the group from M and mn, stored, and
+  /// the values to convert.
+  SmallVector<Value> requantizeExpanded(const MomentSpec &mom,
+                                        const MomentBuffers &bufs,
+                                        const struct MomentStatistics &stats,
+                                        ArrayRef<Value> values);
   /// mode = reference: the official kernel's statistics and formulas.
   SmallVector<Value> requantizeReference(const MomentSpec &mom,
                                          const MomentBuffers &bufs,
@@ -113,13 +167,12 @@ private:
   ImplicitLocOpBuilder &b;
   /// Per-element math: approximate (SFU, flush-to-zero) on the GPU.
   F32Emitter f;
-  /// Per-group and per-lane constants: they can involve subnormal extremes
-  /// (tiny minima), so never flushed; approximate on the GPU in fixed mode,
-  /// accurate in reference mode.
+  /// Per-group constants (accurateEmitter).
   F32Emitter acc;
   const AdamWKernelSpec &spec;
   const GroupLane &lane;
   const AdamWArgs &args;
+  const StepConstants &step;
   Value nIndex, fullLane, groupClamped, isGroupLeader;
   /// (warp index, warp result) pairs of referenceMinimum's second stage.
   SmallVector<std::pair<Value, Value>> stage2;
@@ -172,48 +225,44 @@ SmallVector<Value> AdamWLaneEmitter::dequantize(const MomentSpec &mom,
   return out;
 }
 
-SmallVector<Value> AdamWLaneEmitter::requantize(const MomentSpec &mom,
-                                                const MomentBuffers &bufs,
-                                                ArrayRef<Value> values) {
-  if (spec.mode == OptimizerMode::reference)
-    return requantizeReference(mom, bufs, values);
+/// A moment's new values as its requantization sees them.
+struct MomentStatistics {
+  /// Per element: 0 for finite values, NaN otherwise.
+  SmallVector<Value> poison;
+  /// Per element: |x| + poison.
+  SmallVector<Value> mags;
+  /// Group maximum and zero-skipping minimum of the finite magnitudes.
+  Value maxAbs, minAbs;
+  /// i1: the group's finite values are all zero.
+  Value allZero;
+};
+
+SmallVector<Value> AdamWLaneEmitter::requantizePlain(
+    const MomentSpec &mom, const MomentBuffers &bufs,
+    const MomentStatistics &stats, ArrayRef<Value> values) {
+  const ::coat::Fp8Traits traits = ::coat::getFp8Traits(mom.format);
+  Value s = acc.div(stats.maxAbs, f.c(traits.maxFinite));
+  Value inv = f.select(stats.allZero, f.c(0.0),
+                       acc.div(f.c(traits.maxFinite), stats.maxAbs));
+  storeGroupScalar(bufs.scale, s);
+  SmallVector<Value> out;
+  for (auto [x, nanIfNonFinite] : llvm::zip(values, stats.poison))
+    out.push_back(f.add(f.mul(x, inv), nanIfNonFinite));
+  return out;
+}
+
+SmallVector<Value> AdamWLaneEmitter::requantizeExpanded(
+    const MomentSpec &mom, const MomentBuffers &bufs,
+    const MomentStatistics &stats, ArrayRef<Value> values) {
   const ::coat::Fp8Traits traits = ::coat::getFp8Traits(mom.format);
   const double inf = std::numeric_limits<double>::infinity();
-  // `x - x` is 0 for finite x and NaN for +-inf and NaN (no nnan/ninf flags,
-  // so it is not folded). Adding it poisons exactly the non-finite elements:
-  // max.f32/min.f32 skip NaN, so they leave the statistics, and the NaN
-  // reaches the FP8 conversion as the NaN code.
-  SmallVector<Value> poison, mags;
-  Value localMax = f.c(0.0), localMin = f.c(inf);
-  for (Value x : values) {
-    Value nanIfNonFinite = f.sub(x, x);
-    Value a = f.add(f.abs(x), nanIfNonFinite);
-    poison.push_back(nanIfNonFinite);
-    mags.push_back(a);
-    localMax = f.maxnum(localMax, a);
-    // The true zero-skipping minimum (tail elements load as zeros).
-    localMin = f.minnum(localMin, f.select(f.gt(a, f.c(0.0)), a, f.c(inf)));
-  }
-  Value maxAbs = lane.allReduce(b, localMax, GroupReduceKind::MaxNum);
-  Value minAbs = lane.allReduce(b, localMin, GroupReduceKind::MinNum);
-  Value allZero = f.eq(maxAbs, f.c(0.0));
-
-  SmallVector<Value> out;
-  if (!mom.expanded) {
-    Value s = acc.div(maxAbs, f.c(traits.maxFinite));
-    Value inv =
-        f.select(allZero, f.c(0.0), acc.div(f.c(traits.maxFinite), maxAbs));
-    storeGroupScalar(bufs.scale, s);
-    for (auto [x, nanIfNonFinite] : llvm::zip(values, poison))
-      out.push_back(f.add(f.mul(x, inv), nanIfNonFinite));
-    return out;
-  }
-
+  const double ub = 0.5 * double(traits.maxFinite) * traits.maxFinite;
+  const double log2Fp8Max = std::log2(double(traits.maxFinite));
+  Value maxAbs = stats.maxAbs, minAbs = stats.minAbs;
+  Value allZero = stats.allZero;
   // k = floor(log2(UB)/log2(M/mn) * expand_min)/expand_min, clamped; one
   // distinct magnitude (M == mn) needs no expansion. As specified, log2 of
   // the ratio (which may overflow to +inf, giving the smallest k).
-  const double ub = 0.5 * double(traits.maxFinite) * traits.maxFinite;
-  const double log2Fp8Max = std::log2(double(traits.maxFinite));
   double emin = double(spec.expandMin);
   auto perExpandMin = [&](Value x) {
     // Dividing by a power of two is multiplying by its exact reciprocal.
@@ -272,11 +321,67 @@ SmallVector<Value> AdamWLaneEmitter::requantize(const MomentSpec &mom,
   storeGroupScalar(bufs.k, k);
   storeGroupScalar(bufs.c, c);
   Value negLogS = f.sub(f.c(0.0), logS);
-  for (auto [x, a] : llvm::zip(values, mags)) {
+  SmallVector<Value> out;
+  for (auto [x, a] : llvm::zip(values, stats.mags)) {
     Value mag = f.exp2(f.fma(k, f.log2(f.mul(a, invC)), negLogS));
     out.push_back(mom.isSigned ? f.copysign(mag, x) : mag);
   }
   return out;
+}
+
+std::pair<SmallVector<Value>, SmallVector<Value>>
+AdamWLaneEmitter::requantize(ArrayRef<Value> mValues,
+                             ArrayRef<Value> vValues) {
+  if (spec.mode == OptimizerMode::reference)
+    return {requantizeReference(spec.m, args.m, mValues),
+            requantizeReference(spec.v, args.v, vValues)};
+  // `x - x` is 0 for finite x and NaN for +-inf and NaN (no nnan/ninf flags,
+  // so it is not folded). Adding it poisons exactly the non-finite elements:
+  // max.f32 skips NaN, so they leave the maximum, and the NaN reaches the FP8
+  // conversion as the NaN code.
+  auto statistics = [&](const MomentSpec &mom, ArrayRef<Value> values) {
+    MomentStatistics st;
+    Type i32 = b.getI32Type();
+    auto i32c = [&](int64_t v) {
+      return arith::ConstantIntOp::create(b, i32, v);
+    };
+    // The zero-skipping minimum on bit patterns: magnitudes order as their
+    // bits, and bits - 1 wraps +0 to the largest unsigned value, so an
+    // unsigned minimum of bits - 1 skips zeros in one instruction less than
+    // a test and a select. Tail elements load as zeros. NaN patterns lie
+    // above the start value (that of +inf, less one), so they are skipped
+    // too, and a group without a finite non-zero magnitude gets +inf.
+    const int64_t infBits = 0x7f800000;
+    Value localMax = f.c(0.0), localMinBits = i32c(infBits - 1);
+    for (Value x : values) {
+      Value nanIfNonFinite = f.sub(x, x);
+      Value a = f.add(f.abs(x), nanIfNonFinite);
+      st.poison.push_back(nanIfNonFinite);
+      st.mags.push_back(a);
+      localMax = f.maxnum(localMax, a);
+      Value bits = arith::BitcastOp::create(b, i32, a);
+      localMinBits = arith::MinUIOp::create(
+          b, localMinBits, arith::SubIOp::create(b, bits, i32c(1)));
+    }
+    st.maxAbs = lane.allReduce(b, localMax, GroupReduceKind::MaxNum);
+    st.allZero = f.eq(st.maxAbs, f.c(0.0));
+    if (!mom.expanded)
+      return st; // the minimum is for the expansion only
+    Value minBits =
+        lane.allReduce(b, localMinBits, GroupReduceKind::MinUnsigned);
+    st.minAbs = arith::BitcastOp::create(
+        b, b.getF32Type(), arith::AddIOp::create(b, minBits, i32c(1)));
+    return st;
+  };
+  MomentStatistics mStats = statistics(spec.m, mValues);
+  MomentStatistics vStats = statistics(spec.v, vValues);
+  auto finish = [&](const MomentSpec &mom, const MomentBuffers &bufs,
+                    const MomentStatistics &st, ArrayRef<Value> values) {
+    return mom.expanded ? requantizeExpanded(mom, bufs, st, values)
+                        : requantizePlain(mom, bufs, st, values);
+  };
+  return {finish(spec.m, args.m, mStats, mValues),
+          finish(spec.v, args.v, vStats, vValues)};
 }
 
 Value AdamWLaneEmitter::isValid(int64_t i) {
@@ -435,43 +540,29 @@ void AdamWLaneEmitter::emit() {
                                            lane.laneInGroup, idx(0));
   isGroupLeader = arith::AndIOp::create(b, groupInRange, leaderLane);
 
-  // Per-lane constants. The bias corrections stay accurate (1 - b^t cancels,
-  // so an approximate power would be amplified); both targets fold them into
-  // the step sizes:
-  //   p' = p - lr wd p - (lr/bc1) m' / (sqrt(v') / bc2s + eps)
-  // which is the specified update with its constants reassociated.
-  Value one = f.c(1.0);
-  auto powT = [&](Value base) { return f.pow(base, args.step); };
-  Value bc1 = f.sub(one, powT(args.beta1));
-  Value invBc2s = acc.div(one, acc.sqrt(f.sub(one, powT(args.beta2))));
-  Value stepSize = acc.div(args.lr, bc1);
-  Value decay = f.mul(args.lr, args.weightDecay);
-  Value oneMinusB1 = f.sub(one, args.beta1);
-  Value oneMinusB2 = f.sub(one, args.beta2);
-
   SmallVector<Value> p = loadLane(args.param, spec.paramType);
   SmallVector<Value> g = loadLane(args.grad, spec.gradType);
   MLIRContext *ctx = b.getContext();
   Type mFp8 = getFp8Type(ctx, spec.m.format);
   Type vFp8 = getFp8Type(ctx, spec.v.format);
-  SmallVector<Value> m =
-      dequantize(spec.m, args.m, loadLane(args.m.codes, mFp8));
-  SmallVector<Value> v =
-      dequantize(spec.v, args.v, loadLane(args.v.codes, vFp8));
+  SmallVector<Value> mCodes = loadLane(args.m.codes, mFp8);
+  SmallVector<Value> vCodes = loadLane(args.v.codes, vFp8);
+  SmallVector<Value> m = dequantize(spec.m, args.m, mCodes);
+  SmallVector<Value> v = dequantize(spec.v, args.v, vCodes);
 
   // Tail elements load as zeros (p, g, codes), so m' = v' = 0 there and they
   // drop out of the statistics by themselves.
   SmallVector<Value> newP, newM, newV;
   bool reference = spec.mode == OptimizerMode::reference;
-  Value bc2s = reference ? acc.sqrt(acc.sub(one, powT(args.beta2))) : Value();
   for (int64_t i = 0; i < e; ++i) {
     if (reference) {
       // The official kernel's order of operations (COAT §2.4).
-      Value mi = acc.add(acc.mul(args.beta1, m[i]), acc.mul(oneMinusB1, g[i]));
+      Value mi = acc.add(acc.mul(args.beta1, m[i]),
+                         acc.mul(step.oneMinusB1, g[i]));
       Value vi = acc.add(acc.mul(args.beta2, v[i]),
-                         acc.mul(acc.mul(oneMinusB2, g[i]), g[i]));
-      Value denom =
-          acc.mul(acc.add(acc.div(acc.sqrt(vi), bc2s), args.eps), bc1);
+                         acc.mul(acc.mul(step.oneMinusB2, g[i]), g[i]));
+      Value denom = acc.mul(
+          acc.add(acc.div(acc.sqrt(vi), step.bc2s), args.eps), step.bc1);
       Value update = acc.add(acc.div(mi, denom),
                              acc.mul(args.weightDecay, p[i]));
       newP.push_back(acc.sub(p[i], acc.mul(args.lr, update)));
@@ -479,17 +570,20 @@ void AdamWLaneEmitter::emit() {
       newV.push_back(vi);
       continue;
     }
-    Value mi = f.fma(args.beta1, m[i], f.mul(oneMinusB1, g[i]));
-    Value vi = f.fma(args.beta2, v[i], f.mul(f.mul(oneMinusB2, g[i]), g[i]));
-    Value denom = f.fma(f.sqrt(vi), invBc2s, args.eps);
-    Value pDecayed = f.sub(p[i], f.mul(decay, p[i]));
-    newP.push_back(f.sub(pDecayed, f.mul(stepSize, f.div(mi, denom))));
+    Value mi = f.fma(args.beta1, m[i], f.mul(step.oneMinusB1, g[i]));
+    Value vi = f.fma(args.beta2, v[i],
+                     f.mul(f.mul(step.oneMinusB2, g[i]), g[i]));
+    Value denom = f.fma(f.sqrt(vi), step.invBc2s, args.eps);
+    // p - lr wd p - step m'/denom as two fused multiply-adds.
+    Value pDecayed = f.fma(step.negDecay, p[i], p[i]);
+    newP.push_back(f.fma(step.negStepSize, f.div(mi, denom), pDecayed));
     newM.push_back(mi);
     newV.push_back(vi);
   }
   storeLane(args.param, newP, spec.paramType);
-  storeLane(args.m.codes, requantize(spec.m, args.m, newM), mFp8);
-  storeLane(args.v.codes, requantize(spec.v, args.v, newV), vFp8);
+  auto [mOut, vOut] = requantize(newM, newV);
+  storeLane(args.m.codes, mOut, mFp8);
+  storeLane(args.v.codes, vOut, vFp8);
 }
 
 } // namespace
@@ -497,31 +591,47 @@ void AdamWLaneEmitter::emit() {
 void OptimizerLowering::emitGpu(ImplicitLocOpBuilder &b,
                                 const AdamWKernelSpec &spec, unsigned,
                                 gpu::GPUFuncOp, const KernelArgs &args) const {
+  auto cidx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
+  AdamWArgs a = adamwArgs(args);
+  StepConstants step = emitStepConstants(b, spec, a, /*onGpu=*/true);
   Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
   Value bid = gpu::BlockIdOp::create(b, gpu::Dimension::x);
-  auto cidx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
+  // A tile is what one pass of the block covers: a lane per thread. Blocks
+  // stride over the tiles by the grid size, so the blocks resident at a time
+  // stream through neighbouring memory (the launch rule sizes the grid for U
+  // passes; any grid is correct). The bounds are uniform over the block, so
+  // every lane of a group takes each pass.
+  int64_t groupsPerTile = spec.blockSize / spec.lanesPerGroup;
+  Value n = arith::IndexCastOp::create(b, b.getIndexType(), a.n);
+  Value tiles = arith::CeilDivUIOp::create(
+      b, n, cidx(groupsPerTile * spec.groupSize));
+  Value blocks = gpu::GridDimOp::create(b, gpu::Dimension::x);
+  auto loop = scf::ForOp::create(b, bid, tiles, blocks);
+  b.setInsertionPointToStart(loop.getBody());
   GroupLane lane;
   lane.onGpu = true;
   lane.elementsPerLane = spec.elementsPerLane;
   lane.lanesPerGroup = spec.lanesPerGroup;
   lane.groupSize = spec.groupSize;
   lane.laneInGroup = arith::RemUIOp::create(b, tid, cidx(spec.lanesPerGroup));
-  Value groupInBlock =
+  Value groupInTile =
       arith::DivUIOp::create(b, tid, cidx(spec.lanesPerGroup));
-  Value groupsPerBlock = cidx(spec.blockSize / spec.lanesPerGroup);
   lane.group = arith::AddIOp::create(
-      b, arith::MulIOp::create(b, bid, groupsPerBlock), groupInBlock);
+      b, arith::MulIOp::create(b, loop.getInductionVar(),
+                               cidx(groupsPerTile)),
+      groupInTile);
   lane.firstElement = arith::AddIOp::create(
       b, arith::MulIOp::create(b, lane.group, cidx(spec.groupSize)),
       arith::MulIOp::create(b, lane.laneInGroup,
                             cidx(spec.elementsPerLane)));
-  AdamWLaneEmitter(b, spec, lane, adamwArgs(args)).emit();
+  AdamWLaneEmitter(b, spec, lane, a, step).emit();
 }
 
 void OptimizerLowering::emitCpu(ImplicitLocOpBuilder &b,
                                 const AdamWKernelSpec &spec, unsigned,
                                 func::FuncOp, const KernelArgs &args) const {
   AdamWArgs a = adamwArgs(args);
+  StepConstants step = emitStepConstants(b, spec, a, /*onGpu=*/false);
   Value nIndex = arith::IndexCastOp::create(b, b.getIndexType(), a.n);
   Value groups = arith::CeilDivUIOp::create(
       b, nIndex, arith::ConstantIndexOp::create(b, spec.groupSize));
@@ -536,5 +646,5 @@ void OptimizerLowering::emitCpu(ImplicitLocOpBuilder &b,
   lane.laneInGroup = arith::ConstantIndexOp::create(b, 0);
   lane.firstElement = arith::MulIOp::create(
       b, lane.group, arith::ConstantIndexOp::create(b, spec.groupSize));
-  AdamWLaneEmitter(b, spec, lane, a).emit();
+  AdamWLaneEmitter(b, spec, lane, a, step).emit();
 }

@@ -66,7 +66,8 @@ DictionaryAttr buildManifestRecord(MLIRContext *ctx, StringRef name,
   if (gpu)
     launch = LaunchRule{spec.blockSize, spec.blockSize /
                                             spec.lanesPerGroup *
-                                            spec.groupSize};
+                                            spec.groupSize *
+                                            spec.lanesPerThread};
   return buildKernelRecord(ctx, name, "adamw_step", config, abi, launch);
 }
 
@@ -105,7 +106,8 @@ FailureOr<AdamWKernelSpec> OptimizerLowering::analyze(func::FuncOp fn) const {
       op.getMode(),
       /*elementsPerLane=*/0,
       /*lanesPerGroup=*/1,
-      /*blockSize=*/1};
+      /*blockSize=*/1,
+      /*lanesPerThread=*/1};
   spec.elementsPerLane = spec.groupSize;
   if (!onGpu())
     return spec;
@@ -124,9 +126,13 @@ FailureOr<AdamWKernelSpec> OptimizerLowering::analyze(func::FuncOp fn) const {
     return op.emitError("block-size must be a multiple of 32 in "
                         "[32, 1024], got ")
            << blockSize;
+  if (lanesPerThread < 1)
+    return op.emitError("lanes-per-thread must be at least 1, got ")
+           << lanesPerThread;
   spec.elementsPerLane = e;
   spec.lanesPerGroup = spec.groupSize / e;
   spec.blockSize = blockSize;
+  spec.lanesPerThread = lanesPerThread;
   return spec;
 }
 

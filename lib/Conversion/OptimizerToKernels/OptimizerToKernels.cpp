@@ -32,7 +32,8 @@ struct CoatLowerOptimizerPass
   using Base::Base;
 
   void runOnOperation() override {
-    mlir::coat::OptimizerLowering lowering(elementsPerThread, blockSize);
+    mlir::coat::OptimizerLowering lowering(elementsPerThread, blockSize,
+                                           lanesPerThread);
     if (failed(lowering.run(getOperation(), target)))
       signalPassFailure();
   }

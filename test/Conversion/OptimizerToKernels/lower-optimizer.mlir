@@ -1,6 +1,7 @@
 // RUN: coat-opt %s --coat-lower-optimizer=target=gpu | FileCheck %s --check-prefix=GPU
 // RUN: coat-opt %s --coat-lower-optimizer=target=cpu | FileCheck %s --check-prefix=CPU
 // RUN: coat-opt %s --coat-lower-optimizer='target=gpu elements-per-thread=4' | FileCheck %s --check-prefix=E4
+// RUN: coat-opt %s --coat-lower-optimizer='target=gpu lanes-per-thread=1' | FileCheck %s --check-prefix=U1
 // RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-optimizer{target=gpu elements-per-thread=8},coat-gpu-to-binary{format=isa})' \
 // RUN:   | sed -e 's/\\0A/\n/g' -e 's/\\09/ /g' | FileCheck %s --check-prefix=PTX
 
@@ -12,8 +13,17 @@
 // GPU: gpu.module @coat_kernels
 // GPU: gpu.func @step(%{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xi8>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xi8>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: i64, %{{.*}}: f32, %{{.*}}: f32, %{{.*}}: f32, %{{.*}}: f32, %{{.*}}: f32, %{{.*}}: f32) kernel
 // GPU-SAME: coat.kernel = {args = [{dtype = "f32", extent = "n", kind = "memref", name = "param"}
-// GPU-SAME: launch = {block = [256, 1, 1], elements_per_block = 2048
+// A block takes 4 lanes per thread by default: 4 x 256 threads x 8 elements.
+// GPU-SAME: launch = {block = [256, 1, 1], elements_per_block = 8192
 // GPU-SAME: known_block_size = array<i32: 256, 1, 1>
+// The step's constants (two accurate powers) come before the loop over
+// tiles, which strides by the grid size.
+// GPU: math.powf
+// GPU: math.powf
+// GPU: %[[BID:.*]] = gpu.block_id  x
+// GPU: %[[GRID:.*]] = gpu.grid_dim  x
+// GPU-NEXT: scf.for %{{.*}} = %[[BID]] to %{{.*}} step %[[GRID]] {
+// GPU-NOT: math.powf
 // 8 elements per thread by default (the fastest measured): 32-byte loads of
 // p and g, 8-byte codes.
 // GPU: vector.load %{{.*}} {alignment = 16 : i64} : memref<?xf32>, vector<8xf32>
@@ -21,9 +31,25 @@
 // GPU: vector.load %{{.*}} {alignment = 8 : i64} : memref<?xi8>, vector<8xi8>
 // GPU: arith.bitcast %{{.*}} : vector<8xi8> to vector<8xf8E4M3FN>
 // GPU: arith.extf %{{.*}} : vector<8xf8E4M3FN> to vector<8xf32>
-// Group statistics: a butterfly over the 16 lanes of a group.
-// GPU: gpu.shuffle  xor %{{.*}}, %c8_i32, %c32_i32{{.*}} : f32
-// GPU: gpu.shuffle  xor %{{.*}}, %c1_i32, %c32_i32{{.*}} : f32
+// The update: the decay and the step as fused multiply-adds.
+// GPU: %[[Q:.*]] = arith.divf %{{.*}}, %{{.*}} fastmath<afn> : f32
+// GPU-NEXT: math.fma %{{.*}}, %[[Q]], %{{.*}} : f32
+// Group statistics: the zero-skipping minimum as an unsigned minimum of the
+// magnitudes' bits less one (from +inf's bits less one), then a butterfly
+// over the 16 lanes of a group.
+// GPU: %[[START:.*]] = arith.constant 2139095039 : i32
+// GPU: %[[BITS:.*]] = arith.bitcast %{{.*}} : f32 to i32
+// GPU-NEXT: %[[ONE:.*]] = arith.constant 1 : i32
+// GPU-NEXT: %[[LESS:.*]] = arith.subi %[[BITS]], %[[ONE]] : i32
+// GPU-NEXT: arith.minui %[[START]], %[[LESS]] : i32
+// GPU: gpu.shuffle  xor %{{.*}}, %c8_i32{{.*}}, %c32_i32{{.*}} : f32
+// GPU: gpu.shuffle  xor %{{.*}}, %c1_i32{{.*}}, %c32_i32{{.*}} : f32
+// GPU: gpu.shuffle  xor %{{.*}}, %c8_i32{{.*}}, %c32_i32{{.*}} : i32
+// GPU: gpu.shuffle  xor %{{.*}}, %c1_i32{{.*}}, %c32_i32{{.*}} : i32
+// GPU-NEXT: arith.minui %{{.*}}, %{{.*}} : i32
+// GPU-NEXT: arith.constant 1 : i32
+// GPU-NEXT: %[[MINBITS:.*]] = arith.addi %{{.*}}, %{{.*}} : i32
+// GPU-NEXT: arith.bitcast %[[MINBITS]] : i32 to f32
 // Expanded statistics in the log domain: log2 of the group maximum and
 // minimum, no division of the two and no square roots; exact tests for a
 // ratio that overflows f32 (M 2^-64 against mn 2^64) and for M == mn; the
@@ -46,7 +72,10 @@
 // GPU: arith.truncf %{{.*}} : vector<8xf32> to vector<8xf8E4M3FN>
 // GPU-NOT: func.func @step
 
-// E4: elements_per_block = 1024
+// E4: elements_per_block = 4096
+
+// U1: elements_per_block = 2048
+// U1: scf.for
 // E4: vector.load %{{.*}} {alignment = 16 : i64} : memref<?xf32>, vector<4xf32>
 // E4: gpu.shuffle  xor %{{.*}}, %c16_i32, %c32_i32{{.*}} : f32
 
