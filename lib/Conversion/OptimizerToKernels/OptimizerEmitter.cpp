@@ -125,9 +125,15 @@ private:
                       args.n};
   }
 
-  /// Dequantizes the E codes of a moment with its previous metadata.
-  SmallVector<Value> dequantize(const MomentSpec &mom,
-                                const MomentBuffers &bufs,
+  /// The per-group part of a moment's dequantization: its stored metadata
+  /// and, for expanded moments, 1/k (and the log2 offset in fixed mode).
+  struct DequantGroup {
+    Value s, k, c, invK, offset;
+  };
+  DequantGroup dequantizeGroup(const MomentSpec &mom,
+                               const MomentBuffers &bufs);
+  /// Dequantizes the E codes of a moment with its group part.
+  SmallVector<Value> dequantize(const MomentSpec &mom, const DequantGroup &g,
                                 ArrayRef<Value> codes);
   /// Derives each group's metadata of m and of v from their new f32 values,
   /// stores it, and returns the values to hand to the FP8 conversions.
@@ -138,10 +144,18 @@ private:
                                      const MomentBuffers &bufs,
                                      const struct MomentStatistics &stats,
                                      ArrayRef<Value> values);
-  /// Expanded moments: k, c and s of the group from M and mn, stored, and
-  /// the values to convert.
+  /// An expanded moment's new group metadata.
+  struct ExpandedMetadata {
+    Value s, k, c;       ///< stored
+    Value invC, negLogS; ///< 1/c and -log2 s, for the elements
+  };
+  /// k, c and s of the group from M and mn.
+  ExpandedMetadata expandedMetadata(const MomentSpec &mom,
+                                    const struct MomentStatistics &stats);
+  /// Stores the metadata and returns the values to convert.
   SmallVector<Value> requantizeExpanded(const MomentSpec &mom,
                                         const MomentBuffers &bufs,
+                                        const ExpandedMetadata &meta,
                                         const struct MomentStatistics &stats,
                                         ArrayRef<Value> values);
   /// mode = reference: the official kernel's statistics and formulas.
@@ -189,37 +203,49 @@ void AdamWLaneEmitter::storeGroupScalar(Value buffer, Value v) {
   });
 }
 
-SmallVector<Value> AdamWLaneEmitter::dequantize(const MomentSpec &mom,
-                                                const MomentBuffers &bufs,
-                                                ArrayRef<Value> codes) {
-  Value s = loadGroupScalar(bufs.scale);
-  SmallVector<Value> out;
-  if (!mom.expanded) {
-    for (Value q : codes)
-      out.push_back(f.mul(q, s));
-    return out;
-  }
-  Value k = loadGroupScalar(bufs.k);
-  Value c = loadGroupScalar(bufs.c);
+AdamWLaneEmitter::DequantGroup
+AdamWLaneEmitter::dequantizeGroup(const MomentSpec &mom,
+                                  const MomentBuffers &bufs) {
+  DequantGroup g;
+  g.s = loadGroupScalar(bufs.scale);
+  if (!mom.expanded)
+    return g;
+  g.k = loadGroupScalar(bufs.k);
+  g.c = loadGroupScalar(bufs.c);
   if (spec.mode == OptimizerMode::reference) {
-    // As the official kernel: y = q s, x = sgn(y) powf(|y|, 1/k) c with
-    // sgn = 1 - 2 signbit(y) (so -0 and -NaN give -1); v takes no sign.
-    Value invK = acc.div(acc.c(1.0), k);
-    for (Value q : codes) {
-      Value y = acc.mul(q, s);
-      Value mag = acc.mul(acc.pow(acc.abs(y), invK), c);
-      out.push_back(mom.isSigned ? acc.copysign(mag, y)
-                                 : acc.mul(acc.pow(y, invK), c));
-    }
-    return out;
+    g.invK = acc.div(acc.c(1.0), g.k);
+    return g;
   }
   // x = sgn(y) |y|^(1/k) c with y = q s, in the log domain:
   // log2|x| = (log2|q| + log2 s)/k + log2 c; the per-group part is hoisted.
-  Value invK = acc.div(f.c(1.0), k);
-  Value offset = acc.fma(acc.log2(s), invK, acc.log2(c));
+  g.invK = acc.div(f.c(1.0), g.k);
+  g.offset = acc.fma(acc.log2(g.s), g.invK, acc.log2(g.c));
+  return g;
+}
+
+SmallVector<Value> AdamWLaneEmitter::dequantize(const MomentSpec &mom,
+                                                const DequantGroup &g,
+                                                ArrayRef<Value> codes) {
+  SmallVector<Value> out;
+  if (!mom.expanded) {
+    for (Value q : codes)
+      out.push_back(f.mul(q, g.s));
+    return out;
+  }
+  if (spec.mode == OptimizerMode::reference) {
+    // As the official kernel: y = q s, x = sgn(y) powf(|y|, 1/k) c with
+    // sgn = 1 - 2 signbit(y) (so -0 and -NaN give -1); v takes no sign.
+    for (Value q : codes) {
+      Value y = acc.mul(q, g.s);
+      Value mag = acc.mul(acc.pow(acc.abs(y), g.invK), g.c);
+      out.push_back(mom.isSigned ? acc.copysign(mag, y)
+                                 : acc.mul(acc.pow(y, g.invK), g.c));
+    }
+    return out;
+  }
   for (Value q : codes) {
     // The result may be subnormal (tiny moments): no flush on this exp2.
-    Value mag = acc.exp2(f.fma(f.log2(f.abs(q)), invK, offset));
+    Value mag = acc.exp2(f.fma(f.log2(f.abs(q)), g.invK, g.offset));
     out.push_back(mom.isSigned ? f.copysign(mag, q) : mag);
   }
   return out;
@@ -251,9 +277,9 @@ SmallVector<Value> AdamWLaneEmitter::requantizePlain(
   return out;
 }
 
-SmallVector<Value> AdamWLaneEmitter::requantizeExpanded(
-    const MomentSpec &mom, const MomentBuffers &bufs,
-    const MomentStatistics &stats, ArrayRef<Value> values) {
+AdamWLaneEmitter::ExpandedMetadata
+AdamWLaneEmitter::expandedMetadata(const MomentSpec &mom,
+                                   const MomentStatistics &stats) {
   const ::coat::Fp8Traits traits = ::coat::getFp8Traits(mom.format);
   const double inf = std::numeric_limits<double>::infinity();
   const double ub = 0.5 * double(traits.maxFinite) * traits.maxFinite;
@@ -317,13 +343,20 @@ SmallVector<Value> AdamWLaneEmitter::requantizeExpanded(
   }
   logS = f.select(allZero, f.c(0.0), logS);
   Value s = f.select(allZero, f.c(0.0), acc.exp2(logS));
-  storeGroupScalar(bufs.scale, s);
-  storeGroupScalar(bufs.k, k);
-  storeGroupScalar(bufs.c, c);
-  Value negLogS = f.sub(f.c(0.0), logS);
+  return {s, k, c, invC, f.sub(f.c(0.0), logS)};
+}
+
+SmallVector<Value> AdamWLaneEmitter::requantizeExpanded(
+    const MomentSpec &mom, const MomentBuffers &bufs,
+    const ExpandedMetadata &meta, const MomentStatistics &stats,
+    ArrayRef<Value> values) {
+  storeGroupScalar(bufs.scale, meta.s);
+  storeGroupScalar(bufs.k, meta.k);
+  storeGroupScalar(bufs.c, meta.c);
   SmallVector<Value> out;
   for (auto [x, a] : llvm::zip(values, stats.mags)) {
-    Value mag = f.exp2(f.fma(k, f.log2(f.mul(a, invC)), negLogS));
+    Value mag =
+        f.exp2(f.fma(meta.k, f.log2(f.mul(a, meta.invC)), meta.negLogS));
     out.push_back(mom.isSigned ? f.copysign(mag, x) : mag);
   }
   return out;
@@ -375,13 +408,20 @@ AdamWLaneEmitter::requantize(ArrayRef<Value> mValues,
   };
   MomentStatistics mStats = statistics(spec.m, mValues);
   MomentStatistics vStats = statistics(spec.v, vValues);
+  // As in dequantization, both moments' group math comes first.
+  auto metadata = [&](const MomentSpec &mom, const MomentStatistics &st) {
+    return mom.expanded ? expandedMetadata(mom, st) : ExpandedMetadata{};
+  };
+  ExpandedMetadata mMeta = metadata(spec.m, mStats);
+  ExpandedMetadata vMeta = metadata(spec.v, vStats);
   auto finish = [&](const MomentSpec &mom, const MomentBuffers &bufs,
-                    const MomentStatistics &st, ArrayRef<Value> values) {
-    return mom.expanded ? requantizeExpanded(mom, bufs, st, values)
+                    const ExpandedMetadata &meta, const MomentStatistics &st,
+                    ArrayRef<Value> values) {
+    return mom.expanded ? requantizeExpanded(mom, bufs, meta, st, values)
                         : requantizePlain(mom, bufs, st, values);
   };
-  return {finish(spec.m, args.m, mStats, mValues),
-          finish(spec.v, args.v, vStats, vValues)};
+  return {finish(spec.m, args.m, mMeta, mStats, mValues),
+          finish(spec.v, args.v, vMeta, vStats, vValues)};
 }
 
 Value AdamWLaneEmitter::isValid(int64_t i) {
@@ -547,8 +587,13 @@ void AdamWLaneEmitter::emit() {
   Type vFp8 = getFp8Type(ctx, spec.v.format);
   SmallVector<Value> mCodes = loadLane(args.m.codes, mFp8);
   SmallVector<Value> vCodes = loadLane(args.v.codes, vFp8);
-  SmallVector<Value> m = dequantize(spec.m, args.m, mCodes);
-  SmallVector<Value> v = dequantize(spec.v, args.v, vCodes);
+  // Both moments' group parts before the element math of either: their
+  // loads and SFU chains then overlap (in the order m, then v, the expanded
+  // step took 11% longer on the H200).
+  DequantGroup mGroup = dequantizeGroup(spec.m, args.m);
+  DequantGroup vGroup = dequantizeGroup(spec.v, args.v);
+  SmallVector<Value> m = dequantize(spec.m, mGroup, mCodes);
+  SmallVector<Value> v = dequantize(spec.v, vGroup, vCodes);
 
   // Tail elements load as zeros (p, g, codes), so m' = v' = 0 there and they
   // drop out of the statistics by themselves.
