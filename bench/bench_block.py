@@ -2,9 +2,10 @@
 """A whole MLP block, forward and backward, run from its compiled launch
 plan (coat.nn.MLPBlock: RMSNorm, gate/up, SiLU, SwiGLU product, down,
 residual) against the same math in BF16 eager PyTorch autograd, timed in the
-same run; and the activation memory each keeps between forward and backward
-(torch.cuda.memory_allocated after the forward, inputs and weights
-excluded).
+same run, both launched eagerly and both replayed from CUDA graphs
+(coat.nn.capture_step); and the activation memory each keeps between forward
+and backward (torch.cuda.memory_allocated after the forward, inputs and
+weights excluded).
 
   python bench/bench_block.py [--tokens 4096 8192] [--hidden 1024 --ffn 2816]
 
@@ -73,6 +74,14 @@ def main() -> int:
                anchor="BF16 eager autograd", anchor_timing=t_ref, act_mib=m_ours,
                anchor_act_mib=m_ref)
         print_row(t, t_ours.median, t_ref.median, m_ours, m_ref)
+        # Both steps replayed from CUDA graphs (coat.nn.capture_step): no
+        # per-kernel host launch cost on either side.
+        g_ours = cnn.capture_step(ours, reset_grads=[h, *ws]).replay
+        g_ref = cnn.capture_step(ref, reset_grads=[h, *ws]).replay
+        t_gours, t_gref = measure(g_ours), measure(g_ref)
+        record("block", f"MLPBlock fwd+bwd H={args.hidden} F={args.ffn}, CUDA graph",
+               f"{t} tokens", t_gours, anchor="BF16 autograd, CUDA graph", anchor_timing=t_gref)
+        print_row(f"{t}, graphed", t_gours.median, t_gref.median, m_ours, m_ref)
     return 0
 
 

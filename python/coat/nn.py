@@ -17,7 +17,7 @@ Tensors may be on the GPU (compiled kernels) or the CPU (their CPU twins).
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 import torch
 
@@ -173,6 +173,10 @@ def _check_finite(x: torch.Tensor, what: str, phase: str) -> None:
     global _pending_phase
     if not _CHECK_FINITE:
         return
+    if _captured_flags is not None:  # inside capture_step: never synchronise
+        _captured_flags.append((f"{what} ({tuple(x.shape)} {x.dtype})",
+                                torch.isfinite(x).all()))
+        return
     if phase == "forward" and _pending_phase == "backward":
         check_finite()
     _pending_phase = phase
@@ -185,6 +189,72 @@ def _check_finite(x: torch.Tensor, what: str, phase: str) -> None:
 
 # Checking costs one reduction per output; COAT_CHECK_FINITE=0 turns it off.
 _CHECK_FINITE = os.environ.get("COAT_CHECK_FINITE", "1") != "0"
+# The flags of the step capture_step is capturing (None otherwise).
+_captured_flags: Optional[List[Tuple[str, torch.Tensor]]] = None
+
+
+class GraphedStep:
+    """A step captured in a CUDA graph by capture_step()."""
+
+    def __init__(self, graph: "torch.cuda.CUDAGraph", flags, result: Any):
+        self.graph = graph
+        self.result = result
+        self._flags = flags
+
+    def replay(self) -> Any:
+        """Runs the step again on the data now in the tensors it was
+        captured with and returns what the step returned (the same tensors,
+        overwritten). Its finiteness flags are read as an eager step's are:
+        by check_finite() or at the next step (the next replay)."""
+        global _pending_phase
+        if _CHECK_FINITE:
+            check_finite()
+        self.graph.replay()
+        if _CHECK_FINITE:
+            _pending.extend(self._flags)
+            _pending_phase = "backward"
+        return self.result
+
+
+def capture_step(step: Callable[[], Any], reset_grads: Iterable[torch.Tensor] = (),
+                 warmup: int = 2) -> GraphedStep:
+    """Captures a step that runs compiled modules on the GPU (for example
+    ``lambda: block(h).backward(dy)``) in a CUDA graph, so that replaying it
+    costs one host launch instead of one per kernel: small token counts are
+    bound by the host otherwise.
+
+    The step runs `warmup` times first on a side stream (that binds the
+    kernels to this token count; a graph serves one shape). The gradients of
+    `reset_grads` (the parameters, and inputs that require grad) are set to
+    None before the capture, so that each replay writes them instead of
+    adding to them. Replays read their inputs from the tensors the capture
+    saw (copy new data into them) and overwrite outputs and gradients; keep
+    the gradient tensors the capture made (``zero_grad(set_to_none=True)``
+    after it would detach them from the graph)."""
+    global _captured_flags, _pending_phase
+    if not torch.cuda.is_available():
+        raise RuntimeError("capture_step needs CUDA")
+    if _captured_flags is not None:
+        raise RuntimeError("capture_step is already capturing a step")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmup):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    check_finite()
+    for t in reset_grads:
+        t.grad = None
+    graph = torch.cuda.CUDAGraph()
+    _captured_flags = []
+    try:
+        with torch.cuda.graph(graph):
+            result = step()
+        flags = _captured_flags
+    finally:
+        _captured_flags = None
+    _pending_phase = ""
+    return GraphedStep(graph, flags, result)
 
 
 class _Weight(torch.nn.Module):

@@ -116,6 +116,52 @@ def test_cuda_gradients_match_fp32_autograd(tokens):
     check_against_reference(block, h, torch.randn(tokens, hidden, device="cuda").bfloat16())
 
 
+@pytest.mark.parametrize("tokens", [16, 300])
+def test_cuda_captured_step_replays_the_eager_step(tokens):
+    """coat.nn.capture_step: a replay on new data gives what an eager step on
+    that data gives (output, input and weight gradients), a second replay
+    the same (gradients are written, not added), and the replay's
+    finiteness flags are read by the step check."""
+    hidden, ffn = cuda_block_or_skip()
+    block = make_block(hidden, ffn, 7, "cuda")
+    params = list(block.parameters())
+    h = torch.randn(tokens, hidden, device="cuda").bfloat16().requires_grad_()
+    dy = torch.randn(tokens, hidden, device="cuda").bfloat16()
+
+    def step():
+        y = block(h)
+        y.backward(dy)
+        return y
+
+    graphed = cnn.capture_step(step, reset_grads=[h, *params])
+    new_h, new_dy = torch.randn_like(h), torch.randn_like(dy)
+    with torch.no_grad():
+        h.copy_(new_h)
+    dy.copy_(new_dy)
+    replays = []
+    for _ in range(2):
+        y = graphed.replay()
+        torch.cuda.synchronize()
+        replays.append([y.detach().clone(), h.grad.clone(), *[p.grad.clone() for p in params]])
+    for a, b in zip(*replays):
+        assert torch.equal(a, b)
+    h_eager = new_h.clone().requires_grad_()
+    for p in params:
+        p.grad = None
+    y_eager = block(h_eager)
+    y_eager.backward(new_dy)
+    eager = [y_eager.detach(), h_eager.grad, *[p.grad for p in params]]
+    for name, a, b in zip(["output", "dh", *[n for n, _ in block.named_parameters()]],
+                          replays[0], eager):
+        assert rel(a, b) <= 1e-3, name
+    cnn.check_finite()
+    with torch.no_grad():
+        h[1, 2] = float("inf")
+    graphed.replay()
+    with pytest.raises(cnn.NonFiniteError, match="MLPBlock"):
+        cnn.check_finite()
+
+
 def test_one_compile_serves_every_token_count(cpu_cache):
     """Batch x sequence is the program's dynamic extent: leading dimensions
     of any size run on the same compiled program."""
