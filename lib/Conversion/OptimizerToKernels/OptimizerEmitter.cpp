@@ -2,8 +2,9 @@
 //
 // One lane's element math (load, dequantize, update, re-derive the group
 // metadata, quantize, store), emitted once against GroupLane: on the GPU a
-// lane is a thread and the lanes of a group share statistics by warp
-// shuffles; on the CPU one loop iteration holds a whole group.
+// thread takes a lane in each tile it walks, and the lanes of a group share
+// statistics by warp shuffles; on the CPU one loop iteration holds a whole
+// group. The step's constants come first, once per thread (or function).
 //
 //===----------------------------------------------------------------------===//
 
