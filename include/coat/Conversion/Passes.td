@@ -61,9 +61,10 @@ def CoatLowerOptimizer : Pass<"coat-lower-optimizer", "::mlir::ModuleOp"> {
            "min(group_size, max(8, group_size/32)), the fastest measured)">,
     WarpMultipleBlockSizeOption,
     Option<"lanesPerThread", "lanes-per-thread", "int64_t", /*default=*/"4",
-           "GPU: lanes (E elements of one group each) a thread updates one "
-           "after the other, a grid of tiles apart; the step's constants "
-           "(bias corrections, step size) are derived once for all of them">,
+           "GPU: lanes (E elements of one group each, 1 to 1024) a thread "
+           "updates one after the other, a grid of tiles apart; the step's "
+           "constants (bias corrections, step size) are derived once for all "
+           "of them">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",

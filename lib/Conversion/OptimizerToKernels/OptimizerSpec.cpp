@@ -126,8 +126,9 @@ FailureOr<AdamWKernelSpec> OptimizerLowering::analyze(func::FuncOp fn) const {
     return op.emitError("block-size must be a multiple of 32 in "
                         "[32, 1024], got ")
            << blockSize;
-  if (lanesPerThread < 1)
-    return op.emitError("lanes-per-thread must be at least 1, got ")
+  // The cap keeps the launch rule's elements_per_block far from overflow.
+  if (lanesPerThread < 1 || lanesPerThread > 1024)
+    return op.emitError("lanes-per-thread must be in [1, 1024], got ")
            << lanesPerThread;
   spec.elementsPerLane = e;
   spec.lanesPerGroup = spec.groupSize / e;

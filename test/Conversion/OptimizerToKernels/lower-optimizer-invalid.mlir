@@ -3,11 +3,13 @@
 // RUN: not coat-opt %S/../../../examples/optimizer/adamw.mlir --coat-lower-optimizer="target=gpu elements-per-thread=3" 2>&1 | FileCheck %s --check-prefix=EPT
 // RUN: not coat-opt %S/../../../examples/optimizer/adamw.mlir --coat-lower-optimizer="target=gpu block-size=100" 2>&1 | FileCheck %s --check-prefix=BLOCK
 // RUN: not coat-opt %S/../../../examples/optimizer/adamw.mlir --coat-lower-optimizer="target=gpu lanes-per-thread=0" 2>&1 | FileCheck %s --check-prefix=LANES
+// RUN: not coat-opt %S/../../../examples/optimizer/adamw.mlir --coat-lower-optimizer="target=gpu lanes-per-thread=4096" 2>&1 | FileCheck %s --check-prefix=LANES-BIG
 
 // TARGET: target must be 'gpu' or 'cpu', got 'tpu'
 // EPT: elements-per-thread=3 does not fit group size 128
 // BLOCK: block-size must be a multiple of 32 in [32, 1024], got 100
-// LANES: lanes-per-thread must be at least 1, got 0
+// LANES: lanes-per-thread must be in [1, 1024], got 0
+// LANES-BIG: lanes-per-thread must be in [1, 1024], got 4096
 
 !q = !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>
 
