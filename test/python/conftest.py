@@ -50,3 +50,41 @@ def cpu_cache(tmp_path_factory):
         os.environ.pop("COAT_KERNEL_CACHE")
     else:
         os.environ["COAT_KERNEL_CACHE"] = old
+
+
+def captured_and_eager_steps(module, call, x, dy, replays=1):
+    """Captures ``call(x).backward(dy)`` with coat.nn.capture_step, copies new
+    random data into x and dy and replays it `replays` times, then runs the
+    same step eagerly on that data. Returns the names (output, dx, then the
+    module's parameters), the results of each replay and the eager results,
+    each a list of [output, x.grad, *parameter grads] in that order."""
+    import torch
+
+    import coat.nn as cnn
+
+    names = ["output", "dx", *[n for n, _ in module.named_parameters()]]
+    params = list(module.parameters())
+
+    def step():
+        y = call(x)
+        y.backward(dy)
+        return y
+
+    graphed = cnn.capture_step(step, reset_grads=[x, *params])
+    x_new, dy_new = torch.randn_like(x), torch.randn_like(dy)
+    with torch.no_grad():
+        x.copy_(x_new)
+    dy.copy_(dy_new)
+    replayed = []
+    for _ in range(replays):
+        y = graphed.replay()
+        torch.cuda.synchronize()
+        replayed.append([y.detach().clone(), x.grad.clone(),
+                         *[p.grad.clone() for p in params]])
+    x_eager = x_new.clone().requires_grad_()
+    for p in params:
+        p.grad = None
+    y_eager = call(x_eager)
+    y_eager.backward(dy_new)
+    eager = [y_eager.detach(), x_eager.grad, *[p.grad for p in params]]
+    return names, replayed, eager, graphed

@@ -17,7 +17,7 @@ import copy
 
 import pytest
 
-from conftest import torch_or_skip
+from conftest import captured_and_eager_steps, torch_or_skip
 
 torch = torch_or_skip()
 
@@ -125,29 +125,8 @@ def test_cuda_decoder_layer_step_replays_from_a_cuda_graph():
     new = converted(random_layer(CUDA_CFG, 3, "cuda"), CUDA_CFG)
     cos, sin = llama.rope_tables(CUDA_CFG, seq, "cuda")
     x = torch.randn(batch, seq, CUDA_CFG.hidden, device="cuda").requires_grad_()
-    dy = torch.randn_like(x)
-    params = list(new.parameters())
-
-    def step():
-        y = new(x, cos, sin)
-        y.backward(dy)
-        return y
-
-    graphed = cnn.capture_step(step, reset_grads=[x, *params])
-    x_new, dy_new = torch.randn_like(x), torch.randn_like(dy)
-    with torch.no_grad():
-        x.copy_(x_new)
-    dy.copy_(dy_new)
-    y = graphed.replay()
-    torch.cuda.synchronize()
-    replayed = [y.detach().clone(), x.grad.clone(), *[p.grad.clone() for p in params]]
-    xe = x_new.clone().requires_grad_()
-    for p in params:
-        p.grad = None
-    ye = new(xe, cos, sin)
-    ye.backward(dy_new)
-    eager = [ye.detach(), xe.grad, *[p.grad for p in params]]
-    names = ["output", "dx", *[n for n, _ in new.named_parameters()]]
+    names, (replayed,), eager, _ = captured_and_eager_steps(
+        new, lambda t: new(t, cos, sin), x, torch.randn_like(x))
     for name, a, b in zip(names, replayed, eager):
         assert rel(a, b) <= 1e-2, name
 

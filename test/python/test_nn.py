@@ -19,7 +19,7 @@ import os
 
 import pytest
 
-from conftest import torch_or_skip
+from conftest import captured_and_eager_steps, torch_or_skip
 
 torch = torch_or_skip()
 
@@ -124,35 +124,12 @@ def test_cuda_captured_step_replays_the_eager_step(tokens):
     finiteness flags are read by the step check."""
     hidden, ffn = cuda_block_or_skip()
     block = make_block(hidden, ffn, 7, "cuda")
-    params = list(block.parameters())
     h = torch.randn(tokens, hidden, device="cuda").bfloat16().requires_grad_()
     dy = torch.randn(tokens, hidden, device="cuda").bfloat16()
-
-    def step():
-        y = block(h)
-        y.backward(dy)
-        return y
-
-    graphed = cnn.capture_step(step, reset_grads=[h, *params])
-    new_h, new_dy = torch.randn_like(h), torch.randn_like(dy)
-    with torch.no_grad():
-        h.copy_(new_h)
-    dy.copy_(new_dy)
-    replays = []
-    for _ in range(2):
-        y = graphed.replay()
-        torch.cuda.synchronize()
-        replays.append([y.detach().clone(), h.grad.clone(), *[p.grad.clone() for p in params]])
+    names, replays, eager, graphed = captured_and_eager_steps(block, block, h, dy, replays=2)
     for a, b in zip(*replays):
         assert torch.equal(a, b)
-    h_eager = new_h.clone().requires_grad_()
-    for p in params:
-        p.grad = None
-    y_eager = block(h_eager)
-    y_eager.backward(new_dy)
-    eager = [y_eager.detach(), h_eager.grad, *[p.grad for p in params]]
-    for name, a, b in zip(["output", "dh", *[n for n, _ in block.named_parameters()]],
-                          replays[0], eager):
+    for name, a, b in zip(names, replays[0], eager):
         assert rel(a, b) <= 1e-3, name
     cnn.check_finite()
     with torch.no_grad():
