@@ -232,6 +232,9 @@ def capture_step(step: Callable[[], Any], reset_grads: Iterable[torch.Tensor] = 
     the gradient tensors the capture made (``zero_grad(set_to_none=True)``
     after it would detach them from the graph)."""
     global _captured_flags, _pending_phase
+    if warmup < 1:
+        raise ValueError(f"capture_step needs warmup >= 1 (the warm-up binds the "
+                         f"kernels before the capture), got {warmup}")
     if not torch.cuda.is_available():
         raise RuntimeError("capture_step needs CUDA")
     if _captured_flags is not None:

@@ -150,8 +150,9 @@ def test_blocks_walking_several_tiles_match_the_library(kernel, device):
     last tile and group partial. Misplaced lanes show in the codes and the
     parameters; of the metadata only most groups are held tight: among 225
     groups of random data one (step 4) takes its minimum from a cancelling
-    update of m and its scale differs by 2.9% from the library's, on the CPU
-    twin as much as on the GPU (see check_against_library)."""
+    update of m and its scale differs by 2.9% from the library's, in the CPU
+    twin of the kernels before lanes-per-thread as in the current one (see
+    check_against_library)."""
     check_against_library(kernel, "random", device, n=3 * 8192 + 2 * 2048 + 77,
                           every_group=None)
 

@@ -139,6 +139,14 @@ def test_cuda_captured_step_replays_the_eager_step(tokens):
         cnn.check_finite()
 
 
+def test_capture_step_rejects_what_it_cannot_capture():
+    with pytest.raises(ValueError, match="warmup >= 1"):
+        cnn.capture_step(lambda: None, warmup=0)
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="needs CUDA"):
+            cnn.capture_step(lambda: None)
+
+
 def test_one_compile_serves_every_token_count(cpu_cache):
     """Batch x sequence is the program's dynamic extent: leading dimensions
     of any size run on the same compiled program."""

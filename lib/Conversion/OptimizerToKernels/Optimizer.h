@@ -27,8 +27,9 @@ struct MomentSpec {
 
 /// Everything the element math needs, fixed per kernel, and its launch
 /// shape: a lane holds E consecutive elements, L lanes form a group, and a
-/// thread updates U lanes of consecutive tiles (the GPU kernel), or one lane
-/// holds a whole group (the CPU twin).
+/// thread updates U lanes, one in each tile its block visits, the tiles a
+/// grid apart (the GPU kernel); or one lane holds a whole group (the CPU
+/// twin).
 struct AdamWKernelSpec {
   Type paramType, gradType; ///< f32 or bf16
   MomentSpec m, v;
