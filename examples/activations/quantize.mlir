@@ -11,6 +11,8 @@
 //   (e) 128x128 block quantize with f32 scales (DeepSeek-style weights,
 //       COAT.md §4.4), alone and with the transposed copy (q^T's block
 //       scales are the same matrix, transposed)
+//   (f) requantize: 1xG codes to a per-tensor copy with a given scale (the
+//       maximum of the group scales), the values staying in registers
 
 
 func.func @coat_quantize_bf16_e4m3_g16_sbf16(%x: tensor<?x?xbf16>) -> !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16> {
@@ -151,4 +153,16 @@ func.func @coat_quantize_tb128_f32_e4m3_sf32(%x: tensor<?x?xf32>) -> (!coat.qten
   %q = coat.quantize %x : tensor<?x?xf32> -> !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>>
   %t = coat.transpose %q : !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>> -> !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>>
   return %q, %t : !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>>, !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>>
+}
+
+func.func @coat_requantize_e4m3_g16_sbf16(%q: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, %s: tensor<bf16>) -> !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16> {
+  %x = coat.dequantize %q : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16> -> tensor<?x?xf32>
+  %r = coat.quantize %x scale %s : tensor<?x?xf32>, tensor<bf16> -> !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>
+  return %r : !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>
+}
+
+func.func @coat_requantize_e5m2_g128_sf32(%q: !coat.qtensor<?x?xf8E5M2, per_group<128>>, %s: tensor<f32>) -> !coat.qtensor<?x?xf8E5M2, per_tensor> {
+  %x = coat.dequantize %q : !coat.qtensor<?x?xf8E5M2, per_group<128>> -> tensor<?x?xf32>
+  %r = coat.quantize %x scale %s : tensor<?x?xf32>, tensor<f32> -> !coat.qtensor<?x?xf8E5M2, per_tensor>
+  return %r : !coat.qtensor<?x?xf8E5M2, per_tensor>
 }

@@ -37,3 +37,12 @@ func.func @coat_max_of_scales_bf16(%s: tensor<?xbf16>) -> tensor<bf16> {
   %m = coat.reduce_scales %s : tensor<?xbf16> -> tensor<bf16>
   return %m : tensor<bf16>
 }
+
+// The same over the group scales of a 1xG tensor, read in place (the scale
+// of a per-tensor copy requantized from it, as coat-outline-kernels cuts
+// coat.requantize).
+func.func @coat_max_of_group_scales_e4m3_g16_sbf16(%q: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>) -> tensor<bf16> {
+  %codes, %scales = coat.disassemble %q : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>
+  %m = coat.reduce_scales %scales : tensor<?x?xbf16> -> tensor<bf16>
+  return %m : tensor<bf16>
+}

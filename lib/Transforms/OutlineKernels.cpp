@@ -53,6 +53,46 @@ bool isScalarArith(Operation *op) {
   return t && t.getRank() == 0;
 }
 
+/// Whether `coat.requantize` from `in` to `out` takes the maximum of the
+/// input's group scales as its scale (CoatOps.td says when).
+bool isMaxOfGroupScales(QTensorType in, QTensorType out) {
+  return in.getScalingValue().kind == ::coat::ScalingKind::PerGroup &&
+         out.getScaling().isPerTensor() && !in.getExpanded() &&
+         !out.getExpanded() && in.getFormat() == out.getFormat() &&
+         in.getScaleType() == out.getScaleType();
+}
+
+/// The dequantize of a requantize kernel: the given-scale quantize that is
+/// its only user, or null.
+QuantizeOp requantizeOf(DequantizeOp d) {
+  if (!d->hasOneUse())
+    return nullptr;
+  auto q = dyn_cast<QuantizeOp>(*d->user_begin());
+  return q && q.getScale() ? q : nullptr;
+}
+
+/// The disassemble whose group scales only a scale kernel reads, or null.
+DisassembleOp groupScalesOf(ReduceScalesOp r) {
+  auto d = r.getInput().getDefiningOp<DisassembleOp>();
+  if (!d || !d.getData().use_empty() || !d.getScale().hasOneUse() ||
+      !d.getExpansion().empty())
+    return nullptr;
+  return d;
+}
+
+/// Whether `first` and `second` (in that order) are the two ops of one
+/// kernel: a quantize and its transposed copy, a requantize's dequantize
+/// and quantize, group scales and the scale kernel reading them.
+bool isOneKernel(Operation *first, Operation *second) {
+  if (auto t = dyn_cast<TransposeOp>(second))
+    return t.getInput().getDefiningOp() == first && isa<QuantizeOp>(first);
+  if (auto d = dyn_cast<DequantizeOp>(first))
+    return requantizeOf(d) == second;
+  if (auto r = dyn_cast<ReduceScalesOp>(second))
+    return groupScalesOf(r) == first;
+  return false;
+}
+
 /// A short, readable name for the kernel a group becomes.
 std::string kernelSuffix(Operation *root) {
   std::string name = root->getName().stripDialect().str();
@@ -68,8 +108,10 @@ std::string kernelSuffix(Operation *root) {
         }))
       name += "_transpose";
   }
-  if (isa<ReduceScalesOp>(root))
-    name = "scale_from_maxima";
+  if (auto r = dyn_cast<ReduceScalesOp>(root))
+    name = groupScalesOf(r) ? "max_of_group_scales" : "scale_from_maxima";
+  if (auto d = dyn_cast<DequantizeOp>(root); d && requantizeOf(d))
+    name = "requantize_per_tensor";
   return name;
 }
 
@@ -104,10 +146,13 @@ struct CoatOutlineKernelsPass
     return success();
   }
 
-  /// A `coat.requantize` that changes the tensor's type has no kernel of
-  /// its own: it is what it means, a dequantize (to f32) and a quantize of
-  /// that, whose derived per-tensor scale splitEntryScales then takes from
-  /// a maxima kernel.
+  /// A `coat.requantize` that changes the tensor's type is cut into what
+  /// it means. From 1xG codes to a per-tensor copy in the same format and
+  /// scale type, the scale is the maximum of the group scales (a scale
+  /// kernel reading only those) and one kernel dequantizes and quantizes,
+  /// the values staying in registers. Any other change goes through f32: a
+  /// dequantize kernel, then a quantize whose derived scale
+  /// splitEntryScales takes from a maxima kernel.
   void expandRequantizes(func::FuncOp fn) {
     SmallVector<RequantizeOp> work;
     fn.walk([&](RequantizeOp r) {
@@ -116,10 +161,17 @@ struct CoatOutlineKernelsPass
     });
     for (RequantizeOp r : work) {
       OpBuilder b(r);
-      QTensorType out = r.getResult().getType();
+      QTensorType in = r.getInput().getType(), out = r.getResult().getType();
       auto f32 = RankedTensorType::get(out.getShape(), b.getF32Type());
+      Value scale;
+      if (isMaxOfGroupScales(in, out)) {
+        auto parts = DisassembleOp::create(b, r.getLoc(), r.getInput());
+        scale = ReduceScalesOp::create(
+            b, r.getLoc(), RankedTensorType::get({}, out.getScaleType()),
+            parts.getScale());
+      }
       Value values = DequantizeOp::create(b, r.getLoc(), f32, r.getInput());
-      auto q = QuantizeOp::create(b, r.getLoc(), out, values, Value(),
+      auto q = QuantizeOp::create(b, r.getLoc(), out, values, scale,
                                   r.getEpsAttr(), r.getExpandMinAttr());
       r.getResult().replaceAllUsesWith(q.getResult());
       r.erase();
@@ -137,6 +189,25 @@ struct CoatOutlineKernelsPass
     for (Operation &op : fn.getBody().front().without_terminator()) {
       if (groupOf.count(&op) || isa<arith::ConstantOp>(op))
         continue;
+      // Group scales a scale kernel reads: part of that kernel.
+      if (auto d = dyn_cast<DisassembleOp>(op);
+          d && !d.getScale().use_empty() &&
+          llvm::all_of(d.getScale().getUsers(), [](Operation *u) {
+            auto r = dyn_cast<ReduceScalesOp>(u);
+            return r && groupScalesOf(r);
+          }))
+        continue;
+      // A requantize: the quantize runs in its dequantize's kernel, so the
+      // values never leave registers.
+      if (auto q = dyn_cast<QuantizeOp>(op)) {
+        auto d = q.getInput().getDefiningOp<DequantizeOp>();
+        if (d && requantizeOf(d) == q && groupOf.count(d)) {
+          size_t g = groupOf[d];
+          join(&op, g);
+          groups[g].allResults = false;
+          continue;
+        }
+      }
       // Maxima written by a producer's epilogue belong to its kernel.
       if (auto a = dyn_cast<AbsMaxOp>(op); a && a.getEpilogue()) {
         Operation *producer = a.getInput().getDefiningOp();
@@ -162,8 +233,11 @@ struct CoatOutlineKernelsPass
                   "as coat ops";
       groups.push_back({&op, {}, true});
       join(&op, groups.size() - 1);
-      if (!isa<ReduceScalesOp>(op))
+      auto reduce = dyn_cast<ReduceScalesOp>(op);
+      if (!reduce)
         continue;
+      if (DisassembleOp parts = groupScalesOf(reduce))
+        join(parts, groups.size() - 1);
       // The scale kernel also runs the scalar arithmetic that turns the
       // maximum into the scale.
       groups.back().allResults = false;
@@ -268,20 +342,18 @@ struct CoatOutlineKernelsPass
       return signalPassFailure();
     }
     // Programs: functions holding more than one coat op. (A function with
-    // one op, or one quantize with its transposed copy, is already a spec.)
+    // one op, or two that make one kernel, is already a spec.)
     SmallVector<func::FuncOp> programs;
     for (auto fn : module.getOps<func::FuncOp>()) {
       if (fn.isExternal() || !fn.getBody().hasOneBlock())
         continue;
-      unsigned coatOps = 0;
-      fn.walk([&](Operation *op) { coatOps += isCoatOp(op); });
-      bool quantizeTranspose =
-          coatOps == 2 && llvm::any_of(fn.getOps<TransposeOp>(),
-                                       [](TransposeOp t) {
-                                         return t.getInput().getDefiningOp<
-                                             QuantizeOp>();
-                                       });
-      if (coatOps > 1 && !quantizeTranspose)
+      SmallVector<Operation *> coatOps;
+      fn.walk([&](Operation *op) {
+        if (isCoatOp(op))
+          coatOps.push_back(op);
+      });
+      if (coatOps.size() > 2 ||
+          (coatOps.size() == 2 && !isOneKernel(coatOps[0], coatOps[1])))
         programs.push_back(fn);
     }
     SymbolTable symbols(module);

@@ -108,20 +108,24 @@ func.func @loose_transpose(%x: !coat.qtensor<16x32xf8E4M3FN, per_tensor>, %y: te
 // -----
 
 // A value with both kinds of consumers: its per-tensor copy is a requantize
-// of the 1x16 tensor, expanded into a dequantize to f32 and a quantize whose
-// scale comes from a maxima kernel of its own (the dequantize kernel writes
-// no maxima).
-// CHECK-LABEL: func.func @both_k1_dequantize(
-// CHECK-NEXT: coat.dequantize %arg0 : {{.*}} -> tensor<64x128xf32>
-// CHECK-LABEL: func.func @both_k2_absmax(
-// CHECK-NEXT: coat.absmax %arg0, per_group<16> : tensor<64x128xf32>
+// of the 1x16 tensor. Its scale is the largest group scale (a scale kernel
+// reading the group scales in place); one kernel dequantizes and quantizes
+// with it, so no f32 copy is written.
+// CHECK-LABEL: func.func @both_k1_max_of_group_scales(
+// CHECK-SAME: %arg0: !coat.qtensor<64x128xf8E4M3FN, per_group<16>, scale = bf16>) -> tensor<bf16>
+// CHECK-NEXT: %{{.*}}, %[[GS:.*]] = coat.disassemble %arg0
+// CHECK-NEXT: %[[M:.*]] = coat.reduce_scales %[[GS]] : tensor<64x8xbf16> -> tensor<bf16>
+// CHECK-NEXT: return %[[M]]
+// CHECK-LABEL: func.func @both_k2_requantize_per_tensor(
+// CHECK-SAME: -> !coat.qtensor<64x128xf8E4M3FN, per_tensor, scale = bf16>
+// CHECK-NEXT: %[[V:.*]] = coat.dequantize %arg0 : {{.*}} -> tensor<64x128xf32>
+// CHECK-NEXT: %[[R:.*]] = coat.quantize %[[V]] scale %arg1
+// CHECK-NEXT: return %[[R]]
 // CHECK-LABEL: func.func @both(
 // CHECK-NEXT: %[[G:.*]] = call @both_k0_quantize_per_group(%arg0)
-// CHECK-NEXT: %[[D:.*]] = call @both_k1_dequantize(%[[G]])
-// CHECK-NEXT: %[[M:.*]] = call @both_k2_absmax(%[[D]])
-// CHECK-NEXT: %[[S:.*]] = call @both_k3_scale_from_maxima(%[[M]])
-// CHECK-NEXT: %[[T:.*]] = call @both_k4_quantize_per_tensor(%[[D]], %[[S]])
-// CHECK-NEXT: call @both_k5_silu(%[[G]])
+// CHECK-NEXT: %[[S:.*]] = call @both_k1_max_of_group_scales(%[[G]])
+// CHECK-NEXT: %[[T:.*]] = call @both_k2_requantize_per_tensor(%[[G]], %[[S]])
+// CHECK-NEXT: call @both_k3_silu(%[[G]])
 // CHECK-NOT: coat.requantize
 func.func @both(%x: tensor<64x128xbf16>)
     -> (!coat.qtensor<64x128xf8E4M3FN, per_tensor, scale = bf16>,
@@ -132,5 +136,31 @@ func.func @both(%x: tensor<64x128xbf16>)
   %s = coat.silu %g : !coat.qtensor<64x128xf8E4M3FN, per_group<16>, scale = bf16>
       -> !coat.qtensor<64x128xf8E4M3FN, per_group<16>, scale = bf16>
   return %t, %s : !coat.qtensor<64x128xf8E4M3FN, per_tensor, scale = bf16>,
+      !coat.qtensor<64x128xf8E4M3FN, per_group<16>, scale = bf16>
+}
+
+// -----
+
+// A requantize that changes the format has no scale among the group scales:
+// it goes through f32, a dequantize kernel, then a quantize whose scale comes
+// from a maxima kernel of its own.
+// CHECK-LABEL: func.func @other_format_k1_dequantize(
+// CHECK-NEXT: coat.dequantize %arg0 : {{.*}} -> tensor<64x128xf32>
+// CHECK-LABEL: func.func @other_format_k2_absmax(
+// CHECK-NEXT: coat.absmax %arg0, per_group<16> : tensor<64x128xf32>
+// CHECK-LABEL: func.func @other_format(
+// CHECK-NEXT: %[[G:.*]] = call @other_format_k0_quantize_per_group(%arg0)
+// CHECK-NEXT: %[[D:.*]] = call @other_format_k1_dequantize(%[[G]])
+// CHECK-NEXT: %[[M:.*]] = call @other_format_k2_absmax(%[[D]])
+// CHECK-NEXT: %[[S:.*]] = call @other_format_k3_scale_from_maxima(%[[M]])
+// CHECK-NEXT: call @other_format_k4_quantize_per_tensor(%[[D]], %[[S]])
+// CHECK-NOT: coat.requantize
+func.func @other_format(%x: tensor<64x128xbf16>)
+    -> (!coat.qtensor<64x128xf8E5M2, per_tensor, scale = bf16>,
+        !coat.qtensor<64x128xf8E4M3FN, per_group<16>, scale = bf16>) {
+  %g = coat.quantize %x : tensor<64x128xbf16> -> !coat.qtensor<64x128xf8E4M3FN, per_group<16>, scale = bf16>
+  %t = coat.requantize %g : !coat.qtensor<64x128xf8E4M3FN, per_group<16>, scale = bf16>
+      -> !coat.qtensor<64x128xf8E5M2, per_tensor, scale = bf16>
+  return %t, %g : !coat.qtensor<64x128xf8E5M2, per_tensor, scale = bf16>,
       !coat.qtensor<64x128xf8E4M3FN, per_group<16>, scale = bf16>
 }

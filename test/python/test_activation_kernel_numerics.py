@@ -23,7 +23,7 @@ from kernel_io import (compiled_kernels, CASES, DEVICES, SHAPES, activation,  # 
                        assert_codes_equal, assert_values_equal, empty, hp_array,
                        hp_values, shape_for, sync, torch)
 
-OPS = ("quantize", "quantize_transpose", "dequantize", "absmax")
+OPS = ("quantize", "quantize_transpose", "dequantize", "absmax", "requantize")
 KERNELS = compiled_kernels(OPS)
 pytestmark = pytest.mark.skipif(
     not KERNELS, reason="no compiled activation kernels (ctest's compile-examples makes them)")
@@ -151,8 +151,34 @@ def check_absmax(kernel, device, shape, case, seed):
                             f"per-tensor scale ({fmt})")
 
 
+def check_requantize(kernel, device, shape, case, seed):
+    """1xG codes (the library's quantization of an activation) to per-tensor
+    codes with a given scale: the library's dequantize, then its division by
+    the scale. The scale is the group scales' maximum, as
+    coat-outline-kernels derives it, and a third of it (codes saturate)."""
+    cfg = kernel.config
+    src, fmt, G = cfg["input"], cfg["format"], kernel.spec.group_size
+    rows, cols = shape
+    x = activation(np.random.default_rng(seed), shape, case, bf16=True)
+    codes, scales = ref.quantize_per_group(x, G, src, bf16_scale=cfg["input_scale"] == "bf16")
+    values = ref.dequantize(codes, scales, "per_group", src, group_size=G)
+    top = np.fmax.reduce(scales.reshape(-1), initial=np.float32(0))
+    for s in (top, top / np.float32(3)):
+        if cfg["scale"] == "bf16":
+            s = ref.bf16_round(np.array([s], np.float32))[0]
+        out = empty(shape, fmt, device)
+        c = torch.from_numpy(codes).cuda() if device == "cuda" else codes.copy()
+        kernel.launch(input=c, input_scale=hp_array(scales.reshape(-1), cfg["input_scale"], device),
+                      scale=hp_array(np.array([s], np.float32), cfg["scale"], device), codes=out,
+                      rows=rows, cols=cols)
+        sync(device)
+        assert_codes_equal(out, ref.quantize_with_scale(values, s, fmt), fmt,
+                           f"codes (scale {s!r})")
+
+
 CHECKS = {"quantize": check_quantize, "quantize_transpose": check_quantize,
-          "dequantize": check_dequantize, "absmax": check_absmax}
+          "dequantize": check_dequantize, "absmax": check_absmax,
+          "requantize": check_requantize}
 
 
 @pytest.mark.parametrize("device", DEVICES)

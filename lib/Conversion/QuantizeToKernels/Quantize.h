@@ -1,7 +1,8 @@
 //===- Quantize.h - the activation quantization kernel family ---*- C++ -*-===//
 //
 // Lowers kernel-spec functions holding one activation op (coat.quantize,
-// coat.dequantize, coat.absmax; coat.quantize + coat.transpose) on a 2-D
+// coat.dequantize, coat.absmax; coat.quantize + coat.transpose; a
+// requantize: coat.dequantize + a coat.quantize of it) on a 2-D
 // [rows, cols] tensor into a GPU kernel and a CPU twin with the same ABI.
 // Grouped kernels are flat: a per_group<G> group (G divides cols) is G
 // consecutive elements of the row-major tensor, so the lanes of GroupLane
@@ -25,7 +26,7 @@
 namespace mlir::coat {
 
 enum class ActKind { QuantizeGroup, QuantizeScaled, QuantizeBlock,
-                     QuantizeTranspose, Dequantize, AbsMax };
+                     QuantizeTranspose, Dequantize, AbsMax, Requantize };
 
 /// Everything the element math needs, fixed per kernel.
 struct ActSpec {
@@ -37,6 +38,10 @@ struct ActSpec {
   int64_t blockEdge = 0;    ///< B of per_block<BxB> kinds
   Type scaleType;           ///< f32 or bf16
   float eps = ::coat::kActivationScaleEps;
+  /// Requantize: the 1xG codes read (the result's are `format`), and their
+  /// group scales' type (the given per-tensor scale's is `scaleType`).
+  ::coat::Fp8Format sourceFormat = ::coat::Fp8Format::E4M3;
+  Type sourceScaleType;
 
   bool grouped() const { return groupSize > 0; }
   bool blocked() const { return blockEdge > 0; }
@@ -56,6 +61,8 @@ struct ActSpec {
       return "dequantize";
     case ActKind::AbsMax:
       return "absmax";
+    case ActKind::Requantize:
+      return "requantize";
     }
     return "";
   }

@@ -60,6 +60,11 @@ private:
     });
   }
 
+  SmallVector<Value> dequantize(const LaneAccess &access, Value codes,
+                                Type fp8, Value scale, Type scaleType,
+                                bool perTensor);
+  SmallVector<Value> divideByGivenScale(ArrayRef<Value> x);
+
   ImplicitLocOpBuilder &b;
   F32Emitter f;
   const ActSpec &spec;
@@ -67,12 +72,47 @@ private:
   const KernelArgs &args;
   bool approxDivision;
   Value isGroupLeader;
+  Value nIndex; ///< rows * cols
 };
+
+/// The lane's codes in `codes` times their scale in `scale` (the tensor's
+/// one, or the lane's group's).
+SmallVector<Value> FlatLaneEmitter::dequantize(const LaneAccess &access,
+                                               Value codes, Type fp8,
+                                               Value scale, Type scaleType,
+                                               bool perTensor) {
+  SmallVector<Value> q = access.loadF32(codes, fp8, alignment(codes));
+  Value sIdx = idx(0);
+  if (!perTensor) {
+    // Lanes past the end read the last group's scale (never stored).
+    Value groups = arith::CeilDivUIOp::create(b, nIndex, idx(spec.groupSize));
+    Value last = arith::SubIOp::create(
+        b, arith::MaxUIOp::create(b, groups, idx(1)), idx(1));
+    sIdx = arith::MinUIOp::create(b, lane.group, last);
+  }
+  Value s = loadScalarF32(b, scale, scaleType, sIdx);
+  SmallVector<Value> x;
+  for (Value qi : q)
+    x.push_back(f.mul(qi, s));
+  return x;
+}
+
+/// `x / s` for the given per-tensor scale `s`, as FP8 codes will round it.
+SmallVector<Value> FlatLaneEmitter::divideByGivenScale(ArrayRef<Value> x) {
+  Value s = loadScalarF32(b, args.lookup("scale"), spec.scaleType, idx(0));
+  if (!approxDivision)
+    return emitSharedDivisions(f, x, s, DivisionUse::Fp8Codes);
+  Value inv = f.div(f.c(1.0), s);
+  SmallVector<Value> q;
+  for (Value xi : x)
+    q.push_back(f.mul(xi, inv));
+  return q;
+}
 
 void FlatLaneEmitter::emit() {
   int64_t e = lane.elementsPerLane;
   Value n = arith::MulIOp::create(b, args.lookup("rows"), args.lookup("cols"));
-  Value nIndex = arith::IndexCastOp::create(b, b.getIndexType(), n);
+  nIndex = arith::IndexCastOp::create(b, b.getIndexType(), n);
   Value laneEnd = arith::AddIOp::create(b, lane.firstElement, idx(e));
   Value full =
       arith::CmpIOp::create(b, arith::CmpIPredicate::ule, laneEnd, nIndex);
@@ -103,39 +143,25 @@ void FlatLaneEmitter::emit() {
   case ActKind::QuantizeScaled: {
     SmallVector<Value> x = access.loadF32(args.lookup("input"), spec.hpType,
                                           alignment(args.lookup("input")));
-    Value s = loadScalarF32(b, args.lookup("scale"), spec.scaleType, idx(0));
-    SmallVector<Value> q;
-    if (approxDivision) {
-      Value inv = f.div(f.c(1.0), s);
-      for (Value xi : x)
-        q.push_back(f.mul(xi, inv));
-    } else {
-      q = emitSharedDivisions(f, x, s, DivisionUse::Fp8Codes);
-    }
-    access.storeF32(args.lookup("codes"), q, fp8,
+    access.storeF32(args.lookup("codes"), divideByGivenScale(x), fp8,
                     alignment(args.lookup("codes")));
     return;
   }
   case ActKind::Dequantize: {
-    SmallVector<Value> q = access.loadF32(args.lookup("codes"), fp8,
-                                          alignment(args.lookup("codes")));
-    Value sIdx = spec.perTensor ? idx(0) : lane.group;
-    if (!spec.perTensor) {
-      // Lanes past the end read the last group's scale (never stored).
-      Value groups =
-          arith::CeilDivUIOp::create(b, arith::IndexCastOp::create(
-                                            b, b.getIndexType(), n),
-                                     idx(spec.groupSize));
-      Value last = arith::SubIOp::create(
-          b, arith::MaxUIOp::create(b, groups, idx(1)), idx(1));
-      sIdx = arith::MinUIOp::create(b, lane.group, last);
-    }
-    Value s = loadScalarF32(b, args.lookup("scale"), spec.scaleType, sIdx);
-    SmallVector<Value> x;
-    for (Value qi : q)
-      x.push_back(f.mul(qi, s));
+    SmallVector<Value> x = dequantize(access, args.lookup("codes"), fp8,
+                                      args.lookup("scale"), spec.scaleType,
+                                      spec.perTensor);
     access.storeF32(args.lookup("output"), x, spec.hpType,
                     alignment(args.lookup("output")));
+    return;
+  }
+  case ActKind::Requantize: {
+    // Exact in f32: a code (4 significant bits at most) times a scale.
+    SmallVector<Value> x = dequantize(
+        access, args.lookup("input"), getFp8Type(ctx, spec.sourceFormat),
+        args.lookup("input_scale"), spec.sourceScaleType, /*perTensor=*/false);
+    access.storeF32(args.lookup("codes"), divideByGivenScale(x), fp8,
+                    alignment(args.lookup("codes")));
     return;
   }
   case ActKind::AbsMax: {

@@ -69,6 +69,14 @@ SmallVector<AbiArg> buildAbi(MLIRContext *ctx, const ActSpec &spec) {
     hp.name = "input";
     abi = {hp, {"absmax", buf(f32), "f32", "groups"}};
     break;
+  case ActKind::Requantize: {
+    Type source = getFp8Type(ctx, spec.sourceFormat);
+    abi = {{"input", buf(source), manifestDtype(source), "n"},
+           {"input_scale", buf(spec.sourceScaleType),
+            manifestDtype(spec.sourceScaleType), "groups"},
+           scale, codes};
+    break;
+  }
   }
   Type i64 = IntegerType::get(ctx, 64);
   abi.push_back({"rows", i64, "i64", ""});
@@ -87,8 +95,14 @@ DictionaryAttr buildManifestRecord(MLIRContext *ctx, StringRef name,
   Type fp8 = getFp8Type(ctx, spec.format);
   SmallVector<NamedAttribute> config;
   bool toFp8 = spec.kind != ActKind::Dequantize;
+  Type input = spec.kind == ActKind::Requantize
+                   ? getFp8Type(ctx, spec.sourceFormat)
+                   : spec.hpType;
   config.push_back(b.getNamedAttr(toFp8 ? "input" : "output",
-                                  str(manifestDtype(spec.hpType))));
+                                  str(manifestDtype(input))));
+  if (spec.kind == ActKind::Requantize)
+    config.push_back(b.getNamedAttr(
+        "input_scale", str(manifestDtype(spec.sourceScaleType))));
   if (spec.kind != ActKind::AbsMax) {
     config.push_back(b.getNamedAttr("format", str(manifestDtype(fp8))));
     config.push_back(
@@ -109,6 +123,7 @@ DictionaryAttr buildManifestRecord(MLIRContext *ctx, StringRef name,
   if (spec.kind == ActKind::QuantizeGroup || spec.blocked())
     config.push_back(b.getNamedAttr("eps", b.getF64FloatAttr(spec.eps)));
   if (spec.kind == ActKind::QuantizeScaled ||
+      spec.kind == ActKind::Requantize ||
       (spec.kind == ActKind::QuantizeTranspose && !spec.blocked()))
     config.push_back(b.getNamedAttr("given_scale", b.getBoolAttr(true)));
   if (spec.tiled())
@@ -152,7 +167,45 @@ LogicalResult checkBlock(Operation *op, const ::coat::Scaling &scaling) {
   return success();
 }
 
-/// What the spec's op (or quantize + transpose) asks of the kernel.
+/// A requantize: 1xG codes dequantized to f32 and quantized per tensor with
+/// a given scale, the values never leaving registers.
+FailureOr<ActSpec> analyzeRequantize(func::FuncOp fn, DequantizeOp d,
+                                     Operation *second, func::ReturnOp ret) {
+  auto q = dyn_cast<QuantizeOp>(second);
+  if (!q || q.getInput() != d.getResult() || !d->hasOneUse() ||
+      ret.getOperands() != q->getResults())
+    return fn.emitError("kernel-spec function @")
+           << fn.getSymName()
+           << " must dequantize, quantize the values with a given scale and "
+              "return only the quantized tensor";
+  auto in = cast<QTensorType>(d.getInput().getType());
+  auto out = dyn_cast<QTensorType>(q.getResult().getType());
+  if (failed(checkMatrix(d, in)))
+    return failure();
+  if (!d.getResult().getType().getElementType().isF32())
+    return d.emitError("a requantize kernel dequantizes to f32");
+  if (in.getScalingValue().kind != ::coat::ScalingKind::PerGroup ||
+      in.getExpanded())
+    return d.emitError("a requantize kernel reads per_group<G> codes");
+  if (failed(checkGroup(d, in.getScalingValue())))
+    return failure();
+  if (!out || !q.getScale() || out.getExpanded())
+    return q.emitError("a requantize kernel quantizes per tensor with a "
+                       "given scale");
+  ActSpec spec;
+  spec.kind = ActKind::Requantize;
+  spec.hpType = d.getResult().getType().getElementType();
+  spec.sourceFormat = in.getFormat();
+  spec.sourceScaleType = in.getScaleType();
+  spec.groupSize = in.getScalingValue().groupSize;
+  spec.format = out.getFormat();
+  spec.perTensor = true;
+  spec.scaleType = cast<ShapedType>(q.getScale().getType()).getElementType();
+  return spec;
+}
+
+/// What the spec's op (or quantize + transpose, or a requantize) asks of
+/// the kernel.
 FailureOr<ActSpec> analyzeSpec(func::FuncOp fn) {
   Block &body = fn.getBody().front();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
@@ -163,13 +216,15 @@ FailureOr<ActSpec> analyzeSpec(func::FuncOp fn) {
     return fn.emitError("kernel-spec function @")
            << fn.getSymName()
            << " must hold one coat.quantize, coat.dequantize or coat.absmax "
-              "(or a coat.quantize with a scale and a coat.transpose of it) "
-              "and return its results";
+              "(or a coat.quantize with a scale and a coat.transpose of it, "
+              "or a coat.dequantize and a coat.quantize of it) and return "
+              "its results";
   };
+  // The second op of a pair reads the first's result.
   for (Operation *op : ops)
     for (Value operand : op->getOperands())
       if (!isa<BlockArgument>(operand) &&
-          !(isa<TransposeOp>(op) && operand.getDefiningOp() == ops.front()))
+          !(op != ops.front() && operand.getDefiningOp() == ops.front()))
         return op->emitError("operands of a kernel-spec op must be function "
                              "arguments");
 
@@ -246,6 +301,8 @@ FailureOr<ActSpec> analyzeSpec(func::FuncOp fn) {
     }
     return shapeError();
   }
+  if (ops.size() == 2 && isa<DequantizeOp>(ops[0]))
+    return analyzeRequantize(fn, cast<DequantizeOp>(ops[0]), ops[1], ret);
   if (ops.size() == 2) {
     auto q = dyn_cast<QuantizeOp>(ops[0]);
     auto t = dyn_cast<TransposeOp>(ops[1]);
@@ -308,7 +365,10 @@ FailureOr<ActPlan> QuantizeLowering::analyze(func::FuncOp fn) const {
     return failure();
   const ActSpec &spec = *analyzed;
   Operation *anchor = &fn.getBody().front().front();
-  int64_t hpBytes = spec.hpType.getIntOrFloatBitWidth() / 8;
+  // The widest element a flat lane moves (a requantize moves only codes).
+  int64_t hpBytes = spec.kind == ActKind::Requantize
+                        ? 1
+                        : spec.hpType.getIntOrFloatBitWidth() / 8;
 
   // Flat kernels: E elements per lane, L lanes per group.
   FlatShape flat{1, 1, 1};
@@ -386,6 +446,14 @@ SpecBindings QuantizeLowering::bindings(func::FuncOp fn,
       else
         binds["scale_t"] = {s.ref(t.getResult(), "scale")};
     }
+  } else if (auto d = dyn_cast<DequantizeOp>(op);
+             d && std::next(ops.begin()) != ops.end()) {
+    auto q = cast<QuantizeOp>(*std::next(ops.begin()));
+    matrix = d.getInput();
+    binds["input"] = {s.ref(d.getInput(), "codes")};
+    binds["input_scale"] = {s.ref(d.getInput(), "scale")};
+    binds["scale"] = {s.ref(q.getScale()), s.ref(q.getResult(), "scale")};
+    binds["codes"] = {s.ref(q.getResult(), "codes")};
   } else if (auto d = dyn_cast<DequantizeOp>(op)) {
     matrix = d.getResult();
     binds["codes"] = {s.ref(d.getInput(), "codes")};

@@ -27,6 +27,8 @@ constexpr int64_t kScaleSteps = 8;
 /// result.
 struct ScaleSpec {
   ReduceScalesOp reduce;
+  /// When the reduced scales are those of a per_group argument: its parts.
+  DisassembleOp groupScalesOf;
   Type inputType;           ///< f32 or bf16 partial maxima / scales
   Type outputType;          ///< element type of the returned scalar
   SmallVector<Operation *> scalarOps; ///< the rank-0 arithmetic, in order

@@ -9,6 +9,7 @@
 #include "ReduceScales.h"
 
 #include "coat/Conversion/GroupKernel.h"
+#include "coat/Dialect/CoatDialect.h"
 #include "coat/Numerics/Fp8.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -51,12 +52,26 @@ FailureOr<ScaleSpec> ReduceScalesLowering::analyze(func::FuncOp fn) const {
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   ScaleSpec spec;
   for (Operation &op : body.without_terminator()) {
+    if (auto parts = dyn_cast<DisassembleOp>(op)) {
+      // The group scales of a quantized argument (and nothing else of it).
+      auto type = cast<QTensorType>(parts.getInput().getType());
+      if (spec.groupScalesOf || !isa<BlockArgument>(parts.getInput()) ||
+          type.getExpanded() ||
+          type.getScalingValue().kind != ::coat::ScalingKind::PerGroup ||
+          !parts.getData().use_empty())
+        return parts.emitError("a scale kernel may only read the group "
+                               "scales of one per_group function argument");
+      spec.groupScalesOf = parts;
+      continue;
+    }
     if (auto r = dyn_cast<ReduceScalesOp>(op)) {
       if (spec.reduce)
         return r.emitError("a scale kernel holds one coat.reduce_scales");
-      if (!isa<BlockArgument>(r.getInput()))
+      if (!isa<BlockArgument>(r.getInput()) &&
+          !(spec.groupScalesOf &&
+            r.getInput() == spec.groupScalesOf.getScale()))
         return r.emitError("the input of a scale kernel's coat.reduce_scales "
-                           "must be a function argument");
+                           "must be a function argument or its group scales");
       spec.reduce = r;
       continue;
     }
@@ -107,14 +122,22 @@ ReduceScalesLowering::declare(func::FuncOp fn, const ScaleSpec &spec) const {
   Type i64 = IntegerType::get(ctx, 64);
   SpecRefs s(fn);
   Value input = ReduceScalesOp(spec.reduce).getInput();
+  std::string maxima = s.ref(input), n = s.numel(input);
+  if (DisassembleOp parts = spec.groupScalesOf) {
+    // per_group<G> scales: one per G elements (G divides the columns).
+    Value q = parts.getInput();
+    int64_t g = cast<QTensorType>(q.getType()).getScalingValue().groupSize;
+    maxima = s.ref(q, "scale");
+    n = "ceildiv(" + s.numel(q) + "," + std::to_string(g) + ")";
+  }
   KernelDecl kernel{
       fn.getSymName().str(),
       {{"maxima", abiBuffer(spec.inputType), manifestDtype(spec.inputType),
-        "n", {s.ref(input)}},
+        "n", {maxima}},
        {"scale", abiBuffer(spec.outputType), manifestDtype(spec.outputType),
         "1", {s.ref(spec.returned)}},
        {"workspace", abiBuffer(i32), "i32", "2", {kBindScratch}},
-       {"n", i64, "i64", "", {s.numel(input)}}},
+       {"n", i64, "i64", "", {n}}},
       blockSize,
       // One word per warp for the CTA's reduction.
       {workgroupBuffer({blockSize / 32}, i32)}};

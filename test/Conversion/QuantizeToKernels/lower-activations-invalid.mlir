@@ -89,3 +89,39 @@ module {
     }
   }
 }
+
+// -----
+
+func.func @requantize_through_bf16(%q: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, %s: tensor<bf16>) -> !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16> {
+  // expected-error @+1 {{a requantize kernel dequantizes to f32}}
+  %x = coat.dequantize %q : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16> -> tensor<?x?xbf16>
+  %r = coat.quantize %x scale %s : tensor<?x?xbf16>, tensor<bf16> -> !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>
+  return %r : !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>
+}
+
+// -----
+
+func.func @requantize_per_tensor_codes(%q: !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>, %s: tensor<bf16>) -> !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16> {
+  // expected-error @+1 {{a requantize kernel reads per_group<G> codes}}
+  %x = coat.dequantize %q : !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16> -> tensor<?x?xf32>
+  %r = coat.quantize %x scale %s : tensor<?x?xf32>, tensor<bf16> -> !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>
+  return %r : !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>
+}
+
+// -----
+
+func.func @requantize_derives_scale(%q: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>) -> !coat.qtensor<?x?xf8E4M3FN, per_group<32>, scale = bf16> {
+  %x = coat.dequantize %q : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16> -> tensor<?x?xf32>
+  // expected-error @+1 {{a requantize kernel quantizes per tensor with a given scale}}
+  %r = coat.quantize %x : tensor<?x?xf32> -> !coat.qtensor<?x?xf8E4M3FN, per_group<32>, scale = bf16>
+  return %r : !coat.qtensor<?x?xf8E4M3FN, per_group<32>, scale = bf16>
+}
+
+// -----
+
+// expected-error @+1 {{must dequantize, quantize the values with a given scale and return only the quantized tensor}}
+func.func @requantize_returns_values(%q: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, %s: tensor<bf16>) -> (tensor<?x?xf32>, !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>) {
+  %x = coat.dequantize %q : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16> -> tensor<?x?xf32>
+  %r = coat.quantize %x scale %s : tensor<?x?xf32>, tensor<bf16> -> !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>
+  return %x, %r : tensor<?x?xf32>, !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>
+}

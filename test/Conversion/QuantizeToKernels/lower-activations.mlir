@@ -87,6 +87,28 @@ func.func @dq(%q: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>) -> t
   return %x : tensor<?x?xbf16>
 }
 
+// Requantize 1x16 codes to a per-tensor copy with a given scale: the codes
+// and their group's scale in, the product divided by the given scale (one
+// shared divisor), FP8 codes out: no f32 buffer in the ABI.
+// GPU-LABEL: gpu.func @rq(%{{.*}}: memref<?xi8>, %{{.*}}: memref<?xi16>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xi8>, %{{.*}}: i64, %{{.*}}: i64) kernel
+// GPU-SAME: {bind = ["in0.codes"], {{.*}} name = "input"}, {bind = ["in0.scale"], {{.*}} extent = "groups", {{.*}} name = "input_scale"}, {bind = ["in1", "out0.scale"], {{.*}} name = "scale"}, {bind = ["out0.codes"], dtype = "e5m2", {{.*}} name = "codes"}, {bind = "rows(in0)"
+// GPU-SAME: config = {format = "e5m2", {{.*}} given_scale = true, group_size = 16 : i64, input = "e4m3", input_scale = "bf16", scale = "f32", scaling = "per_tensor"}
+// GPU-SAME: op = "requantize"
+// GPU: arith.extf %{{.*}} : vector<16xf8E4M3FN> to vector<16xf32>
+// GPU: %[[GS:.*]] = arith.extf %{{.*}} : bf16 to f32
+// GPU: arith.mulf %{{.*}}, %[[GS]] : f32
+// GPU: %[[S:.*]] = memref.load %{{.*}}[%{{.*}}] : memref<?xf32>
+// GPU: arith.divf %{{.*}}, %[[S]] {coat.shared_divisor = "fp8_codes"} : f32
+// GPU: arith.truncf %{{.*}} : vector<16xf32> to vector<16xf8E5M2>
+// CPU-LABEL: func.func @rq(
+// CPU: scf.for
+// CPU: arith.divf %{{.*}} {coat.shared_divisor = "fp8_codes"} : f32
+func.func @rq(%q: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, %s: tensor<f32>) -> !coat.qtensor<?x?xf8E5M2, per_tensor> {
+  %x = coat.dequantize %q : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16> -> tensor<?x?xf32>
+  %r = coat.quantize %x scale %s : tensor<?x?xf32>, tensor<f32> -> !coat.qtensor<?x?xf8E5M2, per_tensor>
+  return %r : !coat.qtensor<?x?xf8E5M2, per_tensor>
+}
+
 // Stage one of group scaling: f32 maxima per 1x16 group.
 // GPU-LABEL: gpu.func @amax(
 // GPU-SAME: dtype = "f32", extent = "groups", kind = "memref", name = "absmax"

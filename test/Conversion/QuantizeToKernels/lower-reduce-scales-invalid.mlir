@@ -59,3 +59,21 @@ func.func @scale(%p: tensor<?xf32>) -> tensor<f32> {
   %m = coat.reduce_scales %p : tensor<?xf32> -> tensor<f32>
   return %m : tensor<f32>
 }
+
+// -----
+
+func.func @codes_read(%q: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>) -> (tensor<bf16>, tensor<?x?xf8E4M3FN>) {
+  // expected-error @+1 {{a scale kernel may only read the group scales of one per_group function argument}}
+  %codes, %scales = coat.disassemble %q : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>
+  %m = coat.reduce_scales %scales : tensor<?x?xbf16> -> tensor<bf16>
+  return %m, %codes : tensor<bf16>, tensor<?x?xf8E4M3FN>
+}
+
+// -----
+
+func.func @flat_groups(%q: !coat.qtensor<?xf8E4M3FN, flat_group<128>>) -> tensor<f32> {
+  // expected-error @+1 {{a scale kernel may only read the group scales of one per_group function argument}}
+  %codes, %scales = coat.disassemble %q : !coat.qtensor<?xf8E4M3FN, flat_group<128>>
+  %m = coat.reduce_scales %scales : tensor<?xf32> -> tensor<f32>
+  return %m : tensor<f32>
+}

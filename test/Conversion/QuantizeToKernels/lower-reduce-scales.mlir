@@ -77,3 +77,17 @@ func.func @max_only(%p: tensor<?xbf16>) -> tensor<bf16> {
 }
 // GPU-LABEL: gpu.func @max_only(
 // GPU-SAME: config = {input = "bf16", scale = "bf16"}
+
+// The largest group scale of a 1x32 tensor, read in place: the kernel's
+// maxima are the argument's scale part, n = numel / 32.
+// GPU-LABEL: gpu.func @group_scales(
+// GPU-SAME: %{{.*}}: memref<?xi16>, %{{.*}}: memref<?xi16>, %{{.*}}: memref<?xi32>, %{{.*}}: i64)
+// GPU-SAME: {bind = ["in0.scale"], dtype = "bf16", {{.*}} name = "maxima"}, {bind = ["out0"], {{.*}} name = "scale"}, {{.*}} {bind = "ceildiv(numel(in0),32)", {{.*}} name = "n"}
+// GPU-SAME: op = "reduce_scales"
+// CPU-LABEL: func.func @group_scales(
+// CPU-SAME: {bind = ["in0.scale"]
+func.func @group_scales(%q: !coat.qtensor<?x?xf8E4M3FN, per_group<32>, scale = bf16>) -> tensor<bf16> {
+  %codes, %scales = coat.disassemble %q : !coat.qtensor<?x?xf8E4M3FN, per_group<32>, scale = bf16>
+  %m = coat.reduce_scales %scales : tensor<?x?xbf16> -> tensor<bf16>
+  return %m : tensor<bf16>
+}

@@ -1,0 +1,75 @@
+"""examples/granularity/both_consumers.mlir run as a program: a tensor read by
+a linear layer and by a SiLU gets a 1x16 copy and a per-tensor copy
+requantized from it. coat-outline-kernels cuts the requantize into a scale
+kernel over the group scales and one kernel that dequantizes and quantizes;
+this checks what the executor gets from them, through the manifest's
+bindings, against the reference library (CPU twins in CI, the GPU kernels
+where CUDA is available)."""
+
+import os
+
+import numpy as np
+import pytest
+
+from coat import _paths, reference as ref
+
+if not ref.is_available():
+    pytest.skip("libcoat_reference.so is not built", allow_module_level=True)
+torch = pytest.importorskip("torch")
+
+from coat.executor import QTensor, load_programs  # noqa: E402
+from kernel_io import DEVICES, activation, assert_codes_equal, hp_values  # noqa: E402
+
+
+def both_consumers_program():
+    for d in _paths.default_kernel_dirs():
+        if os.path.isfile(os.path.join(d, "manifest.json")):
+            progs = load_programs(d)
+            if "both_consumers" in progs:
+                return progs["both_consumers"]
+    pytest.skip("examples/granularity not compiled (ctest's compile-examples makes it)")
+
+
+def bf16_tensor(x, device):
+    bits = ref.bf16_encode(x).view(np.int16)
+    return torch.from_numpy(bits).to(device).view(torch.bfloat16)
+
+
+def host(a):
+    a = a.cpu()
+    if a.dtype == torch.bfloat16:
+        return hp_values(a, "bf16")
+    return a.view(torch.uint8).numpy() if a.element_size() == 1 else a.numpy()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", ["random", "zeros", "wide", "equal"])
+def test_per_tensor_copy_is_requantized_from_the_group_copy(device, case):
+    prog = both_consumers_program()
+    steps = {s.spec.split("_k", 1)[1].split("_", 1)[1]: s for s in prog.steps}
+    assert {"quantize_per_group", "max_of_group_scales", "requantize_per_tensor"} <= set(steps), \
+        sorted(steps)
+    rng = np.random.default_rng(7)
+    x = activation(rng, (256, 512), case, bf16=True)
+    w = ref.bf16_round(rng.standard_normal((1024, 512)).astype(np.float32))
+    x_id, w_id = prog.input_ids()
+    env = prog.run({x_id: bf16_tensor(x, device), w_id: bf16_tensor(w, device)})
+
+    grouped = env[steps["quantize_per_group"].results[0]]
+    codes, scales = host(grouped.codes), host(grouped.scale)
+    want_codes, want_scales = ref.quantize_per_group(x, 16, "e4m3", bf16_scale=True)
+    assert_codes_equal(codes.reshape(-1), want_codes.reshape(-1), "e4m3", "1x16 codes")
+    np.testing.assert_array_equal(scales.reshape(-1), want_scales.reshape(-1))
+
+    # COAT's group scaling: the per-tensor scale is the largest group scale.
+    s = env[steps["max_of_group_scales"].results[0]]
+    top = np.fmax.reduce(want_scales.reshape(-1), initial=np.float32(0))
+    assert host(s).reshape(-1)[0] == top
+
+    per_tensor = env[steps["requantize_per_tensor"].results[0]]
+    assert isinstance(per_tensor, QTensor)
+    assert host(per_tensor.scale).reshape(-1)[0] == top
+    values = ref.dequantize(want_codes, want_scales, "per_group", "e4m3", group_size=16)
+    assert_codes_equal(host(per_tensor.codes).reshape(-1),
+                       ref.quantize_with_scale(values, top, "e4m3").reshape(-1), "e4m3",
+                       "per-tensor codes")
