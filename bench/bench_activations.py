@@ -7,7 +7,8 @@ copy bandwidth measured in the same run as the ceiling.
 
 Each DIR is a compiled module (scripts/compile_examples.py output, e.g.
 build/demo/quantize); every quantize / dequantize / absmax /
-quantize_transpose kernel in it (per-group, per-tensor and 128x128 per-block)
+quantize_transpose / requantize kernel in it (per-group, per-tensor and
+128x128 per-block)
 is timed on each shape (with several DIRs, e.g. variants compiled with other
 coat-lower-activations options, rows are labelled DIR/kernel). "ideal" is the bytes
 that must move (every buffer read or written once: inputs, codes, scales, the
@@ -29,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import coat  # noqa: E402
 from _timing import copy_bandwidth, copy_ideal, ideal_ms, measure, pct_of_copy, record  # noqa: E402
 
-OPS = ("quantize", "quantize_transpose", "dequantize", "absmax")
+OPS = ("quantize", "quantize_transpose", "dequantize", "absmax", "requantize")
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
 # getattr: a torch without FP8 dtypes still imports the script (--help, tests).
 FP8 = {"e4m3": getattr(torch, "float8_e4m3fn", None), "e5m2": getattr(torch, "float8_e5m2", None)}
@@ -47,7 +48,7 @@ def buffers(kernel, rows, cols):
         extent = a.extent_for(n, G, {"rows": rows, "cols": cols})
         if a.dtype in DTYPES:
             t = torch.randn(extent, device="cuda").to(DTYPES[a.dtype])
-            if a.name == "scale":
+            if a.name in ("scale", "input_scale"):
                 t = torch.full((extent,), 0.01, device="cuda").to(DTYPES[a.dtype])
         else:  # FP8 codes as bytes; input codes are random finite values
             t = torch.randint(0, 0x70, (extent,), dtype=torch.uint8, device="cuda")
@@ -148,6 +149,15 @@ def torch_equivalent(kernel, args, rows, cols):
             return (q, q.t().contiguous()) if transpose else q
         fn = anchor_compile(f)
         return lambda: fn(x, s)
+    if op == "requantize":
+        codes = args["input"].view(FP8[cfg["input"]]).view(rows, cols)
+        gs, s = args["input_scale"], args["scale"]
+
+        def f(q, gs, s):
+            y = q.float().view(-1, G) * gs.float().view(-1, 1)
+            return (y / s.float()).clamp(-fmax, fmax).to(fp8).view(rows, cols)
+        fn = anchor_compile(f)
+        return lambda: fn(codes, gs, s)
     # dequantize
     codes = args["codes"].view(fp8).view(rows, cols)
     s = args["scale"]

@@ -101,6 +101,7 @@ run_bench() {  # script op [args...]: the benchmark over the directories of op
 }
 run_bench bench_optimizer.py adamw_step
 run_bench bench_activations.py quantize --only bf16_e4m3 --shapes 8192x8192 16384x4096
+run_bench bench_activations.py requantize --only requantize --shapes 8192x8192 16384x4096
 run_bench bench_flow.py silu
 run_bench bench_norms.py rmsnorm
 run_bench bench_scales.py reduce_scales

@@ -251,7 +251,13 @@ def Coat_RequantizeOp : Coat_Op<"requantize", [Pure]> {
     dequantized (and un-expanded) and quantized to the result type, which has
     the same shape but may differ in format, scaling granularity, scale type
     and expansion. Scales of the result are derived from its own groups as in
-    `coat.quantize` (with `eps` and `expand_min`).
+    `coat.quantize` (with `eps` and `expand_min`), with one exception: from
+    `per_group` codes to a `per_tensor` result of the same format and scale
+    type (neither expanded), the scale is the largest of the input's group
+    scales. That is COAT's group scaling (COAT.md §3.1), the scale a
+    per-tensor quantization of the original values gets; it equals the scale
+    derived from the dequantized values whenever the tensor's maximum is
+    above about `eps * 2^24` (the largest group's largest code is fp8max).
 
     When the result type equals the input type the op is defined to be the
     identity (codes and scales are kept), and it folds away.

@@ -168,11 +168,15 @@ def CoatOutlineKernels : Pass<"coat-outline-kernels", "::mlir::ModuleOp"> {
       split like group scaling does, with a maxima kernel of its own
       (`coat.absmax` without `epilogue`).
 
-    A `coat.requantize` that changes the type (e.g. the per-tensor copy
-    `coat-mixed-granularity` makes from a 1xG tensor for a value with both
-    kinds of consumers) is first expanded into what it means, a dequantize
-    to f32 and a quantize, so it compiles through existing kernels (at the
-    cost of an f32 round trip).
+    A `coat.requantize` that changes the type is first cut into what it
+    means. The per-tensor copy `coat-mixed-granularity` makes from a 1xG
+    tensor for a value with both kinds of consumers becomes two kernels: a
+    scale kernel over the group scales (`coat.disassemble` +
+    `coat.reduce_scales`, reading the scales in place) and one kernel that
+    dequantizes to f32 and quantizes with that scale, the values staying in
+    registers (2 bytes an element moved, not 14). Any other change of type
+    goes through f32: a dequantize kernel, then a quantize whose scale comes
+    from a maxima kernel.
 
     Kernel-spec functions keep the program's static shapes (the kernels take
     their extents at run time); identical ones are outlined once and called
