@@ -382,6 +382,8 @@ def CoatLowerActivations : Pass<"coat-lower-activations", "::mlir::ModuleOp"> {
     Option<"tileMinCtas", "tile-min-ctas", "int64_t", /*default=*/"0",
            "GPU tile kernels: CTAs per multiprocessor the registers must "
            "allow (.minnctapersm); 0 leaves the register count to ptxas">,
+    Option<"flatMinCtas", "flat-min-ctas", "int64_t", /*default=*/"0",
+           "GPU flat kernels (grouped, element-wise, requantize): the same">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",

@@ -95,10 +95,12 @@ struct ActPlan {
 class QuantizeLowering : public KernelLowering<QuantizeLowering, ActPlan> {
 public:
   QuantizeLowering(int64_t blockSize, int64_t elementsPerThread, int64_t tile,
-                   bool approxDivision, int64_t tileMinCtas)
+                   bool approxDivision, int64_t tileMinCtas,
+                   int64_t flatMinCtas)
       : KernelLowering({"coat-lower-activations", "coat_activation_kernels"}),
         blockSize(blockSize), elementsPerThread(elementsPerThread),
-        tile(tile), approxDivision(approxDivision), tileMinCtas(tileMinCtas) {}
+        tile(tile), approxDivision(approxDivision), tileMinCtas(tileMinCtas),
+        flatMinCtas(flatMinCtas) {}
 
   bool isSpecOp(Operation *op) const;
   bool takesSpec(func::FuncOp fn) const;
@@ -113,6 +115,7 @@ private:
   int64_t tile;
   bool approxDivision;
   int64_t tileMinCtas;
+  int64_t flatMinCtas;
 };
 
 } // namespace mlir::coat

@@ -35,7 +35,8 @@ struct CoatLowerActivationsPass
 
   void runOnOperation() override {
     QuantizeLowering lowering(blockSize, elementsPerThread, tile,
-                              approxDivision, tileMinCtas);
+                              approxDivision, tileMinCtas,
+                              flatMinCtas);
     if (failed(lowering.run(getOperation(), target)))
       signalPassFailure();
   }

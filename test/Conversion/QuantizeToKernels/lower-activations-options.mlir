@@ -4,11 +4,22 @@
 // RUN: not coat-opt %s -coat-lower-activations='target=tpu' 2>&1 | FileCheck %s --check-prefix=TARGET
 // RUN: not coat-opt %s -coat-lower-activations='target=gpu tile=48' 2>&1 | FileCheck %s --check-prefix=TILE
 // RUN: coat-opt %s -coat-lower-activations='target=gpu' | FileCheck %s --check-prefix=AUTO
+// RUN: coat-opt %s -coat-lower-activations='target=gpu' | FileCheck %s --check-prefix=NOMIN
+// RUN: coat-opt %s -coat-lower-activations='target=gpu tile-min-ctas=2 flat-min-ctas=6' | FileCheck %s --check-prefix=MIN
+// RUN: not coat-opt %s -coat-lower-activations='target=gpu flat-min-ctas=33' 2>&1 | FileCheck %s --check-prefix=MINBAD
 
 // BLOCK: block-size must be a multiple of 32 in [32, 1024], got 48
 // EPT: elements-per-thread=2 does not fit group size 128
 // TARGET: target must be 'gpu' or 'cpu', got 'tpu'
 // TILE: tile must be 32, 64 or 128, got 48
+// MINBAD: flat-min-ctas must be in [0, 32], got 33
+// By default ptxas picks the registers.
+// NOMIN-NOT: nvvm.minctasm
+// CTAs an SM must hold: flat kernels and tile kernels apart.
+// MIN-LABEL: gpu.func @q(
+// MIN-SAME: nvvm.minctasm = 6 : i32
+// MIN-LABEL: gpu.func @qt_f32(
+// MIN-SAME: nvvm.minctasm = 2 : i32
 // f32 input: 64x64 tiles (8 loads per thread at 256 threads).
 // AUTO-LABEL: gpu.func @qt_f32(
 // AUTO-SAME: workgroup(%{{.*}} : memref<64x16xi32, #gpu.address_space<workgroup>>
