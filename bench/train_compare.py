@@ -6,6 +6,7 @@ curves as a PNG.
 
   python bench/train_compare.py --config 100m --steps 1000 --out DIR
   python bench/train_compare.py --config tinyllama --steps 30 --eval-every 0 --out DIR
+  python bench/train_compare.py --modes bf16 coat --graph --config 100m --steps 1000 --out DIR
 
 Every other option goes to train_llama.py. A mode that cannot run (torchao
 not installed) is reported as such and left out of the table.
@@ -48,8 +49,9 @@ def table(records: dict) -> str:
 
     for mode, r in records.items():
         held = r.get("final_held_out")
+        label = mode + (" (graph)" if r.get("graph") else "")
         rows.append(
-            f"| {mode} | {r['params'] / 1e6:.1f}M | {r['final_train_loss']:.4f} | "
+            f"| {label} | {r['params'] / 1e6:.1f}M | {r['final_train_loss']:.4f} | "
             + (f"{held:.4f}" if held is not None else "-") + f" | {ratio(r, 'final_held_out')} | "
             + (f"{r['peak_memory_bytes'] / 2**30:.2f}" if "peak_memory_bytes" in r else "-")
             + f" | {ratio(r, 'peak_memory_bytes')} | "

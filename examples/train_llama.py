@@ -12,7 +12,13 @@ sources, one of three ways:
            Linear but the LM head, torch.compile'd, fused AdamW
 
   python examples/train_llama.py --mode coat --config 100m --steps 1000
+  python examples/train_llama.py --mode coat --config 100m --steps 1000 --graph
   python examples/train_llama.py --mode coat --config tiny --steps 2 --device cpu
+
+--graph (bf16 and coat, on CUDA) replays each step's forward and backward
+from one CUDA graph (coat.nn.capture_step) instead of launching every
+kernel from Python; the gradient clipping and the optimizer step stay
+eager, so the learning-rate schedule applies as before.
 
 Same seed, same data order for every mode. Prints a progress line with the
 loss and tokens/s, and writes a JSON record of the run (loss curves, held-out
@@ -116,6 +122,34 @@ def build(mode: str, cfg: LlamaConfig, device: str, lr: float, kernels: str | No
     return model, opt, autocast
 
 
+class _Graphed:
+    """A captured forward + backward and the input tensors it reads."""
+
+    def __init__(self, step, x, y):
+        self.step, self.x, self.y = step, x, y
+
+
+def graphed_forward_backward(model, data, args, autocast) -> _Graphed:
+    if args.mode == "torchao" or not args.device.startswith("cuda"):
+        raise SystemExit("--graph needs --device cuda and mode bf16 or coat "
+                         "(torchao's compiled model is not captured)")
+    from coat.nn import capture_step
+
+    # Warm-up and capture data; the run's own batches come from its generator.
+    x, y = batches(data, args.batch, args.seq, torch.Generator().manual_seed(args.seed + 1))
+    x, y = x.to(args.device), y.to(args.device)
+
+    def forward_backward():
+        # No autocast cache: a capture must not keep casts made outside it.
+        with torch.autocast("cuda", torch.bfloat16, enabled=autocast, cache_enabled=False):
+            loss = model(x, y)
+        loss.backward()
+        return loss.detach()
+
+    step = capture_step(forward_backward, reset_grads=list(model.parameters()))
+    return _Graphed(step, x, y)
+
+
 def evaluate(model, held, batch, seq, autocast, device, n_batches) -> float:
     gen = torch.Generator().manual_seed(1234)  # the same held-out windows every time
     total = 0.0
@@ -148,25 +182,35 @@ def train(args) -> dict:
     print(f"{args.mode}: {args.config} ({params / 1e6:.1f}M parameters), "
           f"{tokens_per_step} tokens/step, {args.steps} steps on {record['device']}",
           flush=True)
+    record["graph"] = args.graph
+    graphed = graphed_forward_backward(model, train_data, args, autocast) if args.graph else None
     step_times, pending, t_mark, steps_since = [], [], time.perf_counter(), 0
     for step in range(args.steps):
         for g in opt.param_groups:
             g["lr"] = lr_at(step, args.steps, args.lr, args.warmup)
         x, y = batches(train_data, args.batch, args.seq, gen)
-        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-        measure = cuda and step == args.memory_step
-        if measure:
-            torch.cuda.synchronize()
-            before = torch.cuda.memory_allocated()
-        with torch.autocast(device.split(":")[0], torch.bfloat16, enabled=autocast):
-            loss = model(x, y)
-        if measure:
-            torch.cuda.synchronize()
-            record["forward_retained_bytes"] = torch.cuda.memory_allocated() - before
-        loss.backward()
+        if graphed:
+            # The captured step reads these tensors and writes the gradients
+            # it made (no zero_grad: it would detach them from the graph).
+            graphed.x.copy_(x, non_blocking=True)
+            graphed.y.copy_(y, non_blocking=True)
+            loss = graphed.step.replay().clone()
+        else:
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+            measure = cuda and step == args.memory_step
+            if measure:
+                torch.cuda.synchronize()
+                before = torch.cuda.memory_allocated()
+            with torch.autocast(device.split(":")[0], torch.bfloat16, enabled=autocast):
+                loss = model(x, y)
+            if measure:
+                torch.cuda.synchronize()
+                record["forward_retained_bytes"] = torch.cuda.memory_allocated() - before
+            loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        opt.zero_grad(set_to_none=True)
+        if not graphed:
+            opt.zero_grad(set_to_none=True)
         pending.append(loss.detach())
         steps_since += 1
         last = step == args.steps - 1
@@ -229,6 +273,8 @@ def parse_args(argv=None):
                     help="steps left out of the step time (compilation, caches)")
     ap.add_argument("--memory-step", type=int, default=3,
                     help="the step whose forward is measured (memory kept for backward)")
+    ap.add_argument("--graph", action="store_true",
+                    help="replay each step's forward and backward from a CUDA graph")
     ap.add_argument("--log", default=None, help="write the run's JSON record here")
     return ap.parse_args(argv)
 

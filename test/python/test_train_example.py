@@ -1,7 +1,9 @@
 """examples/train_llama.py and bench/train_compare.py on CPU tensors with the
 tiny config (CPU twins of the compiled programs): every mode that runs here
 trains a few steps, writes its record, and the comparison table reads it.
-The GPU run is docs/training.md's."""
+On a GPU host, --graph is checked against eager steps of the 100m config
+(whose layer programs scripts/demo.sh compiles). The GPU run is
+docs/training.md's."""
 
 import importlib.util
 import json
@@ -56,6 +58,33 @@ def test_example_trains_on_cpu(example, tmp_path, mode):
     assert [s for s, _ in r["held_out"]] == [3, 6]
     assert r["train_loss"][-1] < r["train_loss"][0]
     assert r["step_time_s"] > 0
+
+
+def test_graph_needs_cuda(example, tmp_path):
+    with pytest.raises(SystemExit, match="--graph needs --device cuda"):
+        example.main(["--mode", "bf16", "--config", "tiny", "--device", "cpu", "--steps", "1",
+                      "--batch", "1", "--seq", "16", "--eval-every", "0", "--graph"])
+
+
+@pytest.mark.parametrize("mode", ["bf16", "coat"])
+def test_graph_steps_match_eager_steps(example, tmp_path, mode):
+    """Each replay must read the new batch and write (not add to) the
+    gradients the optimizer steps on: the losses of a graphed run follow the
+    eager run's."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    args = ["--mode", mode, "--config", "100m", "--device", "cuda", "--steps", "5", "--batch",
+            "2", "--seq", "128", "--warmup", "2", "--eval-every", "0", "--log-every", "1",
+            "--warmup-timing", "0"]
+    logs = {}
+    for graph in (False, True):
+        logs[graph] = tmp_path / f"{mode}_{graph}.json"
+        example.main(args + ["--log", str(logs[graph])] + (["--graph"] if graph else []))
+    eager, graphed = (json.loads(logs[g].read_text()) for g in (False, True))
+    assert graphed["graph"] and not eager["graph"]
+    assert len(graphed["train_loss"]) == 5
+    for step, (a, b) in enumerate(zip(eager["train_loss"], graphed["train_loss"])):
+        assert abs(a - b) <= 2e-3 * abs(a), f"step {step}: eager {a} graphed {b}"
 
 
 def test_same_seed_same_data(example):
