@@ -17,8 +17,9 @@ sources, one of three ways:
 
 --graph (bf16 and coat, on CUDA) replays each step's forward and backward
 from one CUDA graph (coat.nn.capture_step) instead of launching every
-kernel from Python; the gradient clipping and the optimizer step stay
-eager, so the learning-rate schedule applies as before.
+kernel from Python. The backward adds into the gradients the optimizer
+owns (zeroed in place before each replay); the clipping and the optimizer
+step stay eager, so the learning-rate schedule applies as before.
 
 Same seed, same data order for every mode. Prints a progress line with the
 loss and tokens/s, and writes a JSON record of the run (loss curves, held-out
@@ -146,7 +147,8 @@ def graphed_forward_backward(model, data, args, autocast) -> _Graphed:
         loss.backward()
         return loss.detach()
 
-    step = capture_step(forward_backward, reset_grads=list(model.parameters()))
+    # No reset_grads: the gradients stay the tensors the optimizer reads.
+    step = capture_step(forward_backward)
     return _Graphed(step, x, y)
 
 
@@ -190,8 +192,10 @@ def train(args) -> dict:
             g["lr"] = lr_at(step, args.steps, args.lr, args.warmup)
         x, y = batches(train_data, args.batch, args.seq, gen)
         if graphed:
-            # The captured step reads these tensors and writes the gradients
-            # it made (no zero_grad: it would detach them from the graph).
+            # The captured backward adds into the gradient tensors the
+            # optimizer reads (FP8AdamW's are views of its flat buffer): zero
+            # them in place, copy the batch into the captured inputs, replay.
+            opt.zero_grad(set_to_none=False)
             graphed.x.copy_(x, non_blocking=True)
             graphed.y.copy_(y, non_blocking=True)
             loss = graphed.step.replay().clone()

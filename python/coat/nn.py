@@ -230,7 +230,13 @@ def capture_step(step: Callable[[], Any], reset_grads: Iterable[torch.Tensor] = 
     adding to them. Replays read their inputs from the tensors the capture
     saw (copy new data into them) and overwrite outputs and gradients; keep
     the gradient tensors the capture made (``zero_grad(set_to_none=True)``
-    after it would detach them from the graph)."""
+    after it would detach them from the graph).
+
+    An optimizer that owns its gradient tensors (FP8AdamW's are views of its
+    flat buffer, and it re-attaches any other tensor it finds) must keep
+    them: pass no `reset_grads`, so the captured backward adds into them,
+    and call ``optimizer.zero_grad(set_to_none=False)`` before each
+    replay."""
     global _captured_flags, _pending_phase
     if warmup < 1:
         raise ValueError(f"capture_step needs warmup >= 1 (the warm-up binds the "
