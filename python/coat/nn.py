@@ -238,9 +238,18 @@ def capture_step(step: Callable[[], Any], reset_grads: Iterable[torch.Tensor] = 
     and call ``optimizer.zero_grad(set_to_none=False)`` before each
     replay."""
     global _captured_flags, _pending_phase
+    from .optim import owns_grad
+
     if warmup < 1:
         raise ValueError(f"capture_step needs warmup >= 1 (the warm-up binds the "
                          f"kernels before the capture), got {warmup}")
+    reset_grads = list(reset_grads)
+    if any(owns_grad(t) for t in reset_grads):
+        raise ValueError("capture_step: reset_grads holds parameters whose gradients an "
+                         "FP8AdamW owns (views of its flat buffer; replays would write "
+                         "tensors it no longer reads). Leave them out, so the captured "
+                         "backward adds into them, and call "
+                         "optimizer.zero_grad(set_to_none=False) before each replay")
     if not torch.cuda.is_available():
         raise RuntimeError("capture_step needs CUDA")
     if _captured_flags is not None:

@@ -36,6 +36,7 @@ torch.distributed.checkpoint can save it sharded or gather it full.
 from __future__ import annotations
 
 import os
+import weakref
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import torch
@@ -66,6 +67,18 @@ KernelSource = Union[None, str, os.PathLike, Module, Sequence[Union[str, os.Path
 
 # state_dict / load_state_dict (coat._optim_state) and share_fsdp_storage (coat._optim_fsdp)
 # come from the mixins, which keeps this module to building and stepping the buckets.
+#: Parameters whose ``.grad`` an FP8AdamW owns (views of its flat buffer), by
+#: id (tensors compare elementwise, so they cannot be set members).
+_GRAD_OWNED: "weakref.WeakValueDictionary[int, torch.Tensor]" = weakref.WeakValueDictionary()
+
+
+def owns_grad(t: torch.Tensor) -> bool:
+    """Whether ``t.grad`` is a view of an FP8AdamW's flat gradient buffer:
+    setting it to another tensor detaches it, and ``step()`` re-attaches the
+    view (coat.nn.capture_step rejects such tensors in ``reset_grads``)."""
+    return _GRAD_OWNED.get(id(t)) is t
+
+
 class FP8AdamW(StateDictMixin, FSDPStorageMixin, torch.optim.Optimizer):
     """AdamW with FP8 moments, per-group scales and optional Dynamic Range
     Expansion (COAT). ``expand`` is a bool or an (m, v) pair. ``kernels`` is a
@@ -198,6 +211,7 @@ class FP8AdamW(StateDictMixin, FSDPStorageMixin, torch.optim.Optimizer):
                 # it); step() stages it through the slot unless
                 # share_fsdp_storage() moved it into the slot.
                 p.grad = b.grad_for(i)
+                _GRAD_OWNED[id(p)] = p
                 self.state[p] = self._param_state(b, i)
             self._buckets.append(b)
 

@@ -142,6 +142,14 @@ def test_cuda_captured_step_replays_the_eager_step(tokens):
 def test_capture_step_rejects_what_it_cannot_capture():
     with pytest.raises(ValueError, match="warmup >= 1"):
         cnn.capture_step(lambda: None, warmup=0)
+    # Gradients FP8AdamW owns: resetting them would leave the optimizer
+    # stepping on stale gradients (the replays write other tensors).
+    from coat.optim import FP8AdamW
+
+    w = torch.nn.Parameter(torch.zeros(4, 16))
+    FP8AdamW([w], kernels=[])
+    with pytest.raises(ValueError, match="FP8AdamW owns"):
+        cnn.capture_step(lambda: None, reset_grads=[w])
     if not torch.cuda.is_available():
         with pytest.raises(RuntimeError, match="needs CUDA"):
             cnn.capture_step(lambda: None)
