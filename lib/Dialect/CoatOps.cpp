@@ -393,6 +393,14 @@ LogicalResult RequantizeOp::verify() {
   return success();
 }
 
+bool RequantizeOp::takesMaxOfGroupScales() {
+  QTensorType in = getInput().getType(), out = getResult().getType();
+  return in.getScalingValue().kind == ::coat::ScalingKind::PerGroup &&
+         out.getScaling().isPerTensor() && !in.getExpanded() &&
+         !out.getExpanded() && in.getFormat() == out.getFormat() &&
+         in.getScaleType() == out.getScaleType();
+}
+
 OpFoldResult RequantizeOp::fold(FoldAdaptor) {
   // Defined as the identity when nothing about the representation changes.
   if (getInput().getType() == getResult().getType())

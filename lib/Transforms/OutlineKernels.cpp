@@ -53,15 +53,6 @@ bool isScalarArith(Operation *op) {
   return t && t.getRank() == 0;
 }
 
-/// Whether `coat.requantize` from `in` to `out` takes the maximum of the
-/// input's group scales as its scale (CoatOps.td says when).
-bool isMaxOfGroupScales(QTensorType in, QTensorType out) {
-  return in.getScalingValue().kind == ::coat::ScalingKind::PerGroup &&
-         out.getScaling().isPerTensor() && !in.getExpanded() &&
-         !out.getExpanded() && in.getFormat() == out.getFormat() &&
-         in.getScaleType() == out.getScaleType();
-}
-
 /// The dequantize of a requantize kernel: the given-scale quantize that is
 /// its only user, or null.
 QuantizeOp requantizeOf(DequantizeOp d) {
@@ -161,10 +152,10 @@ struct CoatOutlineKernelsPass
     });
     for (RequantizeOp r : work) {
       OpBuilder b(r);
-      QTensorType in = r.getInput().getType(), out = r.getResult().getType();
+      QTensorType out = r.getResult().getType();
       auto f32 = RankedTensorType::get(out.getShape(), b.getF32Type());
       Value scale;
-      if (isMaxOfGroupScales(in, out)) {
+      if (r.takesMaxOfGroupScales()) {
         auto parts = DisassembleOp::create(b, r.getLoc(), r.getInput());
         scale = ReduceScalesOp::create(
             b, r.getLoc(), RankedTensorType::get({}, out.getScaleType()),

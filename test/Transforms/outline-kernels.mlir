@@ -87,6 +87,31 @@ func.func @spec(%x: tensor<?x?xbf16>) -> !coat.qtensor<?x?xf8E4M3FN, per_group<1
 
 // -----
 
+// So are the two-op kernels: a requantize's dequantize and quantize, and
+// the group scales a scale kernel reads.
+// CHECK-LABEL: func.func @requantize_spec(
+// CHECK-NEXT: coat.dequantize
+// CHECK-NEXT: coat.quantize
+// CHECK-NEXT: return
+// CHECK-LABEL: func.func @group_scales_spec(
+// CHECK-NEXT: coat.disassemble
+// CHECK-NEXT: coat.reduce_scales
+// CHECK-NEXT: return
+// CHECK-NOT: call @
+func.func @requantize_spec(%q: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, %s: tensor<bf16>) -> !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16> {
+  %x = coat.dequantize %q : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16> -> tensor<?x?xf32>
+  %r = coat.quantize %x scale %s : tensor<?x?xf32>, tensor<bf16> -> !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>
+  return %r : !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>
+}
+
+func.func @group_scales_spec(%q: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>) -> tensor<bf16> {
+  %codes, %scales = coat.disassemble %q : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>
+  %m = coat.reduce_scales %scales : tensor<?x?xbf16> -> tensor<bf16>
+  return %m : tensor<bf16>
+}
+
+// -----
+
 func.func @foreign(%x: tensor<16x32xbf16>, %y: tensor<16x32xbf16>) -> !coat.qtensor<16x32xf8E4M3FN, per_group<16>, scale = bf16> {
   %q0 = coat.quantize %x : tensor<16x32xbf16> -> !coat.qtensor<16x32xf8E4M3FN, per_group<16>, scale = bf16>
   // expected-error @+1 {{cannot outline 'arith.addf' into a kernel: model programs must express tensor work as coat ops}}

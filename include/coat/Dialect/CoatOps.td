@@ -277,6 +277,11 @@ def Coat_RequantizeOp : Coat_Op<"requantize", [Pure]> {
   let assemblyFormat = [{
     $input attr-dict `:` qualified(type($input)) `->` qualified(type($result))
   }];
+  let extraClassDeclaration = [{
+    /// Whether the result's scale is the largest of the input's group
+    /// scales (the exception the description names).
+    bool takesMaxOfGroupScales();
+  }];
   let hasVerifier = 1;
   let hasFolder = 1;
 }

@@ -103,6 +103,7 @@ public:
         flatMinCtas(flatMinCtas) {}
 
   bool isSpecOp(Operation *op) const;
+  LogicalResult checkOptions(ModuleOp module) const;
   bool takesSpec(func::FuncOp fn) const;
   FailureOr<ActPlan> analyze(func::FuncOp fn) const;
   SpecBindings bindings(func::FuncOp fn, const ActPlan &plan) const;

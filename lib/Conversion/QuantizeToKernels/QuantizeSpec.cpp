@@ -359,6 +359,17 @@ bool QuantizeLowering::takesSpec(func::FuncOp fn) const {
             }).wasInterrupted();
 }
 
+LogicalResult QuantizeLowering::checkOptions(ModuleOp module) const {
+  // An SM holds at most 32 CTAs (sm_90).
+  for (auto [name, v] : {std::pair<StringRef, int64_t>{"tile-min-ctas",
+                                                       tileMinCtas},
+                         {"flat-min-ctas", flatMinCtas}})
+    if (v < 0 || v > 32)
+      return module.emitError("coat-lower-activations: ")
+             << name << " must be in [0, 32], got " << v;
+  return success();
+}
+
 FailureOr<ActPlan> QuantizeLowering::analyze(func::FuncOp fn) const {
   FailureOr<ActSpec> analyzed = analyzeSpec(fn);
   if (failed(analyzed))
@@ -380,12 +391,6 @@ FailureOr<ActPlan> QuantizeLowering::analyze(func::FuncOp fn) const {
     return anchor->emitError("block-size must be a multiple of 32 in "
                              "[32, 1024], got ")
            << static_cast<int64_t>(blockSize);
-  // An SM holds at most 32 CTAs (sm_90).
-  for (auto [name, v] : {std::pair<StringRef, int64_t>{"tile-min-ctas",
-                                                       tileMinCtas},
-                         {"flat-min-ctas", flatMinCtas}})
-    if (v < 0 || v > 32)
-      return anchor->emitError(name) << " must be in [0, 32], got " << v;
   if (spec.tiled()) {
     if (tileEdge != 32 && tileEdge != 64 && tileEdge != 128)
       return anchor->emitError("tile must be 32, 64 or 128, got ")
