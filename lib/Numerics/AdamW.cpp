@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "coat/Numerics/Reference.h"
+#include "coat/Numerics/StochasticRounding.h"
 
 #include <algorithm>
 #include <array>
@@ -102,9 +103,12 @@ GroupMeta quantizeGroupReference(const float *x, int64_t nValid,
   return {scale, k, c};
 }
 
+/// `randomBits` (null: round to nearest even) holds each element's bits for
+/// stochastic rounding.
 GroupMeta quantizeGroupFixed(const float *x, int64_t nValid,
                              const MomentFormat &fmt,
-                             const MomentQuantConfig &cfg, uint8_t *codes) {
+                             const MomentQuantConfig &cfg, uint8_t *codes,
+                             const uint32_t *randomBits = nullptr) {
   const float fp8max = fp8MaxOf(fmt);
   // True zero-skipping statistics over the finite elements.
   float absMax = 0.0f;
@@ -148,7 +152,11 @@ GroupMeta quantizeGroupFixed(const float *x, int64_t nValid,
     }
     const float e =
         fmt.expand ? expandValue(x[i], meta.c, meta.k, fmt.isSigned) : x[i];
-    codes[i] = encodeFp8(e / meta.scale, fmt.format);
+    const float scaled = e / meta.scale;
+    codes[i] = encodeFp8(randomBits ? stochasticRoundToFp8(scaled, fmt.format,
+                                                           randomBits[i])
+                                    : scaled,
+                         fmt.format);
   }
   return meta;
 }
@@ -294,9 +302,17 @@ std::optional<std::string> adamwStep(int64_t n, HostFloat paramType,
                                      const void *grad, MomentState m,
                                      MomentState v,
                                      const MomentQuantConfig &cfg,
-                                     const AdamWHyper &hyper) {
+                                     const AdamWHyper &hyper,
+                                     const AdamWRounding &rounding) {
   if (auto err = verifyMomentQuantConfig(cfg))
     return err;
+  const bool stochastic =
+      rounding.stochasticParam || rounding.stochasticMoments;
+  if (stochastic && cfg.mode != AdamWMode::Fixed)
+    return std::string("stochastic rounding needs mode fixed");
+  if (rounding.stochasticParam && paramType != HostFloat::BF16)
+    return std::string("stochastic rounding of the parameter needs bf16 "
+                       "parameters (f32 ones are not rounded)");
   if (n < 0)
     return std::string("element count must be non-negative");
   if (n > 0 && (!param || !grad))
@@ -314,7 +330,9 @@ std::optional<std::string> adamwStep(int64_t n, HostFloat paramType,
   const float biasCorrection1 = 1.0f - std::pow(b1, hyper.step);
   const float biasCorrection2Sqrt = std::sqrt(1.0f - std::pow(b2, hyper.step));
 
+  const uint32_t key = stochasticStepKey(rounding.seed, hyper.step);
   std::vector<float> newM(cfg.groupSize), newV(cfg.groupSize);
+  std::vector<uint32_t> bitsM(cfg.groupSize), bitsV(cfg.groupSize);
   for (int64_t base = 0, g = 0; base < n; base += cfg.groupSize, ++g) {
     const int64_t nValid = std::min(cfg.groupSize, n - base);
     const GroupMeta metaM = loadMeta(m, g), metaV = loadMeta(v, g);
@@ -329,9 +347,26 @@ std::optional<std::string> adamwStep(int64_t n, HostFloat paramType,
       const float denom =
           (std::sqrt(vNew) / biasCorrection2Sqrt + hyper.eps) * biasCorrection1;
       const float update = mNew / denom + hyper.weightDecay * p;
-      storeFloat(paramType, param, i, p - hyper.lr * update);
+      float newP = p - hyper.lr * update;
+      if (rounding.stochasticParam)
+        newP = stochasticRoundToBf16(
+            newP, stochasticBits(key, i, RandomStream::Param));
+      storeFloat(paramType, param, i, newP);
       newM[j] = mNew;
       newV[j] = vNew;
+      if (rounding.stochasticMoments) {
+        bitsM[j] = stochasticBits(key, i, RandomStream::M);
+        bitsV[j] = stochasticBits(key, i, RandomStream::V);
+      }
+    }
+    if (rounding.stochasticMoments) {
+      storeMeta(m, g,
+                quantizeGroupFixed(newM.data(), nValid, m.format, cfg,
+                                   m.codes + base, bitsM.data()));
+      storeMeta(v, g,
+                quantizeGroupFixed(newV.data(), nValid, v.format, cfg,
+                                   v.codes + base, bitsV.data()));
+      continue;
     }
     storeMeta(m, g,
               quantizeMomentGroup(newM.data(), nValid, m.format, cfg,

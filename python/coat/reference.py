@@ -20,7 +20,7 @@ import numpy as np
 
 from ._paths import REPO_DIR, build_dirs
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 LIBRARY_NAME = "libcoat_reference.so"
 
 # Ids of ReferenceCApi.h.
@@ -28,6 +28,7 @@ _FORMATS = {"e4m3": 0, "f8E4M3FN": 0, "e5m2": 1, "f8E5M2": 1}
 _DTYPES = {"f32": 0, "bf16": 1}
 _KINDS = {"per_tensor": 0, "per_group": 1, "flat_group": 2, "per_block": 3}
 _MODES = {"fixed": 0, "reference": 1}
+_STOCHASTIC_PARAM, _STOCHASTIC_MOMENTS = 1, 2
 
 
 class ReferenceError(RuntimeError):
@@ -45,7 +46,7 @@ class LibraryNotFound(FileNotFoundError):
 _lib: Optional[ctypes.CDLL] = None
 
 _p = ctypes.c_void_p
-_i32, _i64, _f32 = ctypes.c_int32, ctypes.c_int64, ctypes.c_float
+_i32, _i64, _u64, _f32 = ctypes.c_int32, ctypes.c_int64, ctypes.c_uint64, ctypes.c_float
 
 _SIGNATURES = {
     "coat_ref_abi_version": (_i32, []),
@@ -71,7 +72,7 @@ _SIGNATURES = {
                                    _p, _p, _p, _p, _i32, _i32,
                                    _p, _p, _p, _p, _i32, _i32,
                                    _i64, _i64, _f32, _i32,
-                                   _f32, _f32, _f32, _f32, _f32, _f32]),
+                                   _f32, _f32, _f32, _f32, _f32, _f32, _i32, _u64]),
     "coat_ref_silu_fwd": (None, [_p, _i64, _p]),
     "coat_ref_silu_bwd": (None, [_p, _p, _i64, _p]),
     "coat_ref_gelu_fwd": (None, [_p, _i64, _p]),
@@ -386,13 +387,16 @@ def adamw_step(param: np.ndarray, grad, m: Dict[str, np.ndarray], v: Dict[str, n
                step: float, lr: float = 1e-3, beta1: float = 0.9, beta2: float = 0.999,
                eps: float = 1e-8, weight_decay: float = 1e-2, m_format: str = "e4m3",
                v_format: str = "e4m3", group_size: int = 128, expand_min: int = 16,
-               max_k: float = 16.0, mode: str = "fixed") -> None:
+               max_k: float = 16.0, mode: str = "fixed", stochastic_param: bool = False,
+               stochastic_moments: bool = False, seed: int = 0) -> None:
     """One FP8 AdamW step per docs/optimizer-numerics.md, in place.
 
     param: float32, or bf16 as uint16 bits / ml_dtypes.bfloat16 (updated in
     place). m, v: dicts from :func:`init_moment` (``codes``, ``scale`` and, for
     an expanded moment, ``k`` and ``c``), updated in place. ``step`` is t,
-    already incremented.
+    already incremented. ``stochastic_param`` (bf16 params) and
+    ``stochastic_moments`` round those results stochastically with the random
+    bits of ``seed`` (docs/optimizer-numerics.md §5).
     """
     param_id, param = _float_storage(param, "param", writable=True)
     grad = np.ascontiguousarray(grad)
@@ -422,7 +426,9 @@ def adamw_step(param: np.ndarray, grad, m: Dict[str, np.ndarray], v: Dict[str, n
         _ptr(mc), _ptr(ms), _ptr(mk), _ptr(mcc), _format_id(m_format), int(mexp),
         _ptr(vc), _ptr(vs), _ptr(vk), _ptr(vcc), _format_id(v_format), int(vexp),
         group_size, expand_min, max_k, _mode_id(mode),
-        step, lr, beta1, beta2, eps, weight_decay))
+        step, lr, beta1, beta2, eps, weight_decay,
+        (_STOCHASTIC_PARAM if stochastic_param else 0)
+        | (_STOCHASTIC_MOMENTS if stochastic_moments else 0), int(seed) & (2**64 - 1)))
 
 
 # --------------------------------------------------------------------------

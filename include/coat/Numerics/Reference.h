@@ -201,6 +201,15 @@ struct AdamWHyper {
   float weightDecay = 1e-2f;
 };
 
+/// Which results of a step round stochastically (docs/optimizer-numerics.md
+/// §5, coat/Numerics/StochasticRounding.h); the rest round to nearest even.
+/// Fixed mode only.
+struct AdamWRounding {
+  bool stochasticParam = false;   ///< bf16 parameters (f32 ones are exact)
+  bool stochasticMoments = false; ///< the FP8 codes of m and v
+  uint64_t seed = 0;
+};
+
 /// One fused FP8 AdamW step over a flat tensor of `n` elements: dequantize
 /// with the previous metadata, update in f32 (COAT.md §2.4), write the
 /// parameter (rounded to bf16 once if stored as bf16), re-quantize m and v.
@@ -210,7 +219,8 @@ std::optional<std::string> adamwStep(int64_t n, HostFloat paramType,
                                      const void *grad, MomentState m,
                                      MomentState v,
                                      const MomentQuantConfig &cfg,
-                                     const AdamWHyper &hyper);
+                                     const AdamWHyper &hyper,
+                                     const AdamWRounding &rounding = {});
 
 //===----------------------------------------------------------------------===//
 // Activation operators (COAT.md §3.4), f32 math with IEEE division

@@ -17,7 +17,7 @@ extern "C" {
 #endif
 
 /* Bumped whenever a signature below changes. */
-#define COAT_REF_ABI_VERSION 1
+#define COAT_REF_ABI_VERSION 2
 
 /* FP8 formats. */
 #define COAT_REF_E4M3 0
@@ -33,6 +33,10 @@ extern "C" {
 /* coat.adamw_step modes. */
 #define COAT_REF_MODE_FIXED 0
 #define COAT_REF_MODE_REFERENCE 1
+/* Bits of coat_ref_adamw_step's `stochastic`: which results round
+ * stochastically (docs/optimizer-numerics.md §5). */
+#define COAT_REF_STOCHASTIC_PARAM 1
+#define COAT_REF_STOCHASTIC_MOMENTS 2
 
 int32_t coat_ref_abi_version(void);
 /* Message of the last failed call on this thread ("" if none). */
@@ -95,7 +99,8 @@ float coat_ref_shuffle_max(const float *lane_start, int64_t group_size);
 
 /* One FP8 AdamW step (docs/optimizer-numerics.md), updating param, the codes
  * and the per-group scale/k/c arrays in place. param/grad are float* or
- * uint16_t* (bf16 bits) per their dtype. */
+ * uint16_t* (bf16 bits) per their dtype. `stochastic` is 0 or an OR of
+ * COAT_REF_STOCHASTIC_*, whose random bits derive from `seed`. */
 int32_t coat_ref_adamw_step(
     int64_t n, int32_t param_dtype, void *param, int32_t grad_dtype,
     const void *grad, uint8_t *m_codes, float *m_scale, float *m_k, float *m_c,
@@ -103,7 +108,7 @@ int32_t coat_ref_adamw_step(
     float *v_k, float *v_c, int32_t v_format, int32_t v_expand,
     int64_t group_size, int64_t expand_min, float max_k, int32_t mode,
     float step, float lr, float beta1, float beta2, float eps,
-    float weight_decay);
+    float weight_decay, int32_t stochastic, uint64_t seed);
 
 /* --- Activation operators (COAT.md §3.4). Null w/b: no affine. --- */
 void coat_ref_silu_fwd(const float *x, int64_t n, float *y);
