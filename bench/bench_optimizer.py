@@ -80,11 +80,13 @@ def bench_kernels(dirs, n, copy_bw, anchor, rows, out):
         mod = coat.load(d)
         for k in mod.find(op="adamw_step"):
             bufs = kernel_buffers(k.spec, n)
+            # Stochastic rounding kernels take the seed of their random bits.
+            seed = {"seed": 1234} if any(a.name == "seed" for a in k.spec.args) else {}
             step = [0]
 
             def run():
                 step[0] += 1
-                k.launch(step=float(step[0]), **HP, **bufs)
+                k.launch(step=float(step[0]), **HP, **bufs, **seed)
 
             t = measure(run, **STEP)
             ms = t.median
@@ -94,12 +96,29 @@ def bench_kernels(dirs, n, copy_bw, anchor, rows, out):
             label = f"{k.name} [{Path(d).name}]"
             rows.append((label, ms, bpp, bw / 1e12, pct, anchor.median / ms))
             out["kernels"].append(dict(name=k.name, dir=str(d), ms=ms, bytes_per_param=bpp,
-                                       tbps=bw / 1e12, pct_copy=pct))
+                                       tbps=bw / 1e12, pct_copy=pct, config=k.config))
             record("optimizer", label, f"{n / 1e6:.0f}M params", t, pct_ideal=pct,
                    ideal=copy_ideal(copy_bw), anchor=ANCHOR, anchor_timing=anchor,
                    anchor_pct=pct_of_copy(28 * n, anchor.median, copy_bw))
             del bufs
             torch.cuda.empty_cache()
+
+
+def stochastic_overheads(out):
+    """Each stochastic-rounding kernel's time against its round-to-nearest
+    twin (the same config with both flags off) of the same run."""
+    flags = ("stochastic_param", "stochastic_moments")
+    found = []
+    for e in out["kernels"]:
+        if not any(e["config"].get(f) for f in flags):
+            continue
+        want = dict(e["config"], **{f: False for f in flags})
+        twin = next((t for t in out["kernels"] if t["config"] == want), None)
+        if twin is not None:
+            found.append(dict(name=e["name"], ms=e["ms"], twin=twin["name"],
+                              twin_ms=twin["ms"], extra=e["ms"] / twin["ms"] - 1))
+    out["stochastic_overhead"] = found
+    return found
 
 
 def bench_torch_fused(n, copy_bw, rows, out):
@@ -185,6 +204,9 @@ def print_table(out, rows, copy_bw, rel):
     print(f"{'what':58s} {'ms':>8s} {'B/param':>8s} {'TB/s':>6s} {'%copy':>6s} {'ratio':>6s}")
     for label, ms, bpp, tbps, pct, ratio in rows:
         print(f"{label[:58]:58s} {ms:8.3f} {bpp:8.3f} {tbps:6.2f} {pct:6.1f} {ratio:6.2f}")
+    for o in out.get("stochastic_overhead", []):
+        print(f"stochastic rounding: {o['name']} {o['ms']:.3f} ms against {o['twin']} "
+              f"{o['twin_ms']:.3f} ms: {100 * o['extra']:+.1f}%")
     print(f"\nFP8AdamW vs fp32 AdamW after 100 steps: relative parameter error "
           f"{rel:.4f} of the update norm")
 
@@ -202,6 +224,7 @@ def main():
     rows = []
     anchor = bench_torch_fused(n, copy_bw, rows, out)
     bench_kernels(args.kernels, n, copy_bw, anchor, rows, out)
+    stochastic_overheads(out)
     bench_llama(args.kernels, copy_bw, rows, out)
     rel = fidelity(args.kernels, out)
     if args.json:

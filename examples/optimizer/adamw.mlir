@@ -44,3 +44,30 @@ func.func @coat_adamw_f32_e4m3x_e4m3x_g128_reference(%p: tensor<?xf32>, %g: tens
       : tensor<?xf32>, tensor<?xf32>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>
   return %p2, %m2, %v2 : tensor<?xf32>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>
 }
+
+// Stochastic rounding (docs/optimizer-numerics.md §5): bf16 parameters
+// (alone, or with the moments' codes), and the codes of an f32 parameter's
+// moments. The random bits come from the seed argument.
+func.func @coat_adamw_bf16_e4m3x_e4m3x_g128_sr_param(%p: tensor<?xbf16>, %g: tensor<?xbf16>, %m: !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, %v: !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>,
+    %t: f32, %lr: f32, %b1: f32, %b2: f32, %eps: f32, %wd: f32, %seed: i64)
+    -> (tensor<?xbf16>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>) {
+  %p2, %m2, %v2 = coat.adamw_step %p, %g, %m, %v, %t, %lr, %b1, %b2, %eps, %wd seed %seed {stochastic_param}
+      : tensor<?xbf16>, tensor<?xbf16>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>
+  return %p2, %m2, %v2 : tensor<?xbf16>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>
+}
+
+func.func @coat_adamw_bf16_e4m3x_e4m3x_g128_sr(%p: tensor<?xbf16>, %g: tensor<?xbf16>, %m: !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, %v: !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>,
+    %t: f32, %lr: f32, %b1: f32, %b2: f32, %eps: f32, %wd: f32, %seed: i64)
+    -> (tensor<?xbf16>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>) {
+  %p2, %m2, %v2 = coat.adamw_step %p, %g, %m, %v, %t, %lr, %b1, %b2, %eps, %wd seed %seed {stochastic_param, stochastic_moments}
+      : tensor<?xbf16>, tensor<?xbf16>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>
+  return %p2, %m2, %v2 : tensor<?xbf16>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>
+}
+
+func.func @coat_adamw_f32_e4m3x_e5m2x_g128_sr_moments(%p: tensor<?xf32>, %g: tensor<?xf32>, %m: !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, %v: !coat.qtensor<?xf8E5M2, flat_group<128>, expand>,
+    %t: f32, %lr: f32, %b1: f32, %b2: f32, %eps: f32, %wd: f32, %seed: i64)
+    -> (tensor<?xf32>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E5M2, flat_group<128>, expand>) {
+  %p2, %m2, %v2 = coat.adamw_step %p, %g, %m, %v, %t, %lr, %b1, %b2, %eps, %wd seed %seed {stochastic_moments}
+      : tensor<?xf32>, tensor<?xf32>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E5M2, flat_group<128>, expand>
+  return %p2, %m2, %v2 : tensor<?xf32>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E5M2, flat_group<128>, expand>
+}

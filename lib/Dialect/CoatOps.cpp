@@ -213,6 +213,16 @@ LogicalResult AdamWStepOp::verify() {
     return failure();
   if (!(getMaxK().convertToFloat() >= 1.0f))
     return emitOpError("max_k must be at least 1");
+  bool stochastic = getStochasticParam() || getStochasticMoments();
+  if (stochastic != bool(getSeed()))
+    return emitOpError(stochastic ? "stochastic rounding needs a seed operand"
+                                  : "a seed operand needs stochastic_param or "
+                                    "stochastic_moments");
+  if (stochastic && getMode() != OptimizerMode::fixed)
+    return emitOpError("stochastic rounding needs mode = fixed");
+  if (getStochasticParam() && !param.getElementType().isBF16())
+    return emitOpError("stochastic_param needs bf16 parameters (f32 "
+                       "parameters are not rounded)");
   return success();
 }
 

@@ -56,7 +56,9 @@ struct FuseAdamWChain : OpRewritePattern<AdamWUpdateOp> {
         detached, op.getLoc(), op.getNewParam().getType(), mType, vType,
         op.getParam(), op.getGrad(), dm.getInput(), dv.getInput(),
         op.getStep(), op.getLr(), op.getBeta1(), op.getBeta2(), op.getEps(),
-        op.getWeightDecay(), qm.getExpandMin(), llvm::APFloat(16.0f), mode);
+        op.getWeightDecay(), qm.getExpandMin(), llvm::APFloat(16.0f), mode,
+        /*stochastic_param=*/false, /*stochastic_moments=*/false,
+        /*seed=*/Value());
     std::string why;
     LogicalResult verified = [&] {
       ScopedDiagnosticHandler capture(op.getContext(), [&](Diagnostic &d) {

@@ -43,17 +43,40 @@ class QuantConfig:
     def fields(self, moment: str) -> Tuple[str, ...]:
         return ("codes", "scale", "k", "c") if self.expand(moment) else ("codes", "scale")
 
-    def kernel_config(self, dtype: str) -> Dict[str, Any]:
+    def kernel_config(self, dtype: str, rounding: "Rounding") -> Dict[str, Any]:
         """What a manifest kernel's config must contain to serve this."""
         cfg: Dict[str, Any] = {
             "param": dtype, "grad": dtype,
             "m": {"format": self.m_format, "expand": self.m_expand},
             "v": {"format": self.v_format, "expand": self.v_expand},
             "group_size": self.group_size, "mode": self.mode,
+            # f32 parameters are stored unrounded: nothing to round.
+            "stochastic_param": rounding.params and dtype == "bf16",
+            "stochastic_moments": rounding.moments,
         }
         if self.m_expand or self.v_expand:
             cfg["expand_min"] = self.expand_min
         return cfg
+
+
+@dataclasses.dataclass(frozen=True)
+class Rounding:
+    """Which results of the step round stochastically (bf16 parameters, the
+    moments' FP8 codes) and the seed of their random bits
+    (docs/optimizer-numerics.md §5)."""
+
+    params: bool = False
+    moments: bool = False
+    seed: int = 0
+
+    #: Seeds reach the kernels as launch scalars, which are exact below 2^53.
+    SEED_LIMIT = 2 ** 53
+
+    def bucket_seed(self, index: int) -> int:
+        """The kernel's seed argument for bucket ``index``: the random bits
+        are a function of (seed, step, element), so each bucket offsets the
+        seed to draw its own."""
+        return (self.seed + index * 0x9E3779B97F4A7C15) % self.SEED_LIMIT
 
 
 @dataclasses.dataclass

@@ -15,7 +15,7 @@ from ._optim_layout import _MOMENTS, _STATE_KEYS, QuantConfig, _Bucket
 
 class StateDictMixin:
     """FP8AdamW's state_dict machinery. It reads the optimizer's qconfig,
-    _buckets, _steps and _step_tensors, so it serves FP8AdamW only, placed
+    rounding, _buckets, _steps and _step_tensors, so it serves FP8AdamW only, placed
     before torch.optim.Optimizer, whose state_dict it extends."""
 
     def state_dict(self) -> Dict[str, Any]:
@@ -38,7 +38,7 @@ class StateDictMixin:
             sd["state"] = {k: (self._distributed_entry(*dist_index[k], v) if k in dist_index
                                else v) for k, v in sd["state"].items()}
         sd["coat"] = {"format_version": 1, "config": dataclasses.asdict(self.qconfig),
-                      "steps": list(self._steps)}
+                      "steps": list(self._steps), "seed": self.rounding.seed}
         return sd
 
     def _distributed_entry(self, b: _Bucket, i: int, st: Dict[str, Any]) -> Dict[str, Any]:
@@ -138,6 +138,9 @@ class StateDictMixin:
                     mine[k] = v
             self._steps[gi] = steps[gi]
             self._step_tensors[gi].fill_(float(self._steps[gi]))
+        if coat is not None and "seed" in coat:
+            # The run continues with its own random bits (stochastic rounding).
+            self.rounding = dataclasses.replace(self.rounding, seed=int(coat["seed"]))
 
     @staticmethod
     def _step_value(x: Any) -> int:

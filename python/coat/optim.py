@@ -43,7 +43,7 @@ import torch
 
 from . import _dist, _dtypes, _paths
 from ._optim_fsdp import FSDPStorageMixin
-from ._optim_layout import _MOMENTS, _STATE_KEYS, QuantConfig, _Bucket, _param_name
+from ._optim_layout import _MOMENTS, _STATE_KEYS, QuantConfig, Rounding, _Bucket, _param_name
 from ._optim_state import StateDictMixin
 from .manifest import ManifestError
 from .runtime import Kernel, Module, load
@@ -84,13 +84,21 @@ class FP8AdamW(StateDictMixin, FSDPStorageMixin, torch.optim.Optimizer):
     Expansion (COAT). ``expand`` is a bool or an (m, v) pair. ``kernels`` is a
     compiled module (coat.Module or its folder) or a list of them holding the
     ``adamw_step`` kernel for this configuration; None searches $COAT_KERNELS
-    and <build>/demo. The kernel is needed only by ``step()``."""
+    and <build>/demo. The kernel is needed only by ``step()``.
+
+    ``stochastic_params`` rounds bf16 parameters stochastically instead of to
+    nearest (f32 parameters are not rounded), ``stochastic_moments`` the
+    moments' FP8 codes (mode "fixed" only). Their random bits are a function
+    of ``seed`` (None: drawn from torch's default generator), the step and
+    the element, so a run is reproducible from its seed; state_dict keeps the
+    seed."""
 
     def __init__(self, params, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 1e-2, *, m_format: str = "e4m3",
                  v_format: str = "e4m3", expand: Union[bool, Tuple[bool, bool]] = True,
                  group_size: int = 128, expand_min: int = 16, mode: str = "fixed",
-                 kernels: KernelSource = None):
+                 stochastic_params: bool = False, stochastic_moments: bool = False,
+                 seed: Optional[int] = None, kernels: KernelSource = None):
         if not 0.0 <= float(lr):
             raise ValueError(f"Invalid learning rate: {lr}")
         if not 0.0 <= eps:
@@ -108,6 +116,15 @@ class FP8AdamW(StateDictMixin, FSDPStorageMixin, torch.optim.Optimizer):
             raise ValueError("group_size and expand_min must be positive")
         if mode not in ("fixed", "reference"):
             raise ValueError(f"mode must be 'fixed' or 'reference', got {mode!r}")
+        if (stochastic_params or stochastic_moments) and mode != "fixed":
+            raise ValueError("stochastic rounding needs mode='fixed' (mode='reference' "
+                             "reproduces the official kernel's rounding)")
+        if seed is None:
+            seed = int(torch.randint(0, Rounding.SEED_LIMIT, (), dtype=torch.int64))
+        elif not 0 <= int(seed) < Rounding.SEED_LIMIT:
+            raise ValueError(f"seed must be in [0, 2**53), got {seed}")
+        self.rounding = Rounding(bool(stochastic_params), bool(stochastic_moments),
+                                 int(seed))
         self.qconfig = QuantConfig(_dtypes.normalize_fp8_name(m_format),
                                    _dtypes.normalize_fp8_name(v_format), m_expand, v_expand,
                                    int(group_size), int(expand_min), mode)
@@ -261,7 +278,7 @@ class FP8AdamW(StateDictMixin, FSDPStorageMixin, torch.optim.Optimizer):
         manifest dtype ``dtype`` on ``device_kind`` ("cuda" or "cpu")."""
         key = (dtype, device_kind)
         if key not in self._kernels:
-            want = self.qconfig.kernel_config(dtype)
+            want = self.qconfig.kernel_config(dtype, self.rounding)
             found = None
             for mod in self._load_modules():
                 for k in mod.find(op="adamw_step", **want):
@@ -347,6 +364,8 @@ class FP8AdamW(StateDictMixin, FSDPStorageMixin, torch.optim.Optimizer):
                                 "weight_decay": num(group["weight_decay"])}
         for (mom, field), buf in b.state.items():
             args[f"{mom}_{field}"] = buf
+        args["seed"] = self.rounding.bucket_seed(
+            next(i for i, x in enumerate(self._buckets) if x is b))
         return args
 
     @torch.no_grad()

@@ -146,6 +146,38 @@ func.func @adamw_step_scaling(%p: tensor<4x32xf32>, %m: !coat.qtensor<4x32xf8E4M
 
 // -----
 
+func.func @adamw_step_stochastic_no_seed(%p: tensor<256xbf16>, %m: !coat.qtensor<256xf8E4M3FN, flat_group<128>>, %s: f32) {
+  // expected-error @+1 {{stochastic rounding needs a seed operand}}
+  %0:3 = coat.adamw_step %p, %p, %m, %m, %s, %s, %s, %s, %s, %s {stochastic_param} : tensor<256xbf16>, tensor<256xbf16>, !coat.qtensor<256xf8E4M3FN, flat_group<128>>, !coat.qtensor<256xf8E4M3FN, flat_group<128>>
+  return
+}
+
+// -----
+
+func.func @adamw_step_seed_unused(%p: tensor<256xbf16>, %m: !coat.qtensor<256xf8E4M3FN, flat_group<128>>, %s: f32, %seed: i64) {
+  // expected-error @+1 {{a seed operand needs stochastic_param or stochastic_moments}}
+  %0:3 = coat.adamw_step %p, %p, %m, %m, %s, %s, %s, %s, %s, %s seed %seed : tensor<256xbf16>, tensor<256xbf16>, !coat.qtensor<256xf8E4M3FN, flat_group<128>>, !coat.qtensor<256xf8E4M3FN, flat_group<128>>
+  return
+}
+
+// -----
+
+func.func @adamw_step_stochastic_reference(%p: tensor<256xf32>, %m: !coat.qtensor<256xf8E4M3FN, flat_group<128>>, %s: f32, %seed: i64) {
+  // expected-error @+1 {{stochastic rounding needs mode = fixed}}
+  %0:3 = coat.adamw_step %p, %p, %m, %m, %s, %s, %s, %s, %s, %s seed %seed {stochastic_moments, mode = #coat.optimizer_mode<reference>} : tensor<256xf32>, tensor<256xf32>, !coat.qtensor<256xf8E4M3FN, flat_group<128>>, !coat.qtensor<256xf8E4M3FN, flat_group<128>>
+  return
+}
+
+// -----
+
+func.func @adamw_step_stochastic_f32(%p: tensor<256xf32>, %m: !coat.qtensor<256xf8E4M3FN, flat_group<128>>, %s: f32, %seed: i64) {
+  // expected-error @+1 {{stochastic_param needs bf16 parameters (f32 parameters are not rounded)}}
+  %0:3 = coat.adamw_step %p, %p, %m, %m, %s, %s, %s, %s, %s, %s seed %seed {stochastic_param} : tensor<256xf32>, tensor<256xf32>, !coat.qtensor<256xf8E4M3FN, flat_group<128>>, !coat.qtensor<256xf8E4M3FN, flat_group<128>>
+  return
+}
+
+// -----
+
 func.func @adamw_step_group(%p: tensor<256xf32>, %m: !coat.qtensor<256xf8E4M3FN, flat_group<100>>, %s: f32) {
   // expected-error @+1 {{m group size must be a power of two in [32, 1024], got 100}}
   %0:3 = coat.adamw_step %p, %p, %m, %m, %s, %s, %s, %s, %s, %s : tensor<256xf32>, tensor<256xf32>, !coat.qtensor<256xf8E4M3FN, flat_group<100>>, !coat.qtensor<256xf8E4M3FN, flat_group<100>>

@@ -82,6 +82,22 @@ func.func @adamw(%p: tensor<1024xf32>, %g: tensor<1024xbf16>, %m: tensor<1024xf3
   return %p2, %m3 : tensor<1024xf32>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>
 }
 
+// CHECK-LABEL: func.func @adamw_stochastic
+// CHECK: coat.adamw_step %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} seed %{{.*}} {stochastic_moments, stochastic_param} : tensor<?xbf16>, tensor<?xbf16>
+// CHECK: coat.adamw_step %{{.*}} seed %{{.*}} {stochastic_moments} : tensor<?xf32>, tensor<?xf32>
+func.func @adamw_stochastic(%p: tensor<?xbf16>, %pf: tensor<?xf32>,
+                            %m: !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>,
+                            %t: f32, %seed: i64)
+    -> (tensor<?xbf16>, tensor<?xf32>) {
+  %p2, %m2, %v2 = coat.adamw_step %p, %p, %m, %m, %t, %t, %t, %t, %t, %t seed %seed {stochastic_param, stochastic_moments}
+      : tensor<?xbf16>, tensor<?xbf16>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>,
+        !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>
+  %p3, %m3, %v3 = coat.adamw_step %pf, %pf, %m, %m, %t, %t, %t, %t, %t, %t seed %seed {stochastic_moments}
+      : tensor<?xf32>, tensor<?xf32>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>,
+        !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>
+  return %p2, %p3 : tensor<?xbf16>, tensor<?xf32>
+}
+
 // CHECK-LABEL: func.func @requantize_transpose
 // CHECK: coat.requantize %{{.*}} : !coat.qtensor<128x256xf8E4M3FN, per_group<16>, scale = bf16> -> !coat.qtensor<128x256xf8E4M3FN, per_tensor>
 // CHECK: coat.requantize %{{.*}} {eps = 0.000000e+00 : f32} : !coat.qtensor<128x256xf8E4M3FN, per_group<16>, scale = bf16> -> !coat.qtensor<128x256xf8E4M3FN, per_block<128x64>>

@@ -81,6 +81,7 @@ def run(kernel, device, n, case, steps, seed):
     cfg = kernel.config
     G = int(cfg["group_size"])
     bf16 = cfg["param"] == "bf16"
+    rounding = stochastic_rounding(kernel, seed)
     rng = np.random.default_rng(seed)
     p = rng.standard_normal(n).astype(np.float32)
     if bf16:
@@ -97,7 +98,7 @@ def run(kernel, device, n, case, steps, seed):
             for key in ("scale", "k", "c"):
                 if key in s:
                     args[f"{name}_{key}"] = to_device(s[key], device)
-        kernel.launch(step=float(t), **HP, **args)
+        kernel.launch(step=float(t), **HP, **args, **launch_seed(rounding))
         if device == "cuda":
             torch.cuda.synchronize()
         got = {k: from_device(v, device, bf16 and k == "param") for k, v in args.items()
@@ -106,13 +107,28 @@ def run(kernel, device, n, case, steps, seed):
         ref.adamw_step(p_bits, ref.bf16_encode(g) if bf16 else g, lib["m"], lib["v"],
                        step=t, **HP, m_format=cfg["m"]["format"], v_format=cfg["v"]["format"],
                        group_size=G, expand_min=int(cfg["expand_min"]),
-                       max_k=float(cfg["max_k"]), mode=cfg["mode"])
+                       max_k=float(cfg["max_k"]), mode=cfg["mode"], **rounding)
         p = ref.bf16_decode(p_bits) if bf16 else p_bits
         want = {"param": p}
         for name, s in lib.items():
             for key, a in s.items():
                 want[f"{name}_{key}"] = a
         yield t, got, want
+
+
+def stochastic_rounding(kernel, seed):
+    """The library's rounding arguments for a kernel's config: the random
+    bits are a function of the seed, so the kernel and the library round
+    alike, bit for bit."""
+    cfg = kernel.config
+    return {"stochastic_param": bool(cfg["stochastic_param"]),
+            "stochastic_moments": bool(cfg["stochastic_moments"]),
+            "seed": 0x5EED0000 + 977 * seed}
+
+
+def launch_seed(rounding):
+    stochastic = rounding["stochastic_param"] or rounding["stochastic_moments"]
+    return {"seed": rounding["seed"]} if stochastic else {}
 
 
 def code_steps(a, b, fmt):

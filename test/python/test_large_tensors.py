@@ -246,7 +246,8 @@ def adamw_kernel():
     ks = sorted(adamw.KERNELS, key=lambda k: not (k.config["m"]["expand"]
                                                   and k.config["v"]["expand"]))
     return first_kernel(ks, "adamw_step kernel with f32 parameters",
-                        lambda k: k.config["param"] == "f32" and k.config["mode"] == "fixed")
+                        lambda k: k.config["param"] == "f32" and k.config["mode"] == "fixed"
+                        and not k.config["stochastic_moments"])
 
 
 def silu_kernel():

@@ -38,7 +38,8 @@ def configs():
                 out.append(dict(m_format=c["m"]["format"], v_format=c["v"]["format"],
                                 expand=(bool(c["m"]["expand"]), bool(c["v"]["expand"])),
                                 group_size=int(c["group_size"]), mode=c["mode"],
-                                expand_min=int(c.get("expand_min", 16))))
+                                expand_min=int(c.get("expand_min", 16)),
+                                stochastic_moments=bool(c["stochastic_moments"])))
     return out or [dict()]
 
 
@@ -102,3 +103,85 @@ def test_training_tracks_torch_adamw_and_resumes_bit_exactly(device):
         o_res.step()
     for a, b in zip(ours.parameters(), resumed.parameters()):
         assert torch.equal(a, b)
+
+
+def bf16_kernel(**flags):
+    want = {"param": "bf16", "stochastic_param": False, "stochastic_moments": False, **flags}
+    return any(m.find(op="adamw_step", **want) for m in MODULES)
+
+
+@needs_kernels
+@pytest.mark.parametrize("device", devices())
+def test_stochastic_rounding_of_bf16_params_does_not_stall_small_updates(device):
+    """Updates of a quarter of a bf16 ulp: round to nearest leaves the
+    parameters where they are; stochastic rounding moves them, on average,
+    as far as the f32 parameters move (here within 3% over 64 steps of 4096
+    elements)."""
+    if not bf16_kernel(stochastic_param=True):
+        pytest.skip("no compiled bf16 adamw_step kernel with stochastic_param")
+    n, steps = 4096, 64
+
+    def run(dtype, **opts):
+        p = torch.nn.Parameter(torch.ones(n, device=device, dtype=dtype))
+        opt = FP8AdamW([p], lr=2 ** -9 / 4, weight_decay=0.0, kernels=MODULES, **opts)
+        for _ in range(steps):
+            p.grad = torch.ones_like(p)  # Adam's update: lr each step
+            opt.step()
+        return p.detach().float()
+
+    moved32 = 1 - run(torch.float32).mean().item()
+    nearest = run(torch.bfloat16)
+    stochastic = run(torch.bfloat16, stochastic_params=True, seed=5)
+    assert moved32 == pytest.approx(steps * 2 ** -11, rel=1e-3)
+    assert torch.equal(nearest, torch.ones(n, device=device))
+    assert 1 - stochastic.mean().item() == pytest.approx(moved32, rel=0.03)
+    # Every value is a bf16 neighbour of the path: 1 or below by whole ulps.
+    assert set(torch.unique(stochastic).tolist()) <= {1 - k * 2 ** -8 for k in range(64)}
+
+
+@needs_kernels
+@pytest.mark.parametrize("device", devices())
+def test_stochastic_rounding_is_reproducible_from_the_seed_and_resumes(device):
+    """The same seed gives the same run; another seed another one; a run
+    resumed from a state_dict continues bit for bit (the seed is saved)."""
+    if not bf16_kernel(stochastic_param=True, stochastic_moments=True):
+        pytest.skip("no compiled bf16 adamw_step kernel with stochastic rounding")
+
+    def make(seed):
+        torch.manual_seed(0)
+        mdl = torch.nn.Linear(64, 48).to(device=device, dtype=torch.bfloat16)
+        opt = FP8AdamW(mdl.parameters(), lr=1e-3, kernels=MODULES, stochastic_params=True,
+                       stochastic_moments=True, seed=seed)
+        return mdl, opt
+
+    torch.manual_seed(3)
+    xs = [torch.randn(16, 64, device=device, dtype=torch.bfloat16) for _ in range(8)]
+
+    def train(mdl, opt, batches):
+        for x in batches:
+            opt.zero_grad()
+            mdl(x).float().square().mean().backward()
+            opt.step()
+
+    (a, oa), (b, ob), (c, oc) = make(7), make(7), make(8)
+    train(a, oa, xs[:4])
+    buf = io.BytesIO()
+    torch.save({"model": a.state_dict(), "opt": oa.state_dict()}, buf)
+    train(a, oa, xs[4:])
+    train(b, ob, xs)
+    train(c, oc, xs)
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    assert not all(torch.equal(p, q) for p, q in zip(a.parameters(), c.parameters()))
+    sd = torch.load(io.BytesIO(buf.getvalue()))
+    r, orr = make(123)  # the saved seed replaces this one
+    r.load_state_dict(sd["model"])
+    orr.load_state_dict(sd["opt"])
+    train(r, orr, xs[4:])
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), r.parameters()))
+
+
+def test_stochastic_rounding_options_are_checked():
+    with pytest.raises(ValueError, match="mode='fixed'"):
+        FP8AdamW([torch.nn.Parameter(torch.ones(4))], stochastic_moments=True, mode="reference")
+    with pytest.raises(ValueError, match="seed"):
+        FP8AdamW([torch.nn.Parameter(torch.ones(4))], stochastic_params=True, seed=-1)

@@ -214,9 +214,22 @@ def Coat_AdamWStepOp : Coat_Op<"adamw_step", [Pure,
     minimum, keeps k in [1/expand_min, max_k], and never writes NaN codes for
     finite inputs.
 
+    Results round to nearest even unless `stochastic_param` (bf16
+    parameters) or `stochastic_moments` (the FP8 codes of m and v) asks for
+    stochastic rounding, in `mode = fixed` only: each element's random bits
+    are a function of `seed`, the step, the element's index and the result
+    alone (docs/optimizer-numerics.md §5), so a step is reproducible and
+    reads no random state. The seed operand is present exactly when one of
+    the two is set.
+
     ```mlir
     %p2, %m2, %v2 = coat.adamw_step %p, %g, %m, %v, %t, %lr, %b1, %b2, %eps, %wd
         : tensor<?xf32>, tensor<?xf32>,
+          !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>,
+          !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>
+    %q2, %n2, %w2 = coat.adamw_step %q, %h, %n, %w, %t, %lr, %b1, %b2, %eps, %wd
+        seed %seed {stochastic_param, stochastic_moments}
+        : tensor<?xbf16>, tensor<?xbf16>,
           !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>,
           !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>
     ```
@@ -229,12 +242,16 @@ def Coat_AdamWStepOp : Coat_Op<"adamw_step", [Pure,
                        DefaultValuedAttr<I64Attr, "16">:$expand_min,
                        DefaultValuedAttr<F32Attr, "16.0">:$max_k,
                        DefaultValuedAttr<Coat_OptimizerModeAttr,
-                         "::mlir::coat::OptimizerMode::fixed">:$mode);
+                         "::mlir::coat::OptimizerMode::fixed">:$mode,
+                       UnitAttr:$stochastic_param,
+                       UnitAttr:$stochastic_moments,
+                       Optional<I64>:$seed);
   let results = (outs RankedTensorOf<[F32, BF16]>:$new_param,
                       Coat_QTensor:$new_m, Coat_QTensor:$new_v);
   let assemblyFormat = [{
     $param `,` $grad `,` $m `,` $v `,` $step `,` $lr `,` $beta1 `,` $beta2 `,`
-    $eps `,` $weight_decay attr-dict `:` type($param) `,` type($grad) `,`
+    $eps `,` $weight_decay (`seed` $seed^)? attr-dict `:` type($param) `,`
+    type($grad) `,`
     qualified(type($m)) `,` qualified(type($v))
   }];
   let hasVerifier = 1;

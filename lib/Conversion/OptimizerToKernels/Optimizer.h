@@ -41,6 +41,11 @@ struct AdamWKernelSpec {
   int64_t lanesPerGroup;   ///< L
   int64_t blockSize;       ///< GPU threads per CTA
   int64_t lanesPerThread;  ///< U: lanes a GPU thread updates in turn
+  /// Stochastic rounding (docs/optimizer-numerics.md §5) of the bf16
+  /// parameter and of the moments' codes; either adds the `seed` argument.
+  bool stochasticParam = false;
+  bool stochasticMoments = false;
+  bool stochastic() const { return stochasticParam || stochasticMoments; }
 };
 
 /// The kernel-lowering hooks of coat-lower-optimizer.

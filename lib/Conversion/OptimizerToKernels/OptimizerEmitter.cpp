@@ -11,6 +11,7 @@
 #include "Optimizer.h"
 
 #include "coat/Conversion/GroupKernel.h"
+#include "coat/Numerics/StochasticRounding.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -36,6 +37,7 @@ struct AdamWArgs {
   Value param, grad;
   MomentBuffers m, v;
   Value n, step, lr, beta1, beta2, eps, weightDecay;
+  Value seed; ///< i64; only with stochastic rounding
 };
 
 AdamWArgs adamwArgs(const KernelArgs &args) {
@@ -49,8 +51,110 @@ AdamWArgs adamwArgs(const KernelArgs &args) {
                    args.lookup("n"),      args.lookup("step"),
                    args.lookup("lr"),     args.lookup("beta1"),
                    args.lookup("beta2"),  args.lookup("eps"),
-                   args.lookup("weight_decay")};
+                   args.lookup("weight_decay"), args.lookup("seed")};
 }
+
+/// The counter-based random bits and roundings of
+/// coat/Numerics/StochasticRounding.h as integer and f32 operations, equal
+/// bit for bit on both targets (no operation here flushes or approximates).
+class StochasticRounder {
+public:
+  /// Derives the step's key from the seed and the step's f32 bits.
+  StochasticRounder(ImplicitLocOpBuilder &b, Value seed, Value step) : b(b) {
+    Type i32 = b.getI32Type();
+    Value lo = arith::TruncIOp::create(b, i32, seed);
+    Value hi = arith::TruncIOp::create(
+        b, i32, arith::ShRUIOp::create(b, seed, i64c(32)));
+    Value k = mix32(arith::XOrIOp::create(b, mix32(lo), hi));
+    key = mix32(
+        arith::XOrIOp::create(b, k, arith::BitcastOp::create(b, i32, step)));
+  }
+
+  /// The bits of `stream` for `count` consecutive elements from `first`
+  /// (an index that is a multiple of the block size); each block's word is
+  /// hashed once and shared by the streams.
+  SmallVector<Value> bits(Value first, int64_t count,
+                          ::coat::RandomStream stream) {
+    const int64_t blockElems = ::coat::kRandomBlockElements;
+    if (words.empty() || wordsFirst != first) {
+      words.clear();
+      wordsFirst = first;
+      Value block = arith::ShRUIOp::create(
+          b, arith::IndexCastUIOp::create(b, b.getI64Type(), first),
+          i64c(llvm::Log2_64(blockElems)));
+      for (int64_t w = 0; w < count / blockElems; ++w)
+        words.push_back(
+            blockWord(arith::AddIOp::create(b, block, i64c(w))));
+    }
+    SmallVector<Value> out;
+    for (int64_t i = 0; i < count; ++i)
+      out.push_back(arith::MulIOp::create(
+          b, words[i / blockElems],
+          i32c(::coat::kStreamMultipliers[static_cast<unsigned>(stream)]
+                                         [i % blockElems])));
+    return out;
+  }
+
+  /// stochasticRoundToFp8: an f32 that the RNE conversion keeps.
+  Value toFp8(F32Emitter &f, Value x, ::coat::Fp8Format format, Value r) {
+    const int drop = ::coat::fp8DroppedBits(format);
+    const float minNormal = ::coat::getFp8Traits(format).minNormal;
+    Type i32 = b.getI32Type();
+    Value a = f.abs(x);
+    Value lift = f.select(f.lt(a, f.c(minNormal)), f.c(minNormal), f.c(0.0));
+    Value u = arith::BitcastOp::create(b, i32, f.add(a, lift));
+    u = arith::AddIOp::create(b, u,
+                              arith::ShRUIOp::create(b, r, i32c(32 - drop)));
+    u = arith::AndIOp::create(b, u, i32c(~((int64_t(1) << drop) - 1)));
+    Value z = f.sub(arith::BitcastOp::create(b, f.b.getF32Type(), u), lift);
+    return f.select(f.isFinite(x), f.copysign(z, x), x);
+  }
+
+  /// stochasticRoundToBf16: an f32 exact in bf16.
+  Value toBf16(F32Emitter &f, Value x, Value r) {
+    Type i32 = b.getI32Type();
+    Value u = arith::BitcastOp::create(b, i32, x);
+    u = arith::AddIOp::create(b, u, arith::ShRUIOp::create(b, r, i32c(16)));
+    u = arith::AndIOp::create(b, u, i32c(0xffff0000));
+    return f.select(f.isFinite(x),
+                    arith::BitcastOp::create(b, b.getF32Type(), u), x);
+  }
+
+private:
+  Value i32c(int64_t v) {
+    return arith::ConstantIntOp::create(b, b.getI32Type(),
+                                        static_cast<int32_t>(v));
+  }
+  Value i64c(int64_t v) {
+    return arith::ConstantIntOp::create(b, b.getI64Type(), v);
+  }
+  Value mix32(Value x) {
+    auto xorShift = [&](Value v, int shift) {
+      return arith::XOrIOp::create(b, v,
+                                   arith::ShRUIOp::create(b, v, i32c(shift)));
+    };
+    x = xorShift(x, ::coat::kMixShift1);
+    x = arith::MulIOp::create(b, x, i32c(::coat::kMixMultiplier1));
+    x = xorShift(x, ::coat::kMixShift2);
+    x = arith::MulIOp::create(b, x, i32c(::coat::kMixMultiplier2));
+    return xorShift(x, ::coat::kMixShift3);
+  }
+  /// stochasticBlockWord of a block index (i64).
+  Value blockWord(Value block) {
+    Type i32 = b.getI32Type();
+    Value hi = arith::TruncIOp::create(
+        b, i32, arith::ShRUIOp::create(b, block, i64c(32)));
+    Value lo = arith::TruncIOp::create(b, i32, block);
+    return mix32(
+        arith::XOrIOp::create(b, mix32(arith::XOrIOp::create(b, key, hi)), lo));
+  }
+
+  ImplicitLocOpBuilder &b;
+  Value key;
+  /// The words of the lane last asked for.
+  Value wordsFirst;
+  SmallVector<Value> words;
+};
 
 /// Per-group and per-step constants can involve subnormal extremes (tiny
 /// minima), so they are never flushed; approximate on the GPU in fixed mode,
@@ -71,6 +175,8 @@ struct StepConstants {
   Value negStepSize; ///< -lr / bc1
   Value negDecay;    ///< -lr wd
   Value oneMinusB1, oneMinusB2;
+  /// The step's random key (stochastic rounding only).
+  std::optional<StochasticRounder> rounder;
 };
 
 StepConstants emitStepConstants(ImplicitLocOpBuilder &b,
@@ -95,6 +201,8 @@ StepConstants emitStepConstants(ImplicitLocOpBuilder &b,
   k.negDecay = f.sub(f.c(0.0), f.mul(args.lr, args.weightDecay));
   k.oneMinusB1 = f.sub(one, args.beta1);
   k.oneMinusB2 = f.sub(one, args.beta2);
+  if (spec.stochastic())
+    k.rounder.emplace(b, args.seed, args.step);
   return k;
 }
 
@@ -626,8 +734,24 @@ void AdamWLaneEmitter::emit() {
     newM.push_back(mi);
     newV.push_back(vi);
   }
+  // Stochastic rounding replaces each value by the neighbour in the stored
+  // type it draws; the stores' round-to-nearest then keeps it.
+  std::optional<StochasticRounder> rounder = step.rounder;
+  auto roundStochastically = [&](SmallVector<Value> &values,
+                                 ::coat::RandomStream stream,
+                                 std::optional<::coat::Fp8Format> format) {
+    SmallVector<Value> bits = rounder->bits(lane.firstElement, e, stream);
+    for (auto [x, r] : llvm::zip(values, bits))
+      x = format ? rounder->toFp8(f, x, *format, r) : rounder->toBf16(f, x, r);
+  };
+  if (spec.stochasticParam)
+    roundStochastically(newP, ::coat::RandomStream::Param, std::nullopt);
   storeLane(args.param, newP, spec.paramType);
   auto [mOut, vOut] = requantize(newM, newV);
+  if (spec.stochasticMoments) {
+    roundStochastically(mOut, ::coat::RandomStream::M, spec.m.format);
+    roundStochastically(vOut, ::coat::RandomStream::V, spec.v.format);
+  }
   storeLane(args.m.codes, mOut, mFp8);
   storeLane(args.v.codes, vOut, vFp8);
 }

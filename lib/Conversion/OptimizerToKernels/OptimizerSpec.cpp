@@ -8,6 +8,8 @@
 
 #include "Optimizer.h"
 
+#include "coat/Numerics/StochasticRounding.h"
+
 #include "mlir/IR/Builders.h"
 
 using namespace mlir;
@@ -37,6 +39,8 @@ SmallVector<AbiArg> buildAbi(MLIRContext *ctx, const AdamWKernelSpec &spec) {
   for (const char *s :
        {"step", "lr", "beta1", "beta2", "eps", "weight_decay"})
     abi.push_back({s, f32, "f32", ""});
+  if (spec.stochastic())
+    abi.push_back({"seed", IntegerType::get(ctx, 64), "i64", ""});
   return abi;
 }
 
@@ -61,7 +65,11 @@ DictionaryAttr buildManifestRecord(MLIRContext *ctx, StringRef name,
       b.getNamedAttr("group_size", b.getI64IntegerAttr(spec.groupSize)),
       b.getNamedAttr("mode", str(stringifyOptimizerMode(spec.mode))),
       b.getNamedAttr("expand_min", b.getI64IntegerAttr(spec.expandMin)),
-      b.getNamedAttr("max_k", b.getF64FloatAttr(spec.maxK))};
+      b.getNamedAttr("max_k", b.getF64FloatAttr(spec.maxK)),
+      b.getNamedAttr("stochastic_param",
+                     b.getBoolAttr(spec.stochasticParam)),
+      b.getNamedAttr("stochastic_moments",
+                     b.getBoolAttr(spec.stochasticMoments))};
   std::optional<LaunchRule> launch;
   if (gpu)
     launch = LaunchRule{spec.blockSize, spec.blockSize /
@@ -108,6 +116,8 @@ FailureOr<AdamWKernelSpec> OptimizerLowering::analyze(func::FuncOp fn) const {
       /*lanesPerGroup=*/1,
       /*blockSize=*/1,
       /*lanesPerThread=*/1};
+  spec.stochasticParam = op.getStochasticParam();
+  spec.stochasticMoments = op.getStochasticMoments();
   spec.elementsPerLane = spec.groupSize;
   if (!onGpu())
     return spec;
@@ -122,6 +132,12 @@ FailureOr<AdamWKernelSpec> OptimizerLowering::analyze(func::FuncOp fn) const {
     return op.emitError("elements-per-thread=")
            << e << " does not fit group size " << spec.groupSize
            << " (need a power of two with group_size/E <= 32)";
+  // A lane draws whole blocks of random words (StochasticRounding.h).
+  if (spec.stochastic() && e % ::coat::kRandomBlockElements != 0)
+    return op.emitError("elements-per-thread=")
+           << e << " is below the " << ::coat::kRandomBlockElements
+           << " elements that share a random word; stochastic rounding "
+              "needs a multiple of them";
   if (blockSize <= 0 || blockSize % 32 != 0 || blockSize > 1024)
     return op.emitError("block-size must be a multiple of 32 in "
                         "[32, 1024], got ")
