@@ -17,6 +17,14 @@ namespace mlir::coat {
 /// expansion does not move them): set by coat-lower-linear, turned into byval
 /// grid constants by coat-mark-grid-constants after gpu-to-nvvm.
 constexpr llvm::StringLiteral kGridConstantAttr = "coat.grid_constant";
+
+/// Kernel attribute marking its `nvvm.minctasm` as a request to keep only if
+/// ptxas fits it without spilling: set by coat-lower-activations for
+/// tile-min-ctas / flat-min-ctas, decided (and removed) by
+/// coat-drop-spilling-min-ctas. Hints without it (the norms' forward
+/// register budget, the GEMM's one CTA per multiprocessor) are kept as set.
+constexpr llvm::StringLiteral kMinCtasUnlessSpillingAttr =
+    "coat.min_ctas_unless_spilling";
 } // namespace mlir::coat
 
 #endif // COAT_CONVERSION_PASSES_H

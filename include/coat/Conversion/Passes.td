@@ -237,6 +237,32 @@ def CoatMarkGridConstants : Pass<"coat-mark-grid-constants"> {
   let dependentDialects = ["::mlir::NVVM::NVVMDialect"];
 }
 
+def CoatDropSpillingMinCtas
+    : Pass<"coat-drop-spilling-min-ctas", "::mlir::gpu::GPUModuleOp"> {
+  let summary = "Keeps a kernel's .minnctapersm only where ptxas fits it "
+                "without spilling";
+  let description = [{
+    Lowerings ask for `.minnctapersm N` (`nvvm.minctasm` on an `llvm.func`
+    kernel, e.g. `coat-lower-activations{flat-min-ctas=N}`), which makes
+    ptxas fit N blocks' registers on a multiprocessor. That pays only where
+    nothing spills: the 1x16 bf16 quantizer at N = 6 went from 86.5% to
+    95.6% of its byte ideal on the H200, the kernels that spilled under the
+    same cap lost a third (docs/benchmarks.md). This pass, part of
+    `coat-gpu-to-binary` after the lowering to LLVM, emits the module's PTX
+    through its `#nvvm.target`, runs `ptxas -v` for the target's chip and
+    removes the hint from each kernel that spills under it. It decides only
+    hints marked `coat.min_ctas_unless_spilling` (the activation lowering's
+    options) and removes the mark; a lowering's own hints (the norms'
+    forward register budget, the GEMM's one block per multiprocessor) stay.
+    Modules without marked hints are left alone and need no ptxas.
+  }];
+  let options = [
+    Option<"toolkit", "toolkit", "std::string", /*default=*/"\"\"",
+           "CUDA toolkit root holding bin/ptxas (default: $PATH, then "
+           "$CUDA_ROOT, $CUDA_HOME, $CUDA_PATH)">,
+  ];
+}
+
 def CoatExpandSharedDivisions : Pass<"coat-expand-shared-divisions"> {
   let summary = "Divides values that share a divisor by one reciprocal and "
                 "a correction each";
@@ -383,7 +409,9 @@ def CoatLowerActivations : Pass<"coat-lower-activations", "::mlir::ModuleOp"> {
            "GPU tile kernels: CTAs per multiprocessor the registers must "
            "allow (.minnctapersm); 0 leaves the register count to ptxas">,
     Option<"flatMinCtas", "flat-min-ctas", "int64_t", /*default=*/"0",
-           "GPU flat kernels (grouped, element-wise, requantize): the same">,
+           "GPU flat kernels (grouped, element-wise, requantize): the same. "
+           "In coat-gpu-to-binary, kernels that would spill under either "
+           "keep ptxas's choice (coat-drop-spilling-min-ctas)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",

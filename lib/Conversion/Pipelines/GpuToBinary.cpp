@@ -57,6 +57,10 @@ void mlir::coat::buildGpuToBinaryPipeline(OpPassManager &pm,
   gpm.addPass(createCanonicalizerPass());
   gpm.addPass(createCSEPass());
   gpm.addPass(createReconcileUnrealizedCastsPass());
+  // Occupancy hints stay only on kernels that fit them without spilling.
+  CoatDropSpillingMinCtasOptions caps;
+  caps.toolkit = options.toolkit;
+  gpm.addPass(createCoatDropSpillingMinCtas(caps));
 
   GpuModuleToBinaryPassOptions binary;
   binary.compilationTarget = options.format;

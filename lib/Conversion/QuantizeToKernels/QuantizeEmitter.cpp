@@ -12,6 +12,7 @@
 
 #include "coat/Conversion/EmitHelpers.h"
 #include "coat/Conversion/GroupKernel.h"
+#include "coat/Conversion/Passes.h"
 #include "coat/Dialect/CoatDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -646,9 +647,12 @@ void QuantizeLowering::emitGpu(ImplicitLocOpBuilder &b, const ActPlan &plan,
                                unsigned, gpu::GPUFuncOp kernel,
                                const KernelArgs &args) const {
   const ActSpec &spec = plan.spec;
-  if (int64_t minCtas = spec.tiled() ? tileMinCtas : flatMinCtas; minCtas > 0)
+  if (int64_t minCtas = spec.tiled() ? tileMinCtas : flatMinCtas;
+      minCtas > 0) {
     kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
                     b.getI32IntegerAttr(static_cast<int32_t>(minCtas)));
+    kernel->setAttr(kMinCtasUnlessSpillingAttr, b.getUnitAttr());
+  }
   // The tile is written with vector stores: align it like one.
   auto wg = kernel.getWorkgroupAttributions();
   for (int64_t i = 0, e = wg.size(); i < e; ++i)
