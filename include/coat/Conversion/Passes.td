@@ -65,12 +65,17 @@ def CoatLowerOptimizer : Pass<"coat-lower-optimizer", "::mlir::ModuleOp"> {
            "updates one after the other, a grid of tiles apart; the step's "
            "constants (bias corrections, step size) are derived once for all "
            "of them">,
+    Option<"minCtas", "min-ctas", "int64_t", /*default=*/"0",
+           "GPU: CTAs per multiprocessor the registers must allow "
+           "(.minnctapersm, 0 to 32), kept where ptxas fits them without "
+           "spilling (coat-drop-spilling-min-ctas); 0 leaves the register "
+           "count to ptxas">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
     "::mlir::gpu::GPUDialect", "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
-    "::mlir::vector::VectorDialect"];
+    "::mlir::vector::VectorDialect", "::mlir::NVVM::NVVMDialect"];
 }
 
 def CoatExpandFp8Conversions : Pass<"coat-expand-fp8-conversions"> {

@@ -41,6 +41,7 @@ struct AdamWKernelSpec {
   int64_t lanesPerGroup;   ///< L
   int64_t blockSize;       ///< GPU threads per CTA
   int64_t lanesPerThread;  ///< U: lanes a GPU thread updates in turn
+  int64_t minCtas = 0;     ///< requested CTAs per multiprocessor (GPU)
   /// Stochastic rounding (docs/optimizer-numerics.md §5) of the bf16
   /// parameter and of the moments' codes; either adds the `seed` argument.
   bool stochasticParam = false;
@@ -53,11 +54,11 @@ class OptimizerLowering
     : public KernelLowering<OptimizerLowering, AdamWKernelSpec> {
 public:
   OptimizerLowering(int64_t elementsPerThread, int64_t blockSize,
-                    int64_t lanesPerThread)
+                    int64_t lanesPerThread, int64_t minCtas)
       : KernelLowering({"coat-lower-optimizer", "coat_kernels",
                         /*stopAtFirstFailure=*/true}),
         elementsPerThread(elementsPerThread), blockSize(blockSize),
-        lanesPerThread(lanesPerThread) {}
+        lanesPerThread(lanesPerThread), minCtas(minCtas) {}
 
   bool isSpecOp(Operation *op) const { return isa<AdamWStepOp>(op); }
 
@@ -70,6 +71,7 @@ private:
   int64_t elementsPerThread; ///< 0: the default for the group size
   int64_t blockSize;
   int64_t lanesPerThread;
+  int64_t minCtas; ///< 0: no occupancy request
 };
 
 } // namespace mlir::coat

@@ -11,10 +11,12 @@
 #include "Optimizer.h"
 
 #include "coat/Conversion/GroupKernel.h"
+#include "coat/Conversion/Passes.h"
 #include "coat/Numerics/StochasticRounding.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -760,8 +762,14 @@ void AdamWLaneEmitter::emit() {
 
 void OptimizerLowering::emitGpu(ImplicitLocOpBuilder &b,
                                 const AdamWKernelSpec &spec, unsigned,
-                                gpu::GPUFuncOp, const KernelArgs &args) const {
+                                gpu::GPUFuncOp kernel,
+                                const KernelArgs &args) const {
   auto cidx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
+  if (spec.minCtas > 0) {
+    kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+                    b.getI32IntegerAttr(static_cast<int32_t>(spec.minCtas)));
+    kernel->setAttr(kMinCtasUnlessSpillingAttr, b.getUnitAttr());
+  }
   AdamWArgs a = adamwArgs(args);
   StepConstants step = emitStepConstants(b, spec, a, /*onGpu=*/true);
   Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);

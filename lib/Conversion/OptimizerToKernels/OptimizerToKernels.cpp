@@ -33,7 +33,7 @@ struct CoatLowerOptimizerPass
 
   void runOnOperation() override {
     mlir::coat::OptimizerLowering lowering(elementsPerThread, blockSize,
-                                           lanesPerThread);
+                                           lanesPerThread, minCtas);
     if (failed(lowering.run(getOperation(), target)))
       signalPassFailure();
   }

@@ -1,12 +1,20 @@
 // RUN: coat-opt %s --coat-lower-optimizer=target=gpu | FileCheck %s --check-prefixes=CHECK,GPU
 // RUN: coat-opt %s --coat-lower-optimizer=target=cpu | FileCheck %s --check-prefixes=CHECK,CPU
 // RUN: not coat-opt %s --coat-lower-optimizer="target=gpu elements-per-thread=4" 2>&1 | FileCheck %s --check-prefix=EPT
+// The random bits take registers; min-ctas asks ptxas to keep the round-to-
+// nearest kernels' occupancy where it can do so without spilling.
+// RUN: coat-opt %s --coat-lower-optimizer="target=gpu min-ctas=4" | FileCheck %s --check-prefix=CTAS
+// RUN: not coat-opt %s --coat-lower-optimizer="target=gpu min-ctas=33" 2>&1 | FileCheck %s --check-prefix=CTAS-RANGE
 
 // Stochastic rounding (docs/optimizer-numerics.md §5) on both targets: the
 // kernel takes the seed last, derives the step's key once, hashes a word per
 // block of 8 elements, multiplies it by each element's stream constant and
 // adds the top bits below the stored type's last mantissa bit.
 
+// CTAS: gpu.func @sr_all(
+// CTAS-SAME: coat.min_ctas_unless_spilling
+// CTAS-SAME: nvvm.minctasm = 4 : i32
+// CTAS-RANGE: min-ctas must be in [0, 32], got 33
 // EPT: elements-per-thread=4 is below the 8 elements that share a random word; stochastic rounding needs a multiple of them
 
 !m = !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>
