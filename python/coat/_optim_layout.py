@@ -72,11 +72,14 @@ class Rounding:
     #: Seeds reach the kernels as launch scalars, which are exact below 2^53.
     SEED_LIMIT = 2 ** 53
 
-    def bucket_seed(self, index: int) -> int:
-        """The kernel's seed argument for bucket ``index``: the random bits
-        are a function of (seed, step, element), so each bucket offsets the
-        seed to draw its own."""
-        return (self.seed + index * 0x9E3779B97F4A7C15) % self.SEED_LIMIT
+    def bucket_seed(self, index: int, shard_rank: int = 0) -> int:
+        """The kernel's seed argument for bucket ``index`` holding shard
+        ``shard_rank`` of its parameters: the random bits are a function of
+        (seed, step, element index in the bucket), so each bucket and each
+        shard offsets the seed to draw its own, while replicas of one shard
+        draw the same bits and stay equal."""
+        return (self.seed + index * 0x9E3779B97F4A7C15
+                + shard_rank * 0xD1B54A32D192ED03) % self.SEED_LIMIT
 
 
 @dataclasses.dataclass

@@ -365,7 +365,8 @@ class FP8AdamW(StateDictMixin, FSDPStorageMixin, torch.optim.Optimizer):
         for (mom, field), buf in b.state.items():
             args[f"{mom}_{field}"] = buf
         args["seed"] = self.rounding.bucket_seed(
-            next(i for i, x in enumerate(self._buckets) if x is b))
+            next(i for i, x in enumerate(self._buckets) if x is b),
+            next((lay.rank for lay in b.layouts if lay is not None), 0))
         return args
 
     @torch.no_grad()

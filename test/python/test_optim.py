@@ -215,3 +215,12 @@ def test_lr_scheduler_drives_param_groups():
     assert opt.param_groups[0]["lr"] == 0.5
     args = opt.launch_arguments(opt.buckets[0], 1)
     assert args["lr"] == 0.5 and args["beta2"] == 0.999 and args["step"] == 1.0
+
+
+def test_stochastic_rounding_seeds_differ_per_bucket_and_shard_not_per_replica():
+    from coat._optim_layout import Rounding
+    r = Rounding(params=True, seed=Rounding.SEED_LIMIT - 1)
+    seeds = {(b, s): r.bucket_seed(b, s) for b in range(4) for s in range(8)}
+    assert len(set(seeds.values())) == len(seeds)  # every bucket and shard its own
+    assert all(0 <= v < Rounding.SEED_LIMIT for v in seeds.values())
+    assert r.bucket_seed(2, 5) == Rounding(moments=True, seed=r.seed).bucket_seed(2, 5)
