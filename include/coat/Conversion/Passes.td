@@ -410,6 +410,11 @@ def CoatLowerActivations : Pass<"coat-lower-activations", "::mlir::ModuleOp"> {
     Option<"approxDivision", "approx-division", "bool", /*default=*/"false",
            "GPU: multiply by an approximate reciprocal of the scale instead "
            "of an IEEE division (faster; codes may move by one FP8 step)">,
+    Option<"tileBlockSize", "tile-block-size", "int64_t", /*default=*/"0",
+           "Threads per GPU block of the tile kernels (quantize+transpose, "
+           "per_block): a multiple of 32 up to 1024; 0 takes block-size. A "
+           "block holds its tile in registers, so more threads hold fewer "
+           "elements each">,
     Option<"tileMinCtas", "tile-min-ctas", "int64_t", /*default=*/"0",
            "GPU tile kernels: CTAs per multiprocessor the registers must "
            "allow (.minnctapersm); 0 leaves the register count to ptxas">,

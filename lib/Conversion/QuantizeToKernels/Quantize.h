@@ -89,17 +89,20 @@ struct ActPlan {
   FlatShape flat{1, 1, 1};
   TileShape tiles;
   int64_t elementsPerBlock = 0;
+  int64_t threads = 0; ///< GPU threads per block of this kernel
 };
 
 /// The kernel-lowering hooks of coat-lower-activations.
 class QuantizeLowering : public KernelLowering<QuantizeLowering, ActPlan> {
 public:
-  QuantizeLowering(int64_t blockSize, int64_t elementsPerThread, int64_t tile,
+  QuantizeLowering(int64_t blockSize, int64_t tileBlockSize,
+                   int64_t elementsPerThread, int64_t tile,
                    bool approxDivision, int64_t tileMinCtas,
                    int64_t flatMinCtas)
       : KernelLowering({"coat-lower-activations", "coat_activation_kernels"}),
-        blockSize(blockSize), elementsPerThread(elementsPerThread),
-        tile(tile), approxDivision(approxDivision), tileMinCtas(tileMinCtas),
+        blockSize(blockSize), tileBlockSize(tileBlockSize),
+        elementsPerThread(elementsPerThread), tile(tile),
+        approxDivision(approxDivision), tileMinCtas(tileMinCtas),
         flatMinCtas(flatMinCtas) {}
 
   bool isSpecOp(Operation *op) const;
@@ -112,6 +115,7 @@ public:
 
 private:
   int64_t blockSize;
+  int64_t tileBlockSize; ///< 0: blockSize
   int64_t elementsPerThread;
   int64_t tile;
   bool approxDivision;

@@ -384,13 +384,17 @@ FailureOr<ActPlan> QuantizeLowering::analyze(func::FuncOp fn) const {
   // Flat kernels: E elements per lane, L lanes per group.
   FlatShape flat{1, 1, 1};
   int64_t tileEdge = tile != 0 ? int64_t(tile) : 64;
-  TileShape tiles{spec.blocked() ? spec.blockEdge : tileEdge, blockSize,
+  for (auto [name, v] : {std::pair<StringRef, int64_t>{"block-size", blockSize},
+                         {"tile-block-size", tileBlockSize}})
+    if ((v != 0 || name == "block-size") &&
+        (v <= 0 || v % 32 != 0 || v > 1024))
+      return anchor->emitError()
+             << name << " must be a multiple of 32 in [32, 1024], got " << v;
+  int64_t threads =
+      spec.tiled() && tileBlockSize != 0 ? tileBlockSize : blockSize;
+  TileShape tiles{spec.blocked() ? spec.blockEdge : tileEdge, threads,
                   16 / hpBytes};
   int64_t elementsPerBlock = 0;
-  if (blockSize <= 0 || blockSize % 32 != 0 || blockSize > 1024)
-    return anchor->emitError("block-size must be a multiple of 32 in "
-                             "[32, 1024], got ")
-           << static_cast<int64_t>(blockSize);
   if (spec.tiled()) {
     if (tileEdge != 32 && tileEdge != 64 && tileEdge != 128)
       return anchor->emitError("tile must be 32, 64 or 128, got ")
@@ -415,14 +419,15 @@ FailureOr<ActPlan> QuantizeLowering::analyze(func::FuncOp fn) const {
     flat = {e, g / e, g};
     elementsPerBlock = blockSize * e;
   }
-  return ActPlan{spec, flat, tiles, elementsPerBlock};
+  return ActPlan{spec, flat, tiles, elementsPerBlock, threads};
 }
 
 SmallVector<KernelDecl> QuantizeLowering::declare(func::FuncOp fn,
                                                   const ActPlan &plan) const {
   MLIRContext *ctx = fn.getContext();
   const ActSpec &spec = plan.spec;
-  KernelDecl kernel{fn.getSymName().str(), buildAbi(ctx, spec), blockSize, {}};
+  KernelDecl kernel{fn.getSymName().str(), buildAbi(ctx, spec), plan.threads,
+                    {}};
   // Tile kernels: the codes tile as 32-bit words (transposed kinds), the
   // per-warp block maxima (per_block kinds).
   if (spec.kind == ActKind::QuantizeTranspose)
@@ -430,7 +435,7 @@ SmallVector<KernelDecl> QuantizeLowering::declare(func::FuncOp fn,
         {plan.tiles.tile, plan.tiles.tile / 4}, IntegerType::get(ctx, 32)));
   if (spec.tiled() && spec.blocked())
     kernel.workgroup.push_back(
-        workgroupBuffer({blockSize / 32}, Float32Type::get(ctx)));
+        workgroupBuffer({plan.threads / 32}, Float32Type::get(ctx)));
   return {kernel};
 }
 
@@ -486,6 +491,6 @@ DictionaryAttr QuantizeLowering::record(const ActPlan &plan,
                                         unsigned) const {
   return buildManifestRecord(
       plan.spec.hpType.getContext(), decl.name, plan.spec, decl.abi,
-      onGpu() ? std::optional<int64_t>(blockSize) : std::nullopt,
+      onGpu() ? std::optional<int64_t>(plan.threads) : std::nullopt,
       plan.elementsPerBlock, plan.tiles.tile);
 }

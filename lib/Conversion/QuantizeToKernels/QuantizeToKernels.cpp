@@ -34,9 +34,8 @@ struct CoatLowerActivationsPass
   using Base::Base;
 
   void runOnOperation() override {
-    QuantizeLowering lowering(blockSize, elementsPerThread, tile,
-                              approxDivision, tileMinCtas,
-                              flatMinCtas);
+    QuantizeLowering lowering(blockSize, tileBlockSize, elementsPerThread,
+                              tile, approxDivision, tileMinCtas, flatMinCtas);
     if (failed(lowering.run(getOperation(), target)))
       signalPassFailure();
   }

@@ -7,6 +7,8 @@
 // RUN: coat-opt %s -coat-lower-activations='target=gpu' | FileCheck %s --check-prefix=NOMIN
 // RUN: coat-opt %s -coat-lower-activations='target=gpu tile-min-ctas=2 flat-min-ctas=6' | FileCheck %s --check-prefix=MIN
 // RUN: not coat-opt %s -coat-lower-activations='target=gpu flat-min-ctas=33' 2>&1 | FileCheck %s --check-prefix=MINBAD
+// RUN: coat-opt %s -coat-lower-activations='target=gpu tile-block-size=1024' | FileCheck %s --check-prefix=TB
+// RUN: not coat-opt %s -coat-lower-activations='target=gpu tile-block-size=100' 2>&1 | FileCheck %s --check-prefix=TBBAD
 
 // BLOCK: block-size must be a multiple of 32 in [32, 1024], got 48
 // EPT: elements-per-thread=2 does not fit group size 128
@@ -20,6 +22,14 @@
 // MIN-SAME: nvvm.minctasm = 6 : i32
 // MIN-LABEL: gpu.func @qt_f32(
 // MIN-SAME: nvvm.minctasm = 2 : i32
+// tile-block-size sets the tile kernels' threads only.
+// TB-LABEL: gpu.func @q(
+// TB-SAME: launch = {block = [256, 1, 1]
+// TB-SAME: known_block_size = array<i32: 256, 1, 1>
+// TB-LABEL: gpu.func @qt_f32(
+// TB-SAME: launch = {block = [1024, 1, 1], elements_per_block = 4096
+// TB-SAME: known_block_size = array<i32: 1024, 1, 1>
+// TBBAD: tile-block-size must be a multiple of 32 in [32, 1024], got 100
 // f32 input: 64x64 tiles (8 loads per thread at 256 threads).
 // AUTO-LABEL: gpu.func @qt_f32(
 // AUTO-SAME: workgroup(%{{.*}} : memref<64x16xi32, #gpu.address_space<workgroup>>
