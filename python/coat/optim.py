@@ -120,7 +120,9 @@ class FP8AdamW(StateDictMixin, FSDPStorageMixin, torch.optim.Optimizer):
             raise ValueError("stochastic rounding needs mode='fixed' (mode='reference' "
                              "reproduces the official kernel's rounding)")
         if seed is None:
-            seed = int(torch.randint(0, Rounding.SEED_LIMIT, (), dtype=torch.int64))
+            # Drawn only when used: the default leaves torch's generator alone.
+            seed = (int(torch.randint(0, Rounding.SEED_LIMIT, (), dtype=torch.int64))
+                    if stochastic_params or stochastic_moments else 0)
         elif not 0 <= int(seed) < Rounding.SEED_LIMIT:
             raise ValueError(f"seed must be in [0, 2**53), got {seed}")
         self.rounding = Rounding(bool(stochastic_params), bool(stochastic_moments),

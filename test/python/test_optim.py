@@ -224,3 +224,16 @@ def test_stochastic_rounding_seeds_differ_per_bucket_and_shard_not_per_replica()
     assert len(set(seeds.values())) == len(seeds)  # every bucket and shard its own
     assert all(0 <= v < Rounding.SEED_LIMIT for v in seeds.values())
     assert r.bucket_seed(2, 5) == Rounding(moments=True, seed=r.seed).bucket_seed(2, 5)
+
+
+def test_fp8adamw_draws_a_seed_only_for_stochastic_rounding():
+    torch.manual_seed(0)
+    want = torch.rand(3)
+    torch.manual_seed(0)
+    FP8AdamW([torch.nn.Parameter(torch.ones(4))])
+    assert torch.equal(torch.rand(3), want)  # round to nearest: generator untouched
+    torch.manual_seed(0)
+    a = FP8AdamW([torch.nn.Parameter(torch.ones(4))], stochastic_moments=True).rounding.seed
+    torch.manual_seed(0)
+    b = FP8AdamW([torch.nn.Parameter(torch.ones(4))], stochastic_moments=True).rounding.seed
+    assert a == b  # reproducible under torch.manual_seed
