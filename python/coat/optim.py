@@ -281,12 +281,16 @@ class FP8AdamW(StateDictMixin, FSDPStorageMixin, torch.optim.Optimizer):
         key = (dtype, device_kind)
         if key not in self._kernels:
             want = self.qconfig.kernel_config(dtype, self.rounding)
+            # Manifests from before stochastic rounding have no such keys:
+            # their kernels round to nearest.
+            flags = {f: want.pop(f) for f in ("stochastic_param", "stochastic_moments")}
             found = None
             for mod in self._load_modules():
                 for k in mod.find(op="adamw_step", **want):
+                    rounds = all(bool(k.config.get(f, False)) == v for f, v in flags.items())
                     usable = (k.spec.cubin or k.spec.ptx) if device_kind == "cuda" else (
                         k.spec.cpu_object and k.spec.cpu_symbol)
-                    if usable:
+                    if rounds and usable:
                         found = k
                         break
                 if found:
@@ -294,7 +298,8 @@ class FP8AdamW(StateDictMixin, FSDPStorageMixin, torch.optim.Optimizer):
             if found is None:
                 where = ", ".join(m.manifest.path for m in self._load_modules()) or "nothing"
                 raise RuntimeError(
-                    f"FP8AdamW: no compiled adamw_step kernel with config {want} for "
+                    f"FP8AdamW: no compiled adamw_step kernel with config "
+                    f"{dict(want, **flags)} for "
                     f"{device_kind} (searched: {where}). Compile one (scripts/demo.sh) and pass "
                     "kernels=<its output folder> or set COAT_KERNELS.")
             self._kernels[key] = found

@@ -3,6 +3,9 @@ and the GPU kernel where CUDA is available). Skipped, with the reason, until
 the compiler produces them (scripts/demo.sh -> build/demo, or $COAT_KERNELS)."""
 
 import io
+import json
+import os
+import shutil
 
 import pytest
 
@@ -185,3 +188,26 @@ def test_stochastic_rounding_options_are_checked():
         FP8AdamW([torch.nn.Parameter(torch.ones(4))], stochastic_moments=True, mode="reference")
     with pytest.raises(ValueError, match="seed"):
         FP8AdamW([torch.nn.Parameter(torch.ones(4))], stochastic_params=True, seed=-1)
+
+
+def test_kernels_of_manifests_without_rounding_keys_round_to_nearest(tmp_path):
+    """A manifest written before stochastic rounding existed (no
+    stochastic_* config keys) serves the round-to-nearest configuration and
+    no stochastic one."""
+    src = next((os.path.dirname(m.manifest.path) for m in MODULES
+                if m.find(op="adamw_step", param="f32", stochastic_moments=True)), None)
+    if src is None:
+        pytest.skip("no compiled module with a stochastic-rounding adamw_step kernel")
+    for f in os.listdir(src):
+        shutil.copy(os.path.join(src, f), tmp_path / f)
+    doc = json.loads((tmp_path / "manifest.json").read_text())
+    doc["kernels"] = [k for k in doc["kernels"] if not k["config"].get("stochastic_param")
+                      and not k["config"].get("stochastic_moments")]
+    for k in doc["kernels"]:
+        del k["config"]["stochastic_param"], k["config"]["stochastic_moments"]
+    (tmp_path / "manifest.json").write_text(json.dumps(doc))
+    p = torch.nn.Parameter(torch.ones(300))
+    assert FP8AdamW([p], kernels=str(tmp_path)).kernel_for("f32", "cpu")
+    sr = FP8AdamW([p], kernels=str(tmp_path), stochastic_moments=True, seed=1)
+    with pytest.raises(RuntimeError, match="no compiled adamw_step kernel"):
+        sr.kernel_for("f32", "cpu")
