@@ -38,12 +38,14 @@ GPU_LLVM_FLAGS = ("--nvvm-reflect-add=__CUDA_PREC_SQRT=1",)
 
 # The same kernels for the CPU, down to the LLVM dialect. The GEMM twins get
 # the GPU's linear options so that both targets record the same kernel;
-# coat-expand-shared-divisions (part of coat-gpu-to-binary) is explicit here.
+# coat-expand-shared-divisions and coat-expand-soft-exp2 (part of
+# coat-gpu-to-binary) are explicit here.
 CPU_PIPELINE = (
     "builtin.module(coat-fuse-adamw,coat-lower-optimizer{{target=cpu}},"
     "coat-lower-pointwise{{target=cpu {pointwise}}},coat-lower-norms{{target=cpu {norms}}},"
     "coat-lower-activations{{target=cpu}},coat-lower-reduce-scales{{target=cpu}},"
     "coat-lower-linear{{target=cpu {linear}}},coat-expand-shared-divisions,"
+    "coat-expand-soft-exp2,"
     "coat-export-manifest{{dir={out} chip={chip} features={features}}},"
     "coat-expand-fp8-conversions,arith-expand{{include-bf16=true}},canonicalize,cse,"
     "convert-vector-to-scf,"

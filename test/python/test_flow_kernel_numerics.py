@@ -258,6 +258,39 @@ def test_exact_math_cpu_twins_match_the_library_bit_for_bit(exact_math_cpu_kerne
                 raise AssertionError(f"{kernel.name} {shape[0]}x{shape[1]}: {e}") from None
 
 
+@pytest.fixture(scope="module")
+def soft_exp2_cpu_kernels(tmp_path_factory):
+    """examples/flow/pointwise.mlir's special-function CPU twins with
+    soft-exp2=true: they evaluate coat-expand-soft-exp2's sequence, which
+    coat-gpu-to-binary puts in place of the SFU's ex2."""
+    from coat import toolchain
+    from coat.compiler import CompileError
+    try:
+        tc = toolchain.Toolchain()
+    except CompileError as e:
+        pytest.skip(str(e))
+    out = tmp_path_factory.mktemp("pointwise_soft_exp2")
+    src = Path(_paths.REPO_DIR) / "examples" / "flow" / "pointwise.mlir"
+    tc.compile_file(src, out, gpu=False, pointwise_options="soft-exp2=true")
+    kernels = [k for k in coat.load(out).kernels.values()
+               if k.spec.op in SPECIAL_FUNCTIONS and k.spec.cpu_symbol]
+    assert kernels and all(k.config["math"] == "fast" and k.config["ex2"] == "fma"
+                           for k in kernels)
+    return kernels
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_soft_exp2_cpu_twins_meet_the_fast_forms_bounds(soft_exp2_cpu_kernels, case):
+    """The same bounds as the SFU's ex2: the sequence is within 1.36 ulp of
+    2^x (test/Unit/SoftExp2Test.cpp), inside the 2 ulp they assume."""
+    for kernel in soft_exp2_cpu_kernels:
+        for i, shape in enumerate(SHAPES[:4]):
+            try:
+                check(kernel, "cpu", shape, case, seed=100 * i + CASES.index(case))
+            except AssertionError as e:
+                raise AssertionError(f"{kernel.name} {shape[0]}x{shape[1]}: {e}") from None
+
+
 def test_every_flow_op_has_a_kernel():
     """examples/flow covers every pointwise op of COAT's flow."""
     assert {k.spec.op for k in KERNELS} == set(MATH)

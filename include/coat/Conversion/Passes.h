@@ -23,6 +23,10 @@ constexpr llvm::StringLiteral kGridConstantAttr = "coat.grid_constant";
 /// tile-min-ctas / flat-min-ctas, decided (and removed) by
 /// coat-drop-spilling-min-ctas. Hints without it (the norms' forward
 /// register budget, the GEMM's one CTA per multiprocessor) are kept as set.
+/// Marks an f32 `math.exp2` to be evaluated on the FMA units instead of the
+/// SFU (coat-expand-soft-exp2; set by coat-lower-pointwise{soft-exp2}).
+constexpr llvm::StringLiteral kSoftExp2Attr = "coat.soft_exp2";
+
 constexpr llvm::StringLiteral kMinCtasUnlessSpillingAttr =
     "coat.min_ctas_unless_spilling";
 } // namespace mlir::coat

@@ -311,6 +311,34 @@ def CoatExpandSharedDivisions : Pass<"coat-expand-shared-divisions"> {
                            "::mlir::scf::SCFDialect"];
 }
 
+def CoatExpandSoftExp2 : Pass<"coat-expand-soft-exp2"> {
+  let summary = "Evaluates marked ex2 on the FMA units instead of the SFU";
+  let description = [{
+    A kernel whose special functions saturate the special function unit
+    (sixteen operations per clock and multiprocessor on Hopper, against 128
+    fused multiply-adds) can move its `ex2` to the FMA units. Emitters mark
+    such an f32 `math.exp2` with `coat.soft_exp2`; this pass replaces each
+    with the sequence of `coat/Numerics/SoftExp2.h`:
+
+    ```
+    x' = maximumf(minimumf(x, 128), -126.5)   // NaN stays NaN
+    t  = (x' - 0.5) + 1.5 * 2^23              // n = floor(x') in t's low bits
+    f  = x' - (t - 1.5 * 2^23)                // in [0, 1], exact
+    p  = c0 + f (c1 + ... + f c6)             // six math.fma
+    2^x ~ p * bitcast((bitcast(t) << 23) + (127 << 23))
+    ```
+
+    Twelve FMA-unit operations and an integer shift and add in place of one
+    SFU operation. The result is within 1.36 ulp of 2^x (an f64 sweep of
+    every eighth f32 in [-126, 128), test/Unit/SoftExp2Test.cpp), inside the
+    2 ulp of `ex2.approx.f32`; results below 2^-126 are 0 or subnormal
+    (`ex2.approx.ftz` gives 0), and past f32's range +inf. It is part of
+    `coat-gpu-to-binary` (before coat-fast-nvvm-math) and of the CPU
+    pipeline, so a CPU twin evaluates the same sequence. A mark on anything
+    but an f32 `math.exp2` is an error.
+  }];
+}
+
 def CoatFastNVVMMath : Pass<"coat-fast-nvvm-math"> {
   let summary = "Maps approximate special functions to Hopper's SFU instructions";
   let description = [{
@@ -542,6 +570,11 @@ def CoatLowerPointwise : Pass<"coat-lower-pointwise", "::mlir::ModuleOp"> {
       when y/s lies within about 2^-18 of a rounding boundary. The SFU ops
       flush subnormal results: sigmoid(x) for x < -87.3 is 0 (an absolute
       error below 2^-126 |x|).
+    - `soft-exp2=true` (fast forms only): each ex2 is evaluated on the FMA
+      units instead (`coat.soft_exp2`, coat-expand-soft-exp2: within 1.36
+      ulp, so the bounds above hold), halving the SFU operations of silu,
+      gelu and their gradients for kernels the SFU limits. The manifest
+      records `ex2 = "fma"`.
 
     Per-tensor FP8 results and transposed copies need the maximum of the
     whole tensor: `coat-group-scaling` turns them into high-precision results
@@ -582,6 +615,10 @@ def CoatLowerPointwise : Pass<"coat-lower-pointwise", "::mlir::ModuleOp"> {
            "Evaluate sigmoid and GELU with the reference library's formulas "
            "(IEEE divisions, expf/erff; the CPU twin is bit-exact) instead "
            "of the fast forms (SFU ex2/rcp, erfcc)">,
+    Option<"softExp2", "soft-exp2", "bool", /*default=*/"false",
+           "Fast forms: evaluate ex2 on the FMA units (coat-expand-soft-exp2, "
+           "within the SFU's 2 ulp) instead of the SFU; for kernels whose "
+           "special functions saturate it">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",

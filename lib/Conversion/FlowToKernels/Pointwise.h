@@ -42,8 +42,12 @@ namespace mlir::coat {
 struct ActivationMath {
   F32Emitter &f;
   bool exact;
+  /// Fast forms: 2^x on the FMA units (math.exp2 marked coat.soft_exp2).
+  bool softExp2 = false;
 
   Value neg(Value x);
+  /// The fast forms' 2^x: the SFU's, or marked for coat-expand-soft-exp2.
+  Value ex2(Value x);
   Value sigmoid(Value x);
   /// Phi(x) = (1 + erf(x / sqrt 2)) / 2; with `gauss`, also exp(-x^2 / 2).
   /// `refine` (fast form) adds one Newton step to the SFU reciprocal, for
@@ -129,10 +133,11 @@ struct LaneShape {
 class PointwiseLowering
     : public KernelLowering<PointwiseLowering, PointwiseSpec> {
 public:
-  PointwiseLowering(int64_t blockSize, int64_t lanesPerThread, bool exactMath)
+  PointwiseLowering(int64_t blockSize, int64_t lanesPerThread, bool exactMath,
+                    bool softExp2)
       : KernelLowering({"coat-lower-pointwise", "coat_flow_kernels"}),
         blockSize(blockSize), lanesPerThread(lanesPerThread),
-        exactMath(exactMath) {}
+        exactMath(exactMath), softExp2(softExp2) {}
 
   bool isSpecOp(Operation *op) const {
     return describePointwiseOp(op).has_value();
@@ -152,6 +157,7 @@ private:
   int64_t blockSize;
   int64_t lanesPerThread;
   bool exactMath;
+  bool softExp2;
 };
 
 } // namespace mlir::coat

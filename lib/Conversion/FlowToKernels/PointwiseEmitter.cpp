@@ -28,8 +28,9 @@ namespace {
 class PointwiseEmitter {
 public:
   PointwiseEmitter(ImplicitLocOpBuilder &b, const PointwiseSpec &spec,
-                   const KernelArgs &args, bool exactMath)
-      : b(b), f(F32Emitter{b}), spec(spec), args(args), exactMath(exactMath) {
+                   const KernelArgs &args, bool exactMath, bool softExp2)
+      : b(b), f(F32Emitter{b}), spec(spec), args(args), exactMath(exactMath),
+        softExp2(softExp2) {
     Value n = arith::MulIOp::create(b, args.lookup("rows"),
                                     args.lookup("cols"));
     nI64 = n;
@@ -129,7 +130,7 @@ private:
       SmallVector<Value> operands;
       for (const SmallVector<Value> &x : in)
         operands.push_back(x[i]);
-      ActivationMath m{f, exactMath};
+      ActivationMath m{f, exactMath, softExp2};
       SmallVector<Value> ys = spec.info.math(m, operands);
       for (auto [k, out] : llvm::enumerate(spec.outputs))
         results[k].push_back(ys[out.mathIndex]);
@@ -163,6 +164,7 @@ private:
   const PointwiseSpec &spec;
   const KernelArgs &args;
   bool exactMath;
+  bool softExp2;
   Value nI64, nIndex, groups;
 };
 
@@ -199,7 +201,7 @@ void PointwiseLowering::emitGpu(ImplicitLocOpBuilder &b,
   LaneShape shape = laneShape(spec);
   int64_t lanesPerBlock = blockSize * lanesPerThread;
   auto cidx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
-  PointwiseEmitter emitter(b, spec, args, exactMath);
+  PointwiseEmitter emitter(b, spec, args, exactMath, softExp2);
   // Lane u of a thread is lane base + u * blockSize + tid: every unrolled
   // step is a coalesced sweep of the block, and a group's lanes stay
   // adjacent threads of one warp.
@@ -234,7 +236,7 @@ void PointwiseLowering::emitCpu(ImplicitLocOpBuilder &b,
                                 const KernelArgs &args) const {
   LaneShape shape = laneShape(spec);
   auto cidx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
-  PointwiseEmitter emitter(b, spec, args, exactMath);
+  PointwiseEmitter emitter(b, spec, args, exactMath, softExp2);
   Value lanes = arith::CeilDivUIOp::create(b, emitter.numElements(),
                                            cidx(shape.elementsPerLane));
   emitFor(b, cidx(0), lanes, cidx(1), {}, [&](Value i, ValueRange) {

@@ -9,6 +9,7 @@
 
 #include "Pointwise.h"
 
+#include "coat/Conversion/Passes.h"
 #include "coat/Dialect/CoatDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -24,11 +25,19 @@ using namespace mlir::coat;
 
 Value ActivationMath::neg(Value x) { return arith::NegFOp::create(f.b, x); }
 
+Value ActivationMath::ex2(Value x) {
+  F32Emitter sfu{f.b, /*approx=*/true};
+  Value y = sfu.exp2(x);
+  if (softExp2)
+    y.getDefiningOp()->setAttr(kSoftExp2Attr, f.b.getUnitAttr());
+  return y;
+}
+
 Value ActivationMath::sigmoid(Value x) {
   if (exact)
     return f.div(f.c(1.0), f.add(f.c(1.0), f.exp(neg(x))));
   F32Emitter sfu{f.b, /*approx=*/true};
-  Value e = sfu.exp2(f.mul(x, f.c(-kLog2e)));
+  Value e = ex2(f.mul(x, f.c(-kLog2e)));
   return sfu.div(f.c(1.0), f.add(f.c(1.0), e));
 }
 
@@ -77,10 +86,10 @@ Value ActivationMath::geluCdf(Value x, Value *gauss, bool refine) {
   Value x2 = f.mul(x, x);
   Value h;
   if (gauss) {
-    *gauss = sfu.exp2(f.mul(x2, f.c(-0.5 * kLog2e)));
-    h = f.mul(f.mul(t, *gauss), sfu.exp2(p));
+    *gauss = ex2(f.mul(x2, f.c(-0.5 * kLog2e)));
+    h = f.mul(f.mul(t, *gauss), ex2(p));
   } else {
-    h = f.mul(t, sfu.exp2(f.fma(x2, f.c(-0.5 * kLog2e), p)));
+    h = f.mul(t, ex2(f.fma(x2, f.c(-0.5 * kLog2e), p)));
   }
   return f.select(f.le(x, f.c(0.0)), h, f.sub(f.c(1.0), h));
 }

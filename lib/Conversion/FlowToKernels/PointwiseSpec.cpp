@@ -237,6 +237,8 @@ DictionaryAttr PointwiseLowering::record(const PointwiseSpec &spec,
   if (spec.info.special)
     config.push_back(
         b.getNamedAttr("math", b.getStringAttr(exactMath ? "exact" : "fast")));
+  if (spec.info.special && softExp2)
+    config.push_back(b.getNamedAttr("ex2", b.getStringAttr("fma")));
   std::optional<LaunchRule> launch;
   if (onGpu())
     launch = LaunchRule{blockSize, blockSize * lanesPerThread *

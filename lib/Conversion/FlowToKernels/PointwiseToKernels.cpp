@@ -35,6 +35,9 @@ LogicalResult PointwiseLowering::checkOptions(ModuleOp module) const {
     return module.emitError("coat-lower-pointwise: lanes-per-thread must be "
                             "in [1, 8], got ")
            << lanesPerThread;
+  if (exactMath && softExp2)
+    return module.emitError("coat-lower-pointwise: soft-exp2 applies to the "
+                            "fast forms; exact-math evaluates expf");
   return success();
 }
 
@@ -45,7 +48,8 @@ struct CoatLowerPointwisePass
   using Base::Base;
 
   void runOnOperation() override {
-    PointwiseLowering lowering(blockSize, lanesPerThread, exactMath);
+    PointwiseLowering lowering(blockSize, lanesPerThread, exactMath,
+                               softExp2);
     if (failed(lowering.run(getOperation(), target)))
       signalPassFailure();
   }

@@ -40,6 +40,8 @@ void mlir::coat::buildGpuToBinaryPipeline(OpPassManager &pm,
   // A quantizer's divisions by one scale: one reciprocal and a correction
   // each (coat-expand-shared-divisions).
   gpm.addPass(createCoatExpandSharedDivisions());
+  // ex2 marked for the FMA units (coat-expand-soft-exp2).
+  gpm.addPass(createCoatExpandSoftExp2());
   // afn special functions go straight to the SFU (see coat-fast-nvvm-math).
   gpm.addPass(createCoatFastNVVMMath());
   gpm.addPass(createCoatLowerFp8ToNVVM());
