@@ -256,9 +256,10 @@ def CoatDropSpillingMinCtas
     `coat-gpu-to-binary` after the lowering to LLVM, emits the module's PTX
     through its `#nvvm.target`, runs `ptxas -v` for the target's chip and
     removes the hint from each kernel that spills under it. It decides only
-    hints marked `coat.min_ctas_unless_spilling` (the activation lowering's
-    options) and removes the mark; a lowering's own hints (the norms'
-    forward register budget, the GEMM's one block per multiprocessor) stay.
+    hints marked `coat.min_ctas_unless_spilling` (the min-ctas options of
+    coat-lower-activations and coat-lower-optimizer) and removes the mark; a
+    lowering's own hints (the norms' forward register budget, the GEMM's one
+    block per multiprocessor) stay.
     Modules without marked hints are left alone and need no ptxas.
   }];
   let options = [
