@@ -230,60 +230,38 @@ def test_flow_kernel_matches_reference_library(kernel, case, device):
             raise AssertionError(f"shape {shape[0]}x{shape[1]}: {e}") from None
 
 
-@pytest.fixture(scope="module")
-def exact_math_cpu_kernels(tmp_path_factory):
-    """examples/flow/pointwise.mlir's CPU twins with exact-math=true."""
+# Variants of examples/flow/pointwise.mlir whose special-function CPU twins
+# are checked too: option string -> the manifest config they must record.
+# exact-math=true follows the library's formulas and libm, so its twins must
+# match bit for bit; soft-exp2=true evaluates coat-expand-soft-exp2's 2^x
+# (what coat-gpu-to-binary puts in place of the SFU's ex2, within 1.36 ulp:
+# test/Unit/SoftExp2Test.cpp) and must meet the fast forms' bounds, which
+# assume the SFU's 2 ulp.
+VARIANTS = {"exact-math=true": {"math": "exact"},
+            "soft-exp2=true": {"math": "fast", "ex2": "fma"}}
+
+
+@pytest.fixture(scope="module", params=sorted(VARIANTS))
+def variant_cpu_kernels(request, tmp_path_factory):
     from coat import toolchain
     from coat.compiler import CompileError
     try:
         tc = toolchain.Toolchain()
     except CompileError as e:
         pytest.skip(str(e))
-    out = tmp_path_factory.mktemp("pointwise_exact")
+    out = tmp_path_factory.mktemp("pointwise_variant")
     src = Path(_paths.REPO_DIR) / "examples" / "flow" / "pointwise.mlir"
-    tc.compile_file(src, out, gpu=False, pointwise_options="exact-math=true")
+    tc.compile_file(src, out, gpu=False, pointwise_options=request.param)
     kernels = [k for k in coat.load(out).kernels.values()
                if k.spec.op in SPECIAL_FUNCTIONS and k.spec.cpu_symbol]
-    assert kernels and all(k.config["math"] == "exact" for k in kernels)
+    want = VARIANTS[request.param]
+    assert kernels and all(k.config.get(key) == v for k in kernels for key, v in want.items())
     return kernels
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_exact_math_cpu_twins_match_the_library_bit_for_bit(exact_math_cpu_kernels, case):
-    for kernel in exact_math_cpu_kernels:
-        for i, shape in enumerate(SHAPES[:4]):
-            try:
-                check(kernel, "cpu", shape, case, seed=100 * i + CASES.index(case))
-            except AssertionError as e:
-                raise AssertionError(f"{kernel.name} {shape[0]}x{shape[1]}: {e}") from None
-
-
-@pytest.fixture(scope="module")
-def soft_exp2_cpu_kernels(tmp_path_factory):
-    """examples/flow/pointwise.mlir's special-function CPU twins with
-    soft-exp2=true: they evaluate coat-expand-soft-exp2's sequence, which
-    coat-gpu-to-binary puts in place of the SFU's ex2."""
-    from coat import toolchain
-    from coat.compiler import CompileError
-    try:
-        tc = toolchain.Toolchain()
-    except CompileError as e:
-        pytest.skip(str(e))
-    out = tmp_path_factory.mktemp("pointwise_soft_exp2")
-    src = Path(_paths.REPO_DIR) / "examples" / "flow" / "pointwise.mlir"
-    tc.compile_file(src, out, gpu=False, pointwise_options="soft-exp2=true")
-    kernels = [k for k in coat.load(out).kernels.values()
-               if k.spec.op in SPECIAL_FUNCTIONS and k.spec.cpu_symbol]
-    assert kernels and all(k.config["math"] == "fast" and k.config["ex2"] == "fma"
-                           for k in kernels)
-    return kernels
-
-
-@pytest.mark.parametrize("case", CASES)
-def test_soft_exp2_cpu_twins_meet_the_fast_forms_bounds(soft_exp2_cpu_kernels, case):
-    """The same bounds as the SFU's ex2: the sequence is within 1.36 ulp of
-    2^x (test/Unit/SoftExp2Test.cpp), inside the 2 ulp they assume."""
-    for kernel in soft_exp2_cpu_kernels:
+def test_variant_cpu_twins_match_the_library(variant_cpu_kernels, case):
+    for kernel in variant_cpu_kernels:
         for i, shape in enumerate(SHAPES[:4]):
             try:
                 check(kernel, "cpu", shape, case, seed=100 * i + CASES.index(case))
