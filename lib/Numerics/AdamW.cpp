@@ -359,21 +359,20 @@ std::optional<std::string> adamwStep(int64_t n, HostFloat paramType,
         bitsV[j] = stochasticBits(key, i, RandomStream::V);
       }
     }
-    if (rounding.stochasticMoments) {
-      storeMeta(m, g,
-                quantizeGroupFixed(newM.data(), nValid, m.format, cfg,
-                                   m.codes + base, bitsM.data()));
-      storeMeta(v, g,
-                quantizeGroupFixed(newV.data(), nValid, v.format, cfg,
-                                   v.codes + base, bitsV.data()));
-      continue;
-    }
-    storeMeta(m, g,
-              quantizeMomentGroup(newM.data(), nValid, m.format, cfg,
-                                  m.codes + base));
-    storeMeta(v, g,
-              quantizeMomentGroup(newV.data(), nValid, v.format, cfg,
-                                  v.codes + base));
+    // Stochastic rounding is fixed-mode only (checked above), so a group
+    // with random bits takes the fixed-mode quantizer with them.
+    auto requantize = [&](const MomentState &s, const std::vector<float> &x,
+                          const std::vector<uint32_t> &bits) {
+      uint8_t *codes = s.codes + base;
+      storeMeta(s, g,
+                rounding.stochasticMoments
+                    ? quantizeGroupFixed(x.data(), nValid, s.format, cfg,
+                                         codes, bits.data())
+                    : quantizeMomentGroup(x.data(), nValid, s.format, cfg,
+                                          codes));
+    };
+    requantize(m, newM, bitsM);
+    requantize(v, newV, bitsV);
   }
   return std::nullopt;
 }

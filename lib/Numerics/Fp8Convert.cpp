@@ -7,21 +7,15 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "coat/Numerics/Bits.h"
 #include "coat/Numerics/Reference.h"
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 
 namespace coat::ref {
 namespace {
-
-uint32_t bitsOf(float x) {
-  uint32_t b;
-  std::memcpy(&b, &x, sizeof(b));
-  return b;
-}
 
 uint8_t mantissaMask(const Fp8Traits &t) {
   return static_cast<uint8_t>((1u << t.mantissaBits) - 1);
@@ -54,7 +48,7 @@ bool isFp8Inf(uint8_t code, Fp8Format format) {
 
 uint8_t encodeFp8(float x, Fp8Format format, Fp8Overflow overflow) {
   const Fp8Traits t = getFp8Traits(format);
-  const uint32_t bits = bitsOf(x);
+  const uint32_t bits = floatBits(x);
   const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80);
   const uint32_t absBits = bits & 0x7FFFFFFFu;
   const bool saturate = overflow == Fp8Overflow::SatFinite;
@@ -124,7 +118,7 @@ float decodeFp8(uint8_t code, Fp8Format format) {
 }
 
 uint16_t encodeBf16(float x) {
-  uint32_t bits = bitsOf(x);
+  uint32_t bits = floatBits(x);
   if ((bits & 0x7FFFFFFFu) > 0x7F800000u)
     return static_cast<uint16_t>((bits >> 16) | 0x0040u); // keep it quiet
   const uint32_t lsb = (bits >> 16) & 1u;
@@ -133,10 +127,7 @@ uint16_t encodeBf16(float x) {
 }
 
 float decodeBf16(uint16_t bits) {
-  const uint32_t wide = static_cast<uint32_t>(bits) << 16;
-  float f;
-  std::memcpy(&f, &wide, sizeof(f));
-  return f;
+  return bitsFloat(static_cast<uint32_t>(bits) << 16);
 }
 
 } // namespace coat::ref

@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 
 from . import _dist
+from .runtime import I64_SCALAR_LIMIT
 
 _MOMENTS = ("m", "v")
 # torch-convention state keys (COAT §2.2) per moment and field
@@ -43,16 +44,13 @@ class QuantConfig:
     def fields(self, moment: str) -> Tuple[str, ...]:
         return ("codes", "scale", "k", "c") if self.expand(moment) else ("codes", "scale")
 
-    def kernel_config(self, dtype: str, rounding: "Rounding") -> Dict[str, Any]:
+    def kernel_config(self, dtype: str) -> Dict[str, Any]:
         """What a manifest kernel's config must contain to serve this."""
         cfg: Dict[str, Any] = {
             "param": dtype, "grad": dtype,
             "m": {"format": self.m_format, "expand": self.m_expand},
             "v": {"format": self.v_format, "expand": self.v_expand},
             "group_size": self.group_size, "mode": self.mode,
-            # f32 parameters are stored unrounded: nothing to round.
-            "stochastic_param": rounding.params and dtype == "bf16",
-            "stochastic_moments": rounding.moments,
         }
         if self.m_expand or self.v_expand:
             cfg["expand_min"] = self.expand_min
@@ -69,8 +67,15 @@ class Rounding:
     moments: bool = False
     seed: int = 0
 
-    #: Seeds reach the kernels as launch scalars, which are exact below 2^53.
-    SEED_LIMIT = 2 ** 53
+    #: Seeds reach the kernels as launch scalars.
+    SEED_LIMIT = I64_SCALAR_LIMIT
+
+    def kernel_flags(self, dtype: str) -> Dict[str, bool]:
+        """The rounding entries of the kernel config for parameters of
+        ``dtype`` (f32 parameters are stored unrounded: nothing to round).
+        Manifests from before stochastic rounding lack them: False."""
+        return {"stochastic_param": self.params and dtype == "bf16",
+                "stochastic_moments": self.moments}
 
     def bucket_seed(self, index: int, shard_rank: int = 0) -> int:
         """The kernel's seed argument for bucket ``index`` holding shard

@@ -124,7 +124,7 @@ class FP8AdamW(StateDictMixin, FSDPStorageMixin, torch.optim.Optimizer):
             seed = (int(torch.randint(0, Rounding.SEED_LIMIT, (), dtype=torch.int64))
                     if stochastic_params or stochastic_moments else 0)
         elif not 0 <= int(seed) < Rounding.SEED_LIMIT:
-            raise ValueError(f"seed must be in [0, 2**53), got {seed}")
+            raise ValueError(f"seed must be in [0, {Rounding.SEED_LIMIT}), got {seed}")
         self.rounding = Rounding(bool(stochastic_params), bool(stochastic_moments),
                                  int(seed))
         self.qconfig = QuantConfig(_dtypes.normalize_fp8_name(m_format),
@@ -280,10 +280,8 @@ class FP8AdamW(StateDictMixin, FSDPStorageMixin, torch.optim.Optimizer):
         manifest dtype ``dtype`` on ``device_kind`` ("cuda" or "cpu")."""
         key = (dtype, device_kind)
         if key not in self._kernels:
-            want = self.qconfig.kernel_config(dtype, self.rounding)
-            # Manifests from before stochastic rounding have no such keys:
-            # their kernels round to nearest.
-            flags = {f: want.pop(f) for f in ("stochastic_param", "stochastic_moments")}
+            want = self.qconfig.kernel_config(dtype)
+            flags = self.rounding.kernel_flags(dtype)
             found = None
             for mod in self._load_modules():
                 for k in mod.find(op="adamw_step", **want):

@@ -14,6 +14,10 @@ from . import _dtypes, _paths
 from .compiler import link_cpu_object, shared_library_for
 from .manifest import KernelSpec, Manifest, load_manifest
 
+#: Scalars reach a launch as doubles (the runtime checks the same bounds), so
+#: an i64 scalar arrives exactly only within +-2^53.
+I64_SCALAR_LIMIT = 2 ** 53
+
 ALIGNMENT = 16  # bytes, docs/manifest.md
 
 
@@ -252,9 +256,8 @@ class Kernel:
                         iv = int(v)
                     else:
                         raise ValueError(f"{where}: expected an integer, got {v!r}") from None
-                # Scalars reach the launch as doubles (the runtime checks the
-                # same bounds): i64 values beyond +-2^53 would not arrive exactly.
-                lo, hi = (-2 ** 31, 2 ** 31 - 1) if a.dtype == "i32" else (-2 ** 53, 2 ** 53)
+                lo, hi = ((-2 ** 31, 2 ** 31 - 1) if a.dtype == "i32"
+                          else (-I64_SCALAR_LIMIT, I64_SCALAR_LIMIT))
                 if not lo <= iv <= hi:
                     raise ValueError(f"{where}: {iv} out of range [{lo}, {hi}]")
                 scalars.append(iv)

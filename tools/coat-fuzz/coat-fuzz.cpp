@@ -43,7 +43,7 @@ constexpr const char *kCpuPipeline =
     "coat-lower-pointwise{target=cpu},coat-lower-norms{target=cpu},"
     "coat-lower-activations{target=cpu},coat-lower-reduce-scales{target=cpu},"
     "coat-lower-linear{target=cpu},coat-expand-shared-divisions,"
-    "coat-expand-fp8-conversions)";
+    "coat-expand-soft-exp2,coat-expand-fp8-conversions)";
 
 struct Fuzzer {
   DialectRegistry registry;

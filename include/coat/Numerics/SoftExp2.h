@@ -25,9 +25,10 @@
 #ifndef COAT_NUMERICS_SOFTEXP2_H
 #define COAT_NUMERICS_SOFTEXP2_H
 
+#include "coat/Numerics/Bits.h"
+
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
 namespace coat {
 
@@ -56,12 +57,7 @@ inline float softExp2(float x) {
   float p = kSoftExp2Coefficients[kSoftExp2Degree];
   for (int k = kSoftExp2Degree - 1; k >= 0; --k)
     p = std::fma(p, f, kSoftExp2Coefficients[k]);
-  uint32_t tb;
-  std::memcpy(&tb, &t, sizeof tb);
-  uint32_t sb = (tb << 23) + (uint32_t(127) << 23);
-  float s;
-  std::memcpy(&s, &sb, sizeof s);
-  return p * s;
+  return p * bitsFloat((floatBits(t) << 23) + (uint32_t(127) << 23));
 }
 
 } // namespace coat

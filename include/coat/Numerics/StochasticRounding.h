@@ -12,11 +12,11 @@
 #ifndef COAT_NUMERICS_STOCHASTICROUNDING_H
 #define COAT_NUMERICS_STOCHASTICROUNDING_H
 
+#include "coat/Numerics/Bits.h"
 #include "coat/Numerics/Fp8.h"
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
 namespace coat {
 
@@ -45,17 +45,6 @@ constexpr uint32_t mix32(uint32_t x) {
   x ^= x >> kMixShift2;
   x *= kMixMultiplier2;
   x ^= x >> kMixShift3;
-  return x;
-}
-
-inline uint32_t floatBits(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return u;
-}
-inline float bitsFloat(uint32_t u) {
-  float x;
-  std::memcpy(&x, &u, sizeof x);
   return x;
 }
 

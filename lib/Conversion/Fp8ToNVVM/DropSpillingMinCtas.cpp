@@ -90,12 +90,11 @@ struct CoatDropSpillingMinCtasPass
     });
     if (hinted.empty())
       return;
-    auto target = module.getTargetsAttr()
-                      ? dyn_cast_or_null<NVVM::NVVMTargetAttr>(
-                            module.getTargetsAttr().empty()
-                                ? Attribute()
-                                : module.getTargetsAttr()[0])
-                      : NVVM::NVVMTargetAttr();
+    NVVM::NVVMTargetAttr target;
+    if (ArrayAttr targets = module.getTargetsAttr())
+      for (Attribute t : targets)
+        if ((target = dyn_cast<NVVM::NVVMTargetAttr>(t)))
+          break;
     if (!target) {
       module.emitError("coat-drop-spilling-min-ctas: the module needs an "
                        "#nvvm.target (run it inside coat-gpu-to-binary)");
@@ -142,11 +141,7 @@ struct CoatDropSpillingMinCtasPass
     }
     std::string arch = ("-arch=" + target.getChip()).str();
     SmallVector<StringRef> args = {ptxas, arch, "-v", ptxPath, "-o",
-#ifdef _WIN32
-                                   "NUL"};
-#else
                                    "/dev/null"};
-#endif
     std::optional<StringRef> redirects[] = {std::nullopt, logPath, logPath};
     std::string error;
     int rc = llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, redirects,

@@ -384,12 +384,16 @@ FailureOr<ActPlan> QuantizeLowering::analyze(func::FuncOp fn) const {
   // Flat kernels: E elements per lane, L lanes per group.
   FlatShape flat{1, 1, 1};
   int64_t tileEdge = tile != 0 ? int64_t(tile) : 64;
-  for (auto [name, v] : {std::pair<StringRef, int64_t>{"block-size", blockSize},
-                         {"tile-block-size", tileBlockSize}})
-    if ((v != 0 || name == "block-size") &&
-        (v <= 0 || v % 32 != 0 || v > 1024))
-      return anchor->emitError()
-             << name << " must be a multiple of 32 in [32, 1024], got " << v;
+  auto checkThreads = [&](StringRef name, int64_t v) -> LogicalResult {
+    if (v > 0 && v % 32 == 0 && v <= 1024)
+      return success();
+    return anchor->emitError()
+           << name << " must be a multiple of 32 in [32, 1024], got " << v;
+  };
+  if (failed(checkThreads("block-size", blockSize)) ||
+      (tileBlockSize != 0 &&
+       failed(checkThreads("tile-block-size", tileBlockSize))))
+    return failure();
   int64_t threads =
       spec.tiled() && tileBlockSize != 0 ? tileBlockSize : blockSize;
   TileShape tiles{spec.blocked() ? spec.blockEdge : tileEdge, threads,
