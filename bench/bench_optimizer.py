@@ -106,14 +106,16 @@ def bench_kernels(dirs, n, copy_bw, anchor, rows, out):
 
 def stochastic_overheads(out):
     """Each stochastic-rounding kernel's time against its round-to-nearest
-    twin (the same config with both flags off) of the same run."""
+    twin (the same config with both flags off, from the same kernel
+    directory) of the same run."""
     flags = ("stochastic_param", "stochastic_moments")
     found = []
     for e in out["kernels"]:
         if not any(e["config"].get(f) for f in flags):
             continue
         want = dict(e["config"], **{f: False for f in flags})
-        twin = next((t for t in out["kernels"] if t["config"] == want), None)
+        twin = next((t for t in out["kernels"]
+                     if t["config"] == want and t["dir"] == e["dir"]), None)
         if twin is not None:
             found.append(dict(name=e["name"], ms=e["ms"], twin=twin["name"],
                               twin_ms=twin["ms"], extra=e["ms"] / twin["ms"] - 1))

@@ -185,3 +185,18 @@ def test_optimizer_gemm_block_fsdp_tables_print(capsys):
     out = capsys.readouterr().out
     assert "1.38" in out and "n/a" in out and "0.885" in out and "0.57x" in out
     assert "0.52x" in out and "     nan" in out
+
+
+def test_stochastic_overhead_pairs_each_kernel_with_its_twin_from_the_same_directory():
+    opt = _bench("bench_optimizer")
+    rtn = {"param": "bf16", "stochastic_param": False, "stochastic_moments": False}
+    sr = dict(rtn, stochastic_param=True)
+    out = {"kernels": [dict(name="rtn", dir="base", ms=2.0, config=rtn),
+                       dict(name="rtn", dir="variant", ms=1.6, config=rtn),
+                       dict(name="sr", dir="variant", ms=1.7, config=sr),
+                       dict(name="sr", dir="other", ms=1.7, config=sr)]}
+    found = opt.stochastic_overheads(out)
+    # The variant's kernel against the variant's twin, not the base's; a
+    # directory without a twin gives no pair.
+    assert [(o["name"], o["twin_ms"]) for o in found] == [("sr", 1.6)]
+    assert found[0]["extra"] == pytest.approx(1.7 / 1.6 - 1)

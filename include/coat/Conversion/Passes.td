@@ -70,6 +70,11 @@ def CoatLowerOptimizer : Pass<"coat-lower-optimizer", "::mlir::ModuleOp"> {
            "(.minnctapersm, 0 to 32), kept where ptxas fits them without "
            "spilling (coat-drop-spilling-min-ctas); 0 leaves the register "
            "count to ptxas">,
+    Option<"splitMetadata", "split-metadata", "bool", /*default=*/"false",
+           "GPU, fixed mode, both moments expanded: the two lanes of a pair "
+           "derive one moment's new group metadata each (m on even lanes, v "
+           "on odd ones) and swap it by shuffles, instead of every lane "
+           "deriving both; the values are the same">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",

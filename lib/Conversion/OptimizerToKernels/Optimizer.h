@@ -42,6 +42,9 @@ struct AdamWKernelSpec {
   int64_t blockSize;       ///< GPU threads per CTA
   int64_t lanesPerThread;  ///< U: lanes a GPU thread updates in turn
   int64_t minCtas = 0;     ///< requested CTAs per multiprocessor (GPU)
+  /// GPU: lane pairs split the moments' new group metadata between them
+  /// (only where both moments are expanded, in fixed mode, and L >= 2).
+  bool splitMetadata = false;
   /// Stochastic rounding (docs/optimizer-numerics.md §5) of the bf16
   /// parameter and of the moments' codes; either adds the `seed` argument.
   bool stochasticParam = false;
@@ -54,11 +57,13 @@ class OptimizerLowering
     : public KernelLowering<OptimizerLowering, AdamWKernelSpec> {
 public:
   OptimizerLowering(int64_t elementsPerThread, int64_t blockSize,
-                    int64_t lanesPerThread, int64_t minCtas)
+                    int64_t lanesPerThread, int64_t minCtas,
+                    bool splitMetadata)
       : KernelLowering({"coat-lower-optimizer", "coat_kernels",
                         /*stopAtFirstFailure=*/true}),
         elementsPerThread(elementsPerThread), blockSize(blockSize),
-        lanesPerThread(lanesPerThread), minCtas(minCtas) {}
+        lanesPerThread(lanesPerThread), minCtas(minCtas),
+        splitMetadata(splitMetadata) {}
 
   bool isSpecOp(Operation *op) const { return isa<AdamWStepOp>(op); }
 
@@ -72,6 +77,7 @@ private:
   int64_t blockSize;
   int64_t lanesPerThread;
   int64_t minCtas; ///< 0: no occupancy request
+  bool splitMetadata;
 };
 
 } // namespace mlir::coat

@@ -260,12 +260,24 @@ private:
     Value s, k, c;       ///< stored
     Value invC, negLogS; ///< 1/c and -log2 s, for the elements
   };
+  /// What the expansion takes from the FP8 format (f32 values).
+  struct ExpansionBounds {
+    Value log2Ub;     ///< log2 of UB = fp8max^2 / 2, the widest code ratio
+    Value log2Fp8Max; ///< log2 fp8max
+  };
+  ExpansionBounds expansionBounds(const MomentSpec &mom);
   /// k, c and s of the group from M and mn.
-  ExpandedMetadata expandedMetadata(const MomentSpec &mom,
+  ExpandedMetadata expandedMetadata(const ExpansionBounds &bounds,
                                     const struct MomentStatistics &stats);
-  /// Stores the metadata and returns the values to convert.
+  /// The metadata of m and v, each derived on one lane of a pair and
+  /// swapped (AdamWKernelSpec::splitMetadata); stores it.
+  std::pair<ExpandedMetadata, ExpandedMetadata>
+  splitExpandedMetadata(const struct MomentStatistics &mStats,
+                        const struct MomentStatistics &vStats);
+  void storeMetadata(const MomentBuffers &bufs, const ExpandedMetadata &meta,
+                     Value storingLane = {});
+  /// The values to convert.
   SmallVector<Value> requantizeExpanded(const MomentSpec &mom,
-                                        const MomentBuffers &bufs,
                                         const ExpandedMetadata &meta,
                                         const struct MomentStatistics &stats,
                                         ArrayRef<Value> values);
@@ -287,7 +299,8 @@ private:
     int64_t bytes = lane.elementsPerLane * elt.getIntOrFloatBitWidth() / 8;
     return llvm::MaybeAlign(std::min<int64_t>(std::max<int64_t>(bytes, 1), 16));
   }
-  void storeGroupScalar(Value buffer, Value v);
+  /// Stores a group's value from the group's leader (or `storingLane`).
+  void storeGroupScalar(Value buffer, Value v, Value storingLane = {});
 
   ImplicitLocOpBuilder &b;
   /// Per-element math: approximate (SFU, flush-to-zero) on the GPU.
@@ -298,7 +311,7 @@ private:
   const GroupLane &lane;
   const AdamWArgs &args;
   const StepConstants &step;
-  Value nIndex, fullLane, groupClamped, isGroupLeader;
+  Value nIndex, fullLane, groupClamped, groupInRange, isGroupLeader;
   /// (warp index, warp result) pairs of referenceMinimum's second stage.
   SmallVector<std::pair<Value, Value>> stage2;
 };
@@ -307,11 +320,22 @@ Value AdamWLaneEmitter::loadGroupScalar(Value buffer) {
   return memref::LoadOp::create(b, buffer, ValueRange{groupClamped});
 }
 
-void AdamWLaneEmitter::storeGroupScalar(Value buffer, Value v) {
-  scf::IfOp::create(b, isGroupLeader, [&](OpBuilder &nb, Location loc) {
-    memref::StoreOp::create(nb, loc, v, buffer, ValueRange{lane.group});
-    scf::YieldOp::create(nb, loc);
-  });
+void AdamWLaneEmitter::storeGroupScalar(Value buffer, Value v,
+                                        Value storingLane) {
+  scf::IfOp::create(b, storingLane ? storingLane : isGroupLeader,
+                    [&](OpBuilder &nb, Location loc) {
+                      memref::StoreOp::create(nb, loc, v, buffer,
+                                              ValueRange{lane.group});
+                      scf::YieldOp::create(nb, loc);
+                    });
+}
+
+void AdamWLaneEmitter::storeMetadata(const MomentBuffers &bufs,
+                                     const ExpandedMetadata &meta,
+                                     Value storingLane) {
+  storeGroupScalar(bufs.scale, meta.s, storingLane);
+  storeGroupScalar(bufs.k, meta.k, storingLane);
+  storeGroupScalar(bufs.c, meta.c, storingLane);
 }
 
 AdamWLaneEmitter::DequantGroup
@@ -388,13 +412,17 @@ SmallVector<Value> AdamWLaneEmitter::requantizePlain(
   return out;
 }
 
-AdamWLaneEmitter::ExpandedMetadata
-AdamWLaneEmitter::expandedMetadata(const MomentSpec &mom,
-                                   const MomentStatistics &stats) {
+AdamWLaneEmitter::ExpansionBounds
+AdamWLaneEmitter::expansionBounds(const MomentSpec &mom) {
   const ::coat::Fp8Traits traits = ::coat::getFp8Traits(mom.format);
-  const double inf = std::numeric_limits<double>::infinity();
   const double ub = 0.5 * double(traits.maxFinite) * traits.maxFinite;
-  const double log2Fp8Max = std::log2(double(traits.maxFinite));
+  return {f.c(std::log2(ub)), f.c(std::log2(double(traits.maxFinite)))};
+}
+
+AdamWLaneEmitter::ExpandedMetadata
+AdamWLaneEmitter::expandedMetadata(const ExpansionBounds &bounds,
+                                   const MomentStatistics &stats) {
+  const double inf = std::numeric_limits<double>::infinity();
   Value maxAbs = stats.maxAbs, minAbs = stats.minAbs;
   Value allZero = stats.allZero;
   // k = floor(log2(UB)/log2(M/mn) * expand_min)/expand_min, clamped; one
@@ -435,22 +463,21 @@ AdamWLaneEmitter::expandedMetadata(const MomentSpec &mom,
         b, f.lt(minAbs, f.c(1.0)),
         f.le(f.sub(f.c(0.0), acc.mul(minAbs, f.c(0x1p39))), margin));
     logRatio = f.select(overflows, f.c(inf), logRatio);
-    k = clampK(acc.div(f.c(std::log2(ub)), logRatio), f.eq(maxAbs, minAbs));
+    k = clampK(acc.div(bounds.log2Ub, logRatio), f.eq(maxAbs, minAbs));
     Value logC = f.select(allZero, f.c(0.0),
                           f.mul(f.add(logMax, logMin), f.c(0.5)));
     c = acc.exp2(logC);
     invC = acc.exp2(f.sub(f.c(0.0), logC));
     logS = f.sub(f.mul(k, f.mul(f.sub(logMax, logMin), f.c(0.5))),
-                 f.c(log2Fp8Max));
+                 bounds.log2Fp8Max);
   } else {
     Value logRatio = acc.log2(acc.div(maxAbs, minAbs));
-    k = clampK(acc.div(f.c(std::log2(ub)), logRatio),
-               f.le(logRatio, f.c(0.0)));
+    k = clampK(acc.div(bounds.log2Ub, logRatio), f.le(logRatio, f.c(0.0)));
     c = acc.mul(acc.sqrt(maxAbs), acc.sqrt(minAbs));
     c = f.select(allZero, f.c(1.0), c);
     invC = acc.div(f.c(1.0), c);
     logS = acc.sub(acc.mul(k, acc.log2(acc.mul(maxAbs, invC))),
-                   f.c(log2Fp8Max));
+                   bounds.log2Fp8Max);
   }
   logS = f.select(allZero, f.c(0.0), logS);
   Value s = f.select(allZero, f.c(0.0), acc.exp2(logS));
@@ -458,12 +485,8 @@ AdamWLaneEmitter::expandedMetadata(const MomentSpec &mom,
 }
 
 SmallVector<Value> AdamWLaneEmitter::requantizeExpanded(
-    const MomentSpec &mom, const MomentBuffers &bufs,
-    const ExpandedMetadata &meta, const MomentStatistics &stats,
-    ArrayRef<Value> values) {
-  storeGroupScalar(bufs.scale, meta.s);
-  storeGroupScalar(bufs.k, meta.k);
-  storeGroupScalar(bufs.c, meta.c);
+    const MomentSpec &mom, const ExpandedMetadata &meta,
+    const MomentStatistics &stats, ArrayRef<Value> values) {
   SmallVector<Value> out;
   for (auto [x, a] : llvm::zip(values, stats.mags)) {
     Value mag =
@@ -471,6 +494,55 @@ SmallVector<Value> AdamWLaneEmitter::requantizeExpanded(
     out.push_back(mom.isSigned ? f.copysign(mag, x) : mag);
   }
   return out;
+}
+
+std::pair<AdamWLaneEmitter::ExpandedMetadata,
+          AdamWLaneEmitter::ExpandedMetadata>
+AdamWLaneEmitter::splitExpandedMetadata(const MomentStatistics &mStats,
+                                        const MomentStatistics &vStats) {
+  // Every lane holds both moments' statistics after the butterflies, but
+  // the metadata math (about fifty instructions a moment, three of them
+  // SFU chains) is per group: even lanes derive m's, odd lanes v's, from the
+  // same operands as an unsplit lane would, and a shuffle hands each lane
+  // its partner's. Lane 0 stores m's metadata and lane 1 v's.
+  Value laneIndex =
+      arith::IndexCastOp::create(b, b.getI32Type(), lane.laneInGroup);
+  Value one = arith::ConstantIntOp::create(b, b.getI32Type(), 1);
+  Value parity = arith::AndIOp::create(b, laneIndex, one);
+  Value isV = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, parity, one);
+  auto pick = [&](Value forV, Value forM) {
+    return forV == forM ? forV : f.select(isV, forV, forM);
+  };
+  MomentStatistics own;
+  own.maxAbs = pick(vStats.maxAbs, mStats.maxAbs);
+  own.minAbs = pick(vStats.minAbs, mStats.minAbs);
+  own.allZero = arith::SelectOp::create(b, isV, vStats.allZero, mStats.allZero);
+  // Equal formats give equal constants, which need no selection.
+  ExpansionBounds mBounds = expansionBounds(spec.m);
+  ExpansionBounds vBounds = spec.m.format == spec.v.format
+                                ? mBounds
+                                : expansionBounds(spec.v);
+  ExpandedMetadata mine = expandedMetadata(
+      {pick(vBounds.log2Ub, mBounds.log2Ub),
+       pick(vBounds.log2Fp8Max, mBounds.log2Fp8Max)},
+      own);
+  storeMetadata(args.m, mine, isGroupLeader);
+  storeMetadata(args.v, mine,
+                arith::AndIOp::create(
+                    b, groupInRange,
+                    arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                          lane.laneInGroup, idx(1))));
+  auto partners = [&](Value v) {
+    Value theirs = gpu::ShuffleOp::create(b, v, /*offset=*/1, /*width=*/32,
+                                          gpu::ShuffleMode::XOR)
+                       .getShuffleResult();
+    return std::pair{f.select(isV, theirs, v), f.select(isV, v, theirs)};
+  };
+  ExpandedMetadata mMeta, vMeta;
+  std::tie(mMeta.k, vMeta.k) = partners(mine.k);
+  std::tie(mMeta.invC, vMeta.invC) = partners(mine.invC);
+  std::tie(mMeta.negLogS, vMeta.negLogS) = partners(mine.negLogS);
+  return {mMeta, vMeta};
 }
 
 std::pair<SmallVector<Value>, SmallVector<Value>>
@@ -520,16 +592,25 @@ AdamWLaneEmitter::requantize(ArrayRef<Value> mValues,
   MomentStatistics mStats = statistics(spec.m, mValues);
   MomentStatistics vStats = statistics(spec.v, vValues);
   // As in dequantization, both moments' group math comes first.
-  auto metadata = [&](const MomentSpec &mom, const MomentStatistics &st) {
-    return mom.expanded ? expandedMetadata(mom, st) : ExpandedMetadata{};
-  };
-  ExpandedMetadata mMeta = metadata(spec.m, mStats);
-  ExpandedMetadata vMeta = metadata(spec.v, vStats);
+  ExpandedMetadata mMeta, vMeta;
+  if (spec.splitMetadata) {
+    std::tie(mMeta, vMeta) = splitExpandedMetadata(mStats, vStats);
+  } else {
+    auto metadata = [&](const MomentSpec &mom, const MomentStatistics &st) {
+      return mom.expanded ? expandedMetadata(expansionBounds(mom), st)
+                          : ExpandedMetadata{};
+    };
+    mMeta = metadata(spec.m, mStats);
+    vMeta = metadata(spec.v, vStats);
+  }
   auto finish = [&](const MomentSpec &mom, const MomentBuffers &bufs,
                     const ExpandedMetadata &meta, const MomentStatistics &st,
                     ArrayRef<Value> values) {
-    return mom.expanded ? requantizeExpanded(mom, bufs, meta, st, values)
-                        : requantizePlain(mom, bufs, st, values);
+    if (!mom.expanded)
+      return requantizePlain(mom, bufs, st, values);
+    if (!spec.splitMetadata) // (the split stores its own)
+      storeMetadata(bufs, meta);
+    return requantizeExpanded(mom, meta, st, values);
   };
   return {finish(spec.m, args.m, mMeta, mStats, mValues),
           finish(spec.v, args.v, vMeta, vStats, vValues)};
@@ -685,8 +766,8 @@ void AdamWLaneEmitter::emit() {
   Value groups = arith::CeilDivUIOp::create(b, nIndex, idx(spec.groupSize));
   Value lastGroup = arith::SubIOp::create(b, groups, idx(1));
   groupClamped = arith::MinUIOp::create(b, lane.group, lastGroup);
-  Value groupInRange = arith::CmpIOp::create(b, arith::CmpIPredicate::ult,
-                                             lane.group, groups);
+  groupInRange = arith::CmpIOp::create(b, arith::CmpIPredicate::ult,
+                                       lane.group, groups);
   Value leaderLane = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
                                            lane.laneInGroup, idx(0));
   isGroupLeader = arith::AndIOp::create(b, groupInRange, leaderLane);

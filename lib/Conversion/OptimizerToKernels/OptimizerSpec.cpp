@@ -151,6 +151,11 @@ FailureOr<AdamWKernelSpec> OptimizerLowering::analyze(func::FuncOp fn) const {
   spec.minCtas = minCtas;
   spec.elementsPerLane = e;
   spec.lanesPerGroup = spec.groupSize / e;
+  // Elsewhere the option has nothing to split: the two moments' metadata
+  // differ in kind, or a lane is alone in its group.
+  spec.splitMetadata = splitMetadata && spec.mode == OptimizerMode::fixed &&
+                       spec.m.expanded && spec.v.expanded &&
+                       spec.lanesPerGroup >= 2;
   spec.blockSize = blockSize;
   spec.lanesPerThread = lanesPerThread;
   return spec;

@@ -33,7 +33,8 @@ struct CoatLowerOptimizerPass
 
   void runOnOperation() override {
     mlir::coat::OptimizerLowering lowering(elementsPerThread, blockSize,
-                                           lanesPerThread, minCtas);
+                                           lanesPerThread, minCtas,
+                                           splitMetadata);
     if (failed(lowering.run(getOperation(), target)))
       signalPassFailure();
   }

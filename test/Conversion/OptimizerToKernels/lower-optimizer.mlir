@@ -54,14 +54,14 @@
 // minimum, no division of the two and no square roots; exact tests for a
 // ratio that overflows f32 (M 2^-64 against mn 2^64) and for M == mn; the
 // division by expand_min = 16 is a multiplication.
+// GPU: %[[UB:.*]] = arith.constant 16.6147099 : f32
 // GPU: %[[LMAX:.*]] = math.log2 %[[MAX:.*]] fastmath<afn> {coat.keep_subnormals} : f32
 // GPU-NEXT: %[[LMIN:.*]] = math.log2 %[[MIN:.*]] fastmath<afn> {coat.keep_subnormals} : f32
 // GPU-NEXT: arith.subf %[[LMAX]], %[[LMIN]] : f32
 // GPU: arith.mulf %[[MAX]], %{{.*}} : f32
 // GPU: arith.mulf %[[MIN]], %{{.*}} : f32
 // GPU: %[[RATIO:.*]] = arith.select %{{.*}}, %{{.*}}, %{{.*}} : f32
-// GPU-NEXT: arith.constant 16.6147099 : f32
-// GPU-NEXT: arith.divf %{{.*}}, %[[RATIO]] fastmath<afn>
+// GPU-NEXT: arith.divf %[[UB]], %[[RATIO]] fastmath<afn>
 // GPU-NEXT: arith.cmpf oeq, %[[MAX]], %[[MIN]] : f32
 // GPU: math.floor
 // GPU-NEXT: arith.constant 6.250000e-02 : f32
