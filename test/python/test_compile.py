@@ -68,3 +68,16 @@ def test_a_bad_module_reports_the_diagnostic(tmp_path):
            "  return\n}\n")
     with pytest.raises(coat.CompileError, match="f8E4M3FN or f8E5M2"):
         coat.compile(bad, str(tmp_path), gpu=False)
+
+
+def test_input_nested_too_deep_for_the_parser_is_refused(tmp_path):
+    """MLIR's parser would overflow the stack; coat-opt refuses with a
+    located error instead (test/Tools/input-nesting.mlir)."""
+    from coat import _paths
+
+    if not _paths.find_coat_opt():
+        pytest.skip("coat-opt is not built")
+    deep = "func.func @f() attributes {a = " + "[" * 5000 + "0" + "]" * 5000 + "} {\n  return\n}\n"
+    with pytest.raises(coat.CompileError, match="exit status 1") as e:
+        coat.compile(deep, str(tmp_path), gpu=False)
+    assert "brackets nest deeper than 1024 levels" in e.value.diagnostics

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../InputNesting.h"
 #include "../SanitizerOptions.h"
 #include "coat/InitAll.h"
 
@@ -81,27 +82,9 @@ struct Fuzzer {
   }
 };
 
-/// MLIR's parser recurses once per nesting level of `(`, `[`, `{` and `<`
-/// and has no depth limit, so a few thousand nested brackets overflow the
-/// stack in libMLIR.so (as in stock mlir-opt) before any code of ours runs.
-/// Inputs nested deeper than real IR ever is are skipped.
+/// Inputs nested deeper than real IR ever is are skipped (InputNesting.h):
+/// MLIR's own parser would overflow the stack on them.
 constexpr int kMaxNesting = 256;
-
-bool nestedTooDeep(llvm::StringRef text) {
-  int depth = 0;
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (c == '(' || c == '[' || c == '{' || c == '<') {
-      if (++depth > kMaxNesting)
-        return true;
-    } else if ((c == ')' || c == ']' || c == '}' ||
-                (c == '>' && (i == 0 || text[i - 1] != '-'))) &&
-               depth > 0) {
-      --depth;
-    }
-  }
-  return false;
-}
 
 } // namespace
 
@@ -110,7 +93,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   // MLIR's lexer reads up to a terminating NUL, which libFuzzer's buffer
   // lacks: hand it a copy that has one.
   std::string text(reinterpret_cast<const char *>(data), size);
-  if (nestedTooDeep(text))
+  if (coat::findNestingBeyond(text, kMaxNesting))
     return 0;
   fuzzer->one(text);
   return 0;
