@@ -67,7 +67,10 @@ def attention_core(q, k, v, cos, sin, heads: int, kv_heads: int):
     d = q.shape[-1] // heads
     q = q.view(b, s, heads, d).transpose(1, 2)
     k = k.view(b, s, kv_heads, d).transpose(1, 2)
-    v = v.view(b, s, kv_heads, d).transpose(1, 2)
+    # SDPA keeps its inputs for the backward. The rotation gives q and k
+    # storage of their own, but a v sliced from a fused q/k/v projection
+    # would keep the whole projection alive until the backward: copy it.
+    v = v.contiguous().view(b, s, kv_heads, d).transpose(1, 2)
     q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
     o = _sdpa(q, k, v)
     return o.transpose(1, 2).reshape(b, s, heads * d)

@@ -199,3 +199,29 @@ def test_layer_input_errors_name_the_layer(cpu_cache):
         layer(torch.randn(8, TINY.hidden), cos, sin)
     with pytest.raises(ValueError, match=r"DecoderLayer model.layers.0: input has 32 features"):
         layer(torch.randn(1, 8, 32), cos, sin)
+
+
+def test_attention_keeps_no_view_of_the_fused_projection(monkeypatch):
+    """SDPA saves its inputs for the backward (the flash kernels keep them as
+    given). A converted layer slices q, k and v from one fused projection:
+    none of what reaches SDPA may share its storage, or the whole projection
+    (3 tokens x hidden bf16 without grouped queries) would stay alive until
+    the backward."""
+    seen = []
+    real = llama._sdpa
+
+    def recording_sdpa(q, k, v):
+        seen.extend((q, k, v))
+        return real(q, k, v)
+
+    monkeypatch.setattr(llama, "_sdpa", recording_sdpa)
+    b, s, heads, kv_heads, d = 2, 8, 4, 2, 16
+    qkv = torch.randn(b, s, (heads + 2 * kv_heads) * d).bfloat16().requires_grad_()
+    q, k, v = qkv.split([heads * d, kv_heads * d, kv_heads * d], dim=-1)
+    cos, sin = llama.rope_tables(llama.LlamaConfig(hidden=heads * d, heads=heads), s, "cpu")
+    out = llama.attention_core(q, k, v, cos, sin, heads, kv_heads)
+    out.float().sum().backward()
+    assert len(seen) == 3
+    fused = qkv.storage().data_ptr()
+    assert [t.storage().data_ptr() == fused for t in seen] == [False] * 3
+    assert qkv.grad is not None and torch.isfinite(qkv.grad.float()).all()
