@@ -299,6 +299,11 @@ struct CoatOutlineKernelsPass
     for (Value v : outputs)
       returned.push_back(map.lookup(v));
     func::ReturnOp::create(sb, group.root->getLoc(), returned);
+    // A recomputation runs the forward's kernel; the mark belongs to the
+    // call (its phase), not to the kernel.
+    bool recomputes = false;
+    for (Operation &op : *body)
+      recomputes |= static_cast<bool>(op.removeAttr(kRecomputeAttr));
 
     // Identical kernels (same ops, types and attributes) are compiled once.
     std::string key;
@@ -318,6 +323,8 @@ struct CoatOutlineKernelsPass
     b.setInsertionPoint(group.root);
     auto call = func::CallOp::create(b, group.root->getLoc(), callee,
                                      inputs.getArrayRef());
+    if (recomputes)
+      call->setAttr(kRecomputeAttr, b.getUnitAttr());
     for (auto [old, now] : llvm::zip(outputs, call.getResults()))
       old.replaceAllUsesWith(now);
     for (Operation *op : llvm::reverse(group.ops))

@@ -85,18 +85,17 @@ struct CoatReportSavedActivationsPass
     if (gradients.empty())
       return; // a forward-only program saves nothing for a backward
 
-    // The backward: everything that depends on an incoming gradient.
+    // The backward: everything that depends on an incoming gradient, and
+    // what is recomputed for it.
     llvm::SetVector<Value> backward(gradients.begin(), gradients.end());
     fn.walk([&](Operation *op) {
-      if (llvm::any_of(op->getOperands(),
-                       [&](Value v) { return backward.contains(v); }))
+      if (runsInBackward(op, backward))
         backward.insert(op->result_begin(), op->result_end());
     });
     // The function's results are outputs, not saved tensors.
     auto inBackward = [&](Operation *op) {
       return !op->hasTrait<OpTrait::ReturnLike>() &&
-             llvm::any_of(op->getOperands(),
-                          [&](Value v) { return backward.contains(v); });
+             runsInBackward(op, backward);
     };
     // Values that derive from weights alone are weight copies, not
     // activations (a memory-efficient program recomputes them instead).
@@ -139,6 +138,13 @@ struct CoatReportSavedActivationsPass
     fn.walk([&](Operation *op) {
       for (Value r : op->getResults())
         visit(r);
+      // A value recomputed for the backward is one a BF16 program keeps.
+      if (op->hasAttr(kRecomputeAttr))
+        for (Value r : op->getResults())
+          if (auto shaped = dyn_cast<ShapedType>(r.getType());
+              shaped && shaped.hasStaticShape() &&
+              logical.insert(logicalTensor(r)))
+            bf16 += shaped.getNumElements() * 2;
     });
 
     // COAT's unit: U = one BF16 tensor of the first activation argument.

@@ -54,7 +54,8 @@ CPU_PIPELINE = (
 
 
 # A model program (before granularity resolution) to outlined kernel calls.
-PROGRAM_PASSES = ("-coat-mixed-granularity", "-coat-group-scaling", "-coat-outline-kernels")
+PROGRAM_PASSES = ("-coat-mixed-granularity", "-coat-group-scaling",
+                  "-coat-recompute-activations", "-coat-outline-kernels")
 
 
 @dataclass

@@ -188,6 +188,21 @@ def test_saved_activations_are_fp8(cpu_cache):
                if prog.values[v].kind == "qtensor")
 
 
+def test_silu_is_recomputed_in_the_backward_instead_of_kept(cpu_cache):
+    """The backward reads the gate (silu_grad) and up, which the forward keeps
+    anyway: coat-recompute-activations runs silu(gate) again before
+    swiglu_mul_grad, with the forward's kernel, rather than keep it."""
+    prog = make_block(*TINY, 9, "cpu").program
+    silu = [s for s in prog.steps if s.spec.endswith("_silu")]
+    assert [s.phase for s in silu] == ["forward", "backward"]
+    forward, again = silu
+    assert again.spec == forward.spec and again.operands == forward.operands
+    assert forward.operands[0] in prog.saved
+    assert forward.results[0] not in prog.saved
+    reader = next(s for s in prog.steps if s.spec.endswith("_swiglu_mul_grad"))
+    assert reader.operands[0] == again.results[0]
+
+
 def test_every_backward_operand_is_saved_or_computed_in_the_backward(cpu_cache):
     prog = make_block(*TINY, 6, "cpu").program
     available = set(prog.saved) | set(prog.input_ids("gradient"))

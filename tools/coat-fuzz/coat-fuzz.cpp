@@ -38,7 +38,8 @@ namespace {
 // end in NVVM and ptxas, outside the compiler under test). The manifest
 // export is left out: it writes files.
 constexpr const char *kModelPipeline =
-    "builtin.module(coat-mixed-granularity,coat-group-scaling,coat-outline-kernels)";
+    "builtin.module(coat-mixed-granularity,coat-group-scaling,"
+    "func.func(coat-recompute-activations),coat-outline-kernels)";
 constexpr const char *kCpuPipeline =
     "builtin.module(coat-fuse-adamw,coat-lower-optimizer{target=cpu},"
     "coat-lower-pointwise{target=cpu},coat-lower-norms{target=cpu},"

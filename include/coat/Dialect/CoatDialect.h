@@ -28,6 +28,12 @@ namespace coat {
 using llvm::hash_value;
 } // namespace coat
 
+namespace mlir::OpTrait::coat {
+/// Marks an element-wise op cheap enough to run twice (Coat_Recomputable).
+template <typename ConcreteType>
+class Recomputable : public TraitBase<ConcreteType, Recomputable> {};
+} // namespace mlir::OpTrait::coat
+
 #define GET_ATTRDEF_CLASSES
 #include "coat/Dialect/CoatAttrs.h.inc"
 #define GET_TYPEDEF_CLASSES
@@ -45,6 +51,19 @@ inline constexpr llvm::StringLiteral kProgramAttr = "coat.program";
 inline constexpr llvm::StringLiteral kWeightAttr = "coat.weight";
 inline constexpr llvm::StringLiteral kGradientAttr = "coat.gradient";
 inline constexpr llvm::StringLiteral kGradOfAttr = "coat.grad_of";
+/// Marks an op (or the kernel call outlined from it) that recomputes a
+/// forward value for the backward: it runs in the backward although none of
+/// its operands depends on a gradient (coat-recompute-activations).
+inline constexpr llvm::StringLiteral kRecomputeAttr = "coat.recompute";
+
+/// Whether `op` runs in the backward of a program whose backward values so
+/// far are `backward`: it reads one of them or recomputes for the backward.
+template <typename ValueSet>
+bool runsInBackward(Operation *op, const ValueSet &backward) {
+  return op->hasAttr(kRecomputeAttr) ||
+         llvm::any_of(op->getOperands(),
+                      [&](Value v) { return backward.contains(v); });
+}
 
 /// The FP8 format of an MLIR float type, or nothing if it is not one of ours.
 std::optional<::coat::Fp8Format> getFp8Format(Type t);

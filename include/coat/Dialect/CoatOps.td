@@ -25,6 +25,9 @@ def Coat_StatTensor : RankedTensorOf<[F32]>;
 // unquantized values (coat-group-scaling splits a per-tensor FP8 result into
 // these plus a separate coat.quantize, COAT.md §3.1).
 def Coat_FlowResult : AnyTypeOf<[Coat_QTensor, Coat_HighPrecisionTensor]>;
+// An element-wise op cheap enough to run twice: coat-recompute-activations
+// may compute it again in the backward rather than keep its result.
+def Coat_Recomputable : NativeOpTrait<"coat::Recomputable">;
 
 //===----------------------------------------------------------------------===//
 // Entering and leaving the quantized representation
@@ -468,7 +471,7 @@ def Coat_LinearOp : Coat_Op<"linear", [Pure]> {
 // FP8 precision flow: non-linear layers (COAT.md §3.4)
 //===----------------------------------------------------------------------===//
 
-def Coat_SiluOp : Coat_Op<"silu", [Pure]> {
+def Coat_SiluOp : Coat_Op<"silu", [Pure, Coat_Recomputable]> {
   let summary = "SiLU on a 1xG-quantized FP8 activation";
   let description = [{
     `y = x · sigmoid(x)` computed in f32 from the dequantized input and
@@ -520,7 +523,7 @@ def Coat_SiluGradOp : Coat_Op<"silu_grad", [Pure, AttrSizedResultSegments]> {
   let hasVerifier = 1;
 }
 
-def Coat_GeluOp : Coat_Op<"gelu", [Pure]> {
+def Coat_GeluOp : Coat_Op<"gelu", [Pure, Coat_Recomputable]> {
   let summary = "Exact (erf) GELU on a 1xG-quantized FP8 activation";
   let description = [{
     `y = x · (1 + erf(x / sqrt(2))) / 2` in f32. The input is 1xG E4M3; the

@@ -202,6 +202,47 @@ def CoatOutlineKernels : Pass<"coat-outline-kernels", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def CoatRecomputeActivations : Pass<"coat-recompute-activations",
+                                    "::mlir::func::FuncOp"> {
+  let summary = "Runs cheap activations again in the backward instead of "
+                "keeping them";
+  let description = [{
+    In a program that holds a forward and its backward (incoming gradients
+    marked `{coat.gradient}`), the forward values that backward ops read are
+    kept between the two. An op is run again in the backward, and its result
+    no longer kept, when:
+
+    - it is element-wise and cheap (the `Coat_Recomputable` trait:
+      `coat.silu`, `coat.gelu`);
+    - it is in the forward (depends on no gradient);
+    - every result is a 1xG FP8 tensor, whose scales the op derives itself,
+      so that one run reproduces it bit for bit (a per-tensor result waits on
+      a scale computed elsewhere);
+    - every operand is kept for the backward anyway (a backward op reads it),
+      so recomputing keeps nothing new alive.
+
+    The copy goes right before the result's first backward reader, marked
+    `coat.recompute`, and every backward reader reads it; the forward's
+    readers keep the original. `coat-outline-kernels` moves the mark to the
+    kernel call, and `coat-export-programs` puts such a call in the backward
+    phase, so the executor runs it there. Run it after
+    `coat-mixed-granularity` and `coat-group-scaling` (types resolved),
+    before `coat-outline-kernels`.
+
+    A Llama MLP block keeps its gate and up projections (read by
+    `coat.silu_grad` and `coat.swiglu_mul_grad`); `silu(gate)` is then
+    recomputed, which saves tokens x ffn FP8 bytes and its scales:
+
+    ```mlir
+    %act = coat.silu %gate : ...            // forward, feeds swiglu_mul
+    ...
+    %act_again = coat.silu %gate {coat.recompute} : ...
+    %dact, %dup = coat.swiglu_mul_grad %act_again, %up, %dm : ...
+    %dgate = coat.silu_grad %gate, %dact : ...
+    ```
+  }];
+}
+
 def CoatReportSavedActivations : Pass<"coat-report-saved-activations",
                                       "::mlir::func::FuncOp"> {
   let summary = "Reports the bytes a forward keeps for its backward";
@@ -217,7 +258,9 @@ def CoatReportSavedActivations : Pass<"coat-report-saved-activations",
     - saved activations, in bytes and in COAT's unit U (one BF16 tensor of
       the first activation argument's shape, COAT.md §3.5 Table 2);
     - the same tensors kept in BF16 (each logical tensor once: an FP8 copy,
-      its transposed copy and the value they quantize count as one);
+      its transposed copy and the value they quantize count as one), and
+      those recomputed for the backward (`coat.recompute`), which a BF16
+      program keeps;
     - weight copies kept for the backward (values derived from weights
       alone, which a memory-efficient program recomputes instead).
 

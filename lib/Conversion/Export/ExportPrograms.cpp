@@ -162,9 +162,7 @@ struct CoatExportProgramsPass
                    << k->getString("name").value_or(spec) << "' of @" << spec
                    << " cannot run from a program: " << *why;
       }
-      bool isBackward = llvm::any_of(call.getOperands(), [&](Value v) {
-        return backward.contains(v);
-      });
+      bool isBackward = runsInBackward(call, backward);
       llvm::json::Array operands, results;
       for (Value v : call.getOperands()) {
         auto it = ids.find(v);
