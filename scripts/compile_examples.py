@@ -10,8 +10,8 @@ Examples written before granularity resolution (they hold `coat.quantize_auto`,
 e.g. examples/llama_mlp/mlp_block.mlir) are model-level programs, not kernel
 specs: coat-mixed-granularity and coat-group-scaling resolve them (the
 granularity chosen for each quantized value is printed),
-coat-recompute-activations moves cheap activations into the backward rather
-than keep them, coat-outline-kernels cuts them into kernel specs (the launch sequence is printed; the specs are
+coat-recompute-activations derives activations again in the backward
+rather than keep them, coat-outline-kernels cuts them into kernel specs (the launch sequence is printed; the specs are
 written to `<out>/<name>/kernels.mlir`), and those are compiled like any other
 example.
 """

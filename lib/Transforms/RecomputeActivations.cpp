@@ -1,19 +1,24 @@
 //===- RecomputeActivations.cpp - cheap forward values again in the backward =//
 //
 // A program keeps for its backward every forward value that a backward op
-// reads. An element-wise op whose operands are kept anyway can run again in
-// the backward for the price of one memory-bound kernel, and then its result
-// need not be kept: a Llama MLP keeps gate and up (silu_grad and
-// swiglu_mul_grad read them), so it need not also keep silu(gate).
+// reads. A value that memory-bound ops derive from values kept anyway can be
+// derived again in the backward for the price of those kernels, and then it
+// need not be kept: a Llama MLP keeps its input's 1x16 copy, the gate and up
+// (the backward of the norm, SiLU and SwiGLU read them), so silu(gate), the
+// norm's output and the product can all be recomputed from them.
 //
 //===----------------------------------------------------------------------===//
 
 #include "coat/Dialect/CoatDialect.h"
 #include "coat/Transforms/Passes.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace mlir::coat {
 #define GEN_PASS_DEF_COATRECOMPUTEACTIVATIONS
@@ -25,12 +30,39 @@ using namespace mlir::coat;
 
 namespace {
 
-/// Whether one run of the op reproduces `v` completely: a 1xG FP8 tensor
-/// carries scales its producer derived itself, while a per-tensor result
-/// depends on a scale computed by other kernels (coat-group-scaling).
-bool selfScaled(Value v) {
-  auto q = dyn_cast<QTensorType>(v.getType());
-  return q && q.getScalingValue().kind == ::coat::ScalingKind::PerGroup;
+bool isScalarTensor(Type t) {
+  auto r = dyn_cast<RankedTensorType>(t);
+  return r && r.getRank() == 0;
+}
+
+/// Whether `op` may run again in the backward: a Coat_Recomputable op, or
+/// the scale arithmetic on rank-0 tensors between a coat.reduce_scales and
+/// the coat.quantize it scales. A per-tensor FP8 result must get its scale
+/// from an operand (a coat.quantize with `scale`, which the recomputation
+/// derives again too) or be the transpose of such a tensor: an op that
+/// scales per tensor by itself could not reproduce its result alone.
+bool mayRecompute(Operation *op) {
+  if (op->hasTrait<OpTrait::coat::Recomputable>()) {
+    for (Type t : op->getResultTypes()) {
+      auto q = dyn_cast<QTensorType>(t);
+      if (!q || q.getScalingValue().kind != ::coat::ScalingKind::PerTensor)
+        continue;
+      auto quantize = dyn_cast<QuantizeOp>(op);
+      if (!(quantize && quantize.getScale()) && !isa<TransposeOp>(op))
+        return false;
+    }
+    return true;
+  }
+  return isa<arith::ArithDialect>(op->getDialect()) &&
+         !isa<arith::ConstantOp>(op) && op->getNumResults() > 0 &&
+         llvm::all_of(op->getResultTypes(), isScalarTensor);
+}
+
+/// A token-sized value: worth recomputing on its own (statistics such as a
+/// norm's rstd are not, but come along when their op is recomputed).
+bool isActivation(Value v) {
+  auto shaped = dyn_cast<ShapedType>(v.getType());
+  return shaped && shaped.getRank() >= 2;
 }
 
 struct CoatRecomputeActivationsPass
@@ -52,46 +84,97 @@ struct CoatRecomputeActivationsPass
     for (Operation &op : body)
       if (runsInBackward(&op, backward))
         backward.insert(op.result_begin(), op.result_end());
-
     auto isBackwardUser = [&](Operation *user) {
       return !user->hasTrait<OpTrait::ReturnLike>() &&
              runsInBackward(user, backward);
     };
-    // Kept for the backward whatever this pass does: read by a backward op.
-    auto keptAnyway = [&](Value v) {
-      return !backward.contains(v) &&
-             llvm::any_of(v.getUsers(), isBackwardUser);
+
+    // The kept values, in program order: arguments, then op results.
+    SmallVector<Value> kept;
+    auto considerKept = [&](Value v) {
+      if (!backward.contains(v) && !matchPattern(v, m_Constant()) &&
+          llvm::any_of(v.getUsers(), isBackwardUser))
+        kept.push_back(v);
     };
-
-    SmallVector<Operation *> candidates;
+    for (BlockArgument a : fn.getArguments())
+      considerKept(a);
     for (Operation &op : body)
-      if (op.hasTrait<OpTrait::coat::Recomputable>() &&
-          !runsInBackward(&op, backward) &&
-          llvm::all_of(op.getResults(), selfScaled) &&
-          llvm::all_of(op.getOperands(), keptAnyway))
-        candidates.push_back(&op);
+      for (Value r : op.getResults())
+        considerKept(r);
 
-    for (Operation *op : candidates) {
-      // The backward's reads of the results, and the first of them.
-      SmallVector<OpOperand *> reads;
-      Operation *first = nullptr;
-      for (Value r : op->getResults())
-        for (OpOperand &use : r.getUses())
-          if (isBackwardUser(use.getOwner())) {
-            reads.push_back(&use);
-            if (!first || use.getOwner()->isBeforeInBlock(first))
-              first = use.getOwner();
-          }
-      if (!first)
-        continue; // the result is not kept
-      OpBuilder b(first);
-      Operation *again = b.clone(*op);
-      again->setAttr(kRecomputeAttr, b.getUnitAttr());
-      backward.insert(again->result_begin(), again->result_end());
-      for (OpOperand *use : reads)
-        use->set(again->getResult(
-            cast<OpResult>(use->get()).getResultNumber()));
+    // Decide in program order: a value is recomputed when ops that may run
+    // again derive it from constants and values that stay kept (decided
+    // before it); otherwise it stays kept, an anchor for later values.
+    llvm::DenseSet<Value> anchors;
+    std::function<bool(Value, llvm::SetVector<Operation *> &)> collect =
+        [&](Value v, llvm::SetVector<Operation *> &cone) {
+          if (anchors.contains(v) || matchPattern(v, m_Constant()))
+            return true;
+          Operation *def = v.getDefiningOp();
+          if (!def)
+            return false; // an argument that is not kept
+          if (cone.contains(def))
+            return true;
+          if (!mayRecompute(def) || runsInBackward(def, backward))
+            return false;
+          for (Value o : def->getOperands())
+            if (!collect(o, cone))
+              return false;
+          cone.insert(def); // after its operands' ops: program order
+          return true;
+        };
+    struct Target {
+      Value value;
+      llvm::SetVector<Operation *> cone;
+      Operation *firstReader;
+    };
+    SmallVector<Target> targets;
+    for (Value v : kept) {
+      Target t{v, {}, nullptr};
+      if (!isActivation(v) || !collect(v, t.cone)) {
+        anchors.insert(v);
+        continue;
+      }
+      for (Operation *user : v.getUsers())
+        if (isBackwardUser(user) &&
+            (!t.firstReader || user->isBeforeInBlock(t.firstReader)))
+          t.firstReader = user;
+      targets.push_back(std::move(t));
     }
+    if (targets.empty())
+      return;
+
+    // Each op is copied once, right before the first backward reader of
+    // the first value that needs it; later values reuse the copy.
+    llvm::stable_sort(targets, [](const Target &a, const Target &b) {
+      return a.firstReader->isBeforeInBlock(b.firstReader);
+    });
+    IRMapping copies;
+    DenseMap<Operation *, Operation *> copyOf;
+    auto redirect = [&](Value from, Operation *copy) {
+      Value to = copies.lookup(from);
+      from.replaceUsesWithIf(to, [&](OpOperand &use) {
+        Operation *user = use.getOwner();
+        return isBackwardUser(user) && !user->hasAttr(kRecomputeAttr) &&
+               copy->isBeforeInBlock(user);
+      });
+    };
+    for (Target &t : targets) {
+      OpBuilder b(t.firstReader);
+      for (Operation *op : t.cone) {
+        if (copyOf.count(op))
+          continue;
+        Operation *copy = b.clone(*op, copies);
+        copy->setAttr(kRecomputeAttr, b.getUnitAttr());
+        copyOf[op] = copy;
+      }
+      redirect(t.value, copyOf[t.value.getDefiningOp()]);
+    }
+    // Kept values the copies compute anyway (a norm's rstd next to its
+    // output) are read from the copies where those come first.
+    for (Value v : kept)
+      if (Operation *def = v.getDefiningOp(); def && copyOf.count(def))
+        redirect(v, copyOf[def]);
   }
 };
 

@@ -138,13 +138,19 @@ struct CoatReportSavedActivationsPass
     fn.walk([&](Operation *op) {
       for (Value r : op->getResults())
         visit(r);
-      // A value recomputed for the backward is one a BF16 program keeps.
+      // A value recomputed for the backward (not a step of recomputing
+      // one) is one a BF16 program keeps.
       if (op->hasAttr(kRecomputeAttr))
-        for (Value r : op->getResults())
-          if (auto shaped = dyn_cast<ShapedType>(r.getType());
-              shaped && shaped.hasStaticShape() &&
+        for (Value r : op->getResults()) {
+          bool readByBackward = llvm::any_of(r.getUsers(), [](Operation *u) {
+            return !u->hasAttr(kRecomputeAttr) &&
+                   !u->hasTrait<OpTrait::ReturnLike>();
+          });
+          auto shaped = dyn_cast<ShapedType>(logicalTensor(r).getType());
+          if (readByBackward && shaped && shaped.hasStaticShape() &&
               logical.insert(logicalTensor(r)))
             bf16 += shaped.getNumElements() * 2;
+        }
     });
 
     // COAT's unit: U = one BF16 tensor of the first activation argument.

@@ -203,6 +203,43 @@ def test_silu_is_recomputed_in_the_backward_instead_of_kept(cpu_cache):
     assert reader.operands[0] == again.results[0]
 
 
+def test_recomputation_changes_no_bit(cpu_cache, tmp_path, monkeypatch):
+    """The block compiled with coat-recompute-activations keeps less (the
+    SiLU output, the norm's output and the SwiGLU product are derived again
+    from the 1x16 input, gate and up) and computes the same bits: output and
+    every gradient equal to the block compiled without the pass."""
+    from coat import toolchain
+
+    cfg = programs.MLPBlockConfig(hidden=TINY[0], ffn=TINY[1], eps=1e-5)
+    dirs = {}
+    for name, passes in (("with", toolchain.PROGRAM_PASSES),
+                         ("without", tuple(p for p in toolchain.PROGRAM_PASSES
+                                           if p != "-coat-recompute-activations"))):
+        monkeypatch.setattr(toolchain, "PROGRAM_PASSES", passes)
+        d = tmp_path / name
+        d.mkdir()
+        src = d / f"{cfg.name}.mlir"
+        src.write_text(cfg.text())
+        toolchain.Toolchain().compile_program(src, d)
+        dirs[name] = str(d)
+    results = {}
+    for name, d in dirs.items():
+        torch.manual_seed(3)
+        block = cnn.MLPBlock(*TINY, kernels=d)
+        with torch.no_grad():
+            block.norm.weight.add_(0.2 * torch.randn(TINY[0]))
+        h = torch.randn(40, TINY[0]).bfloat16().requires_grad_()
+        y = block(h)
+        y.backward(torch.randn(40, TINY[0]).bfloat16())
+        results[name] = (block.program, [y, h.grad] + [p.grad for p in block.parameters()])
+    (with_prog, got), (without_prog, want) = results["with"], results["without"]
+    assert len(with_prog.saved) < len(without_prog.saved)
+    assert sum(s.phase == "backward" for s in with_prog.steps) > \
+        sum(s.phase == "backward" for s in without_prog.steps)
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)
+
+
 def test_every_backward_operand_is_saved_or_computed_in_the_backward(cpu_cache):
     prog = make_block(*TINY, 6, "cpu").program
     available = set(prog.saved) | set(prog.input_ids("gradient"))

@@ -29,7 +29,8 @@ using llvm::hash_value;
 } // namespace coat
 
 namespace mlir::OpTrait::coat {
-/// Marks an element-wise op cheap enough to run twice (Coat_Recomputable).
+/// Marks a memory-bound, deterministic op cheap enough to run twice
+/// (Coat_Recomputable).
 template <typename ConcreteType>
 class Recomputable : public TraitBase<ConcreteType, Recomputable> {};
 } // namespace mlir::OpTrait::coat

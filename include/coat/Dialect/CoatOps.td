@@ -25,15 +25,16 @@ def Coat_StatTensor : RankedTensorOf<[F32]>;
 // unquantized values (coat-group-scaling splits a per-tensor FP8 result into
 // these plus a separate coat.quantize, COAT.md §3.1).
 def Coat_FlowResult : AnyTypeOf<[Coat_QTensor, Coat_HighPrecisionTensor]>;
-// An element-wise op cheap enough to run twice: coat-recompute-activations
-// may compute it again in the backward rather than keep its result.
+// A memory-bound op, deterministic and cheap enough to run twice:
+// coat-recompute-activations may run it again in the backward (alone or in a
+// chain of such ops) rather than keep its result.
 def Coat_Recomputable : NativeOpTrait<"coat::Recomputable">;
 
 //===----------------------------------------------------------------------===//
 // Entering and leaving the quantized representation
 //===----------------------------------------------------------------------===//
 
-def Coat_QuantizeOp : Coat_Op<"quantize", [Pure]> {
+def Coat_QuantizeOp : Coat_Op<"quantize", [Pure, Coat_Recomputable]> {
   let summary = "Quantizes a high-precision tensor to FP8";
   let description = [{
     Quantizes `input` to the result type. Without `scale`, each scale is
@@ -306,7 +307,7 @@ def Coat_RequantizeOp : Coat_Op<"requantize", [Pure]> {
   let hasFolder = 1;
 }
 
-def Coat_TransposeOp : Coat_Op<"transpose", [Pure]> {
+def Coat_TransposeOp : Coat_Op<"transpose", [Pure, Coat_Recomputable]> {
   let summary = "Transposes a 2-D quantized tensor without re-quantizing it";
   let description = [{
     Moves the FP8 codes of a 2-D tensor `[M, N]` to `[N, M]`; no value
@@ -347,7 +348,7 @@ def Coat_TransposeOp : Coat_Op<"transpose", [Pure]> {
 // Scale computation
 //===----------------------------------------------------------------------===//
 
-def Coat_AbsMaxOp : Coat_Op<"absmax", [Pure]> {
+def Coat_AbsMaxOp : Coat_Op<"absmax", [Pure, Coat_Recomputable]> {
   let summary = "Absolute maxima of a high-precision tensor per group, block or tensor";
   let description = [{
     Computes `max |x|` over every group of `scaling`, in f32. The result is
@@ -386,7 +387,7 @@ def Coat_AbsMaxOp : Coat_Op<"absmax", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Coat_ReduceScalesOp : Coat_Op<"reduce_scales", [Pure]> {
+def Coat_ReduceScalesOp : Coat_Op<"reduce_scales", [Pure, Coat_Recomputable]> {
   let summary = "Maximum of partial maxima or scales: the second stage of group scaling";
   let description = [{
     Returns the maximum over all entries of `input`, as a rank-0 tensor of
@@ -574,7 +575,7 @@ def Coat_GeluGradOp : Coat_Op<"gelu_grad", [Pure, AttrSizedResultSegments]> {
   let hasVerifier = 1;
 }
 
-def Coat_SwigluMulOp : Coat_Op<"swiglu_mul", [Pure]> {
+def Coat_SwigluMulOp : Coat_Op<"swiglu_mul", [Pure, Coat_Recomputable]> {
   let summary = "The SwiGLU product of two 1xG FP8 activations";
   let description = [{
     `y = x1 · x2` in f32, where `x1 = silu(gate)` and `x2 = up`, both 1xG
@@ -684,7 +685,7 @@ def Coat_ResidualAddGradOp : Coat_Op<"residual_add_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Coat_RMSNormOp : Coat_Op<"rmsnorm", [Pure]> {
+def Coat_RMSNormOp : Coat_Op<"rmsnorm", [Pure, Coat_Recomputable]> {
   let summary = "RMSNorm of a 1xG FP8 activation to a per-tensor FP8 output";
   let description = [{
     Per row (the innermost dimension H): `rstd = 1 / sqrt(mean(x²) + eps)`,
@@ -744,7 +745,8 @@ def Coat_RMSNormGradOp : Coat_Op<"rmsnorm_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Coat_LayerNormOp : Coat_Op<"layernorm", [Pure, AttrSizedOperandSegments]> {
+def Coat_LayerNormOp : Coat_Op<"layernorm", [Pure, AttrSizedOperandSegments,
+                                             Coat_Recomputable]> {
   let summary = "LayerNorm (optionally affine) of a 1xG FP8 activation";
   let description = [{
     Per row: `mean`, `rstd = 1 / sqrt(mean((x − mean)²) + eps)`,

@@ -204,37 +204,42 @@ def CoatOutlineKernels : Pass<"coat-outline-kernels", "::mlir::ModuleOp"> {
 
 def CoatRecomputeActivations : Pass<"coat-recompute-activations",
                                     "::mlir::func::FuncOp"> {
-  let summary = "Runs cheap activations again in the backward instead of "
+  let summary = "Derives activations again in the backward instead of "
                 "keeping them";
   let description = [{
     In a program that holds a forward and its backward (incoming gradients
     marked `{coat.gradient}`), the forward values that backward ops read are
-    kept between the two. An op is run again in the backward, and its result
-    no longer kept, when:
+    kept between the two. A kept activation (a value of rank 2 or more) is
+    derived again in the backward, and no longer kept, when the ops that
+    compute it from constants and values that stay kept may all run again:
 
-    - it is element-wise and cheap (the `Coat_Recomputable` trait:
-      `coat.silu`, `coat.gelu`);
-    - it is in the forward (depends on no gradient);
-    - every result is a 1xG FP8 tensor, whose scales the op derives itself,
-      so that one run reproduces it bit for bit (a per-tensor result waits on
-      a scale computed elsewhere);
-    - every operand is kept for the backward anyway (a backward op reads it),
-      so recomputing keeps nothing new alive.
+    - ops with the `Coat_Recomputable` trait, memory-bound and deterministic
+      (`coat.silu`, `coat.gelu`, `coat.swiglu_mul`, `coat.rmsnorm`,
+      `coat.layernorm`, `coat.quantize`, `coat.transpose`, `coat.absmax`,
+      `coat.reduce_scales`), and the scale arithmetic on rank-0 tensors
+      between a `coat.reduce_scales` and the quantize it scales;
+    - a per-tensor FP8 result only from a `coat.quantize` with a `scale`
+      operand (derived again with it) or a transpose of one: an op that
+      scaled per tensor by itself could not reproduce its result alone.
 
-    The copy goes right before the result's first backward reader, marked
-    `coat.recompute`, and every backward reader reads it; the forward's
-    readers keep the original. `coat-outline-kernels` moves the mark to the
-    kernel call, and `coat-export-programs` puts such a call in the backward
-    phase, so the executor runs it there. Run it after
-    `coat-mixed-granularity` and `coat-group-scaling` (types resolved),
-    before `coat-outline-kernels`.
+    Values are decided in program order, so a value that stays kept anchors
+    the later ones. Every op is copied once, right before the first backward
+    reader of the first value that needs it, and marked `coat.recompute`;
+    backward readers after a copy read the copy, including readers of its
+    other results (a norm's rstd next to its output). Each copy computes the
+    bits of the original. `coat-outline-kernels` moves the mark to the kernel
+    call, which calls the forward's kernel, and `coat-export-programs` puts
+    such a call in the backward phase. Run it after `coat-mixed-granularity`
+    and `coat-group-scaling` (types resolved), before `coat-outline-kernels`.
 
-    A Llama MLP block keeps its gate and up projections (read by
-    `coat.silu_grad` and `coat.swiglu_mul_grad`); `silu(gate)` is then
-    recomputed, which saves tokens x ffn FP8 bytes and its scales:
+    A Llama MLP block keeps its input's 1x16 copy, the gate and up (read by
+    the backward of the norm, SiLU and SwiGLU). Its silu(gate), the norm's
+    output and the SwiGLU product, with their per-tensor scales and
+    transposed copies, are then derived again from them (seven kernel
+    calls, all of forward kernels):
 
     ```mlir
-    %act = coat.silu %gate : ...            // forward, feeds swiglu_mul
+    %act = coat.silu %gate : ...                 // forward
     ...
     %act_again = coat.silu %gate {coat.recompute} : ...
     %dact, %dup = coat.swiglu_mul_grad %act_again, %up, %dm : ...
