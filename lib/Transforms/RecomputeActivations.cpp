@@ -20,6 +20,8 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 
+#include <functional>
+
 namespace mlir::coat {
 #define GEN_PASS_DEF_COATRECOMPUTEACTIVATIONS
 #include "coat/Transforms/Passes.h.inc"
