@@ -155,9 +155,14 @@ class Program:
 
     # -- running -----------------------------------------------------------
     def run(self, env: Dict[int, Any], phase: Optional[str] = None,
-            tokens: Optional[int] = None) -> Dict[int, Any]:
+            tokens: Optional[int] = None, *, drop_dead: bool = False) -> Dict[int, Any]:
         """Runs the calls of ``phase`` (all when None) on ``env`` (value id ->
         tensor or QTensor), adding their results to it. Returns ``env``.
+
+        With ``drop_dead``, each value leaves ``env`` after the last call of
+        the run that reads it, so its memory serves the next calls' results;
+        the outputs and, in a forward, the saved values stay (what autograd
+        uses; without it every intermediate stays, for inspection).
 
         The first run of a step for a token count and device kind checks
         every launch (Kernel.bind); later runs replay the recorded launches
@@ -165,10 +170,33 @@ class Program:
         if tokens is None:
             tokens = self.tokens_of(env)
         streams: Dict[Any, int] = {}  # per device, looked up once a run
+        dead_after = self._dead_after(phase) if drop_dead else {}
         for i, step in enumerate(self.steps):
             if phase is None or step.phase == phase:
                 self._run_step(i, step, env, tokens, streams)
+                # (torch's caching allocator reuses freed memory in stream
+                # order, so a later call may take it at once.)
+                for vid in dead_after.get(i, ()):
+                    env.pop(vid, None)
         return env
+
+    def _dead_after(self, phase: Optional[str]) -> Dict[int, Tuple[int, ...]]:
+        """For a run of ``phase``: after which step each value that the run
+        reads or computes is read no more. Outputs and the values the
+        forward saves stay."""
+        keep = {v for v, _, _ in self.outputs}
+        if phase != "backward":
+            keep |= set(self.saved)
+        last: Dict[int, int] = {}
+        for i, step in enumerate(self.steps):
+            if phase is None or step.phase == phase:
+                for vid in (*step.results, *step.operands):
+                    last[vid] = i
+        dead: Dict[int, List[int]] = {}
+        for vid, i in last.items():
+            if vid not in keep:
+                dead.setdefault(i, []).append(vid)
+        return {i: tuple(vids) for i, vids in dead.items()}
 
     def _run_step(self, index: int, step: Step, env: Dict[int, Any], tokens: int,
                   streams: Dict[Any, int]) -> None:

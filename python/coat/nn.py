@@ -95,7 +95,7 @@ class _RunProgram(torch.autograd.Function):
         env = dict(zip(fwd_ids, inputs))
         program.check_inputs(env)
         tokens = program.tokens_of(env)
-        program.run(env, "forward", tokens)
+        program.run(env, "forward", tokens, drop_dead=True)
         returned = [(i, v) for i, (v, phase, _) in enumerate(program.outputs)
                     if phase == "forward" and program.values[v].kind == "tensor"]
         ctx.program, ctx.tokens, ctx.module_name = program, tokens, module_name
@@ -111,7 +111,9 @@ class _RunProgram(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grads):
         program: Program = ctx.program
-        env = dict(ctx.kept)
+        # The run owns the saved values now: each is freed after its last
+        # reader, not when the backward returns.
+        env, ctx.kept = dict(ctx.kept), None
         for vid, role, grad_of in program.inputs:
             if role != "gradient":
                 continue
@@ -124,8 +126,7 @@ class _RunProgram(torch.autograd.Function):
             if g is None:
                 g = torch.zeros(shape, dtype=torch.bfloat16, device=ctx.like.device)
             env[vid] = g.to(torch.bfloat16).contiguous()
-        program.run(env, "backward", ctx.tokens)
-        ctx.kept = None
+        program.run(env, "backward", ctx.tokens, drop_dead=True)
         fwd_ids = [v for v, role, _ in program.inputs if role != "gradient"]
         position = {v: i for i, v in enumerate(fwd_ids)}
         out = [None] * len(position)

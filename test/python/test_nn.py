@@ -240,6 +240,39 @@ def test_recomputation_changes_no_bit(cpu_cache, tmp_path, monkeypatch):
         assert torch.equal(a, b)
 
 
+def test_runs_hold_a_value_only_until_its_last_reader(cpu_cache, monkeypatch):
+    """Under autograd the executor drops each value from the run's
+    environment after the last step that reads it (drop_dead): after the
+    forward only the outputs and the saved values are left, after the
+    backward only the outputs, so the backward frees the saved values and
+    its own temporaries as it goes. Without it every value stays."""
+    block = make_block(*TINY, 10, "cpu")
+    prog = block.program
+    left, run = {}, prog.run
+
+    def recording_run(env, phase=None, tokens=None, **options):
+        out = run(env, phase, tokens, **options)
+        left[phase] = set(out)
+        return out
+
+    monkeypatch.setattr(prog, "run", recording_run)
+    h = torch.randn(24, TINY[0]).bfloat16().requires_grad_()
+    block(h).backward(torch.randn(24, TINY[0]).bfloat16())
+    outputs = {v for v, _, _ in prog.outputs}
+    computed = {r for s in prog.steps for r in s.results}
+    assert left["forward"] <= outputs | set(prog.saved)
+    assert left["backward"] <= outputs
+    assert computed - left["forward"] - left["backward"], "nothing was dropped"
+    assert h.grad is not None and torch.isfinite(h.grad.float()).all()
+    # A plain run keeps everything (the block's input, then its weights).
+    ids = [v for v in prog.input_ids() if v not in prog.input_ids("gradient")]
+    tensors = [h.detach()] + [p.detach().bfloat16().contiguous() for p in
+                              (block.norm.weight, block.gate_proj.weight,
+                               block.up_proj.weight, block.down_proj.weight)]
+    env = run(dict(zip(ids, tensors)), "forward")
+    assert {r for s in prog.steps if s.phase == "forward" for r in s.results} <= set(env)
+
+
 def test_every_backward_operand_is_saved_or_computed_in_the_backward(cpu_cache):
     prog = make_block(*TINY, 6, "cpu").program
     available = set(prog.saved) | set(prog.input_ids("gradient"))
