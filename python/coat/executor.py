@@ -101,6 +101,7 @@ class Program:
             raise ProgramError(f"{where}: malformed launch plan ({e})") from None
         self.steps: List[Step] = []
         self._plans: Dict[Tuple[int, int, str], _StepPlan] = {}
+        self._dead: Dict[Optional[str], Dict[int, Tuple[int, ...]]] = {}
         for s in steps:
             # The spec's kernel first, then those that finish it (config.of).
             ks = [k for k in module.kernels.values()
@@ -170,7 +171,11 @@ class Program:
         if tokens is None:
             tokens = self.tokens_of(env)
         streams: Dict[Any, int] = {}  # per device, looked up once a run
-        dead_after = self._dead_after(phase) if drop_dead else {}
+        dead_after = {}
+        if drop_dead:  # per phase once: runs are on the host's critical path
+            dead_after = self._dead.get(phase)
+            if dead_after is None:
+                dead_after = self._dead[phase] = self._dead_after(phase)
         for i, step in enumerate(self.steps):
             if phase is None or step.phase == phase:
                 self._run_step(i, step, env, tokens, streams)
