@@ -34,6 +34,14 @@ mlir::coat::partialMaximaScaling(ArrayRef<int64_t> shape, int64_t groupSize) {
   return ::coat::Scaling::perGroup(inner % groupSize == 0 ? groupSize : inner);
 }
 
+bool mlir::coat::isScaleArithmetic(Operation *op) {
+  if (!isa_and_nonnull<arith::ArithDialect>(op->getDialect()) ||
+      op->getNumResults() != 1)
+    return false;
+  auto t = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+  return t && t.getRank() == 0;
+}
+
 QuantizeOp mlir::coat::splitDerivedPerTensorScale(QuantizeOp q,
                                                   ::coat::Scaling partial,
                                                   bool inProducer) {

@@ -43,16 +43,6 @@ bool isCoatOp(Operation *op) {
   return op->getDialect() && isa<CoatDialect>(op->getDialect());
 }
 
-/// Scalar arithmetic on rank-0 tensors (the derivation of a per-tensor scale
-/// from its maximum), which runs in the scale kernel's last thread.
-bool isScalarArith(Operation *op) {
-  if (!isa_and_nonnull<arith::ArithDialect>(op->getDialect()) ||
-      op->getNumResults() != 1)
-    return false;
-  auto t = dyn_cast<RankedTensorType>(op->getResult(0).getType());
-  return t && t.getRank() == 0;
-}
-
 /// The dequantize of a requantize kernel: the given-scale quantize that is
 /// its only user, or null.
 QuantizeOp requantizeOf(DequantizeOp d) {
@@ -236,7 +226,7 @@ struct CoatOutlineKernelsPass
       while (!frontier.empty()) {
         Value v = frontier.pop_back_val();
         for (Operation *user : v.getUsers()) {
-          if (groupOf.count(user) || !isScalarArith(user))
+          if (groupOf.count(user) || !isScaleArithmetic(user))
             continue;
           join(user, groups.size() - 1);
           llvm::append_range(frontier, user->getResults());

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "coat/Dialect/CoatDialect.h"
+#include "coat/Transforms/GroupScaling.h"
 #include "coat/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -32,11 +33,6 @@ using namespace mlir::coat;
 
 namespace {
 
-bool isScalarTensor(Type t) {
-  auto r = dyn_cast<RankedTensorType>(t);
-  return r && r.getRank() == 0;
-}
-
 /// Whether `op` may run again in the backward: a Coat_Recomputable op, or
 /// the scale arithmetic on rank-0 tensors between a coat.reduce_scales and
 /// the coat.quantize it scales. A per-tensor FP8 result must get its scale
@@ -55,9 +51,8 @@ bool mayRecompute(Operation *op) {
     }
     return true;
   }
-  return isa<arith::ArithDialect>(op->getDialect()) &&
-         !isa<arith::ConstantOp>(op) && op->getNumResults() > 0 &&
-         llvm::all_of(op->getResultTypes(), isScalarTensor);
+  // Constants are not copied: the copies read the originals.
+  return isScaleArithmetic(op) && !isa<arith::ConstantOp>(op);
 }
 
 /// A token-sized value: worth recomputing on its own (statistics such as a

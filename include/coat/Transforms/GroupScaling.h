@@ -32,6 +32,11 @@ std::optional<::coat::Scaling> partialMaximaScaling(ArrayRef<int64_t> shape,
 QuantizeOp splitDerivedPerTensorScale(QuantizeOp q, ::coat::Scaling partial,
                                       bool inProducer);
 
+/// Whether `op` is a step of the scale arithmetic that
+/// splitDerivedPerTensorScale emits: an arith op with one rank-0 tensor
+/// result (constants included).
+bool isScaleArithmetic(Operation *op);
+
 } // namespace mlir::coat
 
 #endif // COAT_TRANSFORMS_GROUPSCALING_H
