@@ -32,6 +32,23 @@ GPU_PIPELINE = (
     "coat-gpu-to-binary{{chip={chip} features={features} format={fmt}}},"
     "coat-export-binaries{{dir={out}}})")
 
+# Occupancy hints measured fastest on the H200 (docs/benchmarks.md): the
+# optimizer step at 5 CTAs of 128 threads a multiprocessor, the flat
+# activation kernels at 6 of 256. A hint is kept only where ptxas fits it
+# without spilling (coat-drop-spilling-min-ctas), so it needs ptxas, which
+# compiling to cubins needs anyway: asked for here, not as pass defaults
+# that would make PTX-only users of coat-opt need a CUDA toolkit.
+GPU_OCCUPANCY_HINTS = {"lower": "min-ctas=5", "activation": "flat-min-ctas=6"}
+
+
+def merge_pass_options(defaults: str, given: str) -> str:
+    """Pass options `given` ("key=value ...") over `defaults`, key by key."""
+    merged = {}
+    for opt in (defaults + " " + given).split():
+        merged[opt.split("=", 1)[0]] = opt
+    return " ".join(merged.values())
+
+
 # libdevice picks IEEE sqrt (sqrt.rn.f32, nvcc's default) only when told to;
 # ops that asked for approximations (afn) are not affected.
 GPU_LLVM_FLAGS = ("--nvvm-reflect-add=__CUDA_PREC_SQRT=1",)
@@ -99,7 +116,9 @@ class Toolchain:
         both targets (for example "column-sums=separate"),
         `activation_options` to
         coat-lower-activations for the GPU (for example "tile=64
-        tile-min-ctas=3")."""
+        tile-min-ctas=3"). The GPU passes get GPU_OCCUPANCY_HINTS first;
+        an option given here replaces the hint of the same key
+        ("min-ctas=0" drops it)."""
         src, out = Path(src).resolve(), Path(out).resolve()
         out.mkdir(parents=True, exist_ok=True)
         manifest = out / "manifest.json"
@@ -108,10 +127,12 @@ class Toolchain:
         fmt_args = dict(out=out, chip=chip, features=features, lower=lower_options,
                         linear=linear_options, pointwise=pointwise_options,
                         norms=norm_options, activation=activation_options)
+        gpu_args = dict(fmt_args, **{k: merge_pass_options(v, fmt_args[k])
+                                     for k, v in GPU_OCCUPANCY_HINTS.items()})
         if gpu:
             for fmt in ("isa", "bin"):
                 self._run([self.coat_opt, str(src), *GPU_LLVM_FLAGS,
-                           "--pass-pipeline=" + GPU_PIPELINE.format(fmt=fmt, **fmt_args),
+                           "--pass-pipeline=" + GPU_PIPELINE.format(fmt=fmt, **gpu_args),
                            "-o", os.devnull], f"coat-opt (gpu, {fmt})")
         if cpu:
             llvm_mlir = out / "coat_cpu.llvm.mlir"

@@ -81,3 +81,34 @@ def test_input_nested_too_deep_for_the_parser_is_refused(tmp_path):
     with pytest.raises(coat.CompileError, match="exit status 1") as e:
         coat.compile(deep, str(tmp_path), gpu=False)
     assert "brackets nest deeper than 1024 levels" in e.value.diagnostics
+
+
+def test_gpu_passes_get_the_occupancy_hints_under_the_callers_options(tmp_path):
+    # The stand-in records each pipeline; the GPU runs carry the hints, an
+    # option of the same key given by the caller replaces its hint, and the
+    # CPU run (no ptxas to check them against) carries none.
+    log = tmp_path / "pipelines"
+    tool = fake_tool(tmp_path, f"""for a in "$@"; do case "$a" in --pass-pipeline=*) echo "$a" >> {log};; esac; done
+        exit 0
+        """)
+    from coat.toolchain import Toolchain
+
+    src = tmp_path / "in.mlir"
+    src.write_text("module {}\n")
+    with pytest.raises(coat.CompileError, match="wrote no manifest.json"):
+        Toolchain(coat_opt=tool).compile_file(
+            src, tmp_path / "out", lower_options="min-ctas=0 block-size=256",
+            activation_options="tile=32")
+    gpu, *rest = [p for p in log.read_text().splitlines()]
+    assert "coat-lower-optimizer{target=gpu min-ctas=0 block-size=256}" in gpu
+    assert "coat-lower-activations{target=gpu flat-min-ctas=6 tile=32}" in gpu
+    assert all("min-ctas" not in p for p in rest if "target=cpu" in p)
+
+
+def test_merge_pass_options_replaces_by_key():
+    from coat.toolchain import merge_pass_options
+
+    assert merge_pass_options("min-ctas=5", "") == "min-ctas=5"
+    assert merge_pass_options("min-ctas=5", "min-ctas=3 block-size=64") == \
+        "min-ctas=3 block-size=64"
+    assert merge_pass_options("a=1 b=2", "c=3") == "a=1 b=2 c=3"

@@ -58,8 +58,9 @@ def CoatLowerOptimizer : Pass<"coat-lower-optimizer", "::mlir::ModuleOp"> {
     Option<"elementsPerThread", "elements-per-thread", "int64_t",
            /*default=*/"0",
            "Elements each GPU thread holds (power of two; 0 picks "
-           "min(group_size, max(8, group_size/32)), the fastest measured)">,
-    WarpMultipleBlockSizeOption,
+           "min(group_size, max(16, group_size/32)), the fastest measured)">,
+    Option<"blockSize", "block-size", "int64_t", /*default=*/"128",
+           "Threads per GPU block (multiple of 32)">,
     Option<"lanesPerThread", "lanes-per-thread", "int64_t", /*default=*/"4",
            "GPU: lanes (E elements of one group each, 1 to 1024) a thread "
            "updates one after the other, a grid of tiles apart; the step's "
@@ -68,9 +69,10 @@ def CoatLowerOptimizer : Pass<"coat-lower-optimizer", "::mlir::ModuleOp"> {
     Option<"minCtas", "min-ctas", "int64_t", /*default=*/"0",
            "GPU: CTAs per multiprocessor the registers must allow "
            "(.minnctapersm, 0 to 32), kept where ptxas fits them without "
-           "spilling (coat-drop-spilling-min-ctas); 0 leaves the register "
-           "count to ptxas">,
-    Option<"splitMetadata", "split-metadata", "bool", /*default=*/"false",
+           "spilling (coat-drop-spilling-min-ctas, which needs ptxas); 0 "
+           "leaves the register count to ptxas. coat.compile asks for 5 "
+           "(102 registers with the default blocks)">,
+    Option<"splitMetadata", "split-metadata", "bool", /*default=*/"true",
            "GPU, fixed mode, both moments expanded: the two lanes of a pair "
            "derive one moment's new group metadata each (m on even lanes, v "
            "on odd ones) and swap it by shuffles, instead of every lane "
@@ -453,7 +455,8 @@ def CoatLowerActivations : Pass<"coat-lower-activations", "::mlir::ModuleOp"> {
            "GPU tile kernels: CTAs per multiprocessor the registers must "
            "allow (.minnctapersm); 0 leaves the register count to ptxas">,
     Option<"flatMinCtas", "flat-min-ctas", "int64_t", /*default=*/"0",
-           "GPU flat kernels (grouped, element-wise, requantize): the same. "
+           "GPU flat kernels (grouped, element-wise, requantize): the same "
+           "(coat.compile asks for 6). "
            "In coat-gpu-to-binary, kernels that would spill under either "
            "keep ptxas's choice (coat-drop-spilling-min-ctas)">,
   ];

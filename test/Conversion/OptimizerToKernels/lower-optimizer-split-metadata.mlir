@@ -1,5 +1,7 @@
 // RUN: coat-opt %s --coat-lower-optimizer='target=gpu split-metadata=true' | FileCheck %s
-// RUN: coat-opt %s --coat-lower-optimizer='target=gpu' | FileCheck %s --check-prefix=BOTH
+// RUN: coat-opt %s --coat-lower-optimizer='target=gpu split-metadata=false' | FileCheck %s --check-prefix=BOTH
+// The default splits.
+// RUN: coat-opt %s --coat-lower-optimizer='target=gpu' | FileCheck %s --check-prefix=DEFAULT
 // RUN: coat-opt %s --coat-lower-optimizer='target=cpu split-metadata=true' | FileCheck %s --check-prefix=CPU
 
 // split-metadata: the lanes of a pair derive one moment's new group metadata
@@ -55,7 +57,15 @@
 // CHECK-NOT: gpu.shuffle
 // CHECK: gpu.return
 
-// Without the option every lane derives both moments' metadata.
+// DEFAULT-LABEL: gpu.func @same_formats(
+// DEFAULT: %[[LANE:.*]] = arith.index_cast %{{.*}} : index to i32
+// DEFAULT: arith.andi %[[LANE]], %{{.*}} : i32
+// DEFAULT-COUNT-2: math.log2 %{{.*}} fastmath<afn> {coat.keep_subnormals}
+// DEFAULT-NOT: math.log2
+// DEFAULT: gpu.shuffle  xor %{{.*}}, %c1_i32{{.*}}, %c32_i32{{.*}} : f32
+// DEFAULT: gpu.return
+
+// With the option off every lane derives both moments' metadata.
 // BOTH-LABEL: gpu.func @same_formats(
 // BOTH-COUNT-2: math.log2 %{{.*}} fastmath<afn> {coat.keep_subnormals}
 // BOTH-NOT: arith.index_cast

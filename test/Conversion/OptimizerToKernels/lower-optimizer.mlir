@@ -13,9 +13,9 @@
 // GPU: gpu.module @coat_kernels
 // GPU: gpu.func @step(%{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xi8>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xi8>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: i64, %{{.*}}: f32, %{{.*}}: f32, %{{.*}}: f32, %{{.*}}: f32, %{{.*}}: f32, %{{.*}}: f32) kernel
 // GPU-SAME: coat.kernel = {args = [{dtype = "f32", extent = "n", kind = "memref", name = "param"}
-// A block takes 4 lanes per thread by default: 4 x 256 threads x 8 elements.
-// GPU-SAME: launch = {block = [256, 1, 1], elements_per_block = 8192
-// GPU-SAME: known_block_size = array<i32: 256, 1, 1>
+// A block takes 4 lanes per thread by default: 4 x 128 threads x 16 elements.
+// GPU-SAME: launch = {block = [128, 1, 1], elements_per_block = 8192
+// GPU-SAME: known_block_size = array<i32: 128, 1, 1>
 // The step's constants (two accurate powers) come before the loop over
 // tiles, which strides by the grid size.
 // GPU: math.powf
@@ -24,27 +24,27 @@
 // GPU: %[[GRID:.*]] = gpu.grid_dim  x
 // GPU-NEXT: scf.for %{{.*}} = %[[BID]] to %{{.*}} step %[[GRID]] {
 // GPU-NOT: math.powf
-// 8 elements per thread by default (the fastest measured): 32-byte loads of
-// p and g, 8-byte codes.
-// GPU: vector.load %{{.*}} {alignment = 16 : i64} : memref<?xf32>, vector<8xf32>
+// 16 elements per thread by default (the fastest measured): 64-byte loads of
+// p and g, 16-byte codes.
+// GPU: vector.load %{{.*}} {alignment = 16 : i64} : memref<?xf32>, vector<16xf32>
 // GPU: vector.maskedload
-// GPU: vector.load %{{.*}} {alignment = 8 : i64} : memref<?xi8>, vector<8xi8>
-// GPU: arith.bitcast %{{.*}} : vector<8xi8> to vector<8xf8E4M3FN>
-// GPU: arith.extf %{{.*}} : vector<8xf8E4M3FN> to vector<8xf32>
+// GPU: vector.load %{{.*}} {alignment = 16 : i64} : memref<?xi8>, vector<16xi8>
+// GPU: arith.bitcast %{{.*}} : vector<16xi8> to vector<16xf8E4M3FN>
+// GPU: arith.extf %{{.*}} : vector<16xf8E4M3FN> to vector<16xf32>
 // The update: the decay and the step as fused multiply-adds.
 // GPU: %[[Q:.*]] = arith.divf %{{.*}}, %{{.*}} fastmath<afn> : f32
 // GPU-NEXT: math.fma %{{.*}}, %[[Q]], %{{.*}} : f32
 // Group statistics: the zero-skipping minimum as an unsigned minimum of the
 // magnitudes' bits less one (from +inf's bits less one), then a butterfly
-// over the 16 lanes of a group.
+// over the 8 lanes of a group.
 // GPU: %[[START:.*]] = arith.constant 2139095039 : i32
 // GPU: %[[BITS:.*]] = arith.bitcast %{{.*}} : f32 to i32
 // GPU-NEXT: %[[ONE:.*]] = arith.constant 1 : i32
 // GPU-NEXT: %[[LESS:.*]] = arith.subi %[[BITS]], %[[ONE]] : i32
 // GPU-NEXT: arith.minui %[[START]], %[[LESS]] : i32
-// GPU: gpu.shuffle  xor %{{.*}}, %c8_i32{{.*}}, %c32_i32{{.*}} : f32
+// GPU: gpu.shuffle  xor %{{.*}}, %c4_i32{{.*}}, %c32_i32{{.*}} : f32
 // GPU: gpu.shuffle  xor %{{.*}}, %c1_i32{{.*}}, %c32_i32{{.*}} : f32
-// GPU: gpu.shuffle  xor %{{.*}}, %c8_i32{{.*}}, %c32_i32{{.*}} : i32
+// GPU: gpu.shuffle  xor %{{.*}}, %c4_i32{{.*}}, %c32_i32{{.*}} : i32
 // GPU: gpu.shuffle  xor %{{.*}}, %c1_i32{{.*}}, %c32_i32{{.*}} : i32
 // GPU-NEXT: arith.minui %{{.*}}, %{{.*}} : i32
 // GPU-NEXT: arith.constant 1 : i32
@@ -69,10 +69,10 @@
 // GPU: arith.addf %[[LMAX]], %[[LMIN]] : f32
 // GPU-NOT: math.sqrt
 // GPU: math.exp2 %{{.*}} fastmath<afn> : f32
-// GPU: arith.truncf %{{.*}} : vector<8xf32> to vector<8xf8E4M3FN>
+// GPU: arith.truncf %{{.*}} : vector<16xf32> to vector<16xf8E4M3FN>
 // GPU-NOT: func.func @step
 
-// E4: elements_per_block = 4096
+// E4: elements_per_block = 2048
 
 // U1: elements_per_block = 2048
 // U1: scf.for
