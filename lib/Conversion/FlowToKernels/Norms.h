@@ -90,6 +90,7 @@ struct TeamShape {
   int64_t blockSize;     ///< threads per CTA, a multiple of T
   int64_t maxCols;       ///< K * T * G
   bool stageStores = false; ///< forward y through workgroup memory per warp
+  int64_t forwardMinCtas = 0; ///< forward .minnctapersm (0: none)
   int64_t teamsPerBlock() const { return blockSize / threadsPerRow; }
   int64_t warpsPerTeam() const {
     return std::max<int64_t>(threadsPerRow / 32, 1);
@@ -131,11 +132,12 @@ class NormsLowering : public KernelLowering<NormsLowering, NormPlan> {
 public:
   NormsLowering(int64_t blockSize, int64_t threadsPerRow,
                 int64_t groupsPerThread, bool stageStores, int64_t maxCols,
-                StringRef columnSums)
+                StringRef columnSums, int64_t forwardThreads)
       : KernelLowering({"coat-lower-norms", "coat_norm_kernels"}),
         blockSize(blockSize), threadsPerRow(threadsPerRow),
         groupsPerThread(groupsPerThread), stageStores(stageStores),
-        maxCols(maxCols), columnSums(columnSums.str()) {}
+        maxCols(maxCols), columnSums(columnSums.str()),
+        forwardThreads(forwardThreads) {}
 
   bool isSpecOp(Operation *op) const;
 
@@ -161,6 +163,7 @@ private:
   bool stageStores;
   int64_t maxCols;
   std::string columnSums;
+  int64_t forwardThreads;
 };
 
 } // namespace mlir::coat
