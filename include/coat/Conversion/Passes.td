@@ -742,11 +742,6 @@ def CoatLowerNorms : Pass<"coat-lower-norms", "::mlir::ModuleOp"> {
            "`<name>_columns` kernel that re-reads x and dy) or `auto` "
            "(separate when a fused row would need more than one slot per "
            "thread)">,
-    Option<"forwardThreads", "forward-threads", "int64_t",
-           /*default=*/"1024",
-           "Forward: threads per multiprocessor the registers must allow "
-           "(.minnctapersm = forward-threads / block, at least 1): 1024 "
-           "caps a thread at 64 registers; 0 leaves the count to ptxas">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",

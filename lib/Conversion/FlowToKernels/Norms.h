@@ -90,7 +90,6 @@ struct TeamShape {
   int64_t blockSize;     ///< threads per CTA, a multiple of T
   int64_t maxCols;       ///< K * T * G
   bool stageStores = false; ///< forward y through workgroup memory per warp
-  int64_t forwardMinCtas = 0; ///< forward .minnctapersm (0: none)
   int64_t teamsPerBlock() const { return blockSize / threadsPerRow; }
   int64_t warpsPerTeam() const {
     return std::max<int64_t>(threadsPerRow / 32, 1);
@@ -132,12 +131,11 @@ class NormsLowering : public KernelLowering<NormsLowering, NormPlan> {
 public:
   NormsLowering(int64_t blockSize, int64_t threadsPerRow,
                 int64_t groupsPerThread, bool stageStores, int64_t maxCols,
-                StringRef columnSums, int64_t forwardThreads)
+                StringRef columnSums)
       : KernelLowering({"coat-lower-norms", "coat_norm_kernels"}),
         blockSize(blockSize), threadsPerRow(threadsPerRow),
         groupsPerThread(groupsPerThread), stageStores(stageStores),
-        maxCols(maxCols), columnSums(columnSums.str()),
-        forwardThreads(forwardThreads) {}
+        maxCols(maxCols), columnSums(columnSums.str()) {}
 
   bool isSpecOp(Operation *op) const;
 
@@ -163,7 +161,6 @@ private:
   bool stageStores;
   int64_t maxCols;
   std::string columnSums;
-  int64_t forwardThreads;
 };
 
 } // namespace mlir::coat

@@ -795,11 +795,12 @@ void NormsLowering::emitGpu(ImplicitLocOpBuilder &b, const NormPlan &plan,
     return;
   }
   if (which == NormPlan::Kernel::Row) {
-    // Forward: registers for forward-threads threads a multiprocessor (by
-    // default 1024, at most 64 registers each), the row data in flight.
-    if (team.forwardMinCtas > 0)
-      kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
-                      b.getI32IntegerAttr(team.forwardMinCtas));
+    // Forward: at most 64 registers, so that 2048 threads (the row data in
+    // flight) fit on a multiprocessor.
+    if (!spec.backward)
+      kernel->setAttr(
+          NVVM::NVVMDialect::getMinctasmAttrName(),
+          b.getI32IntegerAttr(std::max<int64_t>(1, 1024 / team.blockSize)));
     Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
     Value bid = gpu::BlockIdOp::create(b, gpu::Dimension::x);
     int64_t T = team.threadsPerRow;

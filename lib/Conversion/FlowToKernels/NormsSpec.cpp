@@ -350,9 +350,6 @@ FailureOr<TeamShape> NormsLowering::chooseTeam(Operation *anchor,
     return anchor->emitError("block-size must be a power of two in "
                              "[32, 1024], got ")
            << static_cast<int64_t>(blockSize);
-  if (forwardThreads < 0 || forwardThreads > 2048)
-    return anchor->emitError("forward-threads must be in [0, 2048], got ")
-           << static_cast<int64_t>(forwardThreads);
   if (groupsPerThread < 1 || groupsPerThread > 16)
     return anchor->emitError("groups-per-thread must be in [1, 16], got ")
            << static_cast<int64_t>(groupsPerThread);
@@ -385,8 +382,6 @@ FailureOr<TeamShape> NormsLowering::chooseTeam(Operation *anchor,
   // memory (block * G elements, at most 32 KiB) to be stored coalesced.
   int64_t outBytes =
       laneStorageType(spec.outType).getIntOrFloatBitWidth() / 8;
-  if (!spec.backward && forwardThreads > 0)
-    t.forwardMinCtas = std::max<int64_t>(1, forwardThreads / t.blockSize);
   t.stageStores = stageStores && !spec.backward &&
                   spec.groupSize * outBytes > 16 &&
                   t.blockSize * spec.groupSize * outBytes <= 32 * 1024;

@@ -5,9 +5,6 @@
 // RUN: not coat-opt %s -coat-lower-norms='target=gpu column-sums=atomic' 2>&1 | FileCheck %s --check-prefix=SUMS
 // RUN: coat-opt %s -coat-lower-norms='target=gpu column-sums=separate' | FileCheck %s --check-prefix=SEP
 // RUN: coat-opt %s -coat-lower-norms='target=cpu column-sums=fused' | FileCheck %s --check-prefix=FUSED
-// RUN: coat-opt %s -coat-lower-norms='target=gpu forward-threads=1536' | FileCheck %s --check-prefix=FWD1536
-// RUN: coat-opt %s -coat-lower-norms='target=gpu forward-threads=0' | FileCheck %s --check-prefix=FWD0
-// RUN: not coat-opt %s -coat-lower-norms='target=gpu forward-threads=4096' 2>&1 | FileCheck %s --check-prefix=FWDBAD
 
 // BLOCK: error: block-size must be a power of two in [32, 1024], got 48
 // TPR: error: threads-per-row must be 0 (auto) or a power of two in [32, 1024], got 16
@@ -27,15 +24,6 @@
 // FUSED-SAME: column_sums = "fused"
 // FUSED-NOT: func.func @rms_bwd_columns(
 // FUSED: func.func @rms_bwd_reduce(
-// forward-threads: the forward's .minnctapersm is that many threads in
-// 512-thread blocks (a 512-thread team per row); the backward never gets one.
-// FWD1536: gpu.func @rms(
-// FWD1536-SAME: nvvm.minctasm = 3 : i32
-// FWD1536: gpu.func @rms_bwd(
-// FWD1536-NOT: nvvm.minctasm
-// FWD0: gpu.func @rms(
-// FWD0-NOT: nvvm.minctasm
-// FWDBAD: error: forward-threads must be in [0, 2048], got 4096
 func.func @rms(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>,
     %w: tensor<?xbf16>) -> (tensor<?x?xbf16>, tensor<?xf32>) {
   %y, %rstd = coat.rmsnorm %x, %w eps = 1.000000e-05
