@@ -85,3 +85,13 @@ def test_summary_reads_the_results_file_the_benchmarks_write(tmp_path):
     cmds = _dry_run("--bench-only", "--dry-run", str(tmp_path), env=env)
     assert cmds[-1].split()[1:] == [os.path.join(REPO, "bench", "summary.py"),
                                     str(tmp_path / "results.jsonl")]
+
+
+def test_tests_spread_over_the_workers_asked_for(tmp_path):
+    _module(tmp_path, "a_opt", ["adamw_step"])
+    env = dict(os.environ, COAT_TEST_WORKERS="4")
+    (cmd,) = _dry_run("--dry-run", str(tmp_path), env=env)
+    assert "-n 4 --dist loadfile" in cmd
+    env["COAT_TEST_WORKERS"] = "0"
+    (cmd,) = _dry_run("--dry-run", str(tmp_path), env=env)
+    assert " -n " not in cmd

@@ -58,7 +58,8 @@ def CoatLowerOptimizer : Pass<"coat-lower-optimizer", "::mlir::ModuleOp"> {
     Option<"elementsPerThread", "elements-per-thread", "int64_t",
            /*default=*/"0",
            "Elements each GPU thread holds (power of two; 0 picks "
-           "min(group_size, max(16, group_size/32)), the fastest measured)">,
+           "min(group_size, max(16, group_size/32)), the fastest measured "
+           "for bf16 parameters and stochastic rounding)">,
     Option<"blockSize", "block-size", "int64_t", /*default=*/"128",
            "Threads per GPU block (multiple of 32)">,
     Option<"lanesPerThread", "lanes-per-thread", "int64_t", /*default=*/"4",

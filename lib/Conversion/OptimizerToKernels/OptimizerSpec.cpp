@@ -124,7 +124,8 @@ FailureOr<AdamWKernelSpec> OptimizerLowering::analyze(func::FuncOp fn) const {
   // Unset: 16 elements per thread, or more where a group needs it (<= 32
   // lanes). Against 8, it halves the per-lane share of the step (the
   // dequantization constants, the group butterflies, the new metadata):
-  // 14% less time for the bf16 step on the H200, the f32 step as fast
+  // on the H200 14% less time for the bf16 step and 12-19% for the
+  // stochastic-rounding steps, 1-5% more for the f32 round-to-nearest steps
   // (docs/benchmarks.md).
   int64_t e = elementsPerThread > 0
                   ? elementsPerThread

@@ -24,7 +24,7 @@
 // GPU: %[[GRID:.*]] = gpu.grid_dim  x
 // GPU-NEXT: scf.for %{{.*}} = %[[BID]] to %{{.*}} step %[[GRID]] {
 // GPU-NOT: math.powf
-// 16 elements per thread by default (the fastest measured): 64-byte loads of
+// 16 elements per thread by default (docs/benchmarks.md): 64-byte loads of
 // p and g, 16-byte codes.
 // GPU: vector.load %{{.*}} {alignment = 16 : i64} : memref<?xf32>, vector<16xf32>
 // GPU: vector.maskedload
