@@ -80,7 +80,9 @@ def default_kernel_dirs() -> List[str]:
     """Folders searched for compiled kernels (FP8AdamW, coat.nn) when none is
     given: $COAT_KERNELS (os.pathsep-separated; a folder without a manifest
     stands for its sub-folders that have one), then every folder
-    under <build>/demo holding a manifest.json (scripts/demo.sh's output)."""
+    under <build>/demo holding a manifest.json (scripts/demo.sh's output),
+    unless $COAT_KERNELS_ONLY is 1 (an A/B of compiled variants tests each
+    variant alone: scripts/gpu_ab.py)."""
     out: List[str] = []
     env = os.environ.get("COAT_KERNELS")
     for d in (env.split(os.pathsep) if env else []):
@@ -91,7 +93,7 @@ def default_kernel_dirs() -> List[str]:
         if os.path.isdir(d) and not os.path.isfile(os.path.join(d, "manifest.json")):
             out += [os.path.join(d, n) for n in sorted(os.listdir(d))
                     if os.path.isfile(os.path.join(d, n, "manifest.json"))]
-    for b in build_dirs():
+    for b in ([] if os.environ.get("COAT_KERNELS_ONLY") == "1" else build_dirs()):
         demo = os.path.join(b, "demo")
         if os.path.isfile(os.path.join(demo, "manifest.json")):
             out.append(demo)

@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""On a GPU host: the A/B of scripts/compile_variants.py's output against the
+demo kernels it varies.
+
+  python3 scripts/gpu_ab.py [--no-tests] [--no-bench] [--only SUBSTR] [--dry-run] \\
+      DEMO_DIR VARIANTS_DIR
+
+First each variant's GPU numerics tests run on it alone (COAT_KERNELS=the
+variant, COAT_KERNELS_ONLY=1); then, per varied demo module, its family's
+benchmark times the module and all its variants in one run (rows labelled
+by directory), and bench/summary.py prints the rows of every family as one
+table. --only is passed to the benchmarks that filter kernels by name. The
+exit status is 1 when a variant's tests or a benchmark fail. COAT_RUNTIME_LIB is built
+from lib/Runtime when unset; COAT_REFERENCE_LIB as for gpu_check.sh.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+class Family:
+    def __init__(self, name, ops, test, bench=None, bench_args=(), filters=False):
+        self.name, self.ops, self.test = name, set(ops), test
+        self.bench, self.bench_args, self.filters = bench, list(bench_args), filters
+
+
+# Which numerics tests and which benchmark serve a module, by its ops. The
+# scale and GEMM benchmarks time fixed kernels, not a list of directories.
+FAMILIES = [
+    Family("optimizer", ["adamw_step"], "test_adamw_kernel_numerics.py", "bench_optimizer.py"),
+    Family("activations", ["quantize", "quantize_transpose", "dequantize", "absmax", "requantize"],
+           "test_activation_kernel_numerics.py", "bench_activations.py", ["--no-torch"], True),
+    Family("norms", ["rmsnorm", "layernorm", "rmsnorm_grad", "layernorm_grad"],
+           "test_norm_kernel_numerics.py", "bench_norms.py", ["--no-torch"], True),
+    Family("flow", ["silu", "gelu", "swiglu_mul", "residual_add", "silu_grad", "gelu_grad",
+                    "swiglu_mul_grad", "residual_add_grad"],
+           "test_flow_kernel_numerics.py", "bench_flow.py", ["--no-torch"], True),
+    Family("scales", ["reduce_scales"], "test_scale_kernel_numerics.py"),
+    Family("linear", ["linear"], "test_linear_gpu.py"),
+]
+
+
+def family_of(kernel_dir: Path) -> Family:
+    ops = {k["op"] for k in json.loads((kernel_dir / "manifest.json").read_text())["kernels"]}
+    for f in FAMILIES:
+        if f.ops & ops:
+            return f
+    raise SystemExit(f"{kernel_dir}: no family has tests for its ops ({', '.join(sorted(ops))})")
+
+
+def plan(demo: Path, variants_dir: Path, tests=True, bench=True, only=""):
+    """(what, command, extra environment) of the whole A/B, in order."""
+    index = variants_dir / "variants.json"
+    if not index.is_file():
+        raise SystemExit(f"{index} does not exist: run scripts/compile_variants.py first")
+    variants = json.loads(index.read_text())
+    steps, by_module = [], {}
+    for name, v in variants.items():
+        vdir = variants_dir / name
+        fam = family_of(vdir)
+        by_module.setdefault(v["module"], []).append(vdir)
+        if tests:
+            steps.append((f"test {name}",
+                          [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           str(REPO / "test" / "python" / fam.test), "-k", "cuda"],
+                          {"COAT_KERNELS": str(vdir), "COAT_KERNELS_ONLY": "1"}))
+    if bench:
+        for module, vdirs in by_module.items():
+            fam = family_of(vdirs[0])
+            if fam.bench is None:
+                print(f"# {module}: the {fam.name} benchmark times fixed kernels; no A/B",
+                      flush=True)
+                continue
+            args = [*fam.bench_args, *(["--only", only] if only and fam.filters else [])]
+            steps.append((f"bench {module}",
+                          [sys.executable, str(REPO / "bench" / fam.bench),
+                           "--kernels", str(demo / module), *map(str, vdirs), *args], {}))
+    return steps
+
+
+def ensure_runtime():
+    if os.environ.get("COAT_RUNTIME_LIB"):
+        return
+    build = Path(tempfile.mkdtemp(prefix="coat-runtime."))
+    for cmd in (["cmake", "-S", str(REPO / "lib" / "Runtime"), "-B", str(build),
+                 "-DCMAKE_BUILD_TYPE=Release"], ["cmake", "--build", str(build), "-j"]):
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    os.environ["COAT_RUNTIME_LIB"] = str(next(build.rglob("libcoat_runtime.so")))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("demo", type=Path)
+    ap.add_argument("variants", type=Path)
+    ap.add_argument("--no-tests", action="store_true")
+    ap.add_argument("--no-bench", action="store_true")
+    ap.add_argument("--only", default="")
+    ap.add_argument("--dry-run", action="store_true")
+    args = ap.parse_args()
+    steps = plan(args.demo.resolve(), args.variants.resolve(), not args.no_tests,
+                 not args.no_bench, args.only)
+    if args.dry_run:
+        for what, cmd, env in steps:
+            print("+ " + " ".join(f"{k}={v}" for k, v in env.items()) + (" " if env else "")
+                  + " ".join(cmd))
+        return 0
+    ensure_runtime()
+    os.environ.setdefault("PYTHONPATH", str(REPO / "python"))
+    results = os.environ.setdefault("COAT_BENCH_RESULTS",
+                                    tempfile.mkstemp(prefix="coat-ab.")[1])
+    failed = []
+    for what, cmd, env in steps:
+        print(f"== {what}", flush=True)
+        rc = subprocess.run(cmd, env=dict(os.environ, **env)).returncode
+        if rc != 0:
+            failed.append(what)
+    subprocess.run([sys.executable, str(REPO / "bench" / "summary.py"), results])
+    if failed:
+        print("failed: " + ", ".join(failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
