@@ -66,8 +66,8 @@ export COAT_KERNELS="$(IFS=:; echo "${dirs[*]}")"
 export COAT_LINEAR_KERNELS="$(of_op linear | paste -sd:)"
 
 # With pytest-xdist (the GPU host has it) the test files spread over
-# COAT_TEST_WORKERS processes sharing the GPU, 16 by default: the suite took
-# 76 s so on 2026-12-05 against 413 s in one process. 0 runs them in one.
+# COAT_TEST_WORKERS processes sharing the GPU, 16 by default (on the H200 on
+# 2026-12-05: 76 s with 16, 413 s in one process). 0 runs them in one.
 workers="${COAT_TEST_WORKERS:-auto}"
 if [ "$workers" = auto ]; then
   if python3 -c "import xdist" 2>/dev/null; then workers=16; else workers=0; fi
