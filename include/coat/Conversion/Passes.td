@@ -682,8 +682,11 @@ def CoatLowerNorms : Pass<"coat-lower-norms", "::mlir::ModuleOp"> {
     the block: a row per CTA), chosen as the fewest threads that hold
     `max_cols` columns in `groups-per-thread` G-element slots each (fused
     column sums: one slot per thread up to T = 512, since each slot also
-    holds its column accumulators; `threads-per-row` overrides). Thread j owns groups j, j+T, ...: one
-    group per 16-byte-wide access, the row's values stay in registers
+    holds its column accumulators; `threads-per-row` overrides). Thread j
+    owns groups j, j+T, ...: one group per 16-byte-wide access (with
+    `lane-elements=V` below G, the V-element chunks j, j+T, ... instead:
+    the G/V lanes of a group share its scale, and a warp's access to an f32
+    operand is contiguous, not 16 of every 64 bytes), the row's values stay in registers
     between the statistics and the output pass, masked slots cover any
     `cols` up to `max_cols` (a static cols extent, else the function's
     `coat.max_cols` attribute, else the `max-cols` option; recorded in the
@@ -730,6 +733,11 @@ def CoatLowerNorms : Pass<"coat-lower-norms", "::mlir::ModuleOp"> {
            /*default=*/"2",
            "Target number of G-element groups each thread holds when "
            "threads-per-row is picked automatically">,
+    Option<"laneElements", "lane-elements", "int64_t", /*default=*/"0",
+           "Row kernels: elements of a row a thread takes per slot, 0 for a "
+           "whole group (G), else a power of two in [4, G]; below G the "
+           "lanes of a group share its scale and a warp reads and writes "
+           "wide operands (f32 weight, bias, y) contiguously">,
     Option<"stageStores", "stage-stores", "bool", /*default=*/"true",
            "Forward: store y through workgroup memory so each warp store "
            "writes 512 contiguous bytes (outputs wider than 16 bytes a "

@@ -8,10 +8,15 @@
 //  - a *team* of T threads normalizes one row; T = 32 is a row per warp, a
 //    larger T a row per CTA (T = block), several teams share a CTA when T is
 //    smaller than the block;
-//  - thread j of a team owns the groups j, j + T, ..., j + (K-1)T of its row,
-//    one whole G-element group per slot, so every access is one group wide
-//    (16 bytes of E4M3 codes for G = 16) and the group's scale, its partial
-//    maximum and the masked tail (groups past cols) are per slot;
+//  - thread j of a team owns the V-element chunks j, j + T, ...,
+//    j + (K-1)T of its row, one per slot. With V = G (the default) a slot
+//    is a whole group, so every access is one group wide (16 bytes of E4M3
+//    codes for G = 16) and the group's scale, its partial maximum and the
+//    masked tail (groups past cols) are per slot. With V < G the G/V
+//    adjacent lanes of a group share its scale and combine its partial
+//    maximum by shuffles, and a warp's access to a wide operand (f32
+//    weight, bias, y) is contiguous: 16 bytes a lane for V = 4 instead of
+//    16 bytes out of every 64;
 //  - the K slots are unrolled and stay in registers between the statistics
 //    pass and the output pass (backward: what it re-reads instead is chosen
 //    per kernel, see emitBackwardRow); K = ceil(max_cols / (G*T)) bounds
@@ -86,7 +91,8 @@ struct NormSpec {
 /// How the GPU kernel spreads a row over threads.
 struct TeamShape {
   int64_t threadsPerRow; ///< T
-  int64_t slots;         ///< K groups per thread
+  int64_t slots;         ///< K chunks of laneElements per thread
+  int64_t laneElements;  ///< V: elements of a slot, a divisor of G
   int64_t blockSize;     ///< threads per CTA, a multiple of T
   int64_t maxCols;       ///< K * T * G
   bool stageStores = false; ///< forward y through workgroup memory per warp
@@ -130,12 +136,13 @@ struct NormPlan {
 class NormsLowering : public KernelLowering<NormsLowering, NormPlan> {
 public:
   NormsLowering(int64_t blockSize, int64_t threadsPerRow,
-                int64_t groupsPerThread, bool stageStores, int64_t maxCols,
-                StringRef columnSums)
+                int64_t groupsPerThread, int64_t laneElements,
+                bool stageStores, int64_t maxCols, StringRef columnSums)
       : KernelLowering({"coat-lower-norms", "coat_norm_kernels"}),
         blockSize(blockSize), threadsPerRow(threadsPerRow),
-        groupsPerThread(groupsPerThread), stageStores(stageStores),
-        maxCols(maxCols), columnSums(columnSums.str()) {}
+        groupsPerThread(groupsPerThread), laneElements(laneElements),
+        stageStores(stageStores), maxCols(maxCols),
+        columnSums(columnSums.str()) {}
 
   bool isSpecOp(Operation *op) const;
 
@@ -158,6 +165,7 @@ private:
   int64_t blockSize;
   int64_t threadsPerRow;
   int64_t groupsPerThread;
+  int64_t laneElements;
   bool stageStores;
   int64_t maxCols;
   std::string columnSums;

@@ -37,10 +37,12 @@ using GroupVec = Value;
 /// Emits the per-row math shared by the GPU kernel and the CPU twin.
 class NormEmitter {
 public:
+  /// `width` is the elements of a slot: the team's lane elements in a GPU
+  /// row kernel, a whole group elsewhere.
   NormEmitter(ImplicitLocOpBuilder &b, const NormPlan &plan,
-              const KernelArgs &args, bool onGpu)
+              const KernelArgs &args, bool onGpu, int64_t width)
       : b(b), spec(plan.spec), args(args), onGpu(onGpu), team(plan.team),
-        fused(plan.fusedColumnSums()),
+        width(width), fused(plan.fusedColumnSums()),
         perSlot(plan.columnSums() ? (spec.hasBias ? 2 : 1) : 0) {}
 
   /// Where a GPU thread sits in its team. `teamThread` is the thread's
@@ -71,18 +73,24 @@ private:
   }
   struct Slot {
     int64_t k;   ///< unrolled slot (GPU), -1 on the CPU
-    Value group; ///< index of the group in the row
+    Value group; ///< index of the slot's group in the row
+    Value first; ///< index of the slot's first element in the row
     Value valid; ///< i1: the group exists (masked tail, rows past the end)
   };
+  /// GPU: slot k of this thread (chunk teamThread + k*T of the row), valid
+  /// where `inRange` holds and its group is in the row.
+  Slot gpuSlot(int64_t k, Value inRange);
+  /// A slot of a whole group (the CPU and `<name>_columns`).
+  Slot groupSlot(Value group, Value valid) {
+    return Slot{-1, group, mulI(group, cidx(spec.groupSize)), valid};
+  }
   using SlotFn = function_ref<SmallVector<Value>(const Slot &, ValueRange)>;
 
   Value cidx(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
   Value cf32(double v) {
     return arith::ConstantOp::create(b, b.getF32FloatAttr(float(v)));
   }
-  VectorType groupVecType(Type elt) {
-    return VectorType::get({spec.groupSize}, elt);
-  }
+  VectorType groupVecType(Type elt) { return VectorType::get({width}, elt); }
   Value splat(Value scalar) {
     return vector::BroadcastOp::create(b, groupVecType(b.getF32Type()), scalar);
   }
@@ -102,7 +110,7 @@ private:
   /// Sums each value over the team (identity on the CPU).
   SmallVector<Value> teamSum(ValueRange values);
 
-  /// G elements of `buffer` from element `first`, widened to f32; zeros
+  /// `width` elements of `buffer` from element `first`, widened to f32; zeros
   /// when `valid` is false. Cached per (buffer, slot) on the GPU.
   GroupVec loadGroup(Value buffer, Type logical, Value first, Value valid,
                      int64_t k);
@@ -113,8 +121,8 @@ private:
   void storeGroupStaged(Value buffer, Type logical, const Slot &s, GroupVec v);
   Value loadScalarF32(Value buffer, Type logical, Value idx, Value valid);
   llvm::MaybeAlign alignment(Type logical) const {
-    int64_t bytes = spec.groupSize * laneStorageType(logical)
-                                         .getIntOrFloatBitWidth() / 8;
+    int64_t bytes =
+        width * laneStorageType(logical).getIntOrFloatBitWidth() / 8;
     return llvm::MaybeAlign(std::min<int64_t>(bytes, 16));
   }
 
@@ -122,13 +130,15 @@ private:
   GroupVec loadX(const Slot &s);
   GroupVec loadRowOperand(StringRef name, Type logical, const Slot &s);
   GroupVec loadColOperand(StringRef name, const Slot &s);
-  Value elementIndex(const Slot &s) {
-    return addI(rowBase, mulI(s.group, cidx(spec.groupSize)));
-  }
+  Value elementIndex(const Slot &s) { return addI(rowBase, s.first); }
   Value sumElements(GroupVec v);
   /// sum(u*v) over the group, one fused multiply-add per element.
   Value dotElements(GroupVec u, GroupVec v);
   Value maxAbsElements(GroupVec v);
+  /// GPU: the maximum of `v` over the lanes sharing this slot's group.
+  Value groupMaxOverLanes(Value v);
+  /// Lanes sharing a group (1 unless slots are narrower than groups).
+  int64_t lanesPerGroup() const { return spec.groupSize / width; }
   Value rowRstd(Value sumSquares);
 
   void emitForwardRow();
@@ -154,6 +164,8 @@ private:
   const KernelArgs &args;
   bool onGpu;
   TeamShape team;
+  /// Elements of a slot (see the constructor).
+  int64_t width;
   /// The row kernel takes the column sums (ColumnSums::Fused).
   bool fused;
   /// Column sums per group: dweight [and dbias]; 0 without dweight.
@@ -213,6 +225,7 @@ void NormEmitter::storeGroup(Value buffer, Type logical, Value first,
 
 void NormEmitter::storeGroupStaged(Value buffer, Type logical, const Slot &s,
                                    GroupVec v) {
+  assert(width == spec.groupSize && "staged stores take whole groups");
   // A thread owns a whole group (G * 4 bytes for f32), so its own 16-byte
   // stores are G*bytes apart across the warp and fill half sectors. The
   // warp writes its 32 groups to workgroup memory, then each lane stores
@@ -300,13 +313,12 @@ GroupVec NormEmitter::loadRowOperand(StringRef name, Type logical,
 }
 
 GroupVec NormEmitter::loadColOperand(StringRef name, const Slot &s) {
-  return loadGroup(args.lookup(name), spec.weightType,
-                   mulI(s.group, cidx(spec.groupSize)), s.valid, s.k);
+  return loadGroup(args.lookup(name), spec.weightType, s.first, s.valid, s.k);
 }
 
 Value NormEmitter::sumElements(GroupVec v) {
   Value acc;
-  for (int64_t i = 0; i < spec.groupSize; ++i) {
+  for (int64_t i = 0; i < width; ++i) {
     Value e = vector::ExtractOp::create(b, v, ArrayRef<int64_t>{i});
     acc = acc ? arith::AddFOp::create(b, acc, e).getResult() : e;
   }
@@ -315,7 +327,7 @@ Value NormEmitter::sumElements(GroupVec v) {
 
 Value NormEmitter::dotElements(GroupVec u, GroupVec v) {
   Value acc;
-  for (int64_t i = 0; i < spec.groupSize; ++i) {
+  for (int64_t i = 0; i < width; ++i) {
     Value a = vector::ExtractOp::create(b, u, ArrayRef<int64_t>{i});
     Value c = vector::ExtractOp::create(b, v, ArrayRef<int64_t>{i});
     acc = acc ? math::FmaOp::create(b, a, c, acc).getResult()
@@ -327,10 +339,30 @@ Value NormEmitter::dotElements(GroupVec u, GroupVec v) {
 Value NormEmitter::maxAbsElements(GroupVec v) {
   Value acc = cf32(0.0);
   Value a = math::AbsFOp::create(b, v);
-  for (int64_t i = 0; i < spec.groupSize; ++i) // NaN skipped, as fmax does
+  for (int64_t i = 0; i < width; ++i) // NaN skipped, as fmax does
     acc = arith::MaxNumFOp::create(
         b, acc, vector::ExtractOp::create(b, a, ArrayRef<int64_t>{i}));
   return acc;
+}
+
+Value NormEmitter::groupMaxOverLanes(Value v) {
+  // A group's lanes are adjacent (T is a multiple of 32, G/V at most 32),
+  // so an xor butterfly within them leaves its maximum in each.
+  for (int64_t offset = lanesPerGroup() / 2; offset >= 1; offset /= 2) {
+    auto shuffle = gpu::ShuffleOp::create(b, v, int32_t(offset),
+                                          /*width=*/32, gpu::ShuffleMode::XOR);
+    v = arith::MaxNumFOp::create(b, v, shuffle.getShuffleResult());
+  }
+  return v;
+}
+
+NormEmitter::Slot NormEmitter::gpuSlot(int64_t k, Value inRange) {
+  Value chunk = addI(teamThread, cidx(k * team.threadsPerRow));
+  if (width == spec.groupSize)
+    return groupSlot(chunk, andI(inRange, ult(chunk, groups)));
+  Value group = arith::DivUIOp::create(b, chunk, cidx(lanesPerGroup()));
+  return Slot{k, group, mulI(chunk, cidx(width)),
+              andI(inRange, ult(group, groups))};
 }
 
 Value NormEmitter::rowRstd(Value sumSquares) {
@@ -347,16 +379,16 @@ SmallVector<Value> NormEmitter::forEachGroup(ValueRange inits, SlotFn body) {
     return emitFor(
         b, cidx(0), groups, cidx(1), inits, [&](Value g, ValueRange accs) {
           Value yes = arith::ConstantOp::create(b, b.getBoolAttr(true));
-          return body(Slot{-1, g, yes}, accs);
+          return body(groupSlot(g, yes), accs);
         });
   SmallVector<Value> accs(inits);
   for (int64_t k = 0; k < team.slots; ++k) {
-    Value g = addI(teamThread, cidx(k * team.threadsPerRow));
-    Value valid = andI(rowValid, ult(g, groups));
-    SmallVector<Value> next = body(Slot{k, g, valid}, accs);
+    Slot s = gpuSlot(k, rowValid);
+    s.k = k;
+    SmallVector<Value> next = body(s, accs);
     // Masked slots leave the accumulators as they were.
     for (auto [acc, n] : llvm::zip(accs, next))
-      acc = acc == n ? acc : arith::SelectOp::create(b, valid, n, acc);
+      acc = acc == n ? acc : arith::SelectOp::create(b, s.valid, n, acc);
   }
   return accs;
 }
@@ -437,11 +469,20 @@ void NormEmitter::emitForwardRow() {
       // Rounding is monotonic, so the maximum of the stored values is the
       // rounded maximum: the partial maxima match what was written.
       Value m = maxAbsElements(y);
+      Value storer = s.valid;
+      if (onGpu && lanesPerGroup() > 1) {
+        m = groupMaxOverLanes(m);
+        storer = andI(storer, arith::CmpIOp::create(
+                                  b, arith::CmpIPredicate::eq,
+                                  arith::RemUIOp::create(
+                                      b, teamThread, cidx(lanesPerGroup())),
+                                  cidx(0)));
+      }
       if (!spec.outType.isF32())
         m = arith::ExtFOp::create(
             b, b.getF32Type(),
             arith::TruncFOp::create(b, spec.outType, m).getResult());
-      emitIfThen(b, s.valid, [&] {
+      emitIfThen(b, storer, [&] {
         memref::StoreOp::create(b, m, args.lookup("absmax"),
                                 ValueRange{addI(mulI(row, groups), s.group)});
       });
@@ -507,11 +548,13 @@ SmallVector<Value> NormEmitter::emitBackwardRow(ValueRange accs,
   // instead of 54% (RMSNorm, 16384x4096). With several slots only the
   // weight: re-reading x and dy there was slower (42% instead of 46%,
   // LayerNorm, 11008 cols).
+  // (Slots counted in whole groups: what a thread holds, whatever V.)
+  int64_t groupSlots = team.slots * width / spec.groupSize;
   SmallVector<StringRef> reread;
-  if (!fused || team.slots == 1)
+  if (!fused || groupSlots == 1)
     reread = {"x_codes", "x_scale", "dy"};
   if (spec.hasWeight &&
-      (fused ? team.slots > 1 : team.threadsPerRow >= kFusedColumnSumsThreads))
+      (fused ? groupSlots > 1 : team.threadsPerRow >= kFusedColumnSumsThreads))
     reread.push_back("weight");
   for (int64_t k = 0; k < team.slots; ++k)
     for (StringRef name : reread)
@@ -568,7 +611,7 @@ SmallVector<Value> NormEmitter::addColumnTerms(ValueRange accs, GroupVec dy,
 void NormEmitter::addColumnTermsToWorkspace(Value partialRow, const Slot &s,
                                             GroupVec dy, GroupVec xh) {
   Type f32 = b.getF32Type();
-  Value at = addI(mulI(partialRow, cols), mulI(s.group, cidx(spec.groupSize)));
+  Value at = addI(mulI(partialRow, cols), s.first);
   SmallVector<Value> prev;
   for (int64_t i = 0; i < perSlot; ++i)
     prev.push_back(
@@ -625,11 +668,10 @@ void NormEmitter::emitGpuBackward(Value partial, const TeamPosition &pos) {
     return;
   // One workspace row per team.
   for (int64_t k = 0; k < team.slots; ++k) {
-    Value g = addI(teamThread, cidx(k * team.threadsPerRow));
-    Value valid = andI(partialValid, ult(g, groups));
-    Value at = addI(mulI(partial, cols), mulI(g, cidx(spec.groupSize)));
+    Slot s = gpuSlot(k, partialValid);
+    Value at = addI(mulI(partial, cols), s.first);
     for (int64_t i = 0; i < sums; ++i)
-      storeGroup(args.lookup(kWorkspaces[i]), b.getF32Type(), at, valid,
+      storeGroup(args.lookup(kWorkspaces[i]), b.getF32Type(), at, s.valid,
                  accs[k * sums + i]);
   }
 }
@@ -649,7 +691,7 @@ void NormEmitter::emitGpuColumns(Value group, Value partial) {
         row = r;
         rowValid = valid;
         rowBase = mulI(row, cols);
-        Slot s{-1, group, valid};
+        Slot s = groupSlot(group, valid);
         Value rstd =
             loadScalarF32(args.lookup("rstd"), b.getF32Type(), row, valid);
         if (spec.hasMean())
@@ -791,7 +833,8 @@ void NormsLowering::emitGpu(ImplicitLocOpBuilder &b, const NormPlan &plan,
     Value group = arith::AddIOp::create(
         b, arith::MulIOp::create(b, bid, cidx(kColumnsBlock)), tid);
     Value partial = gpu::BlockIdOp::create(b, gpu::Dimension::y);
-    NormEmitter(b, plan, args, /*onGpu=*/true).emitGpuColumns(group, partial);
+    NormEmitter(b, plan, args, /*onGpu=*/true, spec.groupSize)
+        .emitGpuColumns(group, partial);
     return;
   }
   if (which == NormPlan::Kernel::Row) {
@@ -813,7 +856,7 @@ void NormsLowering::emitGpu(ImplicitLocOpBuilder &b, const NormPlan &plan,
     Value warpInTeam = arith::DivUIOp::create(b, teamThread, cidx(32));
     Value warpSlot =
         arith::MulIOp::create(b, teamInBlock, cidx(team.warpsPerTeam()));
-    NormEmitter e(b, plan, args, /*onGpu=*/true);
+    NormEmitter e(b, plan, args, /*onGpu=*/true, team.laneElements);
     NormEmitter::TeamPosition pos{teamThread, warpSlot, warpInTeam, lane,
                                   kernel.getWorkgroupAttributions()[0]};
     if (spec.backward)
@@ -864,7 +907,7 @@ void NormsLowering::emitCpu(ImplicitLocOpBuilder &b, const NormPlan &plan,
   const NormSpec &spec = plan.spec;
   NormPlan::Kernel which = plan.kernelAt(index);
   if (which != NormPlan::Kernel::Reduce) {
-    NormEmitter e(b, plan, args, /*onGpu=*/false);
+    NormEmitter e(b, plan, args, /*onGpu=*/false, spec.groupSize);
     if (which == NormPlan::Kernel::Columns)
       e.emitCpuColumns();
     else if (spec.backward)

@@ -130,6 +130,7 @@ SmallVector<NamedAttribute> rowConfig(MLIRContext *ctx, const NormPlan &plan) {
       b.getNamedAttr("max_cols", b.getI64IntegerAttr(team.maxCols)),
       b.getNamedAttr("threads_per_row",
                      b.getI64IntegerAttr(team.threadsPerRow)),
+      b.getNamedAttr("lane_elements", b.getI64IntegerAttr(team.laneElements)),
       b.getNamedAttr("rows_per_block",
                      b.getI64IntegerAttr(team.teamsPerBlock()))};
   if (spec.hasWeight)
@@ -373,22 +374,30 @@ FailureOr<TeamShape> NormsLowering::chooseTeam(Operation *anchor,
     return anchor->emitError("threads-per-row must be 0 (auto) or a power "
                              "of two in [32, 1024], got ")
            << threads;
+  int64_t lanes = laneElements == 0 ? spec.groupSize : laneElements;
+  if (lanes < 4 || lanes > spec.groupSize || !llvm::isPowerOf2_64(lanes))
+    return anchor->emitError("lane-elements must be 0 (a whole group) or a "
+                             "power of two in [4, ")
+           << spec.groupSize << "] (the group size), got " << lanes;
   TeamShape t;
   t.threadsPerRow = threads;
-  t.slots = llvm::divideCeil(groups, threads);
+  t.laneElements = lanes;
+  int64_t groupSlots = llvm::divideCeil(groups, threads);
+  t.slots = groupSlots * (spec.groupSize / lanes);
   t.blockSize = std::max<int64_t>(blockSize, threads);
-  t.maxCols = t.slots * threads * spec.groupSize;
+  t.maxCols = groupSlots * threads * spec.groupSize;
   // Forward outputs wider than 16 bytes a group go through workgroup
-  // memory (block * G elements, at most 32 KiB) to be stored coalesced.
+  // memory (block * G elements, at most 32 KiB) to be stored coalesced;
+  // narrower slots store contiguously by themselves.
   int64_t outBytes =
       laneStorageType(spec.outType).getIntOrFloatBitWidth() / 8;
-  t.stageStores = stageStores && !spec.backward &&
+  t.stageStores = stageStores && !spec.backward && lanes == spec.groupSize &&
                   spec.groupSize * outBytes > 16 &&
                   t.blockSize * spec.groupSize * outBytes <= 32 * 1024;
   // Registers: the row's values per slot, and per-column sums backward.
-  if (t.slots * spec.groupSize > 256)
+  if (t.slots * lanes > 256)
     return anchor->emitError("a row of ")
-           << maxColsValue << " columns needs " << t.slots * spec.groupSize
+           << maxColsValue << " columns needs " << t.slots * lanes
            << " values per thread with " << threads
            << " threads per row (limit 256): raise threads-per-row or lower "
               "max-cols";

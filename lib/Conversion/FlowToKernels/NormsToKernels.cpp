@@ -35,7 +35,7 @@ struct CoatLowerNormsPass
 
   void runOnOperation() override {
     NormsLowering lowering(blockSize, threadsPerRow, groupsPerThread,
-                           stageStores, maxCols, columnSums);
+                           laneElements, stageStores, maxCols, columnSums);
     if (failed(lowering.run(getOperation(), target)))
       signalPassFailure();
   }
