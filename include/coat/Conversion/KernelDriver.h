@@ -49,6 +49,10 @@ MemRefType abiBuffer(Type logical);
 /// A buffer in workgroup (shared) memory.
 MemRefType workgroupBuffer(ArrayRef<int64_t> shape, Type element);
 
+/// Asks ptxas for `minCtas` CTAs a multiprocessor (`.minnctapersm`) where
+/// that does not spill: coat-drop-spilling-min-ctas decides. 0 asks nothing.
+void requestMinCtasUnlessSpilling(gpu::GPUFuncOp kernel, int64_t minCtas);
+
 /// One kernel that a spec lowers to.
 struct KernelDecl {
   std::string name;            ///< the kernel's (and its CPU twin's) symbol

@@ -629,6 +629,10 @@ def CoatLowerPointwise : Pass<"coat-lower-pointwise", "::mlir::ModuleOp"> {
            "Fast forms: evaluate ex2 on the FMA units (coat-expand-soft-exp2, "
            "within the SFU's 2 ulp) instead of the SFU; for kernels whose "
            "special functions saturate it">,
+    Option<"minCtas", "min-ctas", "int64_t", /*default=*/"0",
+           "GPU: CTAs per multiprocessor the registers must allow "
+           "(.minnctapersm), kept only where ptxas fits it without spilling "
+           "(coat-drop-spilling-min-ctas); 0 leaves the count to ptxas">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",

@@ -134,10 +134,10 @@ class PointwiseLowering
     : public KernelLowering<PointwiseLowering, PointwiseSpec> {
 public:
   PointwiseLowering(int64_t blockSize, int64_t lanesPerThread, bool exactMath,
-                    bool softExp2)
+                    bool softExp2, int64_t minCtas)
       : KernelLowering({"coat-lower-pointwise", "coat_flow_kernels"}),
         blockSize(blockSize), lanesPerThread(lanesPerThread),
-        exactMath(exactMath), softExp2(softExp2) {}
+        exactMath(exactMath), softExp2(softExp2), minCtas(minCtas) {}
 
   bool isSpecOp(Operation *op) const {
     return describePointwiseOp(op).has_value();
@@ -158,6 +158,7 @@ private:
   int64_t lanesPerThread;
   bool exactMath;
   bool softExp2;
+  int64_t minCtas;
 };
 
 } // namespace mlir::coat

@@ -197,7 +197,9 @@ void callLibmErf(func::FuncOp fn, ModuleOp module) {
 
 void PointwiseLowering::emitGpu(ImplicitLocOpBuilder &b,
                                 const PointwiseSpec &spec, unsigned,
-                                gpu::GPUFuncOp, const KernelArgs &args) const {
+                                gpu::GPUFuncOp kernel,
+                                const KernelArgs &args) const {
+  requestMinCtasUnlessSpilling(kernel, minCtas);
   LaneShape shape = laneShape(spec);
   int64_t lanesPerBlock = blockSize * lanesPerThread;
   auto cidx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };

@@ -35,6 +35,10 @@ LogicalResult PointwiseLowering::checkOptions(ModuleOp module) const {
     return module.emitError("coat-lower-pointwise: lanes-per-thread must be "
                             "in [1, 8], got ")
            << lanesPerThread;
+  if (minCtas < 0 || minCtas > 32)
+    return module.emitError("coat-lower-pointwise: min-ctas must be in "
+                            "[0, 32], got ")
+           << minCtas;
   if (exactMath && softExp2)
     return module.emitError("coat-lower-pointwise: soft-exp2 applies to the "
                             "fast forms; exact-math evaluates expf");
@@ -49,7 +53,7 @@ struct CoatLowerPointwisePass
 
   void runOnOperation() override {
     PointwiseLowering lowering(blockSize, lanesPerThread, exactMath,
-                               softExp2);
+                               softExp2, minCtas);
     if (failed(lowering.run(getOperation(), target)))
       signalPassFailure();
   }

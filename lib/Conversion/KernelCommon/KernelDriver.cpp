@@ -2,9 +2,11 @@
 
 #include "coat/Conversion/KernelDriver.h"
 #include "coat/Conversion/GroupKernel.h"
+#include "coat/Conversion/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 
 using namespace mlir;
 using namespace mlir::coat;
@@ -35,6 +37,16 @@ FunctionType mlir::coat::abiFunctionType(MLIRContext *ctx,
 
 MemRefType mlir::coat::abiBuffer(Type logical) {
   return MemRefType::get({ShapedType::kDynamic}, laneStorageType(logical));
+}
+
+void mlir::coat::requestMinCtasUnlessSpilling(gpu::GPUFuncOp kernel,
+                                               int64_t minCtas) {
+  if (minCtas <= 0)
+    return;
+  Builder b(kernel.getContext());
+  kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+                  b.getI32IntegerAttr(static_cast<int32_t>(minCtas)));
+  kernel->setAttr(kMinCtasUnlessSpillingAttr, b.getUnitAttr());
 }
 
 MemRefType mlir::coat::workgroupBuffer(ArrayRef<int64_t> shape, Type element) {

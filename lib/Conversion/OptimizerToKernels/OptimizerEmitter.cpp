@@ -846,11 +846,7 @@ void OptimizerLowering::emitGpu(ImplicitLocOpBuilder &b,
                                 gpu::GPUFuncOp kernel,
                                 const KernelArgs &args) const {
   auto cidx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
-  if (spec.minCtas > 0) {
-    kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
-                    b.getI32IntegerAttr(static_cast<int32_t>(spec.minCtas)));
-    kernel->setAttr(kMinCtasUnlessSpillingAttr, b.getUnitAttr());
-  }
+  requestMinCtasUnlessSpilling(kernel, spec.minCtas);
   AdamWArgs a = adamwArgs(args);
   StepConstants step = emitStepConstants(b, spec, a, /*onGpu=*/true);
   Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);

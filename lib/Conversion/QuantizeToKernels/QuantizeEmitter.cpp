@@ -647,12 +647,8 @@ void QuantizeLowering::emitGpu(ImplicitLocOpBuilder &b, const ActPlan &plan,
                                unsigned, gpu::GPUFuncOp kernel,
                                const KernelArgs &args) const {
   const ActSpec &spec = plan.spec;
-  if (int64_t minCtas = spec.tiled() ? tileMinCtas : flatMinCtas;
-      minCtas > 0) {
-    kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
-                    b.getI32IntegerAttr(static_cast<int32_t>(minCtas)));
-    kernel->setAttr(kMinCtasUnlessSpillingAttr, b.getUnitAttr());
-  }
+  requestMinCtasUnlessSpilling(kernel,
+                               spec.tiled() ? tileMinCtas : flatMinCtas);
   // The tile is written with vector stores: align it like one.
   auto wg = kernel.getWorkgroupAttributions();
   for (int64_t i = 0, e = wg.size(); i < e; ++i)

@@ -3,6 +3,19 @@
 // RUN: coat-opt %s -coat-lower-pointwise=lanes-per-thread=2 | FileCheck %s --check-prefix=U2
 // RUN: coat-opt %s -coat-lower-pointwise=exact-math=true | FileCheck %s --check-prefix=EXACT
 // RUN: coat-opt %s -coat-lower-pointwise='target=cpu exact-math=true' | FileCheck %s --check-prefix=EXACT-CPU
+// RUN: coat-opt %s -coat-lower-pointwise | FileCheck %s --check-prefix=NO-CTAS
+// RUN: coat-opt %s -coat-lower-pointwise=min-ctas=6 | FileCheck %s --check-prefix=CTAS
+// RUN: not coat-opt %s -coat-lower-pointwise=min-ctas=33 2>&1 | FileCheck %s --check-prefix=CTAS-RANGE
+// RUN: not coat-opt %s -coat-lower-pointwise=lanes-per-thread=9 2>&1 | FileCheck %s --check-prefix=LANES-RANGE
+
+// An occupancy request is asked only with min-ctas, as a request that
+// coat-drop-spilling-min-ctas drops where ptxas would spill under it.
+// NO-CTAS-NOT: minctasm
+// CTAS-LABEL: gpu.func @silu(
+// CTAS-SAME: coat.min_ctas_unless_spilling
+// CTAS-SAME: nvvm.minctasm = 6 : i32
+// CTAS-RANGE: coat-lower-pointwise: min-ctas must be in [0, 32], got 33
+// LANES-RANGE: coat-lower-pointwise: lanes-per-thread must be in [1, 8], got 9
 
 // A 1x16 FP8 in -> 1x16 FP8 out op: no shuffles (one lane per group), the
 // codes are read and written with 16-byte vectors, the scale is derived from
