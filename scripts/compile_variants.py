@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Compiles variants of the kernel-spec examples (the same source under other
-pass options) for an A/B against the defaults on the GPU (scripts/gpu_ab.sh).
+pass options) for an A/B against the defaults on the GPU (scripts/gpu_ab.py).
 
   scripts/compile_variants.py --out build/variants \\
       'e8=optimizer/adamw.mlir:lower=elements-per-thread=8 block-size=256' \\

@@ -25,13 +25,19 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 class Family:
-    def __init__(self, name, ops, test, bench=None, bench_args=(), filters=False):
+    """`kernels_env`: the variable naming the kernel directories that the
+    family's tests (and, without `--kernels`, its benchmark) read."""
+
+    def __init__(self, name, ops, test, bench=None, bench_args=(), filters=False,
+                 kernels_env="COAT_KERNELS"):
         self.name, self.ops, self.test = name, set(ops), test
         self.bench, self.bench_args, self.filters = bench, list(bench_args), filters
+        self.kernels_env = kernels_env
 
 
 # Which numerics tests and which benchmark serve a module, by its ops. The
-# scale and GEMM benchmarks time fixed kernels, not a list of directories.
+# scale benchmark times a fixed kernel, not a list of directories; the GEMM
+# tests and benchmark take theirs from COAT_LINEAR_KERNELS.
 FAMILIES = [
     Family("optimizer", ["adamw_step"], "test_adamw_kernel_numerics.py", "bench_optimizer.py"),
     Family("activations", ["quantize", "quantize_transpose", "dequantize", "absmax", "requantize"],
@@ -42,7 +48,8 @@ FAMILIES = [
                     "swiglu_mul_grad", "residual_add_grad"],
            "test_flow_kernel_numerics.py", "bench_flow.py", ["--no-torch"], True),
     Family("scales", ["reduce_scales"], "test_scale_kernel_numerics.py"),
-    Family("linear", ["linear"], "test_linear_gpu.py"),
+    Family("linear", ["linear"], "test_linear_gpu.py", "bench_linear.py",
+           kernels_env="COAT_LINEAR_KERNELS"),
 ]
 
 
@@ -66,10 +73,11 @@ def plan(demo: Path, variants_dir: Path, tests=True, bench=True, only=""):
         fam = family_of(vdir)
         by_module.setdefault(v["module"], []).append(vdir)
         if tests:
+            env = {"COAT_KERNELS": str(vdir), "COAT_KERNELS_ONLY": "1"}
+            env[fam.kernels_env] = str(vdir)
             steps.append((f"test {name}",
                           [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           str(REPO / "test" / "python" / fam.test), "-k", "cuda"],
-                          {"COAT_KERNELS": str(vdir), "COAT_KERNELS_ONLY": "1"}))
+                           str(REPO / "test" / "python" / fam.test), "-k", "cuda"], env))
     if bench:
         for module, vdirs in by_module.items():
             fam = family_of(vdirs[0])
@@ -78,9 +86,13 @@ def plan(demo: Path, variants_dir: Path, tests=True, bench=True, only=""):
                       flush=True)
                 continue
             args = [*fam.bench_args, *(["--only", only] if only and fam.filters else [])]
-            steps.append((f"bench {module}",
-                          [sys.executable, str(REPO / "bench" / fam.bench),
-                           "--kernels", str(demo / module), *map(str, vdirs), *args], {}))
+            dirs = [str(demo / module), *map(str, vdirs)]
+            cmd = [sys.executable, str(REPO / "bench" / fam.bench)]
+            if fam.kernels_env == "COAT_KERNELS":
+                steps.append((f"bench {module}", [*cmd, "--kernels", *dirs, *args], {}))
+            else:
+                steps.append((f"bench {module}", [*cmd, *args],
+                              {fam.kernels_env: os.pathsep.join(dirs)}))
     return steps
 
 

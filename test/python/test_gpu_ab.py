@@ -54,20 +54,24 @@ def test_the_plan_tests_each_variant_alone_then_benchmarks_each_module(tmp_path)
         _variant(variants, "e16", "adamw", ["adamw_step"]),
         _variant(variants, "e8", "adamw", ["adamw_step"]),
         _variant(variants, "g1", "norms", ["rmsnorm", "rmsnorm_grad", "norm_grad_reduce"]),
-        _variant(variants, "s2", "scales", ["reduce_scales"])]}
+        _variant(variants, "s2", "scales", ["reduce_scales"]),
+        _variant(variants, "staged", "fp8_linear", ["linear"])]}
     (variants / "variants.json").write_text(json.dumps(index))
     demo = tmp_path / "demo"
     out = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "gpu_ab.py"),
                           "--dry-run", "--only", "fwd", str(demo), str(variants)],
                          capture_output=True, text=True, check=True).stdout
     cmds = [l[2:] for l in out.splitlines() if l.startswith("+ ")]
-    tests, benches = cmds[:4], cmds[4:]
+    tests, benches = cmds[:5], cmds[5:]
     assert [c.split()[0] for c in tests] == [f"COAT_KERNELS={variants / n}" for n in index]
     assert all("COAT_KERNELS_ONLY=1" in c and c.endswith("-k cuda") for c in tests)
     assert "test_adamw_kernel_numerics.py" in tests[0]
     assert "test_norm_kernel_numerics.py" in tests[2]
     assert "test_scale_kernel_numerics.py" in tests[3]
-    assert len(benches) == 2
+    # The GEMM tests read their kernels from COAT_LINEAR_KERNELS.
+    assert "test_linear_gpu.py" in tests[4]
+    assert f"COAT_LINEAR_KERNELS={variants / 'staged'}" in tests[4].split()
+    assert len(benches) == 3
     opt = benches[0].split()
     assert opt[1].endswith("bench_optimizer.py") and "--only" not in opt
     assert opt[opt.index("--kernels") + 1:] == [str(demo / "adamw"), str(variants / "e16"),
@@ -77,6 +81,11 @@ def test_the_plan_tests_each_variant_alone_then_benchmarks_each_module(tmp_path)
     assert norms[norms.index("--kernels") + 1:norms.index("--kernels") + 3] == [
         str(demo / "norms"), str(variants / "g1")]
     assert norms[-2:] == ["--only", "fwd"] and "--no-torch" in norms
+    # The GEMM benchmark too: the demo module and the variant, in that order.
+    gemm = benches[2].split()
+    assert gemm[0] == "COAT_LINEAR_KERNELS=" + os.pathsep.join(
+        [str(demo / "fp8_linear"), str(variants / "staged")])
+    assert gemm[2].endswith("bench_linear.py") and "--kernels" not in gemm
     # The scale benchmark times one fixed kernel: said, not run.
     assert "scales: the scales benchmark times fixed kernels" in out
 

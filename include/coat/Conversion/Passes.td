@@ -874,6 +874,13 @@ def CoatLowerLinear : Pass<"coat-lower-linear", "::mlir::ModuleOp"> {
     Option<"blockTileN", "block-tile-n", "int64_t", /*default=*/"128",
            "Output columns per tile of block-scaled kernels (multiple of 16; "
            "a tile spans at most two 128-column weight blocks)">,
+    Option<"epilogue", "epilogue", "std::string", /*default=*/"\"direct\"",
+           "How bf16/f32 results are stored: `direct`, each thread its "
+           "fragment's element pairs (8 rows of 16 bytes a warp store), or "
+           "`staged`, through shared memory a 128-byte column block at a "
+           "time, then contiguous 16-byte stores (mPerWarpgroup x 128 bytes "
+           "of shared memory a consumer warpgroup). FP8 results keep their "
+           "group epilogue">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",

@@ -58,6 +58,9 @@ struct GemmShape {
   int64_t tileM, tileN, stages, warpgroups; ///< warpgroups issuing wgmma
   bool warpSpecialized;
   int64_t groupM; ///< M tiles per group of the persistent tile order
+  /// bf16/f32 results go through shared memory, a 128-byte column block at
+  /// a time, and leave in contiguous 16-byte stores (`epilogue=staged`).
+  bool stagedEpilogue = false;
 
   int64_t mPerWarpgroup() const { return tileM / warpgroups; }
   int64_t mBlocks() const { return mPerWarpgroup() / 64; }
@@ -65,9 +68,22 @@ struct GemmShape {
   int64_t bBytes() const { return tileN * kTileK; }
   int64_t stageBytes() const { return aBytes() + bBytes(); }
   int64_t barrierOffset() const { return stages * stageBytes(); }
-  /// Dynamic shared memory: the ring, full and empty mbarriers, and 1 KiB of
-  /// slack to round the base up to the 1024-byte swizzle atom.
-  int64_t sharedBytes() const { return barrierOffset() + 16 * stages + 1024; }
+  /// Staged epilogue: each consumer warpgroup's rows x 128 bytes, after the
+  /// mbarriers, 128-byte aligned.
+  int64_t epilogueOffset() const {
+    return (barrierOffset() + 16 * stages + 127) / 128 * 128;
+  }
+  int64_t epilogueBytes() const {
+    return stagedEpilogue ? warpgroups * mPerWarpgroup() * 128 : 0;
+  }
+  /// Dynamic shared memory: the ring, full and empty mbarriers, the staged
+  /// epilogue's rows if any, and 1 KiB of slack to round the base up to the
+  /// 1024-byte swizzle atom.
+  int64_t sharedBytes() const {
+    return (stagedEpilogue ? epilogueOffset() + epilogueBytes()
+                           : barrierOffset() + 16 * stages) +
+           1024;
+  }
   int64_t threads() const { return 128 * (warpgroups + (warpSpecialized ? 1 : 0)); }
   /// Registers per consumer thread once the producer gave its share away
   /// (setmaxnreg counts are multiples of 8 in [24, 256]); 0: leave as is

@@ -169,6 +169,10 @@ private:
   void storeRows(ArrayRef<Value> accs, Value scale, Value rowBase, Value n0,
                  bool checked);
   void storeFp8Groups(ArrayRef<Value> accs, Value scale, Value rowBase, Value n0);
+  /// `epilogue=staged`: the consumer's rows through its shared-memory rows,
+  /// a 128-byte column block at a time, stored as contiguous 16-byte chunks.
+  void storeStaged(ArrayRef<Value> accs, Value scale, Value m0, Value n0,
+                   Value consumer);
 
   // Fragment coordinates of this thread in its warpgroup's m64nN wgmma
   // result: for n8 chunk j, rows rowInBlock (+8) and columns 8j + colInChunk
@@ -604,6 +608,8 @@ void GemmKernelBuilder::emitEpilogue(ArrayRef<Value> accs, Value m0, Value n0,
   Value rowBase = add(add(m0, mul(consumer, cIdx(g.mPerWarpgroup()))), rowInBlock);
   if (p.out == OutputKind::Fp8Groups)
     return storeFp8Groups(accs, scale, rowBase, n0);
+  if (g.stagedEpilogue)
+    return storeStaged(accs, scale, m0, n0, consumer);
   // Full tiles with an even N store element pairs without checks.
   Value interior = arith::AndIOp::create(
       b,
@@ -672,6 +678,118 @@ void GemmKernelBuilder::storeRows(ArrayRef<Value> accs, Value scale, Value rowBa
       else
         body();
     }
+  }
+}
+
+void GemmKernelBuilder::storeStaged(ArrayRef<Value> accs, Value scale, Value m0,
+                                    Value n0, Value consumer) {
+  // A warp's direct stores write 16 bytes into each of 8 rows. Here the
+  // warpgroup first writes a 128-byte-wide column block of its rows to
+  // shared memory, then every thread stores 16-byte chunks of it, 8 threads
+  // a row: 128 contiguous bytes each. Chunk q of row R sits at chunk
+  // q ^ (R % 8) of the row's 128 bytes, so the fragment writes (8 rows, one
+  // chunk each) and the chunk reads (one row) hit distinct banks.
+  MLIRContext *ctx = b.getContext();
+  Type elem = p.out == OutputKind::F32 ? Type(b.getF32Type()) : b.getBF16Type();
+  int64_t elemBytes = elem.getIntOrFloatBitWidth() / 8;
+  int64_t blockCols = 128 / elemBytes, chunkElems = 16 / elemBytes;
+  int64_t rows = g.mPerWarpgroup();
+  auto global = LLVM::LLVMPointerType::get(ctx, 1);
+  auto v16i8 = VectorType::get({16}, b.getI8Type());
+  Value stageBase = add(add(base, cI64(g.epilogueOffset())),
+                        mul(toI64(consumer), cI64(rows * 128)));
+  auto slot = [&](Value row, Value chunk) { // byte offset in the rows
+    Value swizzled = arith::XOrIOp::create(
+        b, chunk, arith::RemUIOp::create(b, row, cIdx(8)));
+    return add(mul(toI64(row), cI64(128)), mul(toI64(swizzled), cI64(16)));
+  };
+  // Named barrier 1 + consumer: this warpgroup's 128 threads.
+  auto syncWarpgroup = [&] {
+    NVVM::BarrierOp::create(b, Type(), toI32(add(consumer, cIdx(1))), cI32(128),
+                            NVVM::BarrierReductionAttr(), Value());
+  };
+  Value wgThread = arith::RemUIOp::create(b, tid, cIdx(128));
+  Value wgRow0 = add(m0, mul(consumer, cIdx(rows)));
+  Value outBase = toI64(memref::ExtractAlignedPointerAsIndexOp::create(b, out));
+  Value rowBytes = mul(toI64(N), cI64(elemBytes));
+  // Whole 16-byte chunks need rows that start 16-byte aligned.
+  Value alignedRows = cmp(arith::CmpIPredicate::eq,
+                          arith::RemUIOp::create(b, N, cIdx(chunkElems)), cIdx(0));
+  auto narrow = [&](Value v) -> Value {
+    return elem.isF32() ? v : arith::TruncFOp::create(b, elem, v);
+  };
+  // tile-n is a multiple of 16, so the last block may be narrower: 32 or
+  // more bytes a row, 2 or more chunks.
+  for (int64_t blk = 0; blk * blockCols < g.tileN; ++blk) {
+    int64_t width = std::min(blockCols, g.tileN - blk * blockCols);
+    int64_t firstChunk = blk * blockCols / 8; // n8 chunks of the block
+    for (int64_t i = 0; i < g.mBlocks(); ++i) {
+      for (int64_t h = 0; h < 2; ++h) {
+        Value row = add(rowInBlock, cIdx(64 * i + 8 * h));
+        for (int64_t j = firstChunk; j < firstChunk + width / 8; ++j) {
+          Value col = add(add(n0, cIdx(8 * j)), colInChunk);
+          Value col1 = add(col, cIdx(1));
+          int64_t e = 4 * j + 2 * h;
+          Value v0 = LLVM::ExtractValueOp::create(b, accs[i], e);
+          Value v1 = LLVM::ExtractValueOp::create(b, accs[i], e + 1);
+          // Columns past N are staged but never stored; their bias index
+          // is clamped.
+          Value pair = vector::FromElementsOp::create(
+              b, VectorType::get({2}, elem),
+              ValueRange{narrow(scaled(v0, scale, col, col)),
+                         narrow(scaled(v1, scale, col1, col1))});
+          Value byte = mul(add(cIdx(8 * (j - firstChunk)), colInChunk),
+                           cIdx(elemBytes));
+          Value at = add(add(stageBase,
+                             slot(row, arith::DivUIOp::create(b, byte, cIdx(16)))),
+                         toI64(arith::RemUIOp::create(b, byte, cIdx(16))));
+          LLVM::StoreOp::create(b, pair, shared(at), 2 * elemBytes);
+        }
+      }
+    }
+    syncWarpgroup();
+    // rows x chunksPerRow chunks of 16 bytes (a multiple of 128), 128
+    // threads.
+    int64_t chunksPerRow = width * elemBytes / 16;
+    for (int64_t it = 0; it < rows * chunksPerRow / 128; ++it) {
+      Value c = add(wgThread, cIdx(128 * it));
+      Value row = arith::DivUIOp::create(b, c, cIdx(chunksPerRow));
+      Value chunk = arith::RemUIOp::create(b, c, cIdx(chunksPerRow));
+      Value bytes = LLVM::LoadOp::create(b, v16i8, shared(add(stageBase, slot(row, chunk))),
+                                         /*alignment=*/16);
+      Value gRow = add(wgRow0, row);
+      Value col0 = add(add(n0, cIdx(blk * blockCols)), mul(chunk, cIdx(chunkElems)));
+      Value rowIn = cmp(arith::CmpIPredicate::ult, gRow, M);
+      Value whole = arith::AndIOp::create(
+          b, arith::AndIOp::create(b, rowIn, alignedRows),
+          cmp(arith::CmpIPredicate::ule, add(col0, cIdx(chunkElems)), N));
+      Value at = add(add(outBase, mul(toI64(gRow), rowBytes)),
+                     mul(toI64(col0), cI64(elemBytes)));
+      emitIfElse(
+          b, whole,
+          [&] {
+            LLVM::StoreOp::create(
+                b, bytes, LLVM::IntToPtrOp::create(b, global, at), /*alignment=*/16);
+          },
+          [&] {
+            // The row's last chunk, or rows not 16-byte aligned: element by
+            // element where inside.
+            Value vals = vector::BitCastOp::create(
+                b, VectorType::get({chunkElems}, elem), bytes);
+            for (int64_t e = 0; e < chunkElems; ++e) {
+              Value inside = arith::AndIOp::create(
+                  b, rowIn, cmp(arith::CmpIPredicate::ult, add(col0, cIdx(e)), N));
+              ifThen(inside, [&] {
+                Value ptr = LLVM::IntToPtrOp::create(
+                    b, global, add(at, cI64(e * elemBytes)));
+                LLVM::StoreOp::create(
+                    b, vector::ExtractOp::create(b, vals, e), ptr, elemBytes);
+              });
+            }
+          });
+    }
+    // The next block rewrites these rows.
+    syncWarpgroup();
   }
 }
 

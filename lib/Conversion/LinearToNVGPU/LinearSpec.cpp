@@ -139,7 +139,8 @@ DictionaryAttr buildManifestRecord(MLIRContext *ctx, StringRef name,
       named("tile", b.getI64ArrayAttr({g.tileM, g.tileN, kTileK})),
       named("stages", b.getI64IntegerAttr(g.stages)),
       named("warpgroups", b.getI64IntegerAttr(g.warpgroups)),
-      named("warp_specialized", b.getBoolAttr(g.warpSpecialized))};
+      named("warp_specialized", b.getBoolAttr(g.warpSpecialized)),
+      named("epilogue", str(g.stagedEpilogue ? "staged" : "direct"))};
   if (g.warpSpecialized)
     config.push_back(named("group_m", b.getI64IntegerAttr(g.groupM)));
   if (p.blockScaled) {
@@ -255,6 +256,9 @@ FailureOr<LinearPlan> LinearLowering::analyze(func::FuncOp fn, LinearOp op,
   if (gpu && failed(checkStaticK(op)))
     return failure();
   GemmShape shape = options;
+  // FP8 results are stored by their own group epilogue.
+  if (problem->out == OutputKind::Fp8Groups)
+    shape.stagedEpilogue = false;
   // Without explicit tiles, a spec with a static M picks by shape: tall
   // problems (M >= 8192) ran fastest with 256x128 tiles on the H200,
   // smaller ones with 128x256 (docs/benchmarks.md, FP8 GEMM).
@@ -289,6 +293,13 @@ FailureOr<LinearPlan> LinearLowering::analyze(func::FuncOp fn, LinearOp op,
              << shape.tileN * shape.mBlocks()
              << " accumulators and partial sums";
   }
+  if (shape.sharedBytes() > 227 * 1024)
+    return op.emitOpError("coat-lower-linear: ")
+           << shape.tileM << "x" << shape.tileN << " tiles with "
+           << shape.stages << " stages"
+           << (shape.stagedEpilogue ? " and the staged epilogue" : "")
+           << " need " << shape.sharedBytes()
+           << " bytes of shared memory, more than Hopper's 227 KiB per block";
   return LinearPlan{op, *problem, shape,
                     gemmParams(fn, op, *problem, shape)};
 }

@@ -92,6 +92,9 @@ struct CoatLowerLinearPass
       emitError(specs.front().first.getLoc()) << "coat-lower-linear: " << msg;
       signalPassFailure();
     };
+    if (epilogue != "direct" && epilogue != "staged")
+      return fail("epilogue must be direct or staged, got '" + epilogue + "'");
+    g.stagedEpilogue = epilogue == "staged";
     if (g.warpgroups < 1 || g.tileM % (64 * g.warpgroups) != 0 || g.tileM > 256)
       return fail("tile-m (" + Twine(tileM) +
                   ") must be a positive multiple of 64 * "

@@ -8,12 +8,40 @@
 // RUN:   | sed -e 's/\\0A/\n/g' -e 's/\\09/ /g' | FileCheck %s
 // RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-n=128 warpgroups=1 stages=3 warp-specialize=false},coat-gpu-to-binary{format=isa})' \
 // RUN:   | sed -e 's/\\0A/\n/g' -e 's/\\09/ /g' | FileCheck %s --check-prefix=PLAIN
+// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{epilogue=staged})' \
+// RUN:   | FileCheck %s --check-prefix=STAGED-IR
+// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{epilogue=staged},coat-gpu-to-binary{format=isa})' \
+// RUN:   | sed -e 's/\\0A/\n/g' -e 's/\\09/ /g' | FileCheck %s --check-prefix=STAGED
+
+// epilogue=staged: 16 KiB more shared memory (2 consumer warpgroups x 64
+// rows x 128 bytes after the 128-byte-aligned mbarriers) for bf16/f32
+// results; the FP8 result keeps its group epilogue and its shared memory.
+// STAGED-IR-LABEL: gpu.func @fwd(
+// STAGED-IR-SAME: epilogue = "staged"
+// STAGED-IR-SAME: shared_bytes = 214144
+// STAGED-IR-LABEL: gpu.func @gate_q16(
+// STAGED-IR-SAME: epilogue = "direct"
+// STAGED-IR-SAME: shared_bytes = 197696
+// Per 128-byte column block (4 for bf16): the fragment's element pairs to
+// shared memory, the warpgroup's named barrier, a 16-byte chunk a thread
+// per pass, contiguous 16-byte global stores, the barrier again.
+// STAGED-LABEL: .visible .entry fwd(
+// STAGED: st.shared.b32
+// STAGED: bar.sync {{%r[0-9]+}}, 128;
+// STAGED: ld.shared.v4.b32
+// STAGED: st.global.v4.b32
+// STAGED: bar.sync {{%r[0-9]+}}, 128;
+// STAGED-NOT: .local
+// STAGED-LABEL: .visible .entry dgrad(
+// STAGED: st.shared.v2.b32
+// STAGED: ld.shared.v4.b32
+// STAGED: st.global.v4.b32
 
 // IR-LABEL: gpu.module @coat_linear
 // IR: gpu.func @fwd(%{{[a-z0-9]+}}: !llvm.ptr {llvm.align = 64 : i32}, %{{[a-z0-9]+}}: !llvm.ptr {llvm.align = 64 : i32}, %{{[a-z0-9]+}}: memref<?xbf16>, %{{[a-z0-9]+}}: memref<?xf32>, %{{[a-z0-9]+}}: memref<?xf32>, %{{[a-z0-9]+}}: i64, %{{[a-z0-9]+}}: i64, %{{[a-z0-9]+}}: i64) kernel
 // IR-SAME: coat.grid_constant = array<i32: 0, 1>
 // IR-SAME: dtype = "e4m3", kind = "tensormap", name = "a"
-// IR-SAME: config = {a = "e4m3", b = "e4m3", bias = false, group_m = 8 : i64, kind = "forward", out = "bf16"
+// IR-SAME: config = {a = "e4m3", b = "e4m3", bias = false, epilogue = "direct", group_m = 8 : i64, kind = "forward", out = "bf16"
 // IR-SAME: launch = {block = [384, 1, 1], grid_tiles = {{\[\["m", 128\], \["n", 256\]\]}}, persistent = true
 // IR-SAME: known_block_size = array<i32: 384, 1, 1>, nvvm.minctasm = 1
 // IR: nvvm.mbarrier.init
