@@ -84,7 +84,7 @@ def main() -> int:
     known = json.loads(index.read_text()) if index.is_file() else {}
     known.update({v["name"]: v for v in variants})
     index.write_text(json.dumps(known, indent=1) + "\n")
-    print(f"{len(variants)} variants in {out}")
+    print(f"{len(variants)} compiled; {len(known)} variants in {index}")
     return 0
 
 
