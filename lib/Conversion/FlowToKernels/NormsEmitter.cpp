@@ -132,7 +132,7 @@ private:
   GroupVec loadColOperand(StringRef name, const Slot &s);
   Value elementIndex(const Slot &s) { return addI(rowBase, s.first); }
   Value sumElements(GroupVec v);
-  /// sum(u*v) over the group, one fused multiply-add per element.
+  /// sum(u*v) over the slot, one fused multiply-add per element.
   Value dotElements(GroupVec u, GroupVec v);
   Value maxAbsElements(GroupVec v);
   /// GPU: the maximum of `v` over the lanes sharing this slot's group.
@@ -358,8 +358,11 @@ Value NormEmitter::groupMaxOverLanes(Value v) {
 
 NormEmitter::Slot NormEmitter::gpuSlot(int64_t k, Value inRange) {
   Value chunk = addI(teamThread, cidx(k * team.threadsPerRow));
-  if (width == spec.groupSize)
-    return groupSlot(chunk, andI(inRange, ult(chunk, groups)));
+  if (width == spec.groupSize) {
+    Slot s = groupSlot(chunk, andI(inRange, ult(chunk, groups)));
+    s.k = k;
+    return s;
+  }
   Value group = arith::DivUIOp::create(b, chunk, cidx(lanesPerGroup()));
   return Slot{k, group, mulI(chunk, cidx(width)),
               andI(inRange, ult(group, groups))};
@@ -384,7 +387,6 @@ SmallVector<Value> NormEmitter::forEachGroup(ValueRange inits, SlotFn body) {
   SmallVector<Value> accs(inits);
   for (int64_t k = 0; k < team.slots; ++k) {
     Slot s = gpuSlot(k, rowValid);
-    s.k = k;
     SmallVector<Value> next = body(s, accs);
     // Masked slots leave the accumulators as they were.
     for (auto [acc, n] : llvm::zip(accs, next))

@@ -712,9 +712,14 @@ void GemmKernelBuilder::storeStaged(ArrayRef<Value> accs, Value scale, Value m0,
   Value wgRow0 = add(m0, mul(consumer, cIdx(rows)));
   Value outBase = toI64(memref::ExtractAlignedPointerAsIndexOp::create(b, out));
   Value rowBytes = mul(toI64(N), cI64(elemBytes));
-  // Whole 16-byte chunks need rows that start 16-byte aligned.
-  Value alignedRows = cmp(arith::CmpIPredicate::eq,
-                          arith::RemUIOp::create(b, N, cIdx(chunkElems)), cIdx(0));
+  // Whole 16-byte chunks need rows that start 16-byte aligned: N a
+  // multiple of a chunk and `out` aligned (a view may be offset).
+  Value alignedRows = arith::AndIOp::create(
+      b,
+      cmp(arith::CmpIPredicate::eq, arith::RemUIOp::create(b, N, cIdx(chunkElems)),
+          cIdx(0)),
+      arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                            arith::AndIOp::create(b, outBase, cI64(15)), cI64(0)));
   auto narrow = [&](Value v) -> Value {
     return elem.isF32() ? v : arith::TruncFOp::create(b, elem, v);
   };
