@@ -7,11 +7,15 @@ one-column problems). The twin sums in f32 in K order, so it must match the
 exact sum to f32 rounding of the sum; the GPU tests (test_linear_gpu.py)
 check the kernels against the same decoded math."""
 
+import os
+
 import ml_dtypes
 import numpy as np
 import pytest
 
-from coat import reference as ref
+import coat
+from coat import _paths, reference as ref
+from conftest import REPO
 from kernel_io import compiled_kernels
 
 if not ref.is_available():
@@ -77,6 +81,31 @@ def operands(kernel, m, n, k, case, rng):
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.spec.name)
 def test_gemm_twin(kernel, shape, case):
+    check_twin(kernel, shape, case)
+
+
+def test_tma_epilogue_twin_writes_out_as_a_buffer(tmp_path):
+    """With coat-lower-linear{epilogue=tma} `out` is a tensormap in the
+    manifest (a TMA store on the GPU); the twin takes the same buffer as a
+    memref of its element type, which the runtime sizes from the map's dims."""
+    tool = _paths.find_coat_opt()
+    if tool is None:
+        pytest.skip("coat-opt is not built")
+    from coat.toolchain import Toolchain
+    Toolchain(coat_opt=tool).compile_file(
+        os.path.join(REPO, "examples", "linear", "fp8_linear.mlir"), tmp_path,
+        gpu=False, linear_options="epilogue=tma")
+    mod = coat.load(str(tmp_path))
+    mapped = [mod[k.name] for k in mod.manifest.kernels
+              if k.op == "linear" and any(a.name == "out" and a.kind == "tensormap"
+                                          for a in k.args)]
+    # Every bf16/f32 result: per-tensor and block-scaled, with and without bias.
+    assert len(mapped) == 8, [k.spec.name for k in mapped]
+    for kernel in mapped:
+        check_twin(kernel, (33, 48, 40), "random")
+
+
+def check_twin(kernel, shape, case):
     m, n, k = shape
     cfg = kernel.config
     rng = np.random.default_rng(m * 1000 + n + k)

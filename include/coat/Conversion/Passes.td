@@ -876,11 +876,13 @@ def CoatLowerLinear : Pass<"coat-lower-linear", "::mlir::ModuleOp"> {
            "a tile spans at most two 128-column weight blocks)">,
     Option<"epilogue", "epilogue", "std::string", /*default=*/"\"direct\"",
            "How bf16/f32 results are stored: `direct`, each thread its "
-           "fragment's element pairs (8 rows of 16 bytes a warp store), or "
+           "fragment's element pairs (8 rows of 16 bytes a warp store); "
            "`staged`, through shared memory a 128-byte column block at a "
            "time, then contiguous 16-byte stores (mPerWarpgroup x 128 bytes "
-           "of shared memory a consumer warpgroup). FP8 results keep their "
-           "group epilogue">,
+           "of shared memory a consumer warpgroup); `tma`, the same blocks "
+           "stored by TMA while the warpgroup goes on (`out` becomes a "
+           "tensormap: rows 16-byte aligned; tile-n a multiple of 64 bf16 "
+           "or 32 f32 columns). FP8 results keep their group epilogue">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",

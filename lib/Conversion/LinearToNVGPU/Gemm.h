@@ -30,6 +30,16 @@ constexpr int64_t kScaleBlock = 128;
 
 enum class OutputKind { BF16, F32, Fp8Groups };
 
+/// How bf16/f32 results leave the kernel (`epilogue`); FP8 results always
+/// take their group epilogue (Direct).
+enum class EpilogueKind {
+  Direct, ///< each thread its fragment's element pairs
+  Staged, ///< a 128-byte column block at a time through shared memory,
+          ///< then contiguous 16-byte stores
+  Tma,    ///< the same blocks, stored by TMA from shared memory (`out` is
+          ///< a tensormap; rows 16-byte aligned)
+};
+
 /// What one coat.linear asks of the kernel.
 struct GemmProblem {
   LinearKind kind;
@@ -58,9 +68,7 @@ struct GemmShape {
   int64_t tileM, tileN, stages, warpgroups; ///< warpgroups issuing wgmma
   bool warpSpecialized;
   int64_t groupM; ///< M tiles per group of the persistent tile order
-  /// bf16/f32 results go through shared memory, a 128-byte column block at
-  /// a time, and leave in contiguous 16-byte stores (`epilogue=staged`).
-  bool stagedEpilogue = false;
+  EpilogueKind epilogue = EpilogueKind::Direct;
 
   int64_t mPerWarpgroup() const { return tileM / warpgroups; }
   int64_t mBlocks() const { return mPerWarpgroup() / 64; }
@@ -68,20 +76,21 @@ struct GemmShape {
   int64_t bBytes() const { return tileN * kTileK; }
   int64_t stageBytes() const { return aBytes() + bBytes(); }
   int64_t barrierOffset() const { return stages * stageBytes(); }
-  /// Staged epilogue: each consumer warpgroup's rows x 128 bytes, after the
-  /// mbarriers, 128-byte aligned.
+  bool stagesEpilogue() const { return epilogue != EpilogueKind::Direct; }
+  /// Staged or TMA epilogue: each consumer warpgroup's rows x 128 bytes
+  /// after the mbarriers, 1024-byte aligned (TMA's 128-byte swizzle atom).
   int64_t epilogueOffset() const {
-    return (barrierOffset() + 16 * stages + 127) / 128 * 128;
+    return (barrierOffset() + 16 * stages + 1023) / 1024 * 1024;
   }
   int64_t epilogueBytes() const {
-    return stagedEpilogue ? warpgroups * mPerWarpgroup() * 128 : 0;
+    return stagesEpilogue() ? warpgroups * mPerWarpgroup() * 128 : 0;
   }
-  /// Dynamic shared memory: the ring, full and empty mbarriers, the staged
+  /// Dynamic shared memory: the ring, full and empty mbarriers, the
   /// epilogue's rows if any, and 1 KiB of slack to round the base up to the
   /// 1024-byte swizzle atom.
   int64_t sharedBytes() const {
-    return (stagedEpilogue ? epilogueOffset() + epilogueBytes()
-                           : barrierOffset() + 16 * stages) +
+    return (stagesEpilogue() ? epilogueOffset() + epilogueBytes()
+                             : barrierOffset() + 16 * stages) +
            1024;
   }
   int64_t threads() const { return 128 * (warpgroups + (warpSpecialized ? 1 : 0)); }
@@ -102,6 +111,8 @@ struct GemmParam {
   std::string name;
   Type type;
   Attribute record;
+  /// The CPU twin's type of a tensormap (null: memref<?xi8> of its bytes).
+  Type cpuType = {};
 };
 
 /// A coat.linear spec ready to lower: the problem, the kernel's tiling and

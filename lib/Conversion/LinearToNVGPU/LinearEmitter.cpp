@@ -169,10 +169,13 @@ private:
   void storeRows(ArrayRef<Value> accs, Value scale, Value rowBase, Value n0,
                  bool checked);
   void storeFp8Groups(ArrayRef<Value> accs, Value scale, Value rowBase, Value n0);
-  /// `epilogue=staged`: the consumer's rows through its shared-memory rows,
-  /// a 128-byte column block at a time, stored as contiguous 16-byte chunks.
+  /// `epilogue=staged` / `tma`: the consumer's rows through its
+  /// shared-memory rows, a 128-byte column block at a time, stored as
+  /// contiguous 16-byte chunks or by TMA.
   void storeStaged(ArrayRef<Value> accs, Value scale, Value m0, Value n0,
                    Value consumer);
+  /// Before a consumer warpgroup exits: its TMA stores have completed.
+  void finishStores();
 
   // Fragment coordinates of this thread in its warpgroup's m64nN wgmma
   // result: for n8 chunk j, rows rowInBlock (+8) and columns 8j + colInChunk
@@ -431,6 +434,7 @@ void GemmKernelBuilder::buildPlain() {
       return SmallVector<Value>(loop.getResults());
     });
     emitEpilogue(accs, m0, n0, wg);
+    finishStores();
     return;
   }
 
@@ -463,6 +467,7 @@ void GemmKernelBuilder::buildPlain() {
   NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
   SmallVector<Value> accs(loop.getResults());
   emitEpilogue(accs, m0, n0, wg);
+  finishStores();
 }
 
 void GemmKernelBuilder::buildWarpSpecialized() {
@@ -578,6 +583,7 @@ void GemmKernelBuilder::buildWarpSpecialized() {
           SmallVector<Value> accs(kLoop.getResults());
           emitEpilogue(accs, m0, n0, consumer);
         });
+        finishStores();
         scf::YieldOp::create(b);
       });
 }
@@ -608,7 +614,7 @@ void GemmKernelBuilder::emitEpilogue(ArrayRef<Value> accs, Value m0, Value n0,
   Value rowBase = add(add(m0, mul(consumer, cIdx(g.mPerWarpgroup()))), rowInBlock);
   if (p.out == OutputKind::Fp8Groups)
     return storeFp8Groups(accs, scale, rowBase, n0);
-  if (g.stagedEpilogue)
+  if (g.stagesEpilogue())
     return storeStaged(accs, scale, m0, n0, consumer);
   // Full tiles with an even N store element pairs without checks.
   Value interior = arith::AndIOp::create(
@@ -686,9 +692,11 @@ void GemmKernelBuilder::storeStaged(ArrayRef<Value> accs, Value scale, Value m0,
   // A warp's direct stores write 16 bytes into each of 8 rows. Here the
   // warpgroup first writes a 128-byte-wide column block of its rows to
   // shared memory, then every thread stores 16-byte chunks of it, 8 threads
-  // a row: 128 contiguous bytes each. Chunk q of row R sits at chunk
-  // q ^ (R % 8) of the row's 128 bytes, so the fragment writes (8 rows, one
-  // chunk each) and the chunk reads (one row) hit distinct banks.
+  // a row: 128 contiguous bytes each (Staged), or one thread has TMA store
+  // the block and the warpgroup goes on (Tma). Chunk q of row R sits at
+  // chunk q ^ (R % 8) of the row's 128 bytes, so the fragment writes (8
+  // rows, one chunk each) and the chunk reads (one row) hit distinct banks;
+  // in the 1024-byte-aligned region that is TMA's 128-byte swizzle.
   MLIRContext *ctx = b.getContext();
   Type elem = p.out == OutputKind::F32 ? Type(b.getF32Type()) : b.getBF16Type();
   int64_t elemBytes = elem.getIntOrFloatBitWidth() / 8;
@@ -708,30 +716,22 @@ void GemmKernelBuilder::storeStaged(ArrayRef<Value> accs, Value scale, Value m0,
     NVVM::BarrierOp::create(b, Type(), toI32(add(consumer, cIdx(1))), cI32(128),
                             NVVM::BarrierReductionAttr(), Value());
   };
-  Value wgThread = arith::RemUIOp::create(b, tid, cIdx(128));
-  Value wgRow0 = add(m0, mul(consumer, cIdx(rows)));
-  Value outBase = toI64(memref::ExtractAlignedPointerAsIndexOp::create(b, out));
-  Value rowBytes = mul(toI64(N), cI64(elemBytes));
-  // Whole 16-byte chunks need rows that start 16-byte aligned: N a
-  // multiple of a chunk and `out` aligned (a view may be offset).
-  Value alignedRows = arith::AndIOp::create(
-      b,
-      cmp(arith::CmpIPredicate::eq, arith::RemUIOp::create(b, N, cIdx(chunkElems)),
-          cIdx(0)),
-      arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
-                            arith::AndIOp::create(b, outBase, cI64(15)), cI64(0)));
   auto narrow = [&](Value v) -> Value {
     return elem.isF32() ? v : arith::TruncFOp::create(b, elem, v);
   };
   // tile-n is a multiple of 16, so the last block may be narrower: 32 or
-  // more bytes a row, 2 or more chunks.
-  for (int64_t blk = 0; blk * blockCols < g.tileN; ++blk) {
-    int64_t width = std::min(blockCols, g.tileN - blk * blockCols);
+  // more bytes a row, 2 or more chunks (TMA: tile-n is checked to be a
+  // multiple of the block).
+  auto blockWidth = [&](int64_t blk) {
+    return std::min(blockCols, g.tileN - blk * blockCols);
+  };
+  // The fragment's values of column block `blk` into the rows.
+  auto stageBlock = [&](int64_t blk) {
     int64_t firstChunk = blk * blockCols / 8; // n8 chunks of the block
     for (int64_t i = 0; i < g.mBlocks(); ++i) {
       for (int64_t h = 0; h < 2; ++h) {
         Value row = add(rowInBlock, cIdx(64 * i + 8 * h));
-        for (int64_t j = firstChunk; j < firstChunk + width / 8; ++j) {
+        for (int64_t j = firstChunk; j < firstChunk + blockWidth(blk) / 8; ++j) {
           Value col = add(add(n0, cIdx(8 * j)), colInChunk);
           Value col1 = add(col, cIdx(1));
           int64_t e = 4 * j + 2 * h;
@@ -752,10 +752,52 @@ void GemmKernelBuilder::storeStaged(ArrayRef<Value> accs, Value scale, Value m0,
         }
       }
     }
+  };
+  Value wgThread = arith::RemUIOp::create(b, tid, cIdx(128));
+  Value wgRow0 = add(m0, mul(consumer, cIdx(rows)));
+
+  if (g.epilogue == EpilogueKind::Tma) {
+    Value storer = cmp(arith::CmpIPredicate::eq, wgThread, cIdx(0));
+    for (int64_t blk = 0; blk * blockCols < g.tileN; ++blk) {
+      // The rows are free once the previous block's store has read them.
+      ifThen(storer, [&] {
+        NVVM::CpAsyncBulkWaitGroupOp::create(b, 0, b.getUnitAttr());
+      });
+      syncWarpgroup();
+      stageBlock(blk);
+      // Every writer makes its generic-proxy writes visible to the TMA unit.
+      NVVM::FenceProxyOp::create(b, NVVM::ProxyKind::async_shared,
+                                 NVVM::SharedSpaceAttr::get(
+                                     ctx, NVVM::SharedSpace::shared_cta));
+      syncWarpgroup();
+      // Out-of-range rows and columns of the box are not written.
+      ifThen(storer, [&] {
+        Value col0 = toI32(add(n0, cIdx(blk * blockCols)));
+        NVVM::CpAsyncBulkTensorSharedCTAToGlobalOp::create(
+            b, out, shared(stageBase), ValueRange{col0, toI32(wgRow0)},
+            Value(), NVVM::TMAStoreMode::TILE, Value());
+        NVVM::CpAsyncBulkCommitGroupOp::create(b);
+      });
+    }
+    return;
+  }
+
+  Value outBase = toI64(memref::ExtractAlignedPointerAsIndexOp::create(b, out));
+  Value rowBytes = mul(toI64(N), cI64(elemBytes));
+  // Whole 16-byte chunks need rows that start 16-byte aligned: N a
+  // multiple of a chunk and `out` aligned (a view may be offset).
+  Value alignedRows = arith::AndIOp::create(
+      b,
+      cmp(arith::CmpIPredicate::eq, arith::RemUIOp::create(b, N, cIdx(chunkElems)),
+          cIdx(0)),
+      arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                            arith::AndIOp::create(b, outBase, cI64(15)), cI64(0)));
+  for (int64_t blk = 0; blk * blockCols < g.tileN; ++blk) {
+    stageBlock(blk);
     syncWarpgroup();
     // rows x chunksPerRow chunks of 16 bytes (a multiple of 128), 128
     // threads.
-    int64_t chunksPerRow = width * elemBytes / 16;
+    int64_t chunksPerRow = blockWidth(blk) * elemBytes / 16;
     for (int64_t it = 0; it < rows * chunksPerRow / 128; ++it) {
       Value c = add(wgThread, cIdx(128 * it));
       Value row = arith::DivUIOp::create(b, c, cIdx(chunksPerRow));
@@ -796,6 +838,16 @@ void GemmKernelBuilder::storeStaged(ArrayRef<Value> accs, Value scale, Value m0,
     // The next block rewrites these rows.
     syncWarpgroup();
   }
+}
+
+void GemmKernelBuilder::finishStores() {
+  if (g.epilogue != EpilogueKind::Tma)
+    return;
+  // Shared memory must outlive the reads of the last stores, and the kernel
+  // the writes.
+  ifThen(cmp(arith::CmpIPredicate::eq, arith::RemUIOp::create(b, tid, cIdx(128)),
+             cIdx(0)),
+         [&] { NVVM::CpAsyncBulkWaitGroupOp::create(b, 0, UnitAttr()); });
 }
 
 /// 1x16 groups of a row span two n8 chunks, i.e. the 4 lanes of a quad
@@ -903,8 +955,14 @@ void LinearLowering::emitGpu(ImplicitLocOpBuilder &b, const LinearPlan &plan,
   // One CTA per multiprocessor: the register cap setmaxnreg needs at entry.
   kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
                   b.getI32IntegerAttr(1));
-  kernel->setAttr(kGridConstantAttr, b.getDenseI32ArrayAttr({0, 1}));
-  for (unsigned i = 0; i < 2; ++i)
+  // The tensormaps (a, b, and out for the TMA epilogue) are passed by value.
+  SmallVector<int32_t> maps;
+  for (auto [i, param] : llvm::enumerate(plan.params))
+    if (cast<DictionaryAttr>(param.record).getAs<StringAttr>("kind") ==
+        "tensormap")
+      maps.push_back(static_cast<int32_t>(i));
+  kernel->setAttr(kGridConstantAttr, b.getDenseI32ArrayAttr(maps));
+  for (int32_t i : maps)
     kernel.setArgAttr(i, LLVM::LLVMDialect::getAlignAttrName(),
                       b.getI32IntegerAttr(64));
   GemmKernelBuilder(b, plan.problem, plan.shape, args).build();

@@ -31,6 +31,18 @@ StringRef outputDtype(const GemmProblem &p) {
   llvm_unreachable("output kind");
 }
 
+StringRef epilogueName(EpilogueKind e) {
+  switch (e) {
+  case EpilogueKind::Direct:
+    return "direct";
+  case EpilogueKind::Staged:
+    return "staged";
+  case EpilogueKind::Tma:
+    return "tma";
+  }
+  llvm_unreachable("epilogue kind");
+}
+
 /// The parameters of the GEMM lowered from `op` in the spec `fn`, each with
 /// its binding to the spec (docs/manifest.md, "Bindings").
 SmallVector<GemmParam> gemmParams(func::FuncOp fn, LinearOp op,
@@ -82,12 +94,34 @@ SmallVector<GemmParam> gemmParams(func::FuncOp fn, LinearOp op,
   Value lhs = op.getLhs(), rhs = op.getRhs(), out = op.getResult();
   tensormap("a", p.lhs, "m", g.tileM, lhs);
   tensormap("b", p.rhs, "n", g.tileN, rhs);
+  // The TMA epilogue stores 128-byte column blocks of a warpgroup's rows
+  // (row-major m x n, dims innermost first); the CPU twin writes the same
+  // buffer as a memref.
+  auto outMap = [&](Type elem, StringRef dtype) {
+    int64_t blockCols = 128 / (elem.getIntOrFloatBitWidth() / 8);
+    params.push_back(
+        {"out", ptr,
+         b.getDictionaryAttr(
+             {named("name", str("out")), named("kind", str("tensormap")),
+              named("dtype", str(dtype)),
+              named("dims", b.getArrayAttr({str("n"), str("m")})),
+              named("box", b.getI64ArrayAttr({blockCols, g.mPerWarpgroup()})),
+              named("swizzle", str("128b")), binds(out, "")}),
+         dynMemref(elem)});
+  };
+  bool tmaOut = g.epilogue == EpilogueKind::Tma;
   switch (p.out) {
   case OutputKind::BF16:
-    memref("out", b.getBF16Type(), "bf16", str("m*n"), out);
+    if (tmaOut)
+      outMap(b.getBF16Type(), "bf16");
+    else
+      memref("out", b.getBF16Type(), "bf16", str("m*n"), out);
     break;
   case OutputKind::F32:
-    memref("out", b.getF32Type(), "f32", str("m*n"), out);
+    if (tmaOut)
+      outMap(b.getF32Type(), "f32");
+    else
+      memref("out", b.getF32Type(), "f32", str("m*n"), out);
     break;
   case OutputKind::Fp8Groups:
     // Codes as bytes; scales as bf16 bits: `groups` = ceil(n / 16) per row.
@@ -140,7 +174,7 @@ DictionaryAttr buildManifestRecord(MLIRContext *ctx, StringRef name,
       named("stages", b.getI64IntegerAttr(g.stages)),
       named("warpgroups", b.getI64IntegerAttr(g.warpgroups)),
       named("warp_specialized", b.getBoolAttr(g.warpSpecialized)),
-      named("epilogue", str(g.stagedEpilogue ? "staged" : "direct"))};
+      named("epilogue", str(epilogueName(g.epilogue)))};
   if (g.warpSpecialized)
     config.push_back(named("group_m", b.getI64IntegerAttr(g.groupM)));
   if (p.blockScaled) {
@@ -258,7 +292,7 @@ FailureOr<LinearPlan> LinearLowering::analyze(func::FuncOp fn, LinearOp op,
   GemmShape shape = options;
   // FP8 results are stored by their own group epilogue.
   if (problem->out == OutputKind::Fp8Groups)
-    shape.stagedEpilogue = false;
+    shape.epilogue = EpilogueKind::Direct;
   // Without explicit tiles, a spec with a static M picks by shape: tall
   // problems (M >= 8192) ran fastest with 256x128 tiles on the H200,
   // smaller ones with 128x256 (docs/benchmarks.md, FP8 GEMM).
@@ -293,11 +327,19 @@ FailureOr<LinearPlan> LinearLowering::analyze(func::FuncOp fn, LinearOp op,
              << shape.tileN * shape.mBlocks()
              << " accumulators and partial sums";
   }
+  // A TMA store writes whole 128-byte boxes: a narrower last block would
+  // write into the next tile's columns.
+  int64_t blockCols = problem->out == OutputKind::F32 ? 32 : 64;
+  if (shape.epilogue == EpilogueKind::Tma && shape.tileN % blockCols != 0)
+    return op.emitOpError("coat-lower-linear: epilogue=tma stores 128-byte "
+                          "column blocks (")
+           << blockCols << " " << outputDtype(*problem)
+           << " columns): tile-n = " << shape.tileN << " is not a multiple";
   if (shape.sharedBytes() > 227 * 1024)
     return op.emitOpError("coat-lower-linear: ")
            << shape.tileM << "x" << shape.tileN << " tiles with "
            << shape.stages << " stages"
-           << (shape.stagedEpilogue ? " and the staged epilogue" : "")
+           << (shape.stagesEpilogue() ? " and the staged epilogue" : "")
            << " need " << shape.sharedBytes()
            << " bytes of shared memory, more than Hopper's 227 KiB per block";
   return LinearPlan{op, *problem, shape,
@@ -306,15 +348,17 @@ FailureOr<LinearPlan> LinearLowering::analyze(func::FuncOp fn, LinearOp op,
 
 SmallVector<KernelDecl> LinearLowering::declare(func::FuncOp fn,
                                                 const LinearPlan &plan) const {
-  // The CPU twin takes the tensormaps' codes as memrefs.
+  // The CPU twin takes the tensormaps' buffers as memrefs: the operands'
+  // codes as bytes, a TMA-stored `out` with its element type.
   Builder mb(fn.getContext());
   KernelDecl kernel{fn.getSymName().str(), {}, plan.shape.threads(), {}};
   for (const GemmParam &a : plan.params) {
     bool tensormap =
         cast<DictionaryAttr>(a.record).getAs<StringAttr>("kind") == "tensormap";
-    Type type = tensormap && !onGpu()
-                    ? MemRefType::get({ShapedType::kDynamic}, mb.getI8Type())
-                    : a.type;
+    Type type = a.type;
+    if (tensormap && !onGpu())
+      type = a.cpuType ? a.cpuType
+                       : MemRefType::get({ShapedType::kDynamic}, mb.getI8Type());
     kernel.abi.push_back({a.name, type, "", ""});
   }
   return {kernel};

@@ -92,9 +92,12 @@ struct CoatLowerLinearPass
       emitError(specs.front().first.getLoc()) << "coat-lower-linear: " << msg;
       signalPassFailure();
     };
-    if (epilogue != "direct" && epilogue != "staged")
-      return fail("epilogue must be direct or staged, got '" + epilogue + "'");
-    g.stagedEpilogue = epilogue == "staged";
+    if (epilogue != "direct" && epilogue != "staged" && epilogue != "tma")
+      return fail("epilogue must be direct, staged or tma, got '" + epilogue +
+                  "'");
+    g.epilogue = epilogue == "staged" ? EpilogueKind::Staged
+                 : epilogue == "tma"  ? EpilogueKind::Tma
+                                      : EpilogueKind::Direct;
     if (g.warpgroups < 1 || g.tileM % (64 * g.warpgroups) != 0 || g.tileM > 256)
       return fail("tile-m (" + Twine(tileM) +
                   ") must be a positive multiple of 64 * "

@@ -1,5 +1,13 @@
 // RUN: coat-opt %s -coat-lower-linear=target=cpu -split-input-file | FileCheck %s
 // RUN: not coat-opt %s -coat-lower-linear=target=tpu 2>&1 | FileCheck %s --check-prefix=TARGET
+// RUN: coat-opt %s -coat-lower-linear='target=cpu epilogue=tma' -split-input-file | FileCheck %s --check-prefix=TMA-OUT
+
+// With the TMA epilogue `out` is a tensormap in the record, and the twin
+// writes the same buffer through a memref of the element type.
+// TMA-OUT-LABEL: func.func @dgrad(
+// TMA-OUT-SAME: %{{.*}}: memref<?xi8>, %{{.*}}: memref<?xi8>, %[[OUT:.*]]: memref<?xbf16>, %{{.*}}: memref<?xf32>
+// TMA-OUT-SAME: {bind = ["out0"], box = [64, 64], dims = ["n", "m"], dtype = "bf16", kind = "tensormap", name = "out", swizzle = "128b"}
+// TMA-OUT: memref.store %{{.*}}, %[[OUT]]
 
 // The CPU twin keeps the kernel's parameters and manifest record (tensormaps
 // become memrefs of codes) but not its launch rule, and sums decoded FP8

@@ -7,6 +7,7 @@
 // RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{block-tile-n=176})' 2>&1 | FileCheck %s --check-prefix=BLOCKN
 // RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-m=128 warpgroups=1})' 2>&1 | FileCheck %s --check-prefix=BLOCKREGS
 // RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{epilogue=fast})' 2>&1 | FileCheck %s --check-prefix=EPILOGUE
+// RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-n=96 epilogue=tma})' 2>&1 | FileCheck %s --check-prefix=TMA-TILE
 // RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-m=256 tile-n=160 epilogue=staged})' 2>&1 | FileCheck %s --check-prefix=STAGED-SMEM
 
 // TILEM: lower-linear-options.mlir:[[@LINE+8]]:1: error: coat-lower-linear: tile-m (96) must be a positive multiple of 64 * warpgroups
@@ -33,6 +34,7 @@ func.func @block(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<128>>,
   return %y : tensor<?x?xbf16>
 }
 
-// EPILOGUE: error: coat-lower-linear: epilogue must be direct or staged, got 'fast'
+// EPILOGUE: error: coat-lower-linear: epilogue must be direct, staged or tma, got 'fast'
+// TMA-TILE: error: 'coat.linear' op coat-lower-linear: epilogue=tma stores 128-byte column blocks (64 bf16 columns): tile-n = 96 is not a multiple
 // 256x160 tiles fit with direct stores, not with 256 rows x 128 bytes of staging.
-// STAGED-SMEM: error: coat-lower-linear: 246912 bytes of shared memory exceed Hopper's 227 KiB per block
+// STAGED-SMEM: error: coat-lower-linear: 247808 bytes of shared memory exceed Hopper's 227 KiB per block

@@ -12,13 +12,17 @@
 // RUN:   | FileCheck %s --check-prefix=STAGED-IR
 // RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{epilogue=staged},coat-gpu-to-binary{format=isa})' \
 // RUN:   | sed -e 's/\\0A/\n/g' -e 's/\\09/ /g' | FileCheck %s --check-prefix=STAGED
+// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{epilogue=tma})' \
+// RUN:   | FileCheck %s --check-prefix=TMA-IR
+// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{epilogue=tma},coat-gpu-to-binary{format=isa})' \
+// RUN:   | sed -e 's/\\0A/\n/g' -e 's/\\09/ /g' | FileCheck %s --check-prefix=TMA
 
 // epilogue=staged: 16 KiB more shared memory (2 consumer warpgroups x 64
-// rows x 128 bytes after the 128-byte-aligned mbarriers) for bf16/f32
+// rows x 128 bytes, 1024-byte aligned after the mbarriers) for bf16/f32
 // results; the FP8 result keeps its group epilogue and its shared memory.
 // STAGED-IR-LABEL: gpu.func @fwd(
 // STAGED-IR-SAME: epilogue = "staged"
-// STAGED-IR-SAME: shared_bytes = 214144
+// STAGED-IR-SAME: shared_bytes = 215040
 // STAGED-IR-LABEL: gpu.func @gate_q16(
 // STAGED-IR-SAME: epilogue = "direct"
 // STAGED-IR-SAME: shared_bytes = 197696
@@ -36,6 +40,33 @@
 // STAGED: st.shared.v2.b32
 // STAGED: ld.shared.v4.b32
 // STAGED: st.global.v4.b32
+
+// epilogue=tma: `out` is a third tensormap, passed by value: 128-byte boxes
+// of a warpgroup's 64 rows (64 bf16 or 32 f32 columns) with the 128-byte
+// swizzle the staged rows have; the CPU twin keeps a typed buffer
+// (lower-linear-cpu.mlir). The FP8 result keeps its memref.
+// TMA-IR-LABEL: gpu.func @fwd(%{{[a-z0-9]+}}: !llvm.ptr {llvm.align = 64 : i32}, %{{[a-z0-9]+}}: !llvm.ptr {llvm.align = 64 : i32}, %{{[a-z0-9]+}}: !llvm.ptr {llvm.align = 64 : i32}, %{{[a-z0-9]+}}: memref<?xf32>
+// TMA-IR-SAME: coat.grid_constant = array<i32: 0, 1, 2>
+// TMA-IR-SAME: {bind = ["out0"], box = [64, 64], dims = ["n", "m"], dtype = "bf16", kind = "tensormap", name = "out", swizzle = "128b"}
+// TMA-IR-SAME: epilogue = "tma"
+// TMA-IR-LABEL: gpu.func @dgrad(
+// TMA-IR-SAME: {bind = ["out0"], box = [32, 64], dims = ["n", "m"], dtype = "f32", kind = "tensormap", name = "out", swizzle = "128b"}
+// TMA-IR-LABEL: gpu.func @gate_q16(
+// TMA-IR-SAME: coat.grid_constant = array<i32: 0, 1>
+// TMA-IR-SAME: kind = "memref", name = "out"
+// TMA-IR-SAME: epilogue = "direct"
+// Per block: the previous store has read the rows, they are rewritten,
+// fenced for the async proxy, and one thread stores them and commits; the
+// warpgroup waits for its stores before it exits.
+// TMA-LABEL: .visible .entry fwd(
+// TMA-NOT: ld.shared.v4
+// TMA-DAG: cp.async.bulk.wait_group.read 0;
+// TMA-DAG: st.shared.b32
+// TMA-DAG: fence.proxy.async.shared::cta;
+// TMA-DAG: cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [{{%rd[0-9]+}}, {{{%r[0-9]+}}, {{%r[0-9]+}}}], [{{%rd[0-9]+}}];
+// TMA-DAG: cp.async.bulk.commit_group;
+// TMA-DAG: cp.async.bulk.wait_group 0;
+// TMA-LABEL: .visible .entry dgrad(
 
 // IR-LABEL: gpu.module @coat_linear
 // IR: gpu.func @fwd(%{{[a-z0-9]+}}: !llvm.ptr {llvm.align = 64 : i32}, %{{[a-z0-9]+}}: !llvm.ptr {llvm.align = 64 : i32}, %{{[a-z0-9]+}}: memref<?xbf16>, %{{[a-z0-9]+}}: memref<?xf32>, %{{[a-z0-9]+}}: memref<?xf32>, %{{[a-z0-9]+}}: i64, %{{[a-z0-9]+}}: i64, %{{[a-z0-9]+}}: i64) kernel
