@@ -801,7 +801,9 @@ def CoatLowerLinear : Pass<"coat-lower-linear", "::mlir::ModuleOp"> {
       output tile, thread 0 refilling the ring between its wgmma groups;
     - the epilogue multiplies by `s_A * s_B` (read from two 1-element f32
       buffers), adds the bias in f32 and stores with bounds checks (any M,
-      N; K must be a multiple of 16 for TMA strides).
+      N; K must be a multiple of 16 for TMA strides), from registers or, per
+      `epilogue`, through shared memory (`staged`) or by TMA (`tma`: `out`
+      is a tensormap, so N * element bytes must be a multiple of 16).
 
     Block-scaled operands (COAT.md §4.4, DeepSeek-style: lhs
     `per_group<128>`, rhs `per_block<128x128>`, f32 scales) compute
