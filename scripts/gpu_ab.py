@@ -2,14 +2,16 @@
 """On a GPU host: the A/B of scripts/compile_variants.py's output against the
 demo kernels it varies.
 
-  python3 scripts/gpu_ab.py [--no-tests] [--no-bench] [--only SUBSTR] [--dry-run] \\
-      DEMO_DIR VARIANTS_DIR
+  python3 scripts/gpu_ab.py [--no-tests] [--no-bench] [--only SUBSTR] [--variants A,B]
+      [--dry-run] DEMO_DIR VARIANTS_DIR
 
 First each variant's GPU numerics tests run on it alone (COAT_KERNELS=the
 variant, COAT_KERNELS_ONLY=1); then, per varied demo module, its family's
 benchmark times the module and all its variants in one run (rows labelled
 by directory), and bench/summary.py prints the rows of every family as one
-table. --only is passed to the benchmarks that filter kernels by name. The
+table. --only is passed to the benchmarks that filter kernels by name;
+--variants runs the named variants only (to split an A/B over several
+device calls). The
 exit status is 1 when a variant's tests or a benchmark fail. COAT_RUNTIME_LIB is built
 from lib/Runtime when unset; COAT_REFERENCE_LIB as for gpu_check.sh.
 """
@@ -26,13 +28,15 @@ REPO = Path(__file__).resolve().parent.parent
 
 class Family:
     """`kernels_env`: the variable naming the kernel directories that the
-    family's tests (and, without `--kernels`, its benchmark) read."""
+    family's tests (and, without `--kernels`, its benchmark) read;
+    `gpu_cases`: the pytest -k expression of its GPU cases (empty: all of
+    them are)."""
 
     def __init__(self, name, ops, test, bench=None, bench_args=(), filters=False,
-                 kernels_env="COAT_KERNELS"):
+                 kernels_env="COAT_KERNELS", gpu_cases="cuda"):
         self.name, self.ops, self.test = name, set(ops), test
         self.bench, self.bench_args, self.filters = bench, list(bench_args), filters
-        self.kernels_env = kernels_env
+        self.kernels_env, self.gpu_cases = kernels_env, gpu_cases
 
 
 # Which numerics tests and which benchmark serve a module, by its ops. The
@@ -49,7 +53,7 @@ FAMILIES = [
            "test_flow_kernel_numerics.py", "bench_flow.py", ["--no-torch"], True),
     Family("scales", ["reduce_scales"], "test_scale_kernel_numerics.py"),
     Family("linear", ["linear"], "test_linear_gpu.py", "bench_linear.py",
-           kernels_env="COAT_LINEAR_KERNELS"),
+           kernels_env="COAT_LINEAR_KERNELS", gpu_cases=""),
 ]
 
 
@@ -61,12 +65,19 @@ def family_of(kernel_dir: Path) -> Family:
     raise SystemExit(f"{kernel_dir}: no family has tests for its ops ({', '.join(sorted(ops))})")
 
 
-def plan(demo: Path, variants_dir: Path, tests=True, bench=True, only=""):
-    """(what, command, extra environment) of the whole A/B, in order."""
+def plan(demo: Path, variants_dir: Path, tests=True, bench=True, only="", names=()):
+    """(what, command, extra environment) of the whole A/B, in order; with
+    `names`, of those variants only."""
     index = variants_dir / "variants.json"
     if not index.is_file():
         raise SystemExit(f"{index} does not exist: run scripts/compile_variants.py first")
     variants = json.loads(index.read_text())
+    unknown = sorted(set(names) - set(variants))
+    if unknown:
+        raise SystemExit(f"{index} has no variant {', '.join(unknown)} "
+                         f"(it has {', '.join(variants)})")
+    if names:
+        variants = {n: v for n, v in variants.items() if n in names}
     steps, by_module = [], {}
     for name, v in variants.items():
         vdir = variants_dir / name
@@ -77,7 +88,8 @@ def plan(demo: Path, variants_dir: Path, tests=True, bench=True, only=""):
             env[fam.kernels_env] = str(vdir)
             steps.append((f"test {name}",
                           [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           str(REPO / "test" / "python" / fam.test), "-k", "cuda"], env))
+                           str(REPO / "test" / "python" / fam.test),
+                           *(["-k", fam.gpu_cases] if fam.gpu_cases else [])], env))
     if bench:
         for module, vdirs in by_module.items():
             fam = family_of(vdirs[0])
@@ -110,14 +122,16 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("demo", type=Path)
-    ap.add_argument("variants", type=Path)
+    ap.add_argument("variants_dir", type=Path, metavar="variants")
     ap.add_argument("--no-tests", action="store_true")
     ap.add_argument("--no-bench", action="store_true")
     ap.add_argument("--only", default="")
+    ap.add_argument("--variants", default="", help="comma-separated variant names")
     ap.add_argument("--dry-run", action="store_true")
     args = ap.parse_args()
-    steps = plan(args.demo.resolve(), args.variants.resolve(), not args.no_tests,
-                 not args.no_bench, args.only)
+    names = [n for n in args.variants.split(",") if n] if args.variants else []
+    steps = plan(args.demo.resolve(), args.variants_dir.resolve(), not args.no_tests,
+                 not args.no_bench, args.only, names)
     if args.dry_run:
         for what, cmd, env in steps:
             print("+ " + " ".join(f"{k}={v}" for k, v in env.items()) + (" " if env else "")

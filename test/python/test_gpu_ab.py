@@ -64,7 +64,10 @@ def test_the_plan_tests_each_variant_alone_then_benchmarks_each_module(tmp_path)
     cmds = [l[2:] for l in out.splitlines() if l.startswith("+ ")]
     tests, benches = cmds[:5], cmds[5:]
     assert [c.split()[0] for c in tests] == [f"COAT_KERNELS={variants / n}" for n in index]
-    assert all("COAT_KERNELS_ONLY=1" in c and c.endswith("-k cuda") for c in tests)
+    assert all("COAT_KERNELS_ONLY=1" in c for c in tests)
+    assert all(c.endswith("-k cuda") for c in tests[:4])
+    # Every GEMM test is a GPU test: none is filtered out.
+    assert tests[4].endswith("test_linear_gpu.py")
     assert "test_adamw_kernel_numerics.py" in tests[0]
     assert "test_norm_kernel_numerics.py" in tests[2]
     assert "test_scale_kernel_numerics.py" in tests[3]
@@ -88,6 +91,23 @@ def test_the_plan_tests_each_variant_alone_then_benchmarks_each_module(tmp_path)
     assert gemm[2].endswith("bench_linear.py") and "--kernels" not in gemm
     # The scale benchmark times one fixed kernel: said, not run.
     assert "scales: the scales benchmark times fixed kernels" in out
+
+
+def test_a_selection_of_variants_runs_alone(tmp_path):
+    variants = tmp_path / "variants"
+    index = {v["name"]: v for v in [
+        _variant(variants, "e8", "adamw", ["adamw_step"]),
+        _variant(variants, "g1", "norms", ["rmsnorm"])]}
+    (variants / "variants.json").write_text(json.dumps(index))
+    script = os.path.join(REPO, "scripts", "gpu_ab.py")
+    out = subprocess.run([sys.executable, script, "--dry-run", "--variants", "g1",
+                          str(tmp_path / "demo"), str(variants)],
+                         capture_output=True, text=True, check=True).stdout
+    cmds = [l[2:] for l in out.splitlines() if l.startswith("+ ")]
+    assert len(cmds) == 2 and all("e8" not in c and "adamw" not in c for c in cmds)
+    bad = subprocess.run([sys.executable, script, "--dry-run", "--variants", "g2",
+                          str(tmp_path / "demo"), str(variants)], capture_output=True, text=True)
+    assert bad.returncode != 0 and "has no variant g2" in bad.stderr
 
 
 def test_kernels_only_leaves_the_demo_output_out(tmp_path, monkeypatch):
