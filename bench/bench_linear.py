@@ -73,8 +73,9 @@ def time_ms(fn):
 def config_tag(spec):
     c = spec.config
     sched = "ws" if c.get("warp_specialized") else "plain"
-    staged = " staged" if c.get("epilogue") == "staged" else ""
-    return f"{c['tile'][0]}x{c['tile'][1]} s{c['stages']} wg{c['warpgroups']} {sched}{staged}"
+    epilogue = c.get("epilogue", "direct")
+    store = "" if epilogue == "direct" else f" {epilogue}"
+    return f"{c['tile'][0]}x{c['tile'][1]} s{c['stages']} wg{c['warpgroups']} {sched}{store}"
 
 
 def torch_blockwise(x8, w8, sa, sb):
