@@ -73,6 +73,11 @@ def CoatLowerOptimizer : Pass<"coat-lower-optimizer", "::mlir::ModuleOp"> {
            "spilling (coat-drop-spilling-min-ctas, which needs ptxas); 0 "
            "leaves the register count to ptxas. coat.compile asks for 5 "
            "(102 registers with the default blocks)">,
+    Option<"softExp2", "soft-exp2", "std::string", /*default=*/"\"none\"",
+           "GPU, fixed mode: the requantization of the new expanded moment "
+           "(m, v or both; none) evaluates its ex2 on the FMA units "
+           "(coat-expand-soft-exp2, within 1.36 ulp) instead of the SFU, "
+           "which the step's about 10 SFU operations an element saturate">,
     Option<"splitMetadata", "split-metadata", "bool", /*default=*/"true",
            "GPU, fixed mode, both moments expanded: the two lanes of a pair "
            "derive one moment's new group metadata each (m on even lanes, v "

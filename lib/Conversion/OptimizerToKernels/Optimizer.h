@@ -50,6 +50,9 @@ struct AdamWKernelSpec {
   bool stochasticParam = false;
   bool stochasticMoments = false;
   bool stochastic() const { return stochasticParam || stochasticMoments; }
+  /// GPU, fixed mode: the moments (of m, v) whose requantization takes its
+  /// ex2 on the FMA units (coat-expand-soft-exp2).
+  bool softExp2M = false, softExp2V = false;
 };
 
 /// The kernel-lowering hooks of coat-lower-optimizer.
@@ -58,12 +61,12 @@ class OptimizerLowering
 public:
   OptimizerLowering(int64_t elementsPerThread, int64_t blockSize,
                     int64_t lanesPerThread, int64_t minCtas,
-                    bool splitMetadata)
+                    bool splitMetadata, StringRef softExp2)
       : KernelLowering({"coat-lower-optimizer", "coat_kernels",
                         /*stopAtFirstFailure=*/true}),
         elementsPerThread(elementsPerThread), blockSize(blockSize),
         lanesPerThread(lanesPerThread), minCtas(minCtas),
-        splitMetadata(splitMetadata) {}
+        splitMetadata(splitMetadata), softExp2(softExp2.str()) {}
 
   bool isSpecOp(Operation *op) const { return isa<AdamWStepOp>(op); }
 
@@ -78,6 +81,7 @@ private:
   int64_t lanesPerThread;
   int64_t minCtas; ///< 0: no occupancy request
   bool splitMetadata;
+  std::string softExp2; ///< none, m, v or both
 };
 
 } // namespace mlir::coat

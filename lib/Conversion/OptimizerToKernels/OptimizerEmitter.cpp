@@ -491,6 +491,10 @@ SmallVector<Value> AdamWLaneEmitter::requantizeExpanded(
   for (auto [x, a] : llvm::zip(values, stats.mags)) {
     Value mag =
         f.exp2(f.fma(meta.k, f.log2(f.mul(a, meta.invC)), meta.negLogS));
+    // On the FMA units where asked: its range stops at 2^-126, which is
+    // far below the smallest FP8 code this value is rounded to.
+    if (mom.name == spec.m.name ? spec.softExp2M : spec.softExp2V)
+      mag.getDefiningOp()->setAttr(kSoftExp2Attr, b.getUnitAttr());
     out.push_back(mom.isSigned ? f.copysign(mag, x) : mag);
   }
   return out;

@@ -69,7 +69,12 @@ DictionaryAttr buildManifestRecord(MLIRContext *ctx, StringRef name,
       b.getNamedAttr("stochastic_param",
                      b.getBoolAttr(spec.stochasticParam)),
       b.getNamedAttr("stochastic_moments",
-                     b.getBoolAttr(spec.stochasticMoments))};
+                     b.getBoolAttr(spec.stochasticMoments)),
+      b.getNamedAttr("soft_exp2",
+                     str(spec.softExp2M && spec.softExp2V ? "both"
+                         : spec.softExp2M                 ? "m"
+                         : spec.softExp2V                 ? "v"
+                                                          : "none"))};
   std::optional<LaunchRule> launch;
   if (gpu)
     launch = LaunchRule{spec.blockSize, spec.blockSize /
@@ -159,6 +164,17 @@ FailureOr<AdamWKernelSpec> OptimizerLowering::analyze(func::FuncOp fn) const {
   spec.splitMetadata = splitMetadata && spec.mode == OptimizerMode::fixed &&
                        spec.m.expanded && spec.v.expanded &&
                        spec.lanesPerGroup >= 2;
+  if (softExp2 != "none" && softExp2 != "m" && softExp2 != "v" &&
+      softExp2 != "both")
+    return op.emitError("soft-exp2 must be none, m, v or both, got '")
+           << softExp2 << "'";
+  // Only the GPU's fixed-mode requantization of an expanded moment has an
+  // ex2 to move; elsewhere the option asks nothing.
+  bool soft = onGpu() && spec.mode == OptimizerMode::fixed;
+  spec.softExp2M = soft && spec.m.expanded &&
+                   (softExp2 == "m" || softExp2 == "both");
+  spec.softExp2V = soft && spec.v.expanded &&
+                   (softExp2 == "v" || softExp2 == "both");
   spec.blockSize = blockSize;
   spec.lanesPerThread = lanesPerThread;
   return spec;

@@ -34,7 +34,7 @@ struct CoatLowerOptimizerPass
   void runOnOperation() override {
     mlir::coat::OptimizerLowering lowering(elementsPerThread, blockSize,
                                            lanesPerThread, minCtas,
-                                           splitMetadata);
+                                           splitMetadata, softExp2);
     if (failed(lowering.run(getOperation(), target)))
       signalPassFailure();
   }
