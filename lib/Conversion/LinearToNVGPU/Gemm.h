@@ -39,6 +39,20 @@ enum class EpilogueKind {
   Tma,    ///< the same blocks, stored by TMA from shared memory (`out` is
           ///< a tensormap; rows 16-byte aligned)
 };
+constexpr EpilogueKind kEpilogueKinds[] = {
+    EpilogueKind::Direct, EpilogueKind::Staged, EpilogueKind::Tma};
+/// The `epilogue` option's spelling of each kind (also the manifest's).
+inline StringRef epilogueName(EpilogueKind e) {
+  switch (e) {
+  case EpilogueKind::Direct:
+    return "direct";
+  case EpilogueKind::Staged:
+    return "staged";
+  case EpilogueKind::Tma:
+    return "tma";
+  }
+  llvm_unreachable("epilogue kind");
+}
 
 /// What one coat.linear asks of the kernel.
 struct GemmProblem {

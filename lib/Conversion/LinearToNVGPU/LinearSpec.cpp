@@ -31,18 +31,6 @@ StringRef outputDtype(const GemmProblem &p) {
   llvm_unreachable("output kind");
 }
 
-StringRef epilogueName(EpilogueKind e) {
-  switch (e) {
-  case EpilogueKind::Direct:
-    return "direct";
-  case EpilogueKind::Staged:
-    return "staged";
-  case EpilogueKind::Tma:
-    return "tma";
-  }
-  llvm_unreachable("epilogue kind");
-}
-
 /// The parameters of the GEMM lowered from `op` in the spec `fn`, each with
 /// its binding to the spec (docs/manifest.md, "Bindings").
 SmallVector<GemmParam> gemmParams(func::FuncOp fn, LinearOp op,

@@ -92,12 +92,12 @@ struct CoatLowerLinearPass
       emitError(specs.front().first.getLoc()) << "coat-lower-linear: " << msg;
       signalPassFailure();
     };
-    if (epilogue != "direct" && epilogue != "staged" && epilogue != "tma")
+    const EpilogueKind *kind = llvm::find_if(
+        kEpilogueKinds, [&](EpilogueKind k) { return epilogueName(k) == epilogue; });
+    if (kind == std::end(kEpilogueKinds))
       return fail("epilogue must be direct, staged or tma, got '" + epilogue +
                   "'");
-    g.epilogue = epilogue == "staged" ? EpilogueKind::Staged
-                 : epilogue == "tma"  ? EpilogueKind::Tma
-                                      : EpilogueKind::Direct;
+    g.epilogue = *kind;
     if (g.warpgroups < 1 || g.tileM % (64 * g.warpgroups) != 0 || g.tileM > 256)
       return fail("tile-m (" + Twine(tileM) +
                   ") must be a positive multiple of 64 * "
