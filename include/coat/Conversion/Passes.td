@@ -416,7 +416,9 @@ def CoatLowerActivations : Pass<"coat-lower-activations", "::mlir::ModuleOp"> {
     holds E consecutive elements (16-byte accesses), G/E adjacent lanes form
     a group and combine the group maximum with `gpu.shuffle xor`. Tails are
     masked: any `rows x cols`. Tile kernels (quantize + transpose, per-block
-    quantize) loop over T x T tiles (T = `tile`, or B per block): each
+    quantize) loop over T x T tiles (T = `tile`, or B per block; a block
+    takes `tiles-per-block` of them, issuing the next one's loads before it
+    processes the current one): each
     thread first issues all its 16-byte loads of the tile; per block, the
     maximum is combined by warp shuffles and one word per warp in workgroup
     memory, then `s = (max + eps) / fp8max` (IEEE, rounded to the scale
@@ -457,6 +459,11 @@ def CoatLowerActivations : Pass<"coat-lower-activations", "::mlir::ModuleOp"> {
            "per_block): a multiple of 32 up to 1024; 0 takes block-size. A "
            "block holds its tile in registers, so more threads hold fewer "
            "elements each">,
+    Option<"tilesPerBlock", "tiles-per-block", "int64_t", /*default=*/"1",
+           "GPU tile kernels: tiles a block takes in turn, 1 to 64 (the "
+           "grid shrinks by as much); above 1 the next tile's loads are "
+           "issued before the current tile is quantized and transposed, "
+           "keeping a tile's bytes in flight per block">,
     Option<"tileMinCtas", "tile-min-ctas", "int64_t", /*default=*/"0",
            "GPU tile kernels: CTAs per multiprocessor the registers must "
            "allow (.minnctapersm); 0 leaves the register count to ptxas">,

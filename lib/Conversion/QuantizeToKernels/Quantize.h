@@ -81,6 +81,9 @@ struct TileShape {
   int64_t tile;       ///< T
   int64_t blockSize;  ///< threads
   int64_t inVector;   ///< input elements per row-major access (16 bytes)
+  /// Tiles a block takes in turn (the launch rule's share); above 1 the
+  /// next tile's loads are issued before the current tile is processed.
+  int64_t tilesPerBlock = 1;
 };
 
 /// An activation spec and the shape of its kernel under the pass options.
@@ -98,12 +101,12 @@ public:
   QuantizeLowering(int64_t blockSize, int64_t tileBlockSize,
                    int64_t elementsPerThread, int64_t tile,
                    bool approxDivision, int64_t tileMinCtas,
-                   int64_t flatMinCtas)
+                   int64_t flatMinCtas, int64_t tilesPerBlock)
       : KernelLowering({"coat-lower-activations", "coat_activation_kernels"}),
         blockSize(blockSize), tileBlockSize(tileBlockSize),
         elementsPerThread(elementsPerThread), tile(tile),
         approxDivision(approxDivision), tileMinCtas(tileMinCtas),
-        flatMinCtas(flatMinCtas) {}
+        flatMinCtas(flatMinCtas), tilesPerBlock(tilesPerBlock) {}
 
   bool isSpecOp(Operation *op) const;
   LogicalResult checkOptions(ModuleOp module) const;
@@ -121,6 +124,7 @@ private:
   bool approxDivision;
   int64_t tileMinCtas;
   int64_t flatMinCtas;
+  int64_t tilesPerBlock;
 };
 
 } // namespace mlir::coat

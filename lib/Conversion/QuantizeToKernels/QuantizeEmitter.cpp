@@ -274,22 +274,6 @@ void emitTileGpu(ImplicitLocOpBuilder &b, const ActSpec &spec,
     inv = approxDivision ? f.div(f.c(1.0), s) : Value();
   }
 
-  auto loop = scf::ForOp::create(b, bid, numTiles, nBlocks);
-  b.setInsertionPointToStart(loop.getBody());
-  Value t = loop.getInductionVar();
-  Value tileR = arith::DivUIOp::create(b, t, tilesC);
-  Value tileC = arith::RemUIOp::create(b, t, tilesC);
-  Value r0 = arith::MulIOp::create(b, tileR, cidx(T));
-  Value c0 = arith::MulIOp::create(b, tileC, cidx(T));
-  Value full = arith::AndIOp::create(
-      b, aligned,
-      arith::AndIOp::create(
-          b,
-          arith::CmpIOp::create(b, arith::CmpIPredicate::ule,
-                                arith::AddIOp::create(b, r0, cidx(T)), rows),
-          arith::CmpIOp::create(b, arith::CmpIPredicate::ule,
-                                arith::AddIOp::create(b, c0, cidx(T)),
-                                cols)));
   // Runs `body` under `cond` (unconditionally when null).
   auto guarded = [&](Value cond, function_ref<void()> body) {
     if (!cond)
@@ -319,42 +303,99 @@ void emitTileGpu(ImplicitLocOpBuilder &b, const ActSpec &spec,
       x = arith::ExtFOp::create(b, f32Vec, x);
     return x;
   };
-  SmallVector<Item> items;
-  for (int64_t k = 0; k * B < items1; ++k) {
-    Item it;
-    Value item = arith::AddIOp::create(b, tid, cidx(k * B));
-    if ((k + 1) * B > items1)
-      it.ok = ult(item, cidx(items1));
-    it.lr = arith::DivUIOp::create(b, item, cidx(T / v1));
-    it.lc = arith::MulIOp::create(
-        b, arith::RemUIOp::create(b, item, cidx(T / v1)), cidx(v1));
-    it.gr = arith::AddIOp::create(b, r0, it.lr);
-    it.gc = arith::AddIOp::create(b, c0, it.lc);
-    it.at = arith::AddIOp::create(b, arith::MulIOp::create(b, it.gr, cols),
-                                  it.gc);
-    Value inside = andI(ult(it.gr, rows), it.ok);
-    it.mask = arith::AndIOp::create(
-        b, rangeMask(b, it.gc, v1, cols),
-        vector::BroadcastOp::create(b, i1Vec, inside));
-    auto ld = scf::IfOp::create(
-        b, andI(full, it.ok),
-        [&](OpBuilder &nb, Location loc) {
-          Value v = vector::LoadOp::create(
-              nb, loc, inVec, args.lookup("input"), ValueRange{it.at},
-              /*nontemporal=*/false, llvm::MaybeAlign(16));
-          scf::YieldOp::create(nb, loc, v);
-        },
-        [&](OpBuilder &nb, Location loc) {
-          ImplicitLocOpBuilder ib(loc, nb);
-          Value zero = arith::ConstantOp::create(ib, ib.getZeroAttr(inVec));
-          Value v =
-              vector::MaskedLoadOp::create(ib, inVec, args.lookup("input"),
-                                           ValueRange{it.at}, it.mask, zero);
-          scf::YieldOp::create(nb, loc, v);
-        });
-    it.raw = ld.getResult(0);
-    items.push_back(it);
+  struct Tile {
+    Value tileR, tileC, r0, c0;
+    Value full; ///< whole and aligned: vector accesses without masks
+    SmallVector<Item> items;
+  };
+  // Tile `t`'s coordinates and items; their loads unless `raws` holds them.
+  // A tile past the end has no row inside: its loads are masked off.
+  auto tileAt = [&](Value t, ValueRange raws) {
+    Tile tl;
+    tl.tileR = arith::DivUIOp::create(b, t, tilesC);
+    tl.tileC = arith::RemUIOp::create(b, t, tilesC);
+    tl.r0 = arith::MulIOp::create(b, tl.tileR, cidx(T));
+    tl.c0 = arith::MulIOp::create(b, tl.tileC, cidx(T));
+    tl.full = arith::AndIOp::create(
+        b, aligned,
+        arith::AndIOp::create(
+            b,
+            arith::CmpIOp::create(b, arith::CmpIPredicate::ule,
+                                  arith::AddIOp::create(b, tl.r0, cidx(T)), rows),
+            arith::CmpIOp::create(b, arith::CmpIPredicate::ule,
+                                  arith::AddIOp::create(b, tl.c0, cidx(T)),
+                                  cols)));
+    for (int64_t k = 0; k * B < items1; ++k) {
+      Item it;
+      Value item = arith::AddIOp::create(b, tid, cidx(k * B));
+      if ((k + 1) * B > items1)
+        it.ok = ult(item, cidx(items1));
+      it.lr = arith::DivUIOp::create(b, item, cidx(T / v1));
+      it.lc = arith::MulIOp::create(
+          b, arith::RemUIOp::create(b, item, cidx(T / v1)), cidx(v1));
+      it.gr = arith::AddIOp::create(b, tl.r0, it.lr);
+      it.gc = arith::AddIOp::create(b, tl.c0, it.lc);
+      it.at = arith::AddIOp::create(b, arith::MulIOp::create(b, it.gr, cols),
+                                    it.gc);
+      Value inside = andI(ult(it.gr, rows), it.ok);
+      it.mask = arith::AndIOp::create(
+          b, rangeMask(b, it.gc, v1, cols),
+          vector::BroadcastOp::create(b, i1Vec, inside));
+      if (!raws.empty()) {
+        it.raw = raws[k];
+        tl.items.push_back(it);
+        continue;
+      }
+      auto ld = scf::IfOp::create(
+          b, andI(tl.full, it.ok),
+          [&](OpBuilder &nb, Location loc) {
+            Value v = vector::LoadOp::create(
+                nb, loc, inVec, args.lookup("input"), ValueRange{it.at},
+                /*nontemporal=*/false, llvm::MaybeAlign(16));
+            scf::YieldOp::create(nb, loc, v);
+          },
+          [&](OpBuilder &nb, Location loc) {
+            ImplicitLocOpBuilder ib(loc, nb);
+            Value zero = arith::ConstantOp::create(ib, ib.getZeroAttr(inVec));
+            Value v =
+                vector::MaskedLoadOp::create(ib, inVec, args.lookup("input"),
+                                             ValueRange{it.at}, it.mask, zero);
+            scf::YieldOp::create(nb, loc, v);
+          });
+      it.raw = ld.getResult(0);
+      tl.items.push_back(it);
+    }
+    return tl;
+  };
+  auto rawsOf = [](const Tile &tl) {
+    SmallVector<Value> raws;
+    for (const Item &it : tl.items)
+      raws.push_back(it.raw);
+    return raws;
+  };
+
+  // A block takes tiles bid, bid + grid, ...; with several a block (the
+  // launch rule's share), the next tile's loads are issued before this
+  // tile is processed, so a block keeps a tile's bytes in flight while it
+  // quantizes and transposes.
+  bool prefetch = ts.tilesPerBlock > 1;
+  scf::ForOp loop;
+  Tile cur, next;
+  if (!prefetch) {
+    loop = scf::ForOp::create(b, bid, numTiles, nBlocks);
+    b.setInsertionPointToStart(loop.getBody());
+    cur = tileAt(loop.getInductionVar(), {});
+  } else {
+    SmallVector<Value> first = rawsOf(tileAt(bid, {}));
+    loop = scf::ForOp::create(b, bid, numTiles, nBlocks, first);
+    b.setInsertionPointToStart(loop.getBody());
+    Value t = loop.getInductionVar();
+    next = tileAt(arith::AddIOp::create(b, t, nBlocks), {});
+    cur = tileAt(t, loop.getRegionIterArgs());
   }
+  Value tileR = cur.tileR, tileC = cur.tileC, r0 = cur.r0, c0 = cur.c0;
+  Value full = cur.full;
+  SmallVector<Item> &items = cur.items;
 
   // Pass 1b (per block): the block maximum and its scale. Masked-off
   // elements load as 0 and leave the maximum alone; NaN is skipped (fmax).
@@ -532,6 +573,8 @@ void emitTileGpu(ImplicitLocOpBuilder &b, const ActSpec &spec,
   }
   // The next tile reuses the workgroup buffers.
   gpu::BarrierOp::create(b);
+  if (prefetch)
+    scf::YieldOp::create(b, rawsOf(next));
   b.setInsertionPointAfter(loop);
 }
 

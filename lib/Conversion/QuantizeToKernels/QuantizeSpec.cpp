@@ -367,6 +367,10 @@ LogicalResult QuantizeLowering::checkOptions(ModuleOp module) const {
     if (v < 0 || v > 32)
       return module.emitError("coat-lower-activations: ")
              << name << " must be in [0, 32], got " << v;
+  if (tilesPerBlock < 1 || tilesPerBlock > 64)
+    return module.emitError("coat-lower-activations: tiles-per-block must "
+                            "be in [1, 64], got ")
+           << tilesPerBlock;
   return success();
 }
 
@@ -397,13 +401,13 @@ FailureOr<ActPlan> QuantizeLowering::analyze(func::FuncOp fn) const {
   int64_t threads =
       spec.tiled() && tileBlockSize != 0 ? tileBlockSize : blockSize;
   TileShape tiles{spec.blocked() ? spec.blockEdge : tileEdge, threads,
-                  16 / hpBytes};
+                  16 / hpBytes, tilesPerBlock};
   int64_t elementsPerBlock = 0;
   if (spec.tiled()) {
     if (tileEdge != 32 && tileEdge != 64 && tileEdge != 128)
       return anchor->emitError("tile must be 32, 64 or 128, got ")
              << tileEdge;
-    elementsPerBlock = tiles.tile * tiles.tile;
+    elementsPerBlock = tiles.tile * tiles.tile * tiles.tilesPerBlock;
   } else {
     int64_t e = elementsPerThread > 0 ? elementsPerThread
                                       : (hpBytes >= 4 ? 8 : 16);

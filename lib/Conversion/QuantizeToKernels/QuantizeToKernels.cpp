@@ -35,7 +35,8 @@ struct CoatLowerActivationsPass
 
   void runOnOperation() override {
     QuantizeLowering lowering(blockSize, tileBlockSize, elementsPerThread,
-                              tile, approxDivision, tileMinCtas, flatMinCtas);
+                              tile, approxDivision, tileMinCtas, flatMinCtas,
+                              tilesPerBlock);
     if (failed(lowering.run(getOperation(), target)))
       signalPassFailure();
   }

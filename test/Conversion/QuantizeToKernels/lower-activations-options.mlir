@@ -9,6 +9,9 @@
 // RUN: not coat-opt %s -coat-lower-activations='target=gpu flat-min-ctas=33' 2>&1 | FileCheck %s --check-prefix=MINBAD
 // RUN: coat-opt %s -coat-lower-activations='target=gpu tile-block-size=1024' | FileCheck %s --check-prefix=TB
 // RUN: not coat-opt %s -coat-lower-activations='target=gpu tile-block-size=100' 2>&1 | FileCheck %s --check-prefix=TBBAD
+// RUN: coat-opt %s -coat-lower-activations='target=gpu' | FileCheck %s --check-prefix=ONE
+// RUN: coat-opt %s -coat-lower-activations='target=gpu tiles-per-block=2' | FileCheck %s --check-prefix=TPB
+// RUN: not coat-opt %s -coat-lower-activations='target=gpu tiles-per-block=0' 2>&1 | FileCheck %s --check-prefix=TPBBAD
 
 // BLOCK: block-size must be a multiple of 32 in [32, 1024], got 48
 // EPT: elements-per-thread=2 does not fit group size 128
@@ -30,6 +33,23 @@
 // TB-SAME: launch = {block = [1024, 1, 1], elements_per_block = 4096
 // TB-SAME: known_block_size = array<i32: 1024, 1, 1>
 // TBBAD: tile-block-size must be a multiple of 32 in [32, 1024], got 100
+// A block takes one tile by default: its loop carries nothing.
+// ONE-LABEL: gpu.func @qt_f32(
+// ONE-SAME: elements_per_block = 4096
+// ONE: scf.for %{{.*}} = %block_id_x to %{{.*}} step %grid_dim_x {
+// tiles-per-block=2: half the grid; the block's first tile is loaded before
+// the loop, and each iteration issues the next tile's loads (masked off past
+// the end) before it processes the one it carries.
+// TPB-LABEL: gpu.func @qt_f32(
+// TPB-SAME: elements_per_block = 8192
+// TPB-COUNT-4: vector.load %arg0
+// TPB: scf.for %{{.*}} = %block_id_x to %{{.*}} step %grid_dim_x iter_args(
+// TPB-SAME: -> (vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>)
+// TPB-COUNT-4: vector.load %arg0
+// TPB: gpu.barrier
+// TPB: gpu.barrier
+// TPB: scf.yield %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>
+// TPBBAD: coat-lower-activations: tiles-per-block must be in [1, 64], got 0
 // f32 input: 64x64 tiles (8 loads per thread at 256 threads).
 // AUTO-LABEL: gpu.func @qt_f32(
 // AUTO-SAME: workgroup(%{{.*}} : memref<64x16xi32, #gpu.address_space<workgroup>>
