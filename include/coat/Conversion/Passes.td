@@ -701,9 +701,10 @@ def CoatLowerNorms : Pass<"coat-lower-norms", "::mlir::ModuleOp"> {
     holds its column accumulators; `threads-per-row` overrides). Thread j
     owns groups j, j+T, ...: one group per 16-byte-wide access (with
     `lane-elements=V` below G, the V-element chunks j, j+T, ... instead:
-    the G/V lanes of a group share its scale, and a warp's access to an f32
-    operand is contiguous, not 16 of every 64 bytes), the row's values stay in registers
-    between the statistics and the output pass, masked slots cover any
+    the G/V lanes of a group share its scale, and a warp's access to an
+    f32 operand is contiguous, not 16 of every 64 bytes). The row's values
+    stay in registers between the statistics and the output pass; masked
+    slots cover any
     `cols` up to `max_cols` (a static cols extent, else the function's
     `coat.max_cols` attribute, else the `max-cols` option; recorded in the
     manifest and checked at launch). Row sums: `gpu.shuffle xor` butterfly,
