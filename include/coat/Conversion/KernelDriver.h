@@ -49,6 +49,10 @@ MemRefType abiBuffer(Type logical);
 /// A buffer in workgroup (shared) memory.
 MemRefType workgroupBuffer(ArrayRef<int64_t> shape, Type element);
 
+/// The most CTAs a multiprocessor holds (sm_90): the range of the lowerings'
+/// occupancy options is [0, kMaxCtasPerMultiprocessor].
+constexpr int64_t kMaxCtasPerMultiprocessor = 32;
+
 /// Asks ptxas for `minCtas` CTAs a multiprocessor (`.minnctapersm`) where
 /// that does not spill: coat-drop-spilling-min-ctas decides. 0 asks nothing.
 void requestMinCtasUnlessSpilling(gpu::GPUFuncOp kernel, int64_t minCtas);

@@ -35,10 +35,9 @@ LogicalResult PointwiseLowering::checkOptions(ModuleOp module) const {
     return module.emitError("coat-lower-pointwise: lanes-per-thread must be "
                             "in [1, 8], got ")
            << lanesPerThread;
-  if (minCtas < 0 || minCtas > 32)
-    return module.emitError("coat-lower-pointwise: min-ctas must be in "
-                            "[0, 32], got ")
-           << minCtas;
+  if (minCtas < 0 || minCtas > kMaxCtasPerMultiprocessor)
+    return module.emitError("coat-lower-pointwise: min-ctas must be in [0, ")
+           << kMaxCtasPerMultiprocessor << "], got " << minCtas;
   if (exactMath && softExp2)
     return module.emitError("coat-lower-pointwise: soft-exp2 applies to the "
                             "fast forms; exact-math evaluates expf");

@@ -39,6 +39,16 @@ enum class EpilogueKind {
   Tma,    ///< the same blocks, stored by TMA from shared memory (`out` is
           ///< a tensormap; rows 16-byte aligned)
 };
+/// A staged epilogue block's row: the span of TMA's 128-byte swizzle.
+constexpr int64_t kEpilogueBlockBytes = 128;
+/// Bytes of a bf16/f32 result element.
+inline int64_t outputElementBytes(OutputKind k) {
+  return k == OutputKind::F32 ? 4 : 2;
+}
+/// Result columns of a staged epilogue block.
+inline int64_t epilogueBlockCols(OutputKind k) {
+  return kEpilogueBlockBytes / outputElementBytes(k);
+}
 constexpr EpilogueKind kEpilogueKinds[] = {
     EpilogueKind::Direct, EpilogueKind::Staged, EpilogueKind::Tma};
 /// The `epilogue` option's spelling of each kind (also the manifest's).
@@ -91,13 +101,15 @@ struct GemmShape {
   int64_t stageBytes() const { return aBytes() + bBytes(); }
   int64_t barrierOffset() const { return stages * stageBytes(); }
   bool stagesEpilogue() const { return epilogue != EpilogueKind::Direct; }
-  /// Staged or TMA epilogue: each consumer warpgroup's rows x 128 bytes
+  /// Staged or TMA epilogue: each consumer warpgroup's rows x one block row
   /// after the mbarriers, 1024-byte aligned (TMA's 128-byte swizzle atom).
   int64_t epilogueOffset() const {
     return (barrierOffset() + 16 * stages + 1023) / 1024 * 1024;
   }
   int64_t epilogueBytes() const {
-    return stagesEpilogue() ? warpgroups * mPerWarpgroup() * 128 : 0;
+    return stagesEpilogue()
+               ? warpgroups * mPerWarpgroup() * kEpilogueBlockBytes
+               : 0;
   }
   /// Dynamic shared memory: the ring, full and empty mbarriers, the
   /// epilogue's rows if any, and 1 KiB of slack to round the base up to the

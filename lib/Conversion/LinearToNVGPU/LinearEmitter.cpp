@@ -699,17 +699,17 @@ void GemmKernelBuilder::storeStaged(ArrayRef<Value> accs, Value scale, Value m0,
   // in the 1024-byte-aligned region that is TMA's 128-byte swizzle.
   MLIRContext *ctx = b.getContext();
   Type elem = p.out == OutputKind::F32 ? Type(b.getF32Type()) : b.getBF16Type();
-  int64_t elemBytes = elem.getIntOrFloatBitWidth() / 8;
-  int64_t blockCols = 128 / elemBytes, chunkElems = 16 / elemBytes;
-  int64_t rows = g.mPerWarpgroup();
+  int64_t elemBytes = outputElementBytes(p.out);
+  int64_t blockCols = epilogueBlockCols(p.out), chunkElems = 16 / elemBytes;
+  int64_t rows = g.mPerWarpgroup(), stageRowBytes = kEpilogueBlockBytes;
   auto global = LLVM::LLVMPointerType::get(ctx, 1);
   auto v16i8 = VectorType::get({16}, b.getI8Type());
   Value stageBase = add(add(base, cI64(g.epilogueOffset())),
-                        mul(toI64(consumer), cI64(rows * 128)));
+                        mul(toI64(consumer), cI64(rows * stageRowBytes)));
   auto slot = [&](Value row, Value chunk) { // byte offset in the rows
     Value swizzled = arith::XOrIOp::create(
         b, chunk, arith::RemUIOp::create(b, row, cIdx(8)));
-    return add(mul(toI64(row), cI64(128)), mul(toI64(swizzled), cI64(16)));
+    return add(mul(toI64(row), cI64(stageRowBytes)), mul(toI64(swizzled), cI64(16)));
   };
   // Named barrier 1 + consumer: this warpgroup's 128 threads.
   auto syncWarpgroup = [&] {

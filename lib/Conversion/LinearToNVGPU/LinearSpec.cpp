@@ -86,7 +86,7 @@ SmallVector<GemmParam> gemmParams(func::FuncOp fn, LinearOp op,
   // (row-major m x n, dims innermost first); the CPU twin writes the same
   // buffer as a memref.
   auto outMap = [&](Type elem, StringRef dtype) {
-    int64_t blockCols = 128 / (elem.getIntOrFloatBitWidth() / 8);
+    int64_t blockCols = epilogueBlockCols(p.out);
     params.push_back(
         {"out", ptr,
          b.getDictionaryAttr(
@@ -317,7 +317,7 @@ FailureOr<LinearPlan> LinearLowering::analyze(func::FuncOp fn, LinearOp op,
   }
   // A TMA store writes whole 128-byte boxes: a narrower last block would
   // write into the next tile's columns.
-  int64_t blockCols = problem->out == OutputKind::F32 ? 32 : 64;
+  int64_t blockCols = epilogueBlockCols(problem->out);
   if (shape.epilogue == EpilogueKind::Tma && shape.tileN % blockCols != 0)
     return op.emitOpError("coat-lower-linear: epilogue=tma stores 128-byte "
                           "column blocks (")
@@ -327,7 +327,10 @@ FailureOr<LinearPlan> LinearLowering::analyze(func::FuncOp fn, LinearOp op,
     return op.emitOpError("coat-lower-linear: ")
            << shape.tileM << "x" << shape.tileN << " tiles with "
            << shape.stages << " stages"
-           << (shape.stagesEpilogue() ? " and the staged epilogue" : "")
+           << (shape.stagesEpilogue() ? " and the " +
+                                            epilogueName(shape.epilogue).str() +
+                                            " epilogue"
+                                      : "")
            << " need " << shape.sharedBytes()
            << " bytes of shared memory, more than Hopper's 227 KiB per block";
   return LinearPlan{op, *problem, shape,

@@ -154,8 +154,9 @@ FailureOr<AdamWKernelSpec> OptimizerLowering::analyze(func::FuncOp fn) const {
   if (lanesPerThread < 1 || lanesPerThread > 1024)
     return op.emitError("lanes-per-thread must be in [1, 1024], got ")
            << lanesPerThread;
-  if (minCtas < 0 || minCtas > 32)
-    return op.emitError("min-ctas must be in [0, 32], got ") << minCtas;
+  if (minCtas < 0 || minCtas > kMaxCtasPerMultiprocessor)
+    return op.emitError("min-ctas must be in [0, ")
+           << kMaxCtasPerMultiprocessor << "], got " << minCtas;
   spec.minCtas = minCtas;
   spec.elementsPerLane = e;
   spec.lanesPerGroup = spec.groupSize / e;

@@ -360,13 +360,13 @@ bool QuantizeLowering::takesSpec(func::FuncOp fn) const {
 }
 
 LogicalResult QuantizeLowering::checkOptions(ModuleOp module) const {
-  // An SM holds at most 32 CTAs (sm_90).
   for (auto [name, v] : {std::pair<StringRef, int64_t>{"tile-min-ctas",
                                                        tileMinCtas},
                          {"flat-min-ctas", flatMinCtas}})
-    if (v < 0 || v > 32)
+    if (v < 0 || v > kMaxCtasPerMultiprocessor)
       return module.emitError("coat-lower-activations: ")
-             << name << " must be in [0, 32], got " << v;
+             << name << " must be in [0, " << kMaxCtasPerMultiprocessor
+             << "], got " << v;
   if (tilesPerBlock < 1 || tilesPerBlock > 64)
     return module.emitError("coat-lower-activations: tiles-per-block must "
                             "be in [1, 64], got ")
