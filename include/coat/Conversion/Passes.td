@@ -830,9 +830,14 @@ def CoatLowerLinear : Pass<"coat-lower-linear", "::mlir::ModuleOp"> {
     `n_blocks = ceil(n/128)`) are loaded per slice into registers before the
     slice's barrier wait; out-of-range rows and slices read a clamped, valid
     entry (their products are zero or not stored). These kernels use
-    `block-tile-n` (default 128) columns per tile instead of `tile-n`: the
-    partial fragment doubles the accumulators, and a tile may span at most
-    two weight blocks. A tile that can cross a block boundary (tile widths
+    `block-tile-n` (default 128) columns per tile instead of `tile-n`, and
+    `block-tile-m` rows where it is set: the partial fragment doubles the
+    accumulators, and a tile may span at most two weight blocks. Where a
+    partial per 64-row m-block does not fit the consumer's registers (e.g.
+    256x128 tiles on two consumer warpgroups), the slice is multiplied and
+    promoted one m-block at a time with one partial fragment (manifest
+    `promotion = "per_m_block"`): more waits, but a quarter less operand
+    traffic than 128x128 tiles. A tile that can cross a block boundary (tile widths
     not dividing 128, e.g. 192) gets one mainloop per column offset it can
     start at inside its weight block (`scf.index_switch`), each with the
     boundary as a constant.
@@ -886,6 +891,11 @@ def CoatLowerLinear : Pass<"coat-lower-linear", "::mlir::ModuleOp"> {
            "Add a TMA producer warpgroup and make CTAs persistent">,
     Option<"groupM", "group-m", "int64_t", /*default=*/"8",
            "M tiles per group of the persistent tile order">,
+    Option<"blockTileM", "block-tile-m", "int64_t", /*default=*/"0",
+           "Output rows per tile of block-scaled kernels (0: tile-m). Where "
+           "a partial fragment per 64-row m-block does not fit beside the "
+           "accumulators, each K slice is multiplied and promoted one "
+           "m-block at a time">,
     Option<"blockTileN", "block-tile-n", "int64_t", /*default=*/"128",
            "Output columns per tile of block-scaled kernels (multiple of 16; "
            "a tile spans at most two 128-column weight blocks)">,

@@ -93,6 +93,11 @@ struct GemmShape {
   bool warpSpecialized;
   int64_t groupM; ///< M tiles per group of the persistent tile order
   EpilogueKind epilogue = EpilogueKind::Direct;
+  /// Block-scaled: each K slice is multiplied and promoted one 64-row
+  /// m-block at a time, so one partial fragment lives beside the
+  /// accumulators instead of one per m-block (set where the latter do not
+  /// fit the consumer's registers).
+  bool promotePerMBlock = false;
 
   int64_t mPerWarpgroup() const { return tileM / warpgroups; }
   int64_t mBlocks() const { return mPerWarpgroup() / 64; }
@@ -156,11 +161,13 @@ struct LinearPlan {
 class LinearLowering : public KernelLowering<LinearLowering, LinearPlan> {
 public:
   /// `options` is the tiling the pass options ask for; `tilesGiven` whether
-  /// tile-m or tile-n was set; `blockTileN` the tile-n of block-scaled
-  /// kernels.
-  LinearLowering(GemmShape options, bool tilesGiven, int64_t blockTileN)
+  /// tile-m or tile-n was set; `blockTileM` (0: tile-m) and `blockTileN`
+  /// the tile of block-scaled kernels.
+  LinearLowering(GemmShape options, bool tilesGiven, int64_t blockTileM,
+                 int64_t blockTileN)
       : KernelLowering({"coat-lower-linear", "coat_linear"}),
-        options(options), tilesGiven(tilesGiven), blockTileN(blockTileN) {}
+        options(options), tilesGiven(tilesGiven), blockTileM(blockTileM),
+        blockTileN(blockTileN) {}
 
   /// The problem `op` in `fn` poses and the tiling that fits it; reports
   /// (on the op) what the lowering does not handle.
@@ -172,6 +179,7 @@ public:
 private:
   GemmShape options;
   bool tilesGiven;
+  int64_t blockTileM;
   int64_t blockTileN;
 };
 

@@ -128,11 +128,12 @@ private:
   void initBarriers(int64_t emptyArrivals);
   void issueLoads(Value stage, Value kTile, Value m0, Value n0);
   /// Issues one K slice's wgmma group from ring stage `stage` for the rows
-  /// of consumer warpgroup `consumer`; returns the new accumulators.
+  /// of consumer warpgroup `consumer`, m-blocks `firstBlock` on, one per
+  /// accumulator in `accs`; returns the new accumulators.
   /// With `fresh`, the first wgmma ignores `accs` (scale-d = 0): the group
   /// computes this slice's product alone.
   SmallVector<Value> issueWgmmas(Value stage, Value consumer, ValueRange accs,
-                                 bool fresh = false);
+                                 bool fresh = false, int64_t firstBlock = 0);
   /// Block-scaled: this thread's A-row scales (2 per 64-row block) and the
   /// tile's B-block scale for K slice `kt`, loaded from global memory with
   /// clamped indices (rows past M and slices past k_blocks read a valid
@@ -141,10 +142,20 @@ private:
   /// crosses a block boundary).
   SmallVector<Value> loadBlockScales(Value kt, Value rowBase, Value n0,
                                      bool second);
-  /// acc += partial * s_A[row, kb] * s_B[n-block, kb], per fragment element;
-  /// n8 chunks from `boundary` on lie in the tile's second weight block.
+  /// acc += partial * s_A[row, kb] * s_B[n-block, kb], per fragment element
+  /// of m-blocks `firstBlock` on (one per partial); n8 chunks from
+  /// `boundary` on lie in the tile's second weight block.
   SmallVector<Value> promote(ValueRange accs, ValueRange partials,
-                             ArrayRef<Value> scales, int64_t boundary);
+                             ArrayRef<Value> scales, int64_t boundary,
+                             int64_t firstBlock = 0);
+  /// Block-scaled: K slice `stage`'s products for consumer `consumer`, each
+  /// in a fresh fragment, waited for and promoted into `accs`: all m-blocks
+  /// at once, or one at a time (GemmShape::promotePerMBlock). `released`
+  /// runs once the slice's last wgmma completed, before its promotion.
+  SmallVector<Value> multiplyAndPromote(Value stage, Value consumer,
+                                        ValueRange accs, ArrayRef<Value> scales,
+                                        int64_t boundary,
+                                        llvm::function_ref<void()> released);
   /// Block-scaled: builds the mainloop once per column offset the tile can
   /// have inside its 128-column weight block (one case when tile-n divides
   /// 128), so the block boundary is a constant in each; `mainloop(boundary)`
@@ -222,7 +233,8 @@ SmallVector<Value> GemmKernelBuilder::zeroAccumulators() {
 }
 
 SmallVector<Value> GemmKernelBuilder::issueWgmmas(Value stage, Value consumer,
-                                                  ValueRange accsIn, bool fresh) {
+                                                  ValueRange accsIn, bool fresh,
+                                                  int64_t firstBlock) {
   MLIRContext *ctx = b.getContext();
   Value stageAddr = add(base, mul(toI64(stage), cI64(g.stageBytes())));
   Value aAddr = add(stageAddr, mul(toI64(consumer), cI64(g.mPerWarpgroup() * kTileK)));
@@ -240,8 +252,9 @@ SmallVector<Value> GemmKernelBuilder::issueWgmmas(Value stage, Value consumer,
   auto col = NVVM::MMALayoutAttr::get(ctx, NVVM::MMALayout::col);
   for (int64_t kk = 0; kk < kTileK / kWgmmaK; ++kk) {
     Value descB = descriptor(add(bAddr, cI64(kWgmmaK * kk)));
-    for (int64_t i = 0; i < g.mBlocks(); ++i) {
-      Value descA = descriptor(add(aAddr, cI64(i * 64 * kTileK + kWgmmaK * kk)));
+    for (int64_t i = 0, e = accs.size(); i < e; ++i) {
+      Value descA = descriptor(
+          add(aAddr, cI64((firstBlock + i) * 64 * kTileK + kWgmmaK * kk)));
       accs[i] = NVVM::WgmmaMmaAsyncOp::create(
           b, accType, accs[i], descA, descB, shape, typeA, typeB, f32t,
           fresh && kk == 0 ? outZero : outOne, one, one, row, col,
@@ -280,11 +293,12 @@ SmallVector<Value> GemmKernelBuilder::loadBlockScales(Value kt, Value rowBase,
 
 SmallVector<Value> GemmKernelBuilder::promote(ValueRange accsIn, ValueRange partials,
                                               ArrayRef<Value> scales,
-                                              int64_t boundary) {
+                                              int64_t boundary,
+                                              int64_t firstBlock) {
   SmallVector<Value> accs(accsIn);
   int64_t rowScales = 2 * g.mBlocks();
   bool crosses = boundary < g.tileN / 8;
-  for (int64_t i = 0; i < g.mBlocks(); ++i) {
+  for (int64_t i = firstBlock, e = firstBlock + partials.size(); i < e; ++i) {
     // [weight block][row half]
     Value rowScale[2][2];
     for (int64_t blk = 0; blk < (crosses ? 2 : 1); ++blk)
@@ -295,11 +309,30 @@ SmallVector<Value> GemmKernelBuilder::promote(ValueRange accsIn, ValueRange part
       // Register e holds row rowInBlock + 8 * ((e / 2) % 2) of block i, in
       // n8 chunk e / 4.
       int64_t blk = e / 4 >= boundary ? 1 : 0;
-      Value part = LLVM::ExtractValueOp::create(b, partials[i], e);
+      Value part = LLVM::ExtractValueOp::create(b, partials[i - firstBlock], e);
       Value acc = LLVM::ExtractValueOp::create(b, accs[i], e);
       Value sum = math::FmaOp::create(b, part, rowScale[blk][(e / 2) % 2], acc);
       accs[i] = LLVM::InsertValueOp::create(b, accs[i], sum, e);
     }
+  }
+  return accs;
+}
+
+SmallVector<Value> GemmKernelBuilder::multiplyAndPromote(
+    Value stage, Value consumer, ValueRange accsIn, ArrayRef<Value> scales,
+    int64_t boundary, llvm::function_ref<void()> released) {
+  SmallVector<Value> accs(accsIn);
+  int64_t chunk = g.promotePerMBlock ? 1 : g.mBlocks();
+  for (int64_t first = 0; first < g.mBlocks(); first += chunk) {
+    SmallVector<Value> fresh(chunk, undefAccumulator());
+    SmallVector<Value> partials =
+        issueWgmmas(stage, consumer, fresh, /*fresh=*/true, first);
+    // The other consumers' wgmma keeps the tensor cores busy while this one
+    // promotes.
+    NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
+    if (first + chunk == g.mBlocks())
+      released();
+    accs = promote(accs, partials, scales, boundary, first);
   }
   return accs;
 }
@@ -416,21 +449,20 @@ void GemmKernelBuilder::buildPlain() {
       SmallVector<Value> scales =
           loadBlockScales(kt, rowBase, n0, boundary < g.tileN / 8);
       wait(fullBarrier(stage), roundParity(kt));
-      SmallVector<Value> fresh(g.mBlocks(), undefAccumulator());
-      SmallVector<Value> partials = issueWgmmas(stage, wg, fresh, /*fresh=*/true);
-      NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
-      ifThen(isWgLeader, [&] {
-        NVVM::MBarrierArriveOp::create(b, Type(), emptyBarrier(stage), Value());
-      });
-      Value next = add(kt, cIdx(g.stages));
-      ifThen(arith::AndIOp::create(b, isLeader,
-                                   cmp(arith::CmpIPredicate::ult, next, kTiles)),
-             [&] {
-               wait(emptyBarrier(stage), roundParity(kt));
-               issueLoads(stage, next, m0, n0);
-             });
-      scf::YieldOp::create(
-          b, promote(loop.getRegionIterArgs(), partials, scales, boundary));
+      auto refill = [&] {
+        ifThen(isWgLeader, [&] {
+          NVVM::MBarrierArriveOp::create(b, Type(), emptyBarrier(stage), Value());
+        });
+        Value next = add(kt, cIdx(g.stages));
+        ifThen(arith::AndIOp::create(b, isLeader,
+                                     cmp(arith::CmpIPredicate::ult, next, kTiles)),
+               [&] {
+                 wait(emptyBarrier(stage), roundParity(kt));
+                 issueLoads(stage, next, m0, n0);
+               });
+      };
+      scf::YieldOp::create(b, multiplyAndPromote(stage, wg, loop.getRegionIterArgs(),
+                                                 scales, boundary, refill));
       return SmallVector<Value>(loop.getResults());
     });
     emitEpilogue(accs, m0, n0, wg);
@@ -547,15 +579,9 @@ void GemmKernelBuilder::buildWarpSpecialized() {
               SmallVector<Value> scales =
                   loadBlockScales(kt, rowBase, n0, boundary < g.tileN / 8);
               wait(fullBarrier(stage), roundParity(it));
-              SmallVector<Value> fresh(g.mBlocks(), undefAccumulator());
-              SmallVector<Value> partials =
-                  issueWgmmas(stage, consumer, fresh, /*fresh=*/true);
-              // The other consumers' wgmma keeps the tensor cores busy
-              // while this one promotes.
-              NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
-              release(it);
               scf::YieldOp::create(
-                  b, promote(kLoop.getRegionIterArgs(), partials, scales, boundary));
+                  b, multiplyAndPromote(stage, consumer, kLoop.getRegionIterArgs(),
+                                        scales, boundary, [&] { release(it); }));
               return SmallVector<Value>(kLoop.getResults());
             });
             emitEpilogue(accs, m0, n0, consumer);

@@ -170,6 +170,8 @@ DictionaryAttr buildManifestRecord(MLIRContext *ctx, StringRef name,
         named("a_scale_block", b.getI64ArrayAttr({1, kScaleBlock})));
     config.push_back(
         named("b_scale_block", b.getI64ArrayAttr({kScaleBlock, kScaleBlock})));
+    config.push_back(named("promotion", str(g.promotePerMBlock ? "per_m_block"
+                                                                : "per_tile")));
   }
   if (p.out == OutputKind::Fp8Groups) {
     config.push_back(named("group_size", b.getI64IntegerAttr(kOutputGroup)));
@@ -295,6 +297,8 @@ FailureOr<LinearPlan> LinearLowering::analyze(func::FuncOp fn, LinearOp op,
     // The slice's partial product doubles the accumulators, and a tile
     // may span at most two 128-column weight blocks: starting at a
     // multiple of gcd(tile-n, 128) inside one, it must end in the next.
+    if (blockTileM)
+      shape.tileM = blockTileM;
     shape.tileN = blockTileN;
     if (shape.tileN % 16 != 0 || shape.tileN < 16 || shape.tileN > 256 ||
         shape.tileN > kScaleBlock + std::gcd(shape.tileN, kScaleBlock))
@@ -306,14 +310,20 @@ FailureOr<LinearPlan> LinearLowering::analyze(func::FuncOp fn, LinearOp op,
       return op.emitOpError("coat-lower-linear: block-scaled kernel needs ")
           << shape.sharedBytes()
           << " bytes of shared memory, more than Hopper's 227 KiB per block";
+    // Accumulators and partial fragments (tile-n / 2 f32 registers per
+    // m-block each) plus about 24 for addresses, scales and indices: a
+    // partial per m-block where they fit, else one, promoted m-block by
+    // m-block.
     int64_t regs = shape.consumerRegisters() ? shape.consumerRegisters() : 255;
-    if (regs < shape.tileN * shape.mBlocks() + 24)
+    int64_t fragment = shape.tileN / 2, accumulators = fragment * shape.mBlocks();
+    shape.promotePerMBlock = regs < 2 * accumulators + 24;
+    if (regs < accumulators + fragment + 24)
       return op.emitOpError(
                  "coat-lower-linear: a block-scaled kernel with tile-m = ")
-             << shape.tileM << ", warpgroups = " << shape.warpgroups << " has "
-             << regs << " registers per consumer thread, too few for "
-             << shape.tileN * shape.mBlocks()
-             << " accumulators and partial sums";
+             << shape.tileM << ", tile-n = " << shape.tileN
+             << ", warpgroups = " << shape.warpgroups << " has " << regs
+             << " registers per consumer thread, too few for " << accumulators
+             << " accumulators and a partial fragment of " << fragment;
   }
   // A TMA store writes whole 128-byte boxes: a narrower last block would
   // write into the next tile's columns.

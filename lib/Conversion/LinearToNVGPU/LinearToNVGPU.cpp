@@ -102,6 +102,12 @@ struct CoatLowerLinearPass
       return fail("tile-m (" + Twine(tileM) +
                   ") must be a positive multiple of 64 * "
                   "warpgroups and at most 256 (a TMA box)");
+    if (blockTileM != 0 &&
+        (blockTileM < 0 || blockTileM % (64 * g.warpgroups) != 0 ||
+         blockTileM > 256))
+      return fail("block-tile-m (" + Twine(blockTileM) +
+                  ") must be 0 (tile-m) or a positive multiple of 64 * "
+                  "warpgroups and at most 256 (a TMA box)");
     if (g.tileN % 16 != 0 || g.tileN < 16 || g.tileN > 256)
       return fail("tile-n (" + Twine(tileN) + ") must be a multiple of 16 in "
                   "[16, 256] (wgmma N, whole 1x16 output groups)");
@@ -128,7 +134,7 @@ struct CoatLowerLinearPass
       return signalPassFailure();
     KernelContainer kernels(module, "coat-lower-linear", "coat_linear", *gpu);
     LinearLowering lowering(g, tileM.hasValue() || tileN.hasValue(),
-                            blockTileN);
+                            blockTileM, blockTileN);
     for (auto [fn, op] : specs) {
       FailureOr<LinearPlan> plan = lowering.analyze(fn, op, *gpu);
       if (failed(plan))

@@ -14,6 +14,16 @@
 // RUN:   | sed -e 's/\\0A/\n/g' -e 's/\\09/ /g' | FileCheck %s --check-prefix=PLAIN
 // RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-n=192 block-tile-n=192 stages=5})' \
 // RUN:   | FileCheck %s --check-prefix=N192
+// 256x128 tiles on two consumer warpgroups: two partials (128 registers)
+// beside 128 accumulators do not fit 232, so each slice is multiplied and
+// promoted one 64-row m-block at a time through one partial fragment; the
+// stage is released after the second m-block's wgmma completed.
+// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{block-tile-m=256})' \
+// RUN:   | FileCheck %s --check-prefix=MBLOCK
+// block-tile-m = 0 means tile-m: one consumer warpgroup's 255 registers
+// hold 128 accumulators and one partial, not two.
+// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-m=128 warpgroups=1})' \
+// RUN:   | FileCheck %s --check-prefix=ONEWG
 
 // IR-LABEL: gpu.func @block_fwd(%{{[a-z0-9]+}}: !llvm.ptr {llvm.align = 64 : i32}, %{{[a-z0-9]+}}: !llvm.ptr {llvm.align = 64 : i32}, %{{[a-z0-9]+}}: memref<?xbf16>, %{{[a-z0-9]+}}: memref<?xf32>, %{{[a-z0-9]+}}: memref<?xf32>, %{{[a-z0-9]+}}: i64, %{{[a-z0-9]+}}: i64, %{{[a-z0-9]+}}: i64, %{{[a-z0-9]+}}: i64, %{{[a-z0-9]+}}: i64) kernel
 // IR-SAME: box = [128, 128], dims = ["k", "n"], dtype = "e4m3", kind = "tensormap", name = "b"
@@ -38,7 +48,7 @@
 // IR: scf.yield
 
 // IR-LABEL: gpu.func @block_wgrad(
-// IR-SAME: kind = "wgrad", out = "f32", scaling = "block"
+// IR-SAME: kind = "wgrad", out = "f32", promotion = "per_tile", scaling = "block"
 
 // The promotion (loop latch) is laid out before the loop head: the scale
 // product, 64 FMAs, then the next slice's scale loads, barrier wait and wgmma.
@@ -114,3 +124,26 @@ func.func @block_wgrad(%xt: !coat.qtensor<?x?xf8E4M3FN, per_group<128>>,
             !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>> -> tensor<?x?xf32>
   return %dw : tensor<?x?xf32>
 }
+
+// MBLOCK-LABEL: gpu.func @block_fwd(
+// MBLOCK-SAME: promotion = "per_m_block", scaling = "block", stages = 4 : i64, tile = [256, 128, 128]
+// MBLOCK-SAME: grid_tiles = {{\[\["m", 256\], \["n", 128\]\]}}
+// MBLOCK: nvvm.setmaxregister increase 232
+// MBLOCK: nvvm.mbarrier.try_wait.parity
+// MBLOCK: nvvm.wgmma.mma_async {{.*}} D[<f32>, <zero>]
+// MBLOCK-COUNT-3: nvvm.wgmma.mma_async {{.*}} D[<f32>, <one>]
+// MBLOCK-NOT: nvvm.wgmma.mma_async
+// MBLOCK: nvvm.wgmma.wait.group.sync.aligned 0
+// MBLOCK-NOT: nvvm.mbarrier.arrive
+// MBLOCK-COUNT-64: math.fma
+// MBLOCK: nvvm.wgmma.mma_async {{.*}} D[<f32>, <zero>]
+// MBLOCK-COUNT-3: nvvm.wgmma.mma_async {{.*}} D[<f32>, <one>]
+// MBLOCK: nvvm.wgmma.wait.group.sync.aligned 0
+// MBLOCK: nvvm.mbarrier.arrive
+// MBLOCK-COUNT-64: math.fma
+// MBLOCK: scf.yield
+// The default tiles keep one partial per m-block.
+// IR-NOT: promotion = "per_m_block"
+
+// ONEWG-LABEL: gpu.func @block_fwd(
+// ONEWG-SAME: promotion = "per_m_block", scaling = "block", stages = 4 : i64, tile = [128, 128, 128], warp_specialized = true, warpgroups = 1

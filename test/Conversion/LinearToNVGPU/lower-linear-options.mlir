@@ -5,18 +5,20 @@
 // RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-m=256 warpgroups=2 stages=2})' 2>&1 | FileCheck %s --check-prefix=REGS
 // RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{stages=1})' 2>&1 | FileCheck %s --check-prefix=STAGES
 // RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{block-tile-n=176})' 2>&1 | FileCheck %s --check-prefix=BLOCKN
-// RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-m=128 warpgroups=1})' 2>&1 | FileCheck %s --check-prefix=BLOCKREGS
+// RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{block-tile-n=256})' 2>&1 | FileCheck %s --check-prefix=BLOCKREGS
+// RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{block-tile-m=96})' 2>&1 | FileCheck %s --check-prefix=BLOCKM
 // RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{epilogue=fast})' 2>&1 | FileCheck %s --check-prefix=EPILOGUE
 // RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-n=96 epilogue=tma})' 2>&1 | FileCheck %s --check-prefix=TMA-TILE
 // RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-m=256 tile-n=160 epilogue=staged})' 2>&1 | FileCheck %s --check-prefix=STAGED-SMEM
 
-// TILEM: lower-linear-options.mlir:[[@LINE+8]]:1: error: coat-lower-linear: tile-m (96) must be a positive multiple of 64 * warpgroups
-// TILEN: lower-linear-options.mlir:[[@LINE+7]]:1: error: coat-lower-linear: tile-n (136) must be a multiple of 16 in [16, 256]
+// TILEM: lower-linear-options.mlir:[[@LINE+9]]:1: error: coat-lower-linear: tile-m (96) must be a positive multiple of 64 * warpgroups
+// TILEN: lower-linear-options.mlir:[[@LINE+8]]:1: error: coat-lower-linear: tile-n (136) must be a multiple of 16 in [16, 256]
 // SMEM: error: coat-lower-linear: 296032 bytes of shared memory exceed Hopper's 227 KiB per block
 // REGS: error: coat-lower-linear: warpgroups = 2 leaves 232 registers per consumer thread, too few for 256 accumulators
 // STAGES: error: coat-lower-linear: stages must be >= 2
-// BLOCKN: lower-linear-options.mlir:[[@LINE+13]]:8: error: 'coat.linear' op coat-lower-linear: block-tile-n (176) must be a multiple of 16 whose tiles span at most two 128-column weight blocks (<= 128 + gcd(block-tile-n, 128))
-// BLOCKREGS: lower-linear-options.mlir:[[@LINE+12]]:8: error: 'coat.linear' op coat-lower-linear: a block-scaled kernel with tile-m = 128, warpgroups = 1 has 255 registers per consumer thread, too few for 256 accumulators and partial sums
+// BLOCKN: lower-linear-options.mlir:[[@LINE+14]]:8: error: 'coat.linear' op coat-lower-linear: block-tile-n (176) must be a multiple of 16 whose tiles span at most two 128-column weight blocks (<= 128 + gcd(block-tile-n, 128))
+// BLOCKREGS: lower-linear-options.mlir:[[@LINE+13]]:8: error: 'coat.linear' op coat-lower-linear: a block-scaled kernel with tile-m = 128, tile-n = 256, warpgroups = 2 has 232 registers per consumer thread, too few for 128 accumulators and a partial fragment of 128
+// BLOCKM: lower-linear-options.mlir:[[@LINE+2]]:1: error: coat-lower-linear: block-tile-m (96) must be 0 (tile-m) or a positive multiple of 64 * warpgroups and at most 256
 
 func.func @fwd(%x: !coat.qtensor<?x?xf8E4M3FN, per_tensor>,
                %w: !coat.qtensor<?x?xf8E4M3FN, per_tensor>) -> tensor<?x?xbf16> {
