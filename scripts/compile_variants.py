@@ -22,6 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
 
 from coat import toolchain  # noqa: E402
+from coat._compile_error import CompileError  # noqa: E402
 
 PASS_GROUPS = ("lower", "activation", "norms", "pointwise", "linear")
 _KWARG = {"lower": "lower_options", "activation": "activation_options",
@@ -72,20 +73,31 @@ def main() -> int:
     out = Path(args.out)
 
     def build(v):
+        """None, or the first error lines of a variant that does not compile."""
         kwargs = {_KWARG[g]: o for g, o in v["options"].items()}
-        tc.compile_file(Path(args.examples) / v["example"], out / v["name"], **kwargs)
-        return v
+        try:
+            tc.compile_file(Path(args.examples) / v["example"], out / v["name"], **kwargs)
+        except CompileError as e:
+            errors = [l for l in e.diagnostics.splitlines() if "error" in l]
+            return "\n    ".join(errors[:3] or [str(e).splitlines()[0]])
+        return None
 
+    compiled = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        for v in pool.map(build, variants):
+        for v, error in zip(variants, pool.map(build, variants)):
             opts = "; ".join(f"{g}: {o}" for g, o in v["options"].items())
+            if error:
+                print(f"{v['name']:12s} FAILED  ({opts})\n    {error}")
+                continue
+            compiled.append(v)
             print(f"{v['name']:12s} {v['example']}  ({opts})")
+    # The variants that compiled join the index even when others failed.
     index = out / "variants.json"
     known = json.loads(index.read_text()) if index.is_file() else {}
-    known.update({v["name"]: v for v in variants})
+    known.update({v["name"]: v for v in compiled})
     index.write_text(json.dumps(known, indent=1) + "\n")
-    print(f"{len(variants)} compiled; {len(known)} variants in {index}")
-    return 0
+    print(f"{len(compiled)} compiled; {len(known)} variants in {index}")
+    return 0 if len(compiled) == len(variants) else 1
 
 
 if __name__ == "__main__":

@@ -40,6 +40,21 @@ def test_variant_specs_are_parsed_and_checked(tmp_path):
             cv.parse_variant(bad, tmp_path)
 
 
+def test_a_variant_that_does_not_compile_is_reported_and_the_others_indexed(tmp_path):
+    if not _paths.find_coat_opt():
+        pytest.skip("coat-opt is not built")
+    r = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "compile_variants.py"),
+                        "--out", str(tmp_path), "--jobs", "1",
+                        "ok=activations/scales.mlir:activation=flat-min-ctas=2",
+                        "bad=activations/scales.mlir:activation=flat-min-ctas=99"],
+                       capture_output=True, text=True)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "bad          FAILED" in r.stdout
+    assert "flat-min-ctas must be in [0, 32], got 99" in r.stdout
+    assert list(json.loads((tmp_path / "variants.json").read_text())) == ["ok"]
+    assert (tmp_path / "ok" / "manifest.json").is_file()
+
+
 def _variant(root, name, module, ops):
     d = root / name
     d.mkdir(parents=True)
