@@ -85,6 +85,11 @@ constexpr int64_t kWgmmaK = 32; // K of one FP8 wgmma
 /// Registers per thread: what the producer warpgroup keeps, and the file.
 constexpr int64_t kProducerRegisters = 40;
 constexpr int64_t kRegisterFile = 65536;
+/// ptxas (13.0) compiles each wgmma within the launch share of registers,
+/// whatever setmaxnreg grants later, and asks for this many beyond its
+/// accumulators (C7602 "Insufficient registers": 130 for tile-n = 208 at
+/// 512 threads, 98 for tile-n = 144 at 640).
+constexpr int64_t kWgmmaExtraRegisters = 26;
 static_assert(kScaleBlock == kTileK, "one ring stage per K scale block");
 
 /// The kernel's tiling and schedule (the pass options).
@@ -125,6 +130,16 @@ struct GemmShape {
            1024;
   }
   int64_t threads() const { return 128 * (warpgroups + (warpSpecialized ? 1 : 0)); }
+  /// Registers per thread at launch: the file shared by the CTA's threads
+  /// in ptxas's steps of 8, at most 255.
+  int64_t launchRegisters() const {
+    return std::min<int64_t>(kRegisterFile / threads() / 8 * 8, 255);
+  }
+  /// Whether ptxas can compile a wgmma with `tileN` columns: its
+  /// accumulators and kWgmmaExtraRegisters within the launch share.
+  bool wgmmaFitsLaunch(int64_t n) const {
+    return n / 2 + kWgmmaExtraRegisters <= launchRegisters();
+  }
   /// Registers per consumer thread once the producer gave its share away
   /// (setmaxnreg counts are multiples of 8 in [24, 256]); 0: leave as is
   /// (a single consumer warpgroup already gets the per-thread maximum).

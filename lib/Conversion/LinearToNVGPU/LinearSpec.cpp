@@ -314,6 +314,14 @@ FailureOr<LinearPlan> LinearLowering::analyze(func::FuncOp fn, LinearOp op,
     // m-block each) plus about 24 for addresses, scales and indices: a
     // partial per m-block where they fit, else one, promoted m-block by
     // m-block.
+    if (!shape.wgmmaFitsLaunch(shape.tileN))
+      return op.emitOpError("coat-lower-linear: ")
+             << shape.threads() << " threads per CTA get "
+             << shape.launchRegisters()
+             << " registers each at launch, too few for a wgmma with "
+             << shape.tileN / 2 << " accumulators (ptxas needs about "
+             << kWgmmaExtraRegisters
+             << " more): use fewer warpgroups or a narrower block-tile-n";
     int64_t regs = shape.consumerRegisters() ? shape.consumerRegisters() : 255;
     int64_t fragment = shape.tileN / 2, accumulators = fragment * shape.mBlocks();
     shape.promotePerMBlock = regs < 2 * accumulators + 24;

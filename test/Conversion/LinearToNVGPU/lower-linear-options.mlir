@@ -40,3 +40,10 @@ func.func @block(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<128>>,
 // TMA-TILE: error: 'coat.linear' op coat-lower-linear: epilogue=tma stores 128-byte column blocks (64 bf16 columns): tile-n = 96 is not a multiple
 // 256x160 tiles fit with direct stores, not with 256 rows x 128 bytes of staging.
 // STAGED-SMEM: error: coat-lower-linear: 247808 bytes of shared memory exceed Hopper's 227 KiB per block
+
+// ptxas compiles each wgmma within the launch share of registers: a wgmma's
+// accumulators and about 26 more must fit it, whatever setmaxnreg grants.
+// RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-m=192 tile-n=256 warpgroups=3})' 2>&1 | FileCheck %s --check-prefix=LAUNCH
+// RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-m=256 tile-n=128 warpgroups=4 block-tile-n=192})' 2>&1 | FileCheck %s --check-prefix=BLOCKLAUNCH
+// LAUNCH: error: coat-lower-linear: 512 threads per CTA get 128 registers each at launch, too few for a wgmma with 128 accumulators (ptxas needs about 26 more): use fewer warpgroups or a narrower tile-n
+// BLOCKLAUNCH: error: 'coat.linear' op coat-lower-linear: 640 threads per CTA get 96 registers each at launch, too few for a wgmma with 96 accumulators (ptxas needs about 26 more): use fewer warpgroups or a narrower block-tile-n
