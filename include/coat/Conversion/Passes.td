@@ -900,14 +900,16 @@ def CoatLowerLinear : Pass<"coat-lower-linear", "::mlir::ModuleOp"> {
            "Output columns per tile of block-scaled kernels (multiple of 16; "
            "a tile spans at most two 128-column weight blocks)">,
     Option<"epilogue", "epilogue", "std::string", /*default=*/"\"direct\"",
-           "How bf16/f32 results are stored: `direct`, each thread its "
+           "How results are stored: `direct`, each thread its "
            "fragment's element pairs (8 rows of 16 bytes a warp store); "
            "`staged`, through shared memory a 128-byte column block at a "
            "time, then contiguous 16-byte stores (mPerWarpgroup x 128 bytes "
            "of shared memory a consumer warpgroup); `tma`, the same blocks "
            "stored by TMA while the warpgroup goes on (`out` becomes a "
            "tensormap: rows 16-byte aligned; tile-n a multiple of 64 bf16 "
-           "or 32 f32 columns). FP8 results keep their group epilogue">,
+           "or 32 f32 columns). FP8 codes are staged under `staged` and "
+           "`tma` alike (a 128-column block at a time; their 1x16 scales "
+           "are stored directly, `out` stays a buffer)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",

@@ -30,8 +30,9 @@ constexpr int64_t kScaleBlock = 128;
 
 enum class OutputKind { BF16, F32, Fp8Groups };
 
-/// How bf16/f32 results leave the kernel (`epilogue`); FP8 results always
-/// take their group epilogue (Direct).
+/// How results leave the kernel (`epilogue`). FP8 codes are staged under
+/// Staged and Tma alike (their group scales are stored directly; `out` stays
+/// a buffer).
 enum class EpilogueKind {
   Direct, ///< each thread its fragment's element pairs
   Staged, ///< a 128-byte column block at a time through shared memory,
@@ -41,9 +42,17 @@ enum class EpilogueKind {
 };
 /// A staged epilogue block's row: the span of TMA's 128-byte swizzle.
 constexpr int64_t kEpilogueBlockBytes = 128;
-/// Bytes of a bf16/f32 result element.
+/// Bytes of a result element (an FP8 code is one).
 inline int64_t outputElementBytes(OutputKind k) {
-  return k == OutputKind::F32 ? 4 : 2;
+  switch (k) {
+  case OutputKind::F32:
+    return 4;
+  case OutputKind::BF16:
+    return 2;
+  case OutputKind::Fp8Groups:
+    return 1;
+  }
+  llvm_unreachable("unknown output kind");
 }
 /// Result columns of a staged epilogue block.
 inline int64_t epilogueBlockCols(OutputKind k) {

@@ -179,10 +179,29 @@ private:
   Value scaled(Value acc, Value scale, Value col, Value colIn);
   void storeRows(ArrayRef<Value> accs, Value scale, Value rowBase, Value n0,
                  bool checked);
+  /// A thread's share of 1x16 output group `grp` in row half `h` of m-block
+  /// `i`: two adjacent columns in each of the group's two n8 chunks.
+  struct GroupCodes {
+    Value row, rowIn;                ///< global row, row < M
+    SmallVector<Value, 4> cols, ins; ///< global columns, column < N
+    SmallVector<Value, 4> codes;     ///< i8 FP8 codes
+    Value scale;                     ///< the group's f32 scale
+  };
+  /// The share's row (of m-block `i`, half `h`).
+  GroupCodes groupRow(Value rowBase, int64_t i, int64_t h);
+  /// Quantizes the share of group `grp` in `q`'s row with the group's scale
+  /// (its maximum over the quad that holds it).
+  void quantizeGroup(GroupCodes &q, ArrayRef<Value> accs, Value scale,
+                     Value n0, int64_t i, int64_t grp, int64_t h);
+  /// The quad's first lane (`quadLeader`) stores group `grp`'s scale as
+  /// bf16 into a row of `groupsPerRow`.
+  void storeGroupScale(const GroupCodes &q, Value n0, int64_t grp,
+                       Value groupsPerRow, Value quadLeader);
   void storeFp8Groups(ArrayRef<Value> accs, Value scale, Value rowBase, Value n0);
   /// `epilogue=staged` / `tma`: the consumer's rows through its
   /// shared-memory rows, a 128-byte column block at a time, stored as
-  /// contiguous 16-byte chunks or by TMA.
+  /// contiguous 16-byte chunks or by TMA (FP8 codes: always by the
+  /// threads).
   void storeStaged(ArrayRef<Value> accs, Value scale, Value m0, Value n0,
                    Value consumer);
   /// Before a consumer warpgroup exits: its TMA stores have completed.
@@ -638,10 +657,10 @@ void GemmKernelBuilder::emitEpilogue(ArrayRef<Value> accs, Value m0, Value n0,
                 b, loadScalarF32(b, aScale, p.lhsScale, cIdx(0)),
                 loadScalarF32(b, bScale, p.rhsScale, cIdx(0))));
   Value rowBase = add(add(m0, mul(consumer, cIdx(g.mPerWarpgroup()))), rowInBlock);
-  if (p.out == OutputKind::Fp8Groups)
-    return storeFp8Groups(accs, scale, rowBase, n0);
   if (g.stagesEpilogue())
     return storeStaged(accs, scale, m0, n0, consumer);
+  if (p.out == OutputKind::Fp8Groups)
+    return storeFp8Groups(accs, scale, rowBase, n0);
   // Full tiles with an even N store element pairs without checks.
   Value interior = arith::AndIOp::create(
       b,
@@ -724,7 +743,10 @@ void GemmKernelBuilder::storeStaged(ArrayRef<Value> accs, Value scale, Value m0,
   // rows, one chunk each) and the chunk reads (one row) hit distinct banks;
   // in the 1024-byte-aligned region that is TMA's 128-byte swizzle.
   MLIRContext *ctx = b.getContext();
-  Type elem = p.out == OutputKind::F32 ? Type(b.getF32Type()) : b.getBF16Type();
+  bool codes = p.out == OutputKind::Fp8Groups;
+  Type elem = p.out == OutputKind::F32 ? Type(b.getF32Type())
+              : codes                  ? Type(b.getI8Type())
+                                       : b.getBF16Type();
   int64_t elemBytes = outputElementBytes(p.out);
   int64_t blockCols = epilogueBlockCols(p.out), chunkElems = 16 / elemBytes;
   int64_t rows = g.mPerWarpgroup(), stageRowBytes = kEpilogueBlockBytes;
@@ -751,9 +773,43 @@ void GemmKernelBuilder::storeStaged(ArrayRef<Value> accs, Value scale, Value m0,
   auto blockWidth = [&](int64_t blk) {
     return std::min(blockCols, g.tileN - blk * blockCols);
   };
+  // A thread's pair of adjacent elements of n8 chunk `j` (of the tile) in
+  // row `row` (of the warpgroup) into column block `blk`'s rows.
+  auto stagePair = [&](Value row, int64_t blk, int64_t j, Value pair) {
+    Value byte = mul(add(cIdx(8 * j - blk * blockCols), colInChunk),
+                     cIdx(elemBytes));
+    Value at = add(add(stageBase,
+                       slot(row, arith::DivUIOp::create(b, byte, cIdx(16)))),
+                   toI64(arith::RemUIOp::create(b, byte, cIdx(16))));
+    LLVM::StoreOp::create(b, pair, shared(at), 2 * elemBytes);
+  };
+  Value rowBase, groupsPerRow, quadLeader;
+  if (codes) {
+    rowBase = add(add(m0, mul(consumer, cIdx(g.mPerWarpgroup()))), rowInBlock);
+    groupsPerRow = arith::CeilDivUIOp::create(b, N, cIdx(kOutputGroup));
+    quadLeader = cmp(arith::CmpIPredicate::eq, colInChunk, cIdx(0));
+  }
   // The fragment's values of column block `blk` into the rows.
   auto stageBlock = [&](int64_t blk) {
     int64_t firstChunk = blk * blockCols / 8; // n8 chunks of the block
+    if (codes) {
+      // Whole 1x16 groups: their scales go straight to out_scale.
+      for (int64_t i = 0; i < g.mBlocks(); ++i)
+        for (int64_t h = 0; h < 2; ++h)
+          for (int64_t grp = firstChunk / 2;
+               grp < (firstChunk + blockWidth(blk) / 8) / 2; ++grp) {
+            GroupCodes q = groupRow(rowBase, i, h);
+            quantizeGroup(q, accs, scale, n0, i, grp, h);
+            Value row = add(rowInBlock, cIdx(64 * i + 8 * h));
+            for (int64_t half = 0; half < 2; ++half)
+              stagePair(row, blk, 2 * grp + half,
+                        vector::FromElementsOp::create(
+                            b, VectorType::get({2}, elem),
+                            ValueRange{q.codes[2 * half], q.codes[2 * half + 1]}));
+            storeGroupScale(q, n0, grp, groupsPerRow, quadLeader);
+          }
+      return;
+    }
     for (int64_t i = 0; i < g.mBlocks(); ++i) {
       for (int64_t h = 0; h < 2; ++h) {
         Value row = add(rowInBlock, cIdx(64 * i + 8 * h));
@@ -765,16 +821,11 @@ void GemmKernelBuilder::storeStaged(ArrayRef<Value> accs, Value scale, Value m0,
           Value v1 = LLVM::ExtractValueOp::create(b, accs[i], e + 1);
           // Columns past N are staged but never stored; their bias index
           // is clamped.
-          Value pair = vector::FromElementsOp::create(
-              b, VectorType::get({2}, elem),
-              ValueRange{narrow(scaled(v0, scale, col, col)),
-                         narrow(scaled(v1, scale, col1, col1))});
-          Value byte = mul(add(cIdx(8 * (j - firstChunk)), colInChunk),
-                           cIdx(elemBytes));
-          Value at = add(add(stageBase,
-                             slot(row, arith::DivUIOp::create(b, byte, cIdx(16)))),
-                         toI64(arith::RemUIOp::create(b, byte, cIdx(16))));
-          LLVM::StoreOp::create(b, pair, shared(at), 2 * elemBytes);
+          stagePair(row, blk, j,
+                    vector::FromElementsOp::create(
+                        b, VectorType::get({2}, elem),
+                        ValueRange{narrow(scaled(v0, scale, col, col)),
+                                   narrow(scaled(v1, scale, col1, col1))}));
         }
       }
     }
@@ -883,8 +934,17 @@ void GemmKernelBuilder::finishStores() {
 /// acc = A.B * s_A * s_B (+ bias) in f32, s = (max|acc| + 1e-10) / fp8max,
 /// codes = cvt.rn.satfinite(acc / s) and the stored scale is bf16(s).
 /// Columns past N count as 0 in the group maximum.
-void GemmKernelBuilder::storeFp8Groups(ArrayRef<Value> accs, Value scale,
-                                       Value rowBase, Value n0) {
+GemmKernelBuilder::GroupCodes
+GemmKernelBuilder::groupRow(Value rowBase, int64_t i, int64_t h) {
+  GroupCodes q;
+  q.row = add(rowBase, cIdx(64 * i + 8 * h));
+  q.rowIn = cmp(arith::CmpIPredicate::ult, q.row, M);
+  return q;
+}
+
+void GemmKernelBuilder::quantizeGroup(GroupCodes &q, ArrayRef<Value> accs,
+                                      Value scale, Value n0, int64_t i,
+                                      int64_t grp, int64_t h) {
   MLIRContext *ctx = b.getContext();
   F32Emitter f{b};
   GroupLane quad;
@@ -894,80 +954,90 @@ void GemmKernelBuilder::storeFp8Groups(ArrayRef<Value> accs, Value scale,
   quad.onGpu = true;
   Type fp8 = getFp8Type(ctx, p.outFormat);
   float fp8Max = ::coat::getFp8Traits(p.outFormat).maxFinite;
+  SmallVector<Value> vals;
+  for (int64_t half = 0; half < 2; ++half) {
+    int64_t j = 2 * grp + half;
+    for (int64_t e = 0; e < 2; ++e) {
+      Value col = add(add(n0, cIdx(8 * j + e)), colInChunk);
+      Value colIn = cmp(arith::CmpIPredicate::ult, col, N);
+      Value acc = LLVM::ExtractValueOp::create(b, accs[i], 4 * j + 2 * h + e);
+      q.cols.push_back(col);
+      q.ins.push_back(colIn);
+      vals.push_back(f.select(colIn, scaled(acc, scale, col, colIn), f.c(0.0)));
+    }
+  }
+  Value amax = f.abs(vals[0]);
+  for (Value v : ArrayRef<Value>(vals).drop_front())
+    amax = f.maxnum(amax, f.abs(v));
+  amax = quad.allReduce(b, amax, GroupReduceKind::MaxNum);
+  Value s = f.div(f.add(amax, f.c(::coat::kActivationScaleEps)), f.c(fp8Max));
+  // The IEEE quotients' codes from one reciprocal per group.
+  for (Value v : emitSharedDivisions(f, vals, s))
+    q.codes.push_back(arith::BitcastOp::create(
+        b, b.getI8Type(), arith::TruncFOp::create(b, fp8, v)));
+  q.scale = s;
+}
+
+void GemmKernelBuilder::storeGroupScale(const GroupCodes &q, Value n0,
+                                        int64_t grp, Value groupsPerRow,
+                                        Value quadLeader) {
+  Value groupIdx =
+      add(arith::DivUIOp::create(b, n0, cIdx(kOutputGroup)), cIdx(grp));
+  Value storeScale = arith::AndIOp::create(
+      b, arith::AndIOp::create(b, q.rowIn, quadLeader),
+      cmp(arith::CmpIPredicate::ult, groupIdx, groupsPerRow));
+  ifThen(storeScale, [&] {
+    Value bits = arith::BitcastOp::create(
+        b, b.getI16Type(), arith::TruncFOp::create(b, b.getBF16Type(), q.scale));
+    memref::StoreOp::create(b, bits, outScale,
+                            ValueRange{add(mul(q.row, groupsPerRow), groupIdx)});
+  });
+}
+
+void GemmKernelBuilder::storeFp8Groups(ArrayRef<Value> accs, Value scale,
+                                       Value rowBase, Value n0) {
   Value groupsPerRow = arith::CeilDivUIOp::create(b, N, cIdx(kOutputGroup));
   Value codesBase = toI64(memref::ExtractAlignedPointerAsIndexOp::create(b, out));
-  auto global = LLVM::LLVMPointerType::get(ctx, 1);
+  auto global = LLVM::LLVMPointerType::get(b.getContext(), 1);
   Value nI64 = toI64(N);
   Value quadLeader = cmp(arith::CmpIPredicate::eq, colInChunk, cIdx(0));
   for (int64_t i = 0; i < g.mBlocks(); ++i) {
     for (int64_t grp = 0; grp < g.tileN / kOutputGroup; ++grp) {
       for (int64_t h = 0; h < 2; ++h) {
-        Value rowIdx = add(rowBase, cIdx(64 * i + 8 * h));
-        Value rowIn = cmp(arith::CmpIPredicate::ult, rowIdx, M);
-        Value rowOff = mul(toI64(rowIdx), nI64);
-        SmallVector<Value> cols, ins, vals;
-        for (int64_t half = 0; half < 2; ++half) {
-          int64_t j = 2 * grp + half;
-          for (int64_t e = 0; e < 2; ++e) {
-            Value col = add(add(n0, cIdx(8 * j + e)), colInChunk);
-            Value colIn = cmp(arith::CmpIPredicate::ult, col, N);
-            Value acc = LLVM::ExtractValueOp::create(b, accs[i], 4 * j + 2 * h + e);
-            cols.push_back(col);
-            ins.push_back(colIn);
-            vals.push_back(f.select(colIn, scaled(acc, scale, col, colIn), f.c(0.0)));
-          }
-        }
-        Value amax = f.abs(vals[0]);
-        for (Value v : ArrayRef<Value>(vals).drop_front())
-          amax = f.maxnum(amax, f.abs(v));
-        amax = quad.allReduce(b, amax, GroupReduceKind::MaxNum);
-        Value s = f.div(f.add(amax, f.c(::coat::kActivationScaleEps)), f.c(fp8Max));
-        // The IEEE quotients' codes from one reciprocal per group.
-        SmallVector<Value> codes;
-        for (Value q : emitSharedDivisions(f, vals, s))
-          codes.push_back(arith::BitcastOp::create(
-              b, b.getI8Type(), arith::TruncFOp::create(b, fp8, q)));
+        GroupCodes q = groupRow(rowBase, i, h);
+        Value rowOff = mul(toI64(q.row), nI64);
+        quantizeGroup(q, accs, scale, n0, i, grp, h);
         // Each lane writes two byte pairs (one per n8 chunk).
         for (int64_t half = 0; half < 2; ++half) {
-          Value col = cols[2 * half];
+          Value col = q.cols[2 * half];
           Value ptr = LLVM::IntToPtrOp::create(
               b, global, Value(add(codesBase, add(rowOff, toI64(col)))));
           Value pairIn = arith::AndIOp::create(
-              b, ins[2 * half + 1],
+              b, q.ins[2 * half + 1],
               cmp(arith::CmpIPredicate::eq, arith::AndIOp::create(b, N, cIdx(1)),
                   cIdx(0)));
           scf::IfOp::create(
-              b, arith::AndIOp::create(b, rowIn, pairIn),
+              b, arith::AndIOp::create(b, q.rowIn, pairIn),
               [&](OpBuilder &, Location) {
                 Value pair = vector::FromElementsOp::create(
                     b, VectorType::get({2}, b.getI8Type()),
-                    ValueRange{codes[2 * half], codes[2 * half + 1]});
+                    ValueRange{q.codes[2 * half], q.codes[2 * half + 1]});
                 LLVM::StoreOp::create(b, pair, ptr, 2);
                 scf::YieldOp::create(b);
               },
               [&](OpBuilder &, Location) {
-                ifThen(arith::AndIOp::create(b, rowIn, ins[2 * half]), [&] {
-                  LLVM::StoreOp::create(b, codes[2 * half], ptr, 1);
+                ifThen(arith::AndIOp::create(b, q.rowIn, q.ins[2 * half]), [&] {
+                  LLVM::StoreOp::create(b, q.codes[2 * half], ptr, 1);
                 });
-                ifThen(arith::AndIOp::create(b, rowIn, ins[2 * half + 1]), [&] {
+                ifThen(arith::AndIOp::create(b, q.rowIn, q.ins[2 * half + 1]), [&] {
                   Value ptr1 = LLVM::GEPOp::create(b, global, b.getI8Type(), ptr,
                                                    ArrayRef<LLVM::GEPArg>{1});
-                  LLVM::StoreOp::create(b, codes[2 * half + 1], ptr1, 1);
+                  LLVM::StoreOp::create(b, q.codes[2 * half + 1], ptr1, 1);
                 });
                 scf::YieldOp::create(b);
               });
         }
-        Value groupIdx = add(arith::DivUIOp::create(b, n0, cIdx(kOutputGroup)),
-                             cIdx(grp));
-        Value storeScale = arith::AndIOp::create(
-            b, arith::AndIOp::create(b, rowIn, quadLeader),
-            cmp(arith::CmpIPredicate::ult, groupIdx, groupsPerRow));
-        ifThen(storeScale, [&] {
-          Value bits = arith::BitcastOp::create(
-              b, b.getI16Type(), arith::TruncFOp::create(b, b.getBF16Type(), s));
-          memref::StoreOp::create(b, bits, outScale,
-                                  ValueRange{add(mul(rowIdx, groupsPerRow), groupIdx)});
-        });
+        storeGroupScale(q, n0, grp, groupsPerRow, quadLeader);
       }
     }
   }

@@ -280,9 +280,10 @@ FailureOr<LinearPlan> LinearLowering::analyze(func::FuncOp fn, LinearOp op,
   if (gpu && failed(checkStaticK(op)))
     return failure();
   GemmShape shape = options;
-  // FP8 results are stored by their own group epilogue.
-  if (problem->out == OutputKind::Fp8Groups)
-    shape.epilogue = EpilogueKind::Direct;
+  // FP8 codes have no TMA store (their scales are a second output): they
+  // are staged and stored by the threads.
+  if (problem->out == OutputKind::Fp8Groups && shape.epilogue == EpilogueKind::Tma)
+    shape.epilogue = EpilogueKind::Staged;
   // Without explicit tiles, a spec with a static M picks by shape: tall
   // problems (M >= 8192) ran fastest with 256x128 tiles on the H200,
   // smaller ones with 128x256 (docs/benchmarks.md, FP8 GEMM).

@@ -18,14 +18,14 @@
 // RUN:   | sed -e 's/\\0A/\n/g' -e 's/\\09/ /g' | FileCheck %s --check-prefix=TMA
 
 // epilogue=staged: 16 KiB more shared memory (2 consumer warpgroups x 64
-// rows x 128 bytes, 1024-byte aligned after the mbarriers) for bf16/f32
-// results; the FP8 result keeps its group epilogue and its shared memory.
+// rows x 128 bytes, 1024-byte aligned after the mbarriers), for FP8 codes
+// (128 columns a block) as for bf16/f32 results.
 // STAGED-IR-LABEL: gpu.func @fwd(
 // STAGED-IR-SAME: epilogue = "staged"
 // STAGED-IR-SAME: shared_bytes = 215040
 // STAGED-IR-LABEL: gpu.func @gate_q16(
-// STAGED-IR-SAME: epilogue = "direct"
-// STAGED-IR-SAME: shared_bytes = 197696
+// STAGED-IR-SAME: epilogue = "staged"
+// STAGED-IR-SAME: shared_bytes = 215040
 // Per 128-byte column block (4 for bf16): the fragment's element pairs to
 // shared memory, the warpgroup's named barrier, a 16-byte chunk a thread
 // per pass, contiguous 16-byte global stores, the barrier again.
@@ -40,11 +40,22 @@
 // STAGED: st.shared.v2.b32
 // STAGED: ld.shared.v4.b32
 // STAGED: st.global.v4.b32
+// FP8 codes: a group's maximum over its quad, the code pairs into the rows
+// (8 groups a block), the scale straight to out_scale from the quad's
+// first lane; then the same 16-byte chunks.
+// STAGED-LABEL: .visible .entry gate_q16(
+// STAGED: shfl.sync.bfly.b32
+// STAGED: st.shared.v2.b8
+// STAGED: st.global.b16
+// STAGED: bar.sync {{%r[0-9]+}}, 128;
+// STAGED: ld.shared.v4.b32
+// STAGED: st.global.v4.b32
+// STAGED-NOT: .local
 
 // epilogue=tma: `out` is a third tensormap, passed by value: 128-byte boxes
 // of a warpgroup's 64 rows (64 bf16 or 32 f32 columns) with the 128-byte
 // swizzle the staged rows have; the CPU twin keeps a typed buffer
-// (lower-linear-cpu.mlir). The FP8 result keeps its memref.
+// (lower-linear-cpu.mlir). The FP8 result keeps its memref and is staged.
 // TMA-IR-LABEL: gpu.func @fwd(%{{[a-z0-9]+}}: !llvm.ptr {llvm.align = 64 : i32}, %{{[a-z0-9]+}}: !llvm.ptr {llvm.align = 64 : i32}, %{{[a-z0-9]+}}: !llvm.ptr {llvm.align = 64 : i32}, %{{[a-z0-9]+}}: memref<?xf32>
 // TMA-IR-SAME: coat.grid_constant = array<i32: 0, 1, 2>
 // TMA-IR-SAME: {bind = ["out0"], box = [64, 64], dims = ["n", "m"], dtype = "bf16", kind = "tensormap", name = "out", swizzle = "128b"}
@@ -54,7 +65,7 @@
 // TMA-IR-LABEL: gpu.func @gate_q16(
 // TMA-IR-SAME: coat.grid_constant = array<i32: 0, 1>
 // TMA-IR-SAME: kind = "memref", name = "out"
-// TMA-IR-SAME: epilogue = "direct"
+// TMA-IR-SAME: epilogue = "staged"
 // Per block: the previous store has read the rows, they are rewritten,
 // fenced for the async proxy, and one thread stores them and commits; the
 // warpgroup waits for its stores before it exits.
