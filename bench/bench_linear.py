@@ -17,6 +17,7 @@ e.g. one per set of coat-lower-linear options), or compiled from
 examples/linear/fp8_linear.mlir with coat-opt (default options)."""
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -185,12 +186,19 @@ def main():
         print("bench_linear: CUDA is not available")
         return 1
     gemms, quantized, blocked = [], [], []
+    # Folders repeat kernels (a variant changes some of a module's kernels,
+    # programs embed the GEMMs): the same configuration is timed once.
+    seen = set()
     for d in kernel_dirs():
         mod = coat.load(d)
         for k in mod.manifest.kernels:
             c = k.config
             if k.op != "linear" or c.get("kind") != "forward" or c.get("bias"):
                 continue
+            key = json.dumps(c, sort_keys=True)
+            if key in seen:
+                continue
+            seen.add(key)
             if c.get("a") != "e4m3" or c.get("b") != "e4m3":
                 continue
             if c.get("scaling") == "block":
@@ -200,11 +208,7 @@ def main():
             if c.get("out") == "bf16":
                 gemms.append((config_tag(k), mod[k.name]))
             elif c.get("out") == "e4m3":
-                # The epilogue options leave the quantizing epilogue as it is,
-                # so variant folders repeat the same kernel: time it once.
-                tag = config_tag(k) + " q16"
-                if tag not in {t for t, _ in quantized}:
-                    quantized.append((tag, mod[k.name]))
+                quantized.append((config_tag(k) + " q16", mod[k.name]))
     if args.only != "per_tensor":
         if blocked:
             bench_block(blocked)
