@@ -17,7 +17,7 @@
 // REGS: error: coat-lower-linear: warpgroups = 2 leaves 232 registers per consumer thread, too few for 256 accumulators
 // STAGES: error: coat-lower-linear: stages must be >= 2
 // BLOCKN: lower-linear-options.mlir:[[@LINE+14]]:8: error: 'coat.linear' op coat-lower-linear: block-tile-n (176) must be a multiple of 16 whose tiles span at most two 128-column weight blocks (<= 128 + gcd(block-tile-n, 128))
-// BLOCKREGS: lower-linear-options.mlir:[[@LINE+13]]:8: error: 'coat.linear' op coat-lower-linear: a block-scaled kernel with tile-m = 128, tile-n = 256, warpgroups = 2 has 232 registers per consumer thread, too few for 128 accumulators and a partial fragment of 128
+// BLOCKREGS: lower-linear-options.mlir:[[@LINE+13]]:8: error: 'coat.linear' op coat-lower-linear: a block-scaled kernel with tile-m = 128, tile-n = 256, warpgroups = 2 has 232 registers per consumer thread, too few for 128 accumulators and 128 partial sums
 // BLOCKM: lower-linear-options.mlir:[[@LINE+2]]:1: error: coat-lower-linear: block-tile-m (96) must be 0 (tile-m) or a positive multiple of 64 * warpgroups and at most 256
 
 func.func @fwd(%x: !coat.qtensor<?x?xf8E4M3FN, per_tensor>,
@@ -47,3 +47,8 @@ func.func @block(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<128>>,
 // RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-m=256 tile-n=128 warpgroups=4 block-tile-n=192})' 2>&1 | FileCheck %s --check-prefix=BLOCKLAUNCH
 // LAUNCH: error: coat-lower-linear: 512 threads per CTA get 128 registers each at launch, too few for a wgmma with 128 accumulators (ptxas needs about 26 more): use fewer warpgroups or a narrower tile-n
 // BLOCKLAUNCH: error: 'coat.linear' op coat-lower-linear: 640 threads per CTA get 96 registers each at launch, too few for a wgmma with 96 accumulators (ptxas needs about 26 more): use fewer warpgroups or a narrower block-tile-n
+
+// Without warp specialization a block-scaled kernel keeps a partial per
+// m-block (its per-m-block promotion spilled accumulators).
+// RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-m=128 warpgroups=1 warp-specialize=false})' 2>&1 | FileCheck %s --check-prefix=PLAINREGS
+// PLAINREGS: error: 'coat.linear' op coat-lower-linear: a block-scaled kernel with tile-m = 128, tile-n = 128, warpgroups = 1 has 255 registers per consumer thread, too few for 128 accumulators and 128 partial sums (without warp specialization, one partial per m-block)
