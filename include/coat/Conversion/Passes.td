@@ -834,8 +834,9 @@ def CoatLowerLinear : Pass<"coat-lower-linear", "::mlir::ModuleOp"> {
     `block-tile-m` rows where it is set: the partial fragment doubles the
     accumulators, and a tile may span at most two weight blocks. Where a
     partial per 64-row m-block does not fit the consumer's registers (e.g.
-    256x128 tiles on two consumer warpgroups), the slice is multiplied and
-    promoted one m-block at a time with one partial fragment (manifest
+    256x128 tiles on two consumer warpgroups), a warp-specialized kernel
+    multiplies and promotes the slice one m-block at a time with one
+    partial fragment (manifest
     `promotion = "per_m_block"`): more waits, but a quarter less operand
     traffic than 128x128 tiles. A tile that can cross a block boundary (tile widths
     not dividing 128, e.g. 192) gets one mainloop per column offset it can
@@ -894,8 +895,8 @@ def CoatLowerLinear : Pass<"coat-lower-linear", "::mlir::ModuleOp"> {
     Option<"blockTileM", "block-tile-m", "int64_t", /*default=*/"0",
            "Output rows per tile of block-scaled kernels (0: tile-m). Where "
            "a partial fragment per 64-row m-block does not fit beside the "
-           "accumulators, each K slice is multiplied and promoted one "
-           "m-block at a time">,
+           "accumulators, a warp-specialized kernel multiplies and promotes "
+           "each K slice one m-block at a time">,
     Option<"blockTileN", "block-tile-n", "int64_t", /*default=*/"128",
            "Output columns per tile of block-scaled kernels (multiple of 16; "
            "a tile spans at most two 128-column weight blocks)">,
