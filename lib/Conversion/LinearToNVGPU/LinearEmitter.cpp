@@ -933,7 +933,9 @@ void GemmKernelBuilder::finishStores() {
 /// Numerics follow COAT's quantized GEMM epilogue (COAT.md §4.1): with
 /// acc = A.B * s_A * s_B (+ bias) in f32, s = (max|acc| + 1e-10) / fp8max,
 /// codes = cvt.rn.satfinite(acc / s) and the stored scale is bf16(s).
-/// Columns past N count as 0 in the group maximum.
+/// Columns past N count as 0 in the group maximum. The direct epilogue
+/// (storeFp8Groups) stores each lane's code pairs; the staged one
+/// (storeStaged) stages them.
 GemmKernelBuilder::GroupCodes
 GemmKernelBuilder::groupRow(Value rowBase, int64_t i, int64_t h) {
   GroupCodes q;
