@@ -99,6 +99,9 @@ constexpr int64_t kRegisterFile = 65536;
 /// accumulators (C7602 "Insufficient registers": 130 for tile-n = 208 at
 /// 512 threads, 98 for tile-n = 144 at 640).
 constexpr int64_t kWgmmaExtraRegisters = 26;
+/// What a consumer thread keeps beside its fragments (addresses, scales,
+/// indices), as the register checks estimate it.
+constexpr int64_t kConsumerExtraRegisters = 24;
 static_assert(kScaleBlock == kTileK, "one ring stage per K scale block");
 
 /// The kernel's tiling and schedule (the pass options).
@@ -149,14 +152,32 @@ struct GemmShape {
   bool wgmmaFitsLaunch(int64_t n) const {
     return n / 2 + kWgmmaExtraRegisters <= launchRegisters();
   }
+  /// Why ptxas cannot compile this shape's wgmma (empty: it can);
+  /// `tileOption` names the option that sets its width.
+  std::string wgmmaLaunchProblem(StringRef tileOption) const {
+    if (wgmmaFitsLaunch(tileN))
+      return {};
+    return (Twine(threads()) + " threads per CTA get " +
+            Twine(launchRegisters()) +
+            " registers each at launch, too few for a wgmma with " +
+            Twine(tileN / 2) + " accumulators (ptxas needs about " +
+            Twine(kWgmmaExtraRegisters) +
+            " more): use fewer warpgroups or a narrower " + tileOption)
+        .str();
+  }
   /// Registers per consumer thread once the producer gave its share away
   /// (setmaxnreg counts are multiples of 8 in [24, 256]); 0: leave as is
   /// (a single consumer warpgroup already gets the per-thread maximum).
+  /// consumerBudget() is what a consumer thread has either way.
   int64_t consumerRegisters() const {
     if (!warpSpecialized || warpgroups < 2)
       return 0;
     int64_t r = (kRegisterFile - 128 * kProducerRegisters) / (128 * warpgroups);
     return std::min<int64_t>(r / 8 * 8, 240);
+  }
+  int64_t consumerBudget() const {
+    int64_t r = consumerRegisters();
+    return r ? r : launchRegisters();
   }
 };
 

@@ -311,25 +311,19 @@ FailureOr<LinearPlan> LinearLowering::analyze(func::FuncOp fn, LinearOp op,
       return op.emitOpError("coat-lower-linear: block-scaled kernel needs ")
           << shape.sharedBytes()
           << " bytes of shared memory, more than Hopper's 227 KiB per block";
-    if (!shape.wgmmaFitsLaunch(shape.tileN))
-      return op.emitOpError("coat-lower-linear: ")
-             << shape.threads() << " threads per CTA get "
-             << shape.launchRegisters()
-             << " registers each at launch, too few for a wgmma with "
-             << shape.tileN / 2 << " accumulators (ptxas needs about "
-             << kWgmmaExtraRegisters
-             << " more): use fewer warpgroups or a narrower block-tile-n";
+    if (std::string why = shape.wgmmaLaunchProblem("block-tile-n"); !why.empty())
+      return op.emitOpError("coat-lower-linear: ") << why;
     // Accumulators and partial fragments (tile-n / 2 f32 registers per
-    // m-block each) plus about 24 for addresses, scales and indices: a
+    // m-block each) plus kConsumerExtraRegisters: a
     // partial per m-block where they fit, else one, promoted m-block by
     // m-block. Only warp-specialized kernels promote per m-block: with the
     // plain schedule's refills in the loop ptxas spilled accumulators (332
     // bytes at 128x128 on one warpgroup).
-    int64_t regs = shape.consumerRegisters() ? shape.consumerRegisters() : 255;
+    int64_t regs = shape.consumerBudget();
     int64_t fragment = shape.tileN / 2, accumulators = fragment * shape.mBlocks();
-    shape.promotePerMBlock = regs < 2 * accumulators + 24;
+    shape.promotePerMBlock = regs < 2 * accumulators + kConsumerExtraRegisters;
     int64_t partials = shape.warpSpecialized ? fragment : accumulators;
-    if (regs < accumulators + partials + 24)
+    if (regs < accumulators + partials + kConsumerExtraRegisters)
       return op.emitOpError(
                  "coat-lower-linear: a block-scaled kernel with tile-m = ")
              << shape.tileM << ", tile-n = " << shape.tileN

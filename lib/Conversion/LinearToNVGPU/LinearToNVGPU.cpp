@@ -120,15 +120,11 @@ struct CoatLowerLinearPass
     if (g.sharedBytes() > 227 * 1024)
       return fail(Twine(g.sharedBytes()) +
                   " bytes of shared memory exceed Hopper's 227 KiB per block");
-    if (!g.wgmmaFitsLaunch(g.tileN))
-      return fail(Twine(g.threads()) + " threads per CTA get " +
-                  Twine(g.launchRegisters()) +
-                  " registers each at launch, too few for a wgmma with " +
-                  Twine(g.tileN / 2) + " accumulators (ptxas needs about " +
-                  Twine(kWgmmaExtraRegisters) +
-                  " more): use fewer warpgroups or a narrower tile-n");
+    if (std::string why = g.wgmmaLaunchProblem("tile-n"); !why.empty())
+      return fail(why);
     if (g.warpSpecialized && g.warpgroups >= 2 &&
-        g.consumerRegisters() < g.tileN / 2 * g.mBlocks() + 24)
+        g.consumerRegisters() <
+            g.tileN / 2 * g.mBlocks() + kConsumerExtraRegisters)
       return fail("warpgroups = " + Twine(g.warpgroups) + " leaves " +
                   Twine(g.consumerRegisters()) +
                   " registers per consumer thread, "
