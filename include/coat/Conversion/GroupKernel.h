@@ -95,15 +95,25 @@ void storeScalarF32(OpBuilder &b, Location loc, Value buffer, Type logical,
 /// does; an all-NaN group gives 0); every lane receives it.
 Value groupMaxAbs(F32Emitter &f, const GroupLane &lane, ArrayRef<Value> xs);
 
+/// How a group's values are divided by its scale before the FP8 conversion.
+enum class ScaleDivision {
+  /// The IEEE quotient x / s (emitSharedDivisions): COAT's codes.
+  Exact,
+  /// x * RN(1/s): one multiply per element, the same on both targets. The
+  /// product is within 1.5 ulp of x / s, so a code can move by one FP8 step
+  /// only where x / s lies within 2^-22.4 of a rounding boundary.
+  Reciprocal,
+  /// x * rcp.approx(s) on the GPU (codes may move by one FP8 step).
+  Approximate,
+};
+
 /// How COAT derives a 1xG scale and the values to convert to FP8
 /// (COAT.md §1.2, §3.1).
 struct GroupQuantization {
   float eps;       ///< added to the group maximum (1e-10 for activations)
   float fp8Max;    ///< largest finite value of the FP8 format
   Type scaleType;  ///< f32 or bf16: the stored scale is rounded to it
-  /// Multiply by an approximate reciprocal of the scale instead of an IEEE
-  /// division (GPU only; codes may move by one FP8 step).
-  bool approxDivision = false;
+  ScaleDivision division = ScaleDivision::Exact;
 };
 
 /// The group's scale and a lane's values divided by it.
@@ -114,7 +124,7 @@ struct QuantizedLane {
 
 /// `s = round((max_group |x| + eps) / fp8max)` with IEEE division (the scale
 /// is stored, so both targets must agree on it), then `x / s` with the
-/// rounded `s` (emitSharedDivisions, or `x * rcp(s)` with approxDivision).
+/// rounded `s`, as `q.division` says.
 /// Truncating `scaled` to the FP8 type gives COAT's codes.
 QuantizedLane quantizeGroup(F32Emitter &f, const GroupLane &lane,
                             ArrayRef<Value> x, const GroupQuantization &q);

@@ -597,6 +597,12 @@ def CoatLowerPointwise : Pass<"coat-lower-pointwise", "::mlir::ModuleOp"> {
       ulp, so the bounds above hold), halving the SFU operations of silu,
       gelu and their gradients for kernels the SFU limits. The manifest
       records `ex2 = "fma"`.
+    - `reciprocal-division=true` (fast forms only): the FP8 results of those
+      ops are `y * RN(1/s)` with one IEEE reciprocal per group instead of
+      the IEEE quotient (Markstein's three operations per element). The
+      product is within 1.5 ulp of `y / s`, so the bound above grows by
+      2^-22.4 and a code still moves by one step only near a rounding
+      boundary. The manifest records `division = "reciprocal"`.
 
     Per-tensor FP8 results and transposed copies need the maximum of the
     whole tensor: `coat-group-scaling` turns them into high-precision results
@@ -641,6 +647,12 @@ def CoatLowerPointwise : Pass<"coat-lower-pointwise", "::mlir::ModuleOp"> {
            "Fast forms: evaluate ex2 on the FMA units (coat-expand-soft-exp2, "
            "within the SFU's 2 ulp) instead of the SFU; for kernels whose "
            "special functions saturate it">,
+    Option<"reciprocalDivision", "reciprocal-division", "bool",
+           /*default=*/"false",
+           "Fast forms: FP8 results of silu, gelu and their gradients are "
+           "y * RN(1/s), one multiply per element, instead of the IEEE "
+           "quotient y / s (three operations); the manifest records "
+           "division = \"reciprocal\"">,
     Option<"minCtas", "min-ctas", "int64_t", /*default=*/"0",
            "GPU: CTAs per multiprocessor the registers must allow "
            "(.minnctapersm), kept only where ptxas fits it without spilling "

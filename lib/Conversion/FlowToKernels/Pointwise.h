@@ -134,10 +134,11 @@ class PointwiseLowering
     : public KernelLowering<PointwiseLowering, PointwiseSpec> {
 public:
   PointwiseLowering(int64_t blockSize, int64_t lanesPerThread, bool exactMath,
-                    bool softExp2, int64_t minCtas)
+                    bool softExp2, bool reciprocalDivision, int64_t minCtas)
       : KernelLowering({"coat-lower-pointwise", "coat_flow_kernels"}),
         blockSize(blockSize), lanesPerThread(lanesPerThread),
-        exactMath(exactMath), softExp2(softExp2), minCtas(minCtas) {}
+        exactMath(exactMath), softExp2(softExp2),
+        reciprocalDivision(reciprocalDivision), minCtas(minCtas) {}
 
   bool isSpecOp(Operation *op) const {
     return describePointwiseOp(op).has_value();
@@ -153,11 +154,20 @@ public:
   /// twin holds a whole group per iteration.
   LaneShape laneShape(const PointwiseSpec &spec) const;
 
+  /// How FP8 results are divided by their scales: by the reciprocal only in
+  /// the special-function kernels (already within the fast forms' bounds of
+  /// the library); the others keep the library's codes bit for bit.
+  ScaleDivision scaleDivision(const PointwiseSpec &spec) const {
+    return reciprocalDivision && spec.info.special ? ScaleDivision::Reciprocal
+                                                   : ScaleDivision::Exact;
+  }
+
 private:
   int64_t blockSize;
   int64_t lanesPerThread;
   bool exactMath;
   bool softExp2;
+  bool reciprocalDivision;
   int64_t minCtas;
 };
 

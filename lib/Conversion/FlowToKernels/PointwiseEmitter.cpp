@@ -28,9 +28,10 @@ namespace {
 class PointwiseEmitter {
 public:
   PointwiseEmitter(ImplicitLocOpBuilder &b, const PointwiseSpec &spec,
-                   const KernelArgs &args, bool exactMath, bool softExp2)
+                   const KernelArgs &args, bool exactMath, bool softExp2,
+                   ScaleDivision division)
       : b(b), f(F32Emitter{b}), spec(spec), args(args), exactMath(exactMath),
-        softExp2(softExp2) {
+        softExp2(softExp2), division(division) {
     Value n = arith::MulIOp::create(b, args.lookup("rows"),
                                     args.lookup("cols"));
     nI64 = n;
@@ -141,7 +142,8 @@ private:
         QuantizedLane q = quantizeGroup(
             f, lane, ys,
             {::coat::kActivationScaleEps,
-             ::coat::getFp8Traits(out.format).maxFinite, out.scaleType});
+             ::coat::getFp8Traits(out.format).maxFinite, out.scaleType,
+             division});
         acc.storeF32(values, q.scaled, out.type, alignment(lane, values));
         storeFromLeader(lane, arg(out.name + "_scale"), out.scaleType,
                         q.scale, tail);
@@ -165,6 +167,7 @@ private:
   const KernelArgs &args;
   bool exactMath;
   bool softExp2;
+  ScaleDivision division;
   Value nI64, nIndex, groups;
 };
 
@@ -203,7 +206,8 @@ void PointwiseLowering::emitGpu(ImplicitLocOpBuilder &b,
   LaneShape shape = laneShape(spec);
   int64_t lanesPerBlock = blockSize * lanesPerThread;
   auto cidx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
-  PointwiseEmitter emitter(b, spec, args, exactMath, softExp2);
+  PointwiseEmitter emitter(b, spec, args, exactMath, softExp2,
+                           scaleDivision(spec));
   // Lane u of a thread is lane base + u * blockSize + tid: every unrolled
   // step is a coalesced sweep of the block, and a group's lanes stay
   // adjacent threads of one warp.
@@ -238,7 +242,8 @@ void PointwiseLowering::emitCpu(ImplicitLocOpBuilder &b,
                                 const KernelArgs &args) const {
   LaneShape shape = laneShape(spec);
   auto cidx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
-  PointwiseEmitter emitter(b, spec, args, exactMath, softExp2);
+  PointwiseEmitter emitter(b, spec, args, exactMath, softExp2,
+                           scaleDivision(spec));
   Value lanes = arith::CeilDivUIOp::create(b, emitter.numElements(),
                                            cidx(shape.elementsPerLane));
   emitFor(b, cidx(0), lanes, cidx(1), {}, [&](Value i, ValueRange) {

@@ -239,6 +239,10 @@ DictionaryAttr PointwiseLowering::record(const PointwiseSpec &spec,
         b.getNamedAttr("math", b.getStringAttr(exactMath ? "exact" : "fast")));
   if (spec.info.special && softExp2)
     config.push_back(b.getNamedAttr("ex2", b.getStringAttr("fma")));
+  if (spec.hasFp8Output() &&
+      scaleDivision(spec) == ScaleDivision::Reciprocal)
+    config.push_back(
+        b.getNamedAttr("division", b.getStringAttr("reciprocal")));
   std::optional<LaunchRule> launch;
   if (onGpu())
     launch = LaunchRule{blockSize, blockSize * lanesPerThread *

@@ -41,6 +41,10 @@ LogicalResult PointwiseLowering::checkOptions(ModuleOp module) const {
   if (exactMath && softExp2)
     return module.emitError("coat-lower-pointwise: soft-exp2 applies to the "
                             "fast forms; exact-math evaluates expf");
+  if (exactMath && reciprocalDivision)
+    return module.emitError("coat-lower-pointwise: reciprocal-division "
+                            "applies to the fast forms; exact-math divides "
+                            "as the library does");
   return success();
 }
 
@@ -52,7 +56,7 @@ struct CoatLowerPointwisePass
 
   void runOnOperation() override {
     PointwiseLowering lowering(blockSize, lanesPerThread, exactMath,
-                               softExp2, minCtas);
+                               softExp2, reciprocalDivision, minCtas);
     if (failed(lowering.run(getOperation(), target)))
       signalPassFailure();
   }

@@ -172,14 +172,14 @@ QuantizedLane mlir::coat::quantizeGroup(F32Emitter &f, const GroupLane &lane,
   Value s = arith::DivFOp::create(b, f.add(amax, f.c(q.eps)), f.c(q.fp8Max));
   s = f.roundTo(s, q.scaleType);
   QuantizedLane out{s, {}};
-  if (q.approxDivision) {
-    F32Emitter approx{b, /*approx=*/true};
-    Value inv = approx.div(f.c(1.0), s);
-    for (Value xi : x)
-      out.scaled.push_back(f.mul(xi, inv));
-  } else {
+  if (q.division == ScaleDivision::Exact) {
     out.scaled = emitSharedDivisions(f, x, s);
+    return out;
   }
+  F32Emitter inverter{b, /*approx=*/q.division == ScaleDivision::Approximate};
+  Value inv = inverter.div(f.c(1.0), s);
+  for (Value xi : x)
+    out.scaled.push_back(f.mul(xi, inv));
   return out;
 }
 

@@ -135,7 +135,8 @@ void FlatLaneEmitter::emit() {
                                           alignment(args.lookup("input")));
     QuantizedLane q = quantizeGroup(
         f, lane, x,
-        {spec.eps, spec.fp8Max(), spec.scaleType, approxDivision});
+        {spec.eps, spec.fp8Max(), spec.scaleType,
+         approxDivision ? ScaleDivision::Approximate : ScaleDivision::Exact});
     access.storeF32(args.lookup("codes"), q.scaled, fp8,
                     alignment(args.lookup("codes")));
     storeFromLeader(args.lookup("scale"), spec.scaleType, q.scale);

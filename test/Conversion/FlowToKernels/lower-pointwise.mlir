@@ -7,6 +7,8 @@
 // RUN: coat-opt %s -coat-lower-pointwise=min-ctas=6 | FileCheck %s --check-prefix=CTAS
 // RUN: not coat-opt %s -coat-lower-pointwise=min-ctas=33 2>&1 | FileCheck %s --check-prefix=CTAS-RANGE
 // RUN: not coat-opt %s -coat-lower-pointwise=lanes-per-thread=9 2>&1 | FileCheck %s --check-prefix=LANES-RANGE
+// RUN: coat-opt %s -coat-lower-pointwise=reciprocal-division=true | FileCheck %s --check-prefix=RECIP
+// RUN: not coat-opt %s -coat-lower-pointwise='exact-math=true reciprocal-division=true' 2>&1 | FileCheck %s --check-prefix=RECIP-EXACT
 
 // An occupancy request is asked only with min-ctas, as a request that
 // coat-drop-spilling-min-ctas drops where ptxas would spill under it.
@@ -62,6 +64,19 @@
 // EXACT: math.exp %
 // EXACT-NOT: fastmath<afn>
 // EXACT: gpu.return
+// With reciprocal-division, the FP8 result is the value times the IEEE
+// reciprocal of the rounded scale (an exact divf, once per group): no
+// divisions marked for coat-expand-shared-divisions.
+// RECIP-LABEL: gpu.func @silu(
+// RECIP-SAME: config = {division = "reciprocal", eps
+// RECIP: %[[SB:.*]] = arith.truncf %{{.*}} : f32 to bf16
+// RECIP: %[[S:.*]] = arith.extf %[[SB]] : bf16 to f32
+// RECIP: %[[R:.*]] = arith.divf %{{.*}}, %[[S]] : f32
+// RECIP-COUNT-16: arith.mulf %{{.*}}, %[[R]] : f32
+// RECIP-NOT: coat.shared_divisor
+// RECIP: arith.truncf %{{.*}} : vector<16xf32> to vector<16xf8E4M3FN>
+// RECIP: gpu.return
+// RECIP-EXACT: coat-lower-pointwise: reciprocal-division applies to the fast forms; exact-math divides as the library does
 // U2-LABEL: gpu.func @silu(
 // U2-SAME: elements_per_block = 8192 : i64
 // U2-COUNT-2: vector.load %{{.*}} : memref<?xi8>, vector<16xi8>
