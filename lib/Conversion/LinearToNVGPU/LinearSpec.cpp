@@ -294,6 +294,22 @@ FailureOr<LinearPlan> LinearLowering::analyze(func::FuncOp fn, LinearOp op,
     shape.tileM = 256;
     shape.tileN = 128;
   }
+  if (!problem->blockScaled) {
+    if (shape.tileN % 16 != 0 || shape.tileN < 16 || shape.tileN > 256)
+      return op.emitOpError("coat-lower-linear: tile-n (")
+             << shape.tileN
+             << ") must be a multiple of 16 in [16, 256] (wgmma N, whole "
+                "1x16 output groups)";
+    if (std::string why = shape.wgmmaLaunchProblem("tile-n"); !why.empty())
+      return op.emitOpError("coat-lower-linear: ") << why;
+    int64_t accumulators = shape.tileN / 2 * shape.mBlocks();
+    if (shape.consumerRegisters() &&
+        shape.consumerRegisters() < accumulators + kConsumerExtraRegisters)
+      return op.emitOpError("coat-lower-linear: warpgroups = ")
+             << shape.warpgroups << " leaves " << shape.consumerRegisters()
+             << " registers per consumer thread, too few for "
+             << accumulators << " accumulators";
+  }
   if (problem->blockScaled) {
     // The slice's partial product doubles the accumulators, and a tile
     // may span at most two 128-column weight blocks: starting at a

@@ -14,6 +14,15 @@
 // RUN:   | sed -e 's/\\0A/\n/g' -e 's/\\09/ /g' | FileCheck %s --check-prefix=PLAIN
 // RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-n=192 block-tile-n=192 stages=5})' \
 // RUN:   | FileCheck %s --check-prefix=N192
+// tile-n shapes per-tensor kernels only: with three consumer warpgroups
+// its default (256) is too wide for a wgmma at launch, which a module of
+// block-scaled specs (block-tile-n = 128) does not care about.
+// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-m=192 warpgroups=3})' \
+// RUN:   | FileCheck %s --check-prefix=WG3
+// WG3-LABEL: gpu.func @block_fwd(
+// WG3-SAME: tile = [192, 128, 128]
+// WG3-LABEL: gpu.func @block_wgrad(
+// WG3-SAME: tile = [192, 128, 128]
 // 256x128 tiles on two consumer warpgroups: two partials (128 registers)
 // beside 128 accumulators do not fit 232, so each slice is multiplied and
 // promoted one 64-row m-block at a time through one partial fragment; the
