@@ -323,10 +323,6 @@ FailureOr<LinearPlan> LinearLowering::analyze(func::FuncOp fn, LinearOp op,
           << shape.tileN
           << ") must be a multiple of 16 whose tiles span at most two "
              "128-column weight blocks (<= 128 + gcd(block-tile-n, 128))";
-    if (shape.sharedBytes() > 227 * 1024)
-      return op.emitOpError("coat-lower-linear: block-scaled kernel needs ")
-          << shape.sharedBytes()
-          << " bytes of shared memory, more than Hopper's 227 KiB per block";
     if (std::string why = shape.wgmmaLaunchProblem("block-tile-n"); !why.empty())
       return op.emitOpError("coat-lower-linear: ") << why;
     // Accumulators and partial fragments (tile-n / 2 f32 registers per

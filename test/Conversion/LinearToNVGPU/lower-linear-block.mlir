@@ -14,6 +14,10 @@
 // RUN:   | sed -e 's/\\0A/\n/g' -e 's/\\09/ /g' | FileCheck %s --check-prefix=PLAIN
 // RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-n=192 block-tile-n=192 stages=5})' \
 // RUN:   | FileCheck %s --check-prefix=N192
+// Block-scaled kernels share the per-spec shared-memory check.
+// RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{stages=8})' 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=SMEM
+// SMEM: error: 'coat.linear' op coat-lower-linear: 128x128 tiles with 8 stages need 263296 bytes of shared memory, more than Hopper's 227 KiB per block
 // tile-n shapes per-tensor kernels only: with three consumer warpgroups
 // its default (256) is too wide for a wgmma at launch, which a module of
 // block-scaled specs (block-tile-n = 128) does not care about.
