@@ -294,14 +294,30 @@ FailureOr<LinearPlan> LinearLowering::analyze(func::FuncOp fn, LinearOp op,
     shape.tileM = 256;
     shape.tileN = 128;
   }
+  // Block-scaled kernels have their own tile width (and height, if given).
+  StringRef widthOption = problem->blockScaled ? "block-tile-n" : "tile-n";
+  if (problem->blockScaled) {
+    if (blockTileM)
+      shape.tileM = blockTileM;
+    shape.tileN = blockTileN;
+  }
+  if (shape.tileN % 16 != 0 || shape.tileN < 16 || shape.tileN > 256)
+    return op.emitOpError("coat-lower-linear: ")
+           << widthOption << " (" << shape.tileN
+           << ") must be a multiple of 16 in [16, 256] (wgmma N, whole "
+              "1x16 output groups)";
+  // A block-scaled tile may span at most two 128-column weight blocks:
+  // starting at a multiple of gcd(tile-n, 128) inside one, it must end in
+  // the next.
+  if (problem->blockScaled &&
+      shape.tileN > kScaleBlock + std::gcd(shape.tileN, kScaleBlock))
+    return op.emitOpError("coat-lower-linear: block-tile-n (")
+           << shape.tileN
+           << ") must be a multiple of 16 whose tiles span at most two "
+              "128-column weight blocks (<= 128 + gcd(block-tile-n, 128))";
+  if (std::string why = shape.wgmmaLaunchProblem(widthOption); !why.empty())
+    return op.emitOpError("coat-lower-linear: ") << why;
   if (!problem->blockScaled) {
-    if (shape.tileN % 16 != 0 || shape.tileN < 16 || shape.tileN > 256)
-      return op.emitOpError("coat-lower-linear: tile-n (")
-             << shape.tileN
-             << ") must be a multiple of 16 in [16, 256] (wgmma N, whole "
-                "1x16 output groups)";
-    if (std::string why = shape.wgmmaLaunchProblem("tile-n"); !why.empty())
-      return op.emitOpError("coat-lower-linear: ") << why;
     int64_t accumulators = shape.tileN / 2 * shape.mBlocks();
     if (shape.consumerRegisters() &&
         shape.consumerRegisters() < accumulators + kConsumerExtraRegisters)
@@ -309,28 +325,13 @@ FailureOr<LinearPlan> LinearLowering::analyze(func::FuncOp fn, LinearOp op,
              << shape.warpgroups << " leaves " << shape.consumerRegisters()
              << " registers per consumer thread, too few for "
              << accumulators << " accumulators";
-  }
-  if (problem->blockScaled) {
-    // The slice's partial product doubles the accumulators, and a tile
-    // may span at most two 128-column weight blocks: starting at a
-    // multiple of gcd(tile-n, 128) inside one, it must end in the next.
-    if (blockTileM)
-      shape.tileM = blockTileM;
-    shape.tileN = blockTileN;
-    if (shape.tileN % 16 != 0 || shape.tileN < 16 || shape.tileN > 256 ||
-        shape.tileN > kScaleBlock + std::gcd(shape.tileN, kScaleBlock))
-      return op.emitOpError("coat-lower-linear: block-tile-n (")
-          << shape.tileN
-          << ") must be a multiple of 16 whose tiles span at most two "
-             "128-column weight blocks (<= 128 + gcd(block-tile-n, 128))";
-    if (std::string why = shape.wgmmaLaunchProblem("block-tile-n"); !why.empty())
-      return op.emitOpError("coat-lower-linear: ") << why;
-    // Accumulators and partial fragments (tile-n / 2 f32 registers per
-    // m-block each) plus kConsumerExtraRegisters: a
-    // partial per m-block where they fit, else one, promoted m-block by
-    // m-block. Only warp-specialized kernels promote per m-block: with the
-    // plain schedule's refills in the loop ptxas spilled accumulators (332
-    // bytes at 128x128 on one warpgroup).
+  } else {
+    // The slice's partial product doubles the accumulators. Accumulators
+    // and partial fragments (tile-n / 2 f32 registers per m-block each)
+    // plus kConsumerExtraRegisters: a partial per m-block where they fit,
+    // else one, promoted m-block by m-block. Only warp-specialized kernels
+    // promote per m-block: with the plain schedule's refills in the loop
+    // ptxas spilled accumulators (332 bytes at 128x128 on one warpgroup).
     int64_t regs = shape.consumerBudget();
     int64_t fragment = shape.tileN / 2, accumulators = fragment * shape.mBlocks();
     shape.promotePerMBlock = regs < 2 * accumulators + kConsumerExtraRegisters;
