@@ -139,23 +139,23 @@ def print_table(rows, bw):
 def main():
     ap = bench_parser(__doc__)
     args = ap.parse_args()
-    kernels = [k for _, k in gpu_kernels(args, OPS, "flow")]
+    kernels = gpu_kernels(args, OPS, "flow")
     bw = copy_bandwidth()
     print(f"copy bandwidth (read + write): {bw / 1e12:.2f} TB/s on "
           f"{torch.cuda.get_device_name()} (datasheet {DATASHEET_BW / 1e12:.1f} TB/s)")
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes]
 
     rows = []
-    for k in kernels:
+    for label, k in kernels:
         for (m, n) in shapes:
             if k.spec.group_size and n % k.spec.group_size:
                 continue
             bufs, nbytes = buffers(k, m, n)
             t, ta = time_with_anchor(lambda: k.launch(rows=m, cols=n, **bufs),
-                                     lambda: torch_equivalent(k, bufs, m, n), k.name,
+                                     lambda: torch_equivalent(k, bufs, m, n), label,
                                      args.no_torch)
             ms, t_ms = t.median, (ta.median if ta else None)
-            row = dict(kernel=k.name, op=k.spec.op, shape=f"{m}x{n}", bytes=nbytes,
+            row = dict(kernel=label, op=k.spec.op, shape=f"{m}x{n}", bytes=nbytes,
                        ideal_ms=ideal_ms(nbytes, bw), coat_us=ms * 1e3,
                        coat_gbs=nbytes / ms * 1e-6, coat_pct=pct_of_copy(nbytes, ms, bw),
                        datasheet_pct=pct_of_copy(nbytes, ms, DATASHEET_BW),
@@ -163,10 +163,10 @@ def main():
                        torch_pct=pct_of_copy(nbytes, t_ms, bw) if t_ms else None,
                        speedup=(t_ms / ms) if t_ms else None, graph=t.graph)
             rows.append(row)
-            record("flow", k.name, row["shape"], t, pct_ideal=row["coat_pct"],
+            record("flow", label, row["shape"], t, pct_ideal=row["coat_pct"],
                    ideal=copy_ideal(bw), anchor="torch.compile", anchor_timing=ta,
                    anchor_pct=row["torch_pct"])
-            print(f"{k.name:36s} {m:>6d}x{n:<6d} coat {row['coat_us']:8.1f} us "
+            print(f"{label:36s} {m:>6d}x{n:<6d} coat {row['coat_us']:8.1f} us "
                   f"({row['coat_pct']:5.1f}%)"
                   + (f"  torch.compile {row['torch_us']:8.1f} us ({row['torch_pct']:5.1f}%)"
                      if t_ms else ""), flush=True)

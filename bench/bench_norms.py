@@ -9,7 +9,8 @@ device-to-device copy bandwidth measured in the same run as the ceiling.
 DIR is a compiled module holding examples/flow/norms.mlir (scripts/
 compile_examples.py output, e.g. build/demo/norms). For every form (op,
 affine, output type) and shape the kernel with the smallest max_cols that
-fits the row is timed. "ideal" is the bytes that must move (x codes + group
+fits the row is timed (per DIR; rows are labelled DIR/kernel when several
+are given). "ideal" is the bytes that must move (x codes + group
 scales, weight/bias, dy, y/dx, mean/rstd, partial maxima, dweight/dbias)
 at the copy bandwidth; the backward's f32 dweight/dbias workspace is extra
 traffic the kernel pays and is not counted as ideal, as is the second read
@@ -45,14 +46,16 @@ def form(k):
 
 
 def pick(kernels, cols):
-    """Per form, the kernel with the smallest max_cols >= cols."""
+    """(label, kernel): per compiled folder and form, the kernel with the
+    smallest max_cols >= cols. Keyed by folder so that variants of one module
+    (--kernels A B) are each timed."""
     best = {}
-    for k in kernels:
+    for label, k in kernels:
         if cols % k.spec.group_size or cols > k.config["max_cols"]:
             continue
-        f = form(k)
-        if f not in best or k.config["max_cols"] < best[f].config["max_cols"]:
-            best[f] = k
+        key = (label[: -len(k.name)], form(k))
+        if key not in best or k.config["max_cols"] < best[key][1].config["max_cols"]:
+            best[key] = (label, k)
     return list(best.values())
 
 
@@ -183,14 +186,14 @@ def print_table(rows_out, bw):
     print()
     print(f"ideal = bytes read + written at {bw / 1e12:.2f} TB/s (copy, same run); "
           "ratio = torch.compile time / coat time; us = median of the repeats")
-    hdr = (f"{'kernel':26s} {'shape':>12s} {'ideal us':>9s} {'coat us':>9s} {'GB/s':>7s} "
+    hdr = (f"{'kernel':36s} {'shape':>12s} {'ideal us':>9s} {'coat us':>9s} {'GB/s':>7s} "
            f"{'coat %':>7s} {'torch us':>9s} {'torch %':>8s} {'ratio':>7s}")
     print(hdr)
     print("-" * len(hdr))
     for r in rows_out:
         t = (f"{r['torch_ms'] * 1e3:9.1f} {r['torch_pct']:7.1f}% {r['speedup']:6.2f}x"
              if r["torch_ms"] else f"{'-':>9s} {'-':>8s} {'-':>7s}")
-        print(f"{r['kernel']:26s} {r['shape']:>12s} {r['ideal_ms'] * 1e3:9.1f} "
+        print(f"{r['kernel']:36s} {r['shape']:>12s} {r['ideal_ms'] * 1e3:9.1f} "
               f"{r['coat_ms'] * 1e3:9.1f} {r['coat_gbs']:7.0f} {r['coat_pct']:6.1f}% {t}")
 
 
@@ -199,7 +202,7 @@ def main():
     ap.add_argument("--partials-per-sm", type=int, default=2,
                     help="backward: dweight workspace rows = this x SMs x rows per CTA")
     args = ap.parse_args()
-    kernels = [k for _, k in gpu_kernels(args, OPS, "norm")]
+    kernels = gpu_kernels(args, OPS, "norm")
     bw = copy_bandwidth()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     print(f"copy bandwidth (read + write): {bw / 1e12:.2f} TB/s on "
@@ -207,20 +210,20 @@ def main():
     rows_out = []
     for s in args.shapes:
         m, n = (int(v) for v in s.split("x"))
-        for k in pick(kernels, n):
+        for label, k in pick(kernels, n):
             launch, tref, nbytes = setup(k, m, n, args.partials_per_sm * sms)
-            t, ta = time_with_anchor(launch, lambda: tref, k.name, args.no_torch)
+            t, ta = time_with_anchor(launch, lambda: tref, label, args.no_torch)
             ms, t_ms = t.median, (ta.median if ta else None)
-            row = dict(kernel=k.name, op=k.spec.op, shape=f"{m}x{n}", bytes=nbytes,
+            row = dict(kernel=label, op=k.spec.op, shape=f"{m}x{n}", bytes=nbytes,
                        ideal_ms=ideal_ms(nbytes, bw), coat_ms=ms,
                        coat_pct=pct_of_copy(nbytes, ms, bw), coat_gbs=nbytes / ms / 1e6,
                        torch_ms=t_ms, torch_pct=pct_of_copy(nbytes, t_ms, bw) if t_ms else None,
                        speedup=(t_ms / ms) if t_ms else None, graph=t.graph)
             rows_out.append(row)
-            record("norms", k.name, row["shape"], t, pct_ideal=row["coat_pct"],
+            record("norms", label, row["shape"], t, pct_ideal=row["coat_pct"],
                    ideal=copy_ideal(bw), anchor="torch.compile", anchor_timing=ta,
                    anchor_pct=row["torch_pct"])
-            print(f"{k.name:26s} {m:>6d}x{n:<6d} coat {ms * 1e3:9.1f} us "
+            print(f"{label:36s} {m:>6d}x{n:<6d} coat {ms * 1e3:9.1f} us "
                   f"{row['coat_gbs']:7.0f} GB/s ({row['coat_pct']:5.1f}%)"
                   + (f"  torch.compile {t_ms * 1e3:9.1f} us ({row['torch_pct']:5.1f}%)"
                      if t_ms else ""), flush=True)

@@ -774,6 +774,12 @@ def CoatLowerNorms : Pass<"coat-lower-norms", "::mlir::ModuleOp"> {
     Option<"maxCols", "max-cols", "int64_t", /*default=*/"16384",
            "Largest cols a kernel with a dynamic cols extent handles (unless "
            "the spec function has a coat.max_cols attribute)">,
+    Option<"backwardMinCtas", "backward-min-ctas", "int64_t",
+           /*default=*/"0",
+           "GPU, backward row kernels: CTAs per multiprocessor the registers "
+           "must allow (.minnctapersm), kept only where ptxas fits it without "
+           "spilling (coat-drop-spilling-min-ctas); 0 leaves the count to "
+           "ptxas. The forward always asks for 1024 threads' worth">,
     Option<"columnSums", "column-sums", "std::string", /*default=*/"\"auto\"",
            "Backward with dweight: where the per-partial column sums are "
            "taken: `fused` (the row kernel's registers), `separate` (a "

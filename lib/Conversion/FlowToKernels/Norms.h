@@ -137,12 +137,13 @@ class NormsLowering : public KernelLowering<NormsLowering, NormPlan> {
 public:
   NormsLowering(int64_t blockSize, int64_t threadsPerRow,
                 int64_t groupsPerThread, int64_t laneElements,
-                bool stageStores, int64_t maxCols, StringRef columnSums)
+                bool stageStores, int64_t maxCols, StringRef columnSums,
+                int64_t backwardMinCtas)
       : KernelLowering({"coat-lower-norms", "coat_norm_kernels"}),
         blockSize(blockSize), threadsPerRow(threadsPerRow),
         groupsPerThread(groupsPerThread), laneElements(laneElements),
         stageStores(stageStores), maxCols(maxCols),
-        columnSums(columnSums.str()) {}
+        columnSums(columnSums.str()), backwardMinCtas(backwardMinCtas) {}
 
   bool isSpecOp(Operation *op) const;
 
@@ -169,6 +170,7 @@ private:
   bool stageStores;
   int64_t maxCols;
   std::string columnSums;
+  int64_t backwardMinCtas;
 };
 
 } // namespace mlir::coat

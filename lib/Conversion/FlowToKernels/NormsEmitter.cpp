@@ -841,11 +841,15 @@ void NormsLowering::emitGpu(ImplicitLocOpBuilder &b, const NormPlan &plan,
   }
   if (which == NormPlan::Kernel::Row) {
     // Forward: at most 64 registers, so that 2048 threads (the row data in
-    // flight) fit on a multiprocessor.
+    // flight) fit on a multiprocessor. The backward holds x, dy and w*dy
+    // (and fused column sums) per slot; its bound is an option, dropped
+    // where it would spill.
     if (!spec.backward)
       kernel->setAttr(
           NVVM::NVVMDialect::getMinctasmAttrName(),
           b.getI32IntegerAttr(std::max<int64_t>(1, 1024 / team.blockSize)));
+    else
+      requestMinCtasUnlessSpilling(kernel, backwardMinCtas);
     Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
     Value bid = gpu::BlockIdOp::create(b, gpu::Dimension::x);
     int64_t T = team.threadsPerRow;

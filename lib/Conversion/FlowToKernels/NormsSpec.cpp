@@ -354,6 +354,10 @@ FailureOr<TeamShape> NormsLowering::chooseTeam(Operation *anchor,
   if (groupsPerThread < 1 || groupsPerThread > 16)
     return anchor->emitError("groups-per-thread must be in [1, 16], got ")
            << static_cast<int64_t>(groupsPerThread);
+  if (backwardMinCtas < 0 || backwardMinCtas > kMaxCtasPerMultiprocessor)
+    return anchor->emitError("backward-min-ctas must be in [0, ")
+           << kMaxCtasPerMultiprocessor << "], got "
+           << static_cast<int64_t>(backwardMinCtas);
   int64_t groups = maxColsValue / spec.groupSize;
   int64_t threads = threadsPerRow;
   if (threads == 0) {

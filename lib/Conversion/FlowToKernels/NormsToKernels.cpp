@@ -35,7 +35,8 @@ struct CoatLowerNormsPass
 
   void runOnOperation() override {
     NormsLowering lowering(blockSize, threadsPerRow, groupsPerThread,
-                           laneElements, stageStores, maxCols, columnSums);
+                           laneElements, stageStores, maxCols, columnSums,
+                           backwardMinCtas);
     if (failed(lowering.run(getOperation(), target)))
       signalPassFailure();
   }

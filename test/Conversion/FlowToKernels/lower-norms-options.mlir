@@ -5,6 +5,9 @@
 // RUN: not coat-opt %s -coat-lower-norms='target=gpu column-sums=atomic' 2>&1 | FileCheck %s --check-prefix=SUMS
 // RUN: coat-opt %s -coat-lower-norms='target=gpu column-sums=separate' | FileCheck %s --check-prefix=SEP
 // RUN: coat-opt %s -coat-lower-norms='target=cpu column-sums=fused' | FileCheck %s --check-prefix=FUSED
+// RUN: coat-opt %s -coat-lower-norms='target=gpu backward-min-ctas=3' | FileCheck %s --check-prefix=BWD-CTAS
+// RUN: coat-opt %s -coat-lower-norms='target=gpu' | FileCheck %s --check-prefix=BWD-NO-CTAS
+// RUN: not coat-opt %s -coat-lower-norms='target=gpu backward-min-ctas=33' 2>&1 | FileCheck %s --check-prefix=BWD-CTAS-RANGE
 
 // BLOCK: error: block-size must be a power of two in [32, 1024], got 48
 // TPR: error: threads-per-row must be 0 (auto) or a power of two in [32, 1024], got 16
@@ -24,6 +27,20 @@
 // FUSED-SAME: column_sums = "fused"
 // FUSED-NOT: func.func @rms_bwd_columns(
 // FUSED: func.func @rms_bwd_reduce(
+// The forward's bound is fixed (1024 threads' worth); the backward row
+// kernel's is a request that coat-drop-spilling-min-ctas may drop, and only
+// with the option.
+// BWD-CTAS: gpu.func @rms(
+// BWD-CTAS-NOT: coat.min_ctas_unless_spilling
+// BWD-CTAS: gpu.func @rms_bwd(
+// BWD-CTAS-SAME: coat.min_ctas_unless_spilling
+// BWD-CTAS-SAME: nvvm.minctasm = 3 : i32
+// BWD-CTAS: gpu.func @rms_bwd_reduce(
+// BWD-CTAS-NOT: minctasm
+// BWD-NO-CTAS: gpu.func @rms_bwd(
+// BWD-NO-CTAS-NOT: minctasm
+// BWD-NO-CTAS: gpu.func @rms_bwd_reduce(
+// BWD-CTAS-RANGE: error: backward-min-ctas must be in [0, 32], got 33
 func.func @rms(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>,
     %w: tensor<?xbf16>) -> (tensor<?x?xbf16>, tensor<?xf32>) {
   %y, %rstd = coat.rmsnorm %x, %w eps = 1.000000e-05
