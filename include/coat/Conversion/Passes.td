@@ -456,14 +456,16 @@ def CoatLowerActivations : Pass<"coat-lower-activations", "::mlir::ModuleOp"> {
            "of an IEEE division (faster; codes may move by one FP8 step)">,
     Option<"tileBlockSize", "tile-block-size", "int64_t", /*default=*/"0",
            "Threads per GPU block of the tile kernels (quantize+transpose, "
-           "per_block): a multiple of 32 up to 1024; 0 takes block-size. A "
-           "block holds its tile in registers, so more threads hold fewer "
-           "elements each">,
-    Option<"tilesPerBlock", "tiles-per-block", "int64_t", /*default=*/"1",
+           "per_block): a multiple of 32 up to 1024; 0 takes block-size, or "
+           "one thread per 128 bytes of tile input where that is more (f32 "
+           "128x128 tiles: 512). A block holds its tile in registers, so "
+           "more threads hold fewer elements each">,
+    Option<"tilesPerBlock", "tiles-per-block", "int64_t", /*default=*/"0",
            "GPU tile kernels: tiles a block takes in turn, 1 to 64 (the "
-           "grid shrinks by as much); above 1 the next tile's loads are "
-           "issued before the current tile is quantized and transposed, "
-           "keeping a tile's bytes in flight per block">,
+           "grid shrinks by as much), or 0: 2 for tiles of 16 KiB of input "
+           "or more, else 1; above 1 the next tile's loads are issued "
+           "before the current tile is quantized and transposed, keeping a "
+           "tile's bytes in flight per block">,
     Option<"tileMinCtas", "tile-min-ctas", "int64_t", /*default=*/"0",
            "GPU tile kernels: CTAs per multiprocessor the registers must "
            "allow (.minnctapersm); 0 leaves the register count to ptxas">,
@@ -918,8 +920,10 @@ def CoatLowerLinear : Pass<"coat-lower-linear", "::mlir::ModuleOp"> {
     Option<"blockTileN", "block-tile-n", "int64_t", /*default=*/"128",
            "Output columns per tile of block-scaled kernels (multiple of 16; "
            "a tile spans at most two 128-column weight blocks)">,
-    Option<"epilogue", "epilogue", "std::string", /*default=*/"\"direct\"",
-           "How results are stored: `direct`, each thread its "
+    Option<"epilogue", "epilogue", "std::string", /*default=*/"\"auto\"",
+           "How results are stored: `auto` (per spec: `tma` for results "
+           "of a static N with 16-byte rows, else `staged`); `direct`, "
+           "each thread its "
            "fragment's element pairs (8 rows of 16 bytes a warp store); "
            "`staged`, through shared memory a 128-byte column block at a "
            "time, then contiguous 16-byte stores (mPerWarpgroup x 128 bytes "

@@ -209,10 +209,10 @@ public:
   /// tile-m or tile-n was set; `blockTileM` (0: tile-m) and `blockTileN`
   /// the tile of block-scaled kernels.
   LinearLowering(GemmShape options, bool tilesGiven, int64_t blockTileM,
-                 int64_t blockTileN)
+                 int64_t blockTileN, bool epilogueAuto)
       : KernelLowering({"coat-lower-linear", "coat_linear"}),
         options(options), tilesGiven(tilesGiven), blockTileM(blockTileM),
-        blockTileN(blockTileN) {}
+        blockTileN(blockTileN), epilogueAuto(epilogueAuto) {}
 
   /// The problem `op` in `fn` poses and the tiling that fits it; reports
   /// (on the op) what the lowering does not handle.
@@ -226,6 +226,8 @@ private:
   bool tilesGiven;
   int64_t blockTileM;
   int64_t blockTileN;
+  /// epilogue=auto: chosen per spec (options.epilogue is not used).
+  bool epilogueAuto;
 };
 
 /// Emits the body of the CPU twin of a GEMM kernel over its arguments `args`

@@ -272,6 +272,23 @@ FailureOr<GemmProblem> analyzeProblem(LinearOp op) {
 
 } // namespace
 
+/// epilogue=auto, from the A/B in docs/benchmarks.md: results of a static
+/// N whose rows are 16-byte aligned go out by TMA; FP8 codes (no TMA store),
+/// block-scaled kernels and any other N are staged through shared memory,
+/// which stores any N and was never slower than storing the fragments
+/// directly.
+static EpilogueKind chooseEpilogue(const GemmProblem &problem, LinearOp op,
+                                   int64_t tileN) {
+  if (problem.blockScaled || problem.out == OutputKind::Fp8Groups)
+    return EpilogueKind::Staged;
+  int64_t n = cast<ShapedType>(op.getResult().getType()).getDimSize(1);
+  bool alignedRows = !ShapedType::isDynamic(n) &&
+                     n * outputElementBytes(problem.out) % 16 == 0;
+  return alignedRows && tileN % epilogueBlockCols(problem.out) == 0
+             ? EpilogueKind::Tma
+             : EpilogueKind::Staged;
+}
+
 FailureOr<LinearPlan> LinearLowering::analyze(func::FuncOp fn, LinearOp op,
                                               bool gpu) const {
   FailureOr<GemmProblem> problem = analyzeProblem(op);
@@ -301,6 +318,8 @@ FailureOr<LinearPlan> LinearLowering::analyze(func::FuncOp fn, LinearOp op,
       shape.tileM = blockTileM;
     shape.tileN = blockTileN;
   }
+  if (epilogueAuto)
+    shape.epilogue = chooseEpilogue(*problem, op, shape.tileN);
   if (shape.tileN % 16 != 0 || shape.tileN < 16 || shape.tileN > 256)
     return op.emitOpError("coat-lower-linear: ")
            << widthOption << " (" << shape.tileN

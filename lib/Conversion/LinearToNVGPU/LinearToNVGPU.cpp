@@ -92,12 +92,14 @@ struct CoatLowerLinearPass
       emitError(specs.front().first.getLoc()) << "coat-lower-linear: " << msg;
       signalPassFailure();
     };
+    bool epilogueAuto = epilogue == "auto";
     const EpilogueKind *kind = llvm::find_if(
         kEpilogueKinds, [&](EpilogueKind k) { return epilogueName(k) == epilogue; });
-    if (kind == std::end(kEpilogueKinds))
-      return fail("epilogue must be direct, staged or tma, got '" + epilogue +
-                  "'");
-    g.epilogue = *kind;
+    if (!epilogueAuto && kind == std::end(kEpilogueKinds))
+      return fail("epilogue must be auto, direct, staged or tma, got '" +
+                  epilogue + "'");
+    if (!epilogueAuto)
+      g.epilogue = *kind;
     if (g.warpgroups < 1 || g.tileM % (64 * g.warpgroups) != 0 || g.tileM > 256)
       return fail("tile-m (" + Twine(tileM) +
                   ") must be a positive multiple of 64 * "
@@ -124,7 +126,7 @@ struct CoatLowerLinearPass
       return signalPassFailure();
     KernelContainer kernels(module, "coat-lower-linear", "coat_linear", *gpu);
     LinearLowering lowering(g, tileM.hasValue() || tileN.hasValue(),
-                            blockTileM, blockTileN);
+                            blockTileM, blockTileN, epilogueAuto);
     for (auto [fn, op] : specs) {
       FailureOr<LinearPlan> plan = lowering.analyze(fn, op, *gpu);
       if (failed(plan))

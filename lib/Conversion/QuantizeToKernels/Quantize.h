@@ -118,13 +118,13 @@ public:
 
 private:
   int64_t blockSize;
-  int64_t tileBlockSize; ///< 0: blockSize
+  int64_t tileBlockSize; ///< 0: by tile bytes, at least blockSize
   int64_t elementsPerThread;
   int64_t tile;
   bool approxDivision;
   int64_t tileMinCtas;
   int64_t flatMinCtas;
-  int64_t tilesPerBlock;
+  int64_t tilesPerBlock; ///< 0: by tile bytes
 };
 
 } // namespace mlir::coat

@@ -13,6 +13,8 @@
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 
+#include <algorithm>
+
 using namespace mlir;
 using namespace mlir::coat;
 
@@ -367,9 +369,9 @@ LogicalResult QuantizeLowering::checkOptions(ModuleOp module) const {
       return module.emitError("coat-lower-activations: ")
              << name << " must be in [0, " << kMaxCtasPerMultiprocessor
              << "], got " << v;
-  if (tilesPerBlock < 1 || tilesPerBlock > 64)
+  if (tilesPerBlock < 0 || tilesPerBlock > 64)
     return module.emitError("coat-lower-activations: tiles-per-block must "
-                            "be in [1, 64], got ")
+                            "be 0 (by tile size) or in [1, 64], got ")
            << tilesPerBlock;
   return success();
 }
@@ -398,10 +400,23 @@ FailureOr<ActPlan> QuantizeLowering::analyze(func::FuncOp fn) const {
       (tileBlockSize != 0 &&
        failed(checkThreads("tile-block-size", tileBlockSize))))
     return failure();
-  int64_t threads =
-      spec.tiled() && tileBlockSize != 0 ? tileBlockSize : blockSize;
-  TileShape tiles{spec.blocked() ? spec.blockEdge : tileEdge, threads,
-                  16 / hpBytes, tilesPerBlock};
+  int64_t edge = spec.blocked() ? spec.blockEdge : tileEdge;
+  // A tile kernel holds its tile in registers and synchronizes the block
+  // between loading and storing it. By default (0) a block takes at least
+  // one thread per 128 bytes of tile input (f32 128x128 tiles: 512 threads,
+  // not ~190 registers at 256), and tiles of 16 KiB or more are taken two
+  // at a time with the second's loads in flight during the first's
+  // barrier; smaller tiles keep 1, whose registers fit more blocks instead
+  // (docs/benchmarks.md, activation tile A/B).
+  int64_t tileBytes = edge * edge * hpBytes;
+  int64_t threads = blockSize;
+  if (spec.tiled())
+    threads = tileBlockSize != 0
+                  ? int64_t(tileBlockSize)
+                  : std::clamp<int64_t>(tileBytes / 128, blockSize, 1024);
+  int64_t tileShare =
+      tilesPerBlock != 0 ? int64_t(tilesPerBlock) : (tileBytes >= 16384 ? 2 : 1);
+  TileShape tiles{edge, threads, 16 / hpBytes, tileShare};
   int64_t elementsPerBlock = 0;
   if (spec.tiled()) {
     if (tileEdge != 32 && tileEdge != 64 && tileEdge != 128)

@@ -6,18 +6,18 @@
 // wide (default 128: one weight block, and room for the partial fragment);
 // a width that can cross a weight-block boundary (192) gets one mainloop per
 // column offset of the tile inside its block.
-// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear)' \
+// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{epilogue=direct})' \
 // RUN:   | FileCheck %s --check-prefix=IR
-// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear,coat-gpu-to-binary{format=isa})' \
+// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{epilogue=direct},coat-gpu-to-binary{format=isa})' \
 // RUN:   | sed -e 's/\\0A/\n/g' -e 's/\\09/ /g' | FileCheck %s
-// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-m=64 block-tile-n=64 warpgroups=1 stages=3 warp-specialize=false},coat-gpu-to-binary{format=isa})' \
+// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-m=64 block-tile-n=64 warpgroups=1 stages=3 warp-specialize=false epilogue=direct},coat-gpu-to-binary{format=isa})' \
 // RUN:   | sed -e 's/\\0A/\n/g' -e 's/\\09/ /g' | FileCheck %s --check-prefix=PLAIN
 // RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-n=192 block-tile-n=192 stages=5})' \
 // RUN:   | FileCheck %s --check-prefix=N192
 // Block-scaled kernels share the per-spec shared-memory check.
 // RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{stages=8})' 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=SMEM
-// SMEM: error: 'coat.linear' op coat-lower-linear: 128x128 tiles with 8 stages need 263296 bytes of shared memory, more than Hopper's 227 KiB per block
+// SMEM: error: 'coat.linear' op coat-lower-linear: 128x128 tiles with 8 stages and the staged epilogue need 280576 bytes of shared memory, more than Hopper's 227 KiB per block
 // tile-n shapes per-tensor kernels only: with three consumer warpgroups
 // its default (256) is too wide for a wgmma at launch, which a module of
 // block-scaled specs (block-tile-n = 128) does not care about.

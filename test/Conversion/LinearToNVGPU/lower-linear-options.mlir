@@ -3,7 +3,7 @@
 // the shape of its own kernel (tile-n shapes per-tensor kernels only).
 // RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-m=96})' 2>&1 | FileCheck %s --check-prefix=TILEM
 // RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-n=136})' 2>&1 | FileCheck %s --check-prefix=TILEN
-// RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{stages=6})' 2>&1 | FileCheck %s --check-prefix=SMEM
+// RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{stages=6 epilogue=direct})' 2>&1 | FileCheck %s --check-prefix=SMEM
 // RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-m=256 warpgroups=2 stages=2})' 2>&1 | FileCheck %s --check-prefix=REGS
 // RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{stages=1})' 2>&1 | FileCheck %s --check-prefix=STAGES
 // RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{block-tile-n=176})' 2>&1 | FileCheck %s --check-prefix=BLOCKN
@@ -38,7 +38,7 @@ func.func @block(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<128>>,
   return %y : tensor<?x?xbf16>
 }
 
-// EPILOGUE: error: coat-lower-linear: epilogue must be direct, staged or tma, got 'fast'
+// EPILOGUE: error: coat-lower-linear: epilogue must be auto, direct, staged or tma, got 'fast'
 // TMA-TILE: error: 'coat.linear' op coat-lower-linear: epilogue=tma stores 128-byte column blocks (64 bf16 columns): tile-n = 96 is not a multiple
 // 256x160 tiles fit with direct stores, not with 256 rows x 128 bytes of staging.
 // STAGED-SMEM: error: 'coat.linear' op coat-lower-linear: 256x160 tiles with 4 stages and the staged epilogue need 247808 bytes of shared memory, more than Hopper's 227 KiB per block

@@ -2,11 +2,11 @@
 // kernel: CUtensorMap grid-constant parameters, TMA loads completing on
 // mbarriers, wgmma with the operands' FP8 formats into f32 registers, an
 // epilogue writing bf16, f32 or 1x16-quantized FP8, nothing in local memory.
-// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear)' \
+// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{epilogue=direct})' \
 // RUN:   | FileCheck %s --check-prefix=IR
-// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear,coat-gpu-to-binary{format=isa})' \
+// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{epilogue=direct},coat-gpu-to-binary{format=isa})' \
 // RUN:   | sed -e 's/\\0A/\n/g' -e 's/\\09/ /g' | FileCheck %s
-// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-n=128 warpgroups=1 stages=3 warp-specialize=false},coat-gpu-to-binary{format=isa})' \
+// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-n=128 warpgroups=1 stages=3 warp-specialize=false epilogue=direct},coat-gpu-to-binary{format=isa})' \
 // RUN:   | sed -e 's/\\0A/\n/g' -e 's/\\09/ /g' | FileCheck %s --check-prefix=PLAIN
 // RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{epilogue=staged})' \
 // RUN:   | FileCheck %s --check-prefix=STAGED-IR

@@ -7,11 +7,12 @@
 // RUN: coat-opt %s -coat-lower-activations='target=gpu' | FileCheck %s --check-prefix=NOMIN
 // RUN: coat-opt %s -coat-lower-activations='target=gpu tile-min-ctas=2 flat-min-ctas=6' | FileCheck %s --check-prefix=MIN
 // RUN: not coat-opt %s -coat-lower-activations='target=gpu flat-min-ctas=33' 2>&1 | FileCheck %s --check-prefix=MINBAD
-// RUN: coat-opt %s -coat-lower-activations='target=gpu tile-block-size=1024' | FileCheck %s --check-prefix=TB
+// RUN: coat-opt %s -coat-lower-activations='target=gpu tile-block-size=1024 tiles-per-block=1' | FileCheck %s --check-prefix=TB
 // RUN: not coat-opt %s -coat-lower-activations='target=gpu tile-block-size=100' 2>&1 | FileCheck %s --check-prefix=TBBAD
-// RUN: coat-opt %s -coat-lower-activations='target=gpu' | FileCheck %s --check-prefix=ONE
+// RUN: coat-opt %s -coat-lower-activations='target=gpu tiles-per-block=1' | FileCheck %s --check-prefix=ONE
+// RUN: coat-opt %s -coat-lower-activations='target=gpu' | FileCheck %s --check-prefix=BYTES
 // RUN: coat-opt %s -coat-lower-activations='target=gpu tiles-per-block=2' | FileCheck %s --check-prefix=TPB
-// RUN: not coat-opt %s -coat-lower-activations='target=gpu tiles-per-block=0' 2>&1 | FileCheck %s --check-prefix=TPBBAD
+// RUN: not coat-opt %s -coat-lower-activations='target=gpu tiles-per-block=65' 2>&1 | FileCheck %s --check-prefix=TPBBAD
 
 // BLOCK: block-size must be a multiple of 32 in [32, 1024], got 48
 // EPT: elements-per-thread=2 does not fit group size 128
@@ -33,7 +34,7 @@
 // TB-SAME: launch = {block = [1024, 1, 1], elements_per_block = 4096
 // TB-SAME: known_block_size = array<i32: 1024, 1, 1>
 // TBBAD: tile-block-size must be a multiple of 32 in [32, 1024], got 100
-// A block takes one tile by default: its loop carries nothing.
+// One tile a block: its loop carries nothing.
 // ONE-LABEL: gpu.func @qt_f32(
 // ONE-SAME: elements_per_block = 4096
 // ONE: scf.for %{{.*}} = %block_id_x to %{{.*}} step %grid_dim_x {
@@ -49,7 +50,18 @@
 // TPB: gpu.barrier
 // TPB: gpu.barrier
 // TPB: scf.yield %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>
-// TPBBAD: coat-lower-activations: tiles-per-block must be in [1, 64], got 0
+// TPBBAD: coat-lower-activations: tiles-per-block must be 0 (by tile size) or in [1, 64], got 65
+// By default the tile bytes choose: tiles of 16 KiB of input or more are
+// taken two a block, and a block has a thread per 128 bytes of its tile
+// where that is more than block-size.
+// BYTES-LABEL: gpu.func @qt_f32(
+// BYTES-SAME: launch = {block = [256, 1, 1], elements_per_block = 8192
+// BYTES-LABEL: gpu.func @qt_bf16(
+// BYTES-SAME: launch = {block = [256, 1, 1], elements_per_block = 4096
+// BYTES-LABEL: gpu.func @qb_bf16(
+// BYTES-SAME: launch = {block = [256, 1, 1], elements_per_block = 32768
+// BYTES-LABEL: gpu.func @qb_f32(
+// BYTES-SAME: launch = {block = [512, 1, 1], elements_per_block = 32768
 // f32 input: 64x64 tiles (8 loads per thread at 256 threads).
 // AUTO-LABEL: gpu.func @qt_f32(
 // AUTO-SAME: workgroup(%{{.*}} : memref<64x16xi32, #gpu.address_space<workgroup>>
@@ -63,4 +75,20 @@ func.func @qt_f32(%x: tensor<?x?xf32>, %s: tensor<f32>) -> (!coat.qtensor<?x?xf8
   %q = coat.quantize %x scale %s : tensor<?x?xf32>, tensor<f32> -> !coat.qtensor<?x?xf8E4M3FN, per_tensor>
   %t = coat.transpose %q : !coat.qtensor<?x?xf8E4M3FN, per_tensor> -> !coat.qtensor<?x?xf8E4M3FN, per_tensor>
   return %q, %t : !coat.qtensor<?x?xf8E4M3FN, per_tensor>, !coat.qtensor<?x?xf8E4M3FN, per_tensor>
+}
+
+func.func @qt_bf16(%x: tensor<?x?xbf16>, %s: tensor<f32>) -> (!coat.qtensor<?x?xf8E4M3FN, per_tensor>, !coat.qtensor<?x?xf8E4M3FN, per_tensor>) {
+  %q = coat.quantize %x scale %s : tensor<?x?xbf16>, tensor<f32> -> !coat.qtensor<?x?xf8E4M3FN, per_tensor>
+  %t = coat.transpose %q : !coat.qtensor<?x?xf8E4M3FN, per_tensor> -> !coat.qtensor<?x?xf8E4M3FN, per_tensor>
+  return %q, %t : !coat.qtensor<?x?xf8E4M3FN, per_tensor>, !coat.qtensor<?x?xf8E4M3FN, per_tensor>
+}
+
+func.func @qb_bf16(%x: tensor<?x?xbf16>) -> !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>, scale = f32> {
+  %q = coat.quantize %x : tensor<?x?xbf16> -> !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>, scale = f32>
+  return %q : !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>, scale = f32>
+}
+
+func.func @qb_f32(%x: tensor<?x?xf32>) -> !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>, scale = f32> {
+  %q = coat.quantize %x : tensor<?x?xf32> -> !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>, scale = f32>
+  return %q : !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>, scale = f32>
 }
