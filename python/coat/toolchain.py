@@ -34,8 +34,8 @@ GPU_PIPELINE = (
 
 # Occupancy hints measured fastest (docs/benchmarks.md): the optimizer step
 # at 5 CTAs of 128 threads a multiprocessor, the flat activation kernels and
-# the pointwise flow kernels at 6 of 256. A hint is kept only where ptxas fits it
-# without spilling (coat-drop-spilling-min-ctas), so it needs ptxas, which
+# the pointwise flow kernels at 6 of 256. A hint is kept only where ptxas
+# fits it without spilling (coat-drop-spilling-min-ctas), so it needs ptxas, which
 # compiling to cubins needs anyway: asked for here, not as pass defaults
 # that would make PTX-only users of coat-opt need a CUDA toolkit.
 GPU_OCCUPANCY_HINTS = {"lower": "min-ctas=5", "activation": "flat-min-ctas=6",
