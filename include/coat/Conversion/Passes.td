@@ -73,6 +73,10 @@ def CoatLowerOptimizer : Pass<"coat-lower-optimizer", "::mlir::ModuleOp"> {
            "spilling (coat-drop-spilling-min-ctas, which needs ptxas); 0 "
            "leaves the register count to ptxas. coat.compile asks for 5 "
            "(102 registers with the default blocks)">,
+    Option<"bf16MinCtas", "bf16-min-ctas", "int64_t", /*default=*/"0",
+           "GPU: min-ctas for the kernels of bf16 parameters (0: min-ctas). "
+           "Their step moves 2 bytes less an element than an f32 one, and "
+           "measured fastest with more blocks resident">,
     Option<"softExp2", "soft-exp2", "std::string", /*default=*/"\"none\"",
            "GPU, fixed mode: the requantization of the new expanded moment "
            "(m, v or both; none) evaluates its ex2 on the FMA units "

@@ -61,12 +61,14 @@ class OptimizerLowering
 public:
   OptimizerLowering(int64_t elementsPerThread, int64_t blockSize,
                     int64_t lanesPerThread, int64_t minCtas,
-                    bool splitMetadata, StringRef softExp2)
+                    int64_t bf16MinCtas, bool splitMetadata,
+                    StringRef softExp2)
       : KernelLowering({"coat-lower-optimizer", "coat_kernels",
                         /*stopAtFirstFailure=*/true}),
         elementsPerThread(elementsPerThread), blockSize(blockSize),
         lanesPerThread(lanesPerThread), minCtas(minCtas),
-        splitMetadata(splitMetadata), softExp2(softExp2.str()) {}
+        bf16MinCtas(bf16MinCtas), splitMetadata(splitMetadata),
+        softExp2(softExp2.str()) {}
 
   bool isSpecOp(Operation *op) const { return isa<AdamWStepOp>(op); }
 
@@ -80,6 +82,7 @@ private:
   int64_t blockSize;
   int64_t lanesPerThread;
   int64_t minCtas; ///< 0: no occupancy request
+  int64_t bf16MinCtas; ///< bf16 parameters; 0: minCtas
   bool splitMetadata;
   std::string softExp2; ///< none, m, v or both
 };

@@ -154,10 +154,13 @@ FailureOr<AdamWKernelSpec> OptimizerLowering::analyze(func::FuncOp fn) const {
   if (lanesPerThread < 1 || lanesPerThread > 1024)
     return op.emitError("lanes-per-thread must be in [1, 1024], got ")
            << lanesPerThread;
-  if (minCtas < 0 || minCtas > kMaxCtasPerMultiprocessor)
-    return op.emitError("min-ctas must be in [0, ")
-           << kMaxCtasPerMultiprocessor << "], got " << minCtas;
-  spec.minCtas = minCtas;
+  for (auto [name, v] : {std::pair<StringRef, int64_t>{"min-ctas", minCtas},
+                         {"bf16-min-ctas", bf16MinCtas}})
+    if (v < 0 || v > kMaxCtasPerMultiprocessor)
+      return op.emitError() << name << " must be in [0, "
+                            << kMaxCtasPerMultiprocessor << "], got " << v;
+  spec.minCtas =
+      spec.paramType.isBF16() && bf16MinCtas != 0 ? bf16MinCtas : minCtas;
   spec.elementsPerLane = e;
   spec.lanesPerGroup = spec.groupSize / e;
   // Elsewhere the option has nothing to split: the two moments' metadata

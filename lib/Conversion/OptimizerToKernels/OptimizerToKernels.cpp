@@ -34,7 +34,8 @@ struct CoatLowerOptimizerPass
   void runOnOperation() override {
     mlir::coat::OptimizerLowering lowering(elementsPerThread, blockSize,
                                            lanesPerThread, minCtas,
-                                           splitMetadata, softExp2);
+                                           bf16MinCtas, splitMetadata,
+                                           softExp2);
     if (failed(lowering.run(getOperation(), target)))
       signalPassFailure();
   }
