@@ -120,8 +120,8 @@ struct KernelFamilyInfo {
 ///                func::FuncOp, const KernelArgs &);
 ///
 /// (COAT_KERNEL_LOWERING_HOOKS declares the last four), and may replace the
-/// defaults of checkOptions (module-wide option checks, after the target is
-/// parsed), takesSpec (skips a collected function) and bindings (what the
+/// defaults of checkOptions (option checks for the whole module, reported at
+/// its first kernel spec), takesSpec (skips a collected function) and bindings (what the
 /// ABI arguments are in terms of the spec, when `declare` leaves them
 /// unbound).
 template <typename Derived, typename SpecT>
@@ -137,11 +137,16 @@ public:
     if (failed(parsed))
       return failure();
     gpu = *parsed;
-    if (failed(self().checkOptions(module)))
-      return failure();
     FailureOr<SmallVector<func::FuncOp>> specs = collectKernelSpecs(
         module, info.pass, [&](Operation *op) { return self().isSpecOp(op); });
     if (failed(specs))
+      return failure();
+    // Option errors point at the first kernel spec: an implicit module's
+    // location is only the file.
+    Operation *optionsAnchor = specs->empty()
+                                   ? module.getOperation()
+                                   : specs->front().getOperation();
+    if (failed(self().checkOptions(optionsAnchor)))
       return failure();
     KernelContainer kernels(module, info.pass, info.container, gpu);
     bool failedAny = false;
@@ -187,7 +192,7 @@ public:
   }
 
   // Defaults of the optional hooks.
-  LogicalResult checkOptions(ModuleOp) { return success(); }
+  LogicalResult checkOptions(Operation *) { return success(); }
   bool takesSpec(func::FuncOp) { return true; }
   SpecBindings bindings(func::FuncOp, const Spec &) { return {}; }
 

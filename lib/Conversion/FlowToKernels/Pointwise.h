@@ -143,7 +143,7 @@ public:
   bool isSpecOp(Operation *op) const {
     return describePointwiseOp(op).has_value();
   }
-  LogicalResult checkOptions(ModuleOp module) const;
+  LogicalResult checkOptions(Operation *anchor) const;
 
   FailureOr<PointwiseSpec> analyze(func::FuncOp fn) const;
   // analyze, declare, record: PointwiseSpec.cpp; emitGpu, emitCpu:

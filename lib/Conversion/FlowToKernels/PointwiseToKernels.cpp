@@ -26,23 +26,23 @@ namespace mlir::coat {
 using namespace mlir;
 using namespace mlir::coat;
 
-LogicalResult PointwiseLowering::checkOptions(ModuleOp module) const {
+LogicalResult PointwiseLowering::checkOptions(Operation *anchor) const {
   if (blockSize <= 0 || blockSize % 32 != 0 || blockSize > 1024)
-    return module.emitError("coat-lower-pointwise: block-size must be a "
+    return anchor->emitError("coat-lower-pointwise: block-size must be a "
                             "multiple of 32 in [32, 1024], got ")
            << blockSize;
   if (lanesPerThread < 1 || lanesPerThread > 8)
-    return module.emitError("coat-lower-pointwise: lanes-per-thread must be "
+    return anchor->emitError("coat-lower-pointwise: lanes-per-thread must be "
                             "in [1, 8], got ")
            << lanesPerThread;
   if (minCtas < 0 || minCtas > kMaxCtasPerMultiprocessor)
-    return module.emitError("coat-lower-pointwise: min-ctas must be in [0, ")
+    return anchor->emitError("coat-lower-pointwise: min-ctas must be in [0, ")
            << kMaxCtasPerMultiprocessor << "], got " << minCtas;
   if (exactMath && softExp2)
-    return module.emitError("coat-lower-pointwise: soft-exp2 applies to the "
+    return anchor->emitError("coat-lower-pointwise: soft-exp2 applies to the "
                             "fast forms; exact-math evaluates expf");
   if (exactMath && reciprocalDivision)
-    return module.emitError("coat-lower-pointwise: reciprocal-division "
+    return anchor->emitError("coat-lower-pointwise: reciprocal-division "
                             "applies to the fast forms; exact-math divides "
                             "as the library does");
   return success();

@@ -109,7 +109,7 @@ public:
         flatMinCtas(flatMinCtas), tilesPerBlock(tilesPerBlock) {}
 
   bool isSpecOp(Operation *op) const;
-  LogicalResult checkOptions(ModuleOp module) const;
+  LogicalResult checkOptions(Operation *anchor) const;
   bool takesSpec(func::FuncOp fn) const;
   FailureOr<ActPlan> analyze(func::FuncOp fn) const;
   SpecBindings bindings(func::FuncOp fn, const ActPlan &plan) const;

@@ -361,16 +361,16 @@ bool QuantizeLowering::takesSpec(func::FuncOp fn) const {
             }).wasInterrupted();
 }
 
-LogicalResult QuantizeLowering::checkOptions(ModuleOp module) const {
+LogicalResult QuantizeLowering::checkOptions(Operation *anchor) const {
   for (auto [name, v] : {std::pair<StringRef, int64_t>{"tile-min-ctas",
                                                        tileMinCtas},
                          {"flat-min-ctas", flatMinCtas}})
     if (v < 0 || v > kMaxCtasPerMultiprocessor)
-      return module.emitError("coat-lower-activations: ")
+      return anchor->emitError("coat-lower-activations: ")
              << name << " must be in [0, " << kMaxCtasPerMultiprocessor
              << "], got " << v;
   if (tilesPerBlock < 0 || tilesPerBlock > 64)
-    return module.emitError("coat-lower-activations: tiles-per-block must "
+    return anchor->emitError("coat-lower-activations: tiles-per-block must "
                             "be 0 (by tile size) or in [1, 64], got ")
            << tilesPerBlock;
   return success();

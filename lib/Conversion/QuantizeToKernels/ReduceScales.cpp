@@ -30,9 +30,9 @@ namespace mlir::coat {
 using namespace mlir;
 using namespace mlir::coat;
 
-LogicalResult ReduceScalesLowering::checkOptions(ModuleOp module) const {
+LogicalResult ReduceScalesLowering::checkOptions(Operation *anchor) const {
   if (blockSize < 32 || blockSize > 1024 || blockSize % 32 != 0)
-    return module.emitError("coat-lower-reduce-scales: block-size must be a "
+    return anchor->emitError("coat-lower-reduce-scales: block-size must be a "
                             "multiple of 32 in [32, 1024], got ")
            << blockSize;
   return success();

@@ -49,7 +49,7 @@ public:
         blockSize(blockSize) {}
 
   bool isSpecOp(Operation *op) const { return isa<ReduceScalesOp>(op); }
-  LogicalResult checkOptions(ModuleOp module) const;
+  LogicalResult checkOptions(Operation *anchor) const;
 
   FailureOr<ScaleSpec> analyze(func::FuncOp fn) const;
   // analyze, declare, record: ReduceScalesSpec.cpp; emitGpu, emitCpu:

@@ -16,7 +16,8 @@
 // CTAS-LABEL: gpu.func @silu(
 // CTAS-SAME: coat.min_ctas_unless_spilling
 // CTAS-SAME: nvvm.minctasm = 6 : i32
-// CTAS-RANGE: coat-lower-pointwise: min-ctas must be in [0, 32], got 33
+// Option errors point at the first kernel spec, not the implicit module.
+// CTAS-RANGE: lower-pointwise.mlir:{{[1-9][0-9]*}}:1: error: coat-lower-pointwise: min-ctas must be in [0, 32], got 33
 // LANES-RANGE: coat-lower-pointwise: lanes-per-thread must be in [1, 8], got 9
 
 // A 1x16 FP8 in -> 1x16 FP8 out op: no shuffles (one lane per group), the

@@ -50,7 +50,7 @@
 // TPB: gpu.barrier
 // TPB: gpu.barrier
 // TPB: scf.yield %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>
-// TPBBAD: coat-lower-activations: tiles-per-block must be 0 (by tile size) or in [1, 64], got 65
+// TPBBAD: lower-activations-options.mlir:{{[1-9][0-9]*}}:1: error: coat-lower-activations: tiles-per-block must be 0 (by tile size) or in [1, 64], got 65
 // By default the tile bytes choose: tiles of 16 KiB of input or more are
 // taken two a block, and a block has a thread per 128 bytes of its tile
 // where that is more than block-size.

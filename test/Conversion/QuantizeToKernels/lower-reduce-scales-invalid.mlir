@@ -3,7 +3,7 @@
 // RUN: not coat-opt %s -coat-lower-reduce-scales=block-size=48 -split-input-file 2>&1 | FileCheck %s --check-prefix=BLOCK
 
 // TARGET: coat-lower-reduce-scales: target must be 'gpu' or 'cpu', got 'tpu'
-// BLOCK: coat-lower-reduce-scales: block-size must be a multiple of 32 in [32, 1024], got 48
+// BLOCK: lower-reduce-scales-invalid.mlir:{{[1-9][0-9]*}}:1: error: coat-lower-reduce-scales: block-size must be a multiple of 32 in [32, 1024], got 48
 
 func.func @two_results(%p: tensor<?xf32>) -> (tensor<f32>, tensor<f32>) {
   // expected-error @-1 {{a scale kernel returns one rank-0 value}}
