@@ -926,7 +926,8 @@ def CoatLowerLinear : Pass<"coat-lower-linear", "::mlir::ModuleOp"> {
            "a tile spans at most two 128-column weight blocks)">,
     Option<"epilogue", "epilogue", "std::string", /*default=*/"\"auto\"",
            "How results are stored: `auto` (per spec: `tma` for results "
-           "of a static N with 16-byte rows, else `staged`); `direct`, "
+           "of a static N with 16-byte rows, else `staged`; `direct` where "
+           "a staging block does not fit beside the ring); `direct`, "
            "each thread its "
            "fragment's element pairs (8 rows of 16 bytes a warp store); "
            "`staged`, through shared memory a 128-byte column block at a "

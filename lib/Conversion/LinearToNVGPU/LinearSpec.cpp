@@ -374,7 +374,12 @@ FailureOr<LinearPlan> LinearLowering::analyze(func::FuncOp fn, LinearOp op,
                           "column blocks (")
            << blockCols << " " << outputDtype(*problem)
            << " columns): tile-n = " << shape.tileN << " is not a multiple";
-  if (shape.sharedBytes() > 227 * 1024)
+  // epilogue=auto prefers a staged block, but not at the price of the ring:
+  // where the block does not fit beside the stages, fragments are stored
+  // directly.
+  if (epilogueAuto && shape.sharedBytes() > kSharedBytesPerBlock)
+    shape.epilogue = EpilogueKind::Direct;
+  if (shape.sharedBytes() > kSharedBytesPerBlock)
     return op.emitOpError("coat-lower-linear: ")
            << shape.tileM << "x" << shape.tileN << " tiles with "
            << shape.stages << " stages"

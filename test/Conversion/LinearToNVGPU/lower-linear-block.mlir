@@ -17,7 +17,19 @@
 // Block-scaled kernels share the per-spec shared-memory check.
 // RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{stages=8})' 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=SMEM
-// SMEM: error: 'coat.linear' op coat-lower-linear: 128x128 tiles with 8 stages and the staged epilogue need 280576 bytes of shared memory, more than Hopper's 227 KiB per block
+// SMEM: error: 'coat.linear' op coat-lower-linear: 128x128 tiles with 8 stages need 263296 bytes of shared memory, more than Hopper's 227 KiB per block
+// epilogue=auto stages block-scaled results, except where the staging block
+// does not fit beside the ring: 7 stages take 230512 bytes, and a staging
+// block would add 16 KiB beyond the 227 KiB.
+// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{stages=7})' \
+// RUN:   | FileCheck %s --check-prefix=FALLBACK
+// FALLBACK-LABEL: gpu.func @block_fwd(
+// FALLBACK-SAME: epilogue = "direct"
+// FALLBACK-SAME: shared_bytes = 230512
+// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear)' \
+// RUN:   | FileCheck %s --check-prefix=AUTO
+// AUTO-LABEL: gpu.func @block_fwd(
+// AUTO-SAME: epilogue = "staged"
 // tile-n shapes per-tensor kernels only: with three consumer warpgroups
 // its default (256) is too wide for a wgmma at launch, which a module of
 // block-scaled specs (block-tile-n = 128) does not care about.
