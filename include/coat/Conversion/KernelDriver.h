@@ -121,9 +121,9 @@ struct KernelFamilyInfo {
 ///
 /// (COAT_KERNEL_LOWERING_HOOKS declares the last four), and may replace the
 /// defaults of checkOptions (option checks for the whole module, reported at
-/// its first kernel spec), takesSpec (skips a collected function) and bindings (what the
-/// ABI arguments are in terms of the spec, when `declare` leaves them
-/// unbound).
+/// its first kernel spec), takesSpec (skips a collected function) and
+/// bindings (what the ABI arguments are in terms of the spec, when `declare`
+/// leaves them unbound).
 template <typename Derived, typename SpecT>
 class KernelLowering {
 public:

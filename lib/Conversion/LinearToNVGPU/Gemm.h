@@ -203,33 +203,43 @@ struct LinearPlan {
 };
 
 /// The kernel-lowering hooks of coat-lower-linear (LinearSpec.cpp,
-/// LinearEmitter.cpp). The pass collects the specs and checks the options
-/// itself; the driver declares, records and emits each kernel.
+/// LinearEmitter.cpp), run by the kernel driver like every other family.
 class LinearLowering : public KernelLowering<LinearLowering, LinearPlan> {
 public:
-  /// `options` is the tiling the pass options ask for; `tilesGiven` whether
-  /// tile-m or tile-n was set; `blockTileM` (0: tile-m) and `blockTileN`
-  /// the tile of block-scaled kernels.
+  /// `options` is the tiling the pass options ask for (its epilogue is set
+  /// by checkOptions from `epilogue`); `tilesGiven` whether tile-m or
+  /// tile-n was set; `blockTileM` (0: tile-m) and `blockTileN` the tile of
+  /// block-scaled kernels.
   LinearLowering(GemmShape options, bool tilesGiven, int64_t blockTileM,
-                 int64_t blockTileN, bool epilogueAuto)
+                 int64_t blockTileN, StringRef epilogue)
       : KernelLowering({"coat-lower-linear", "coat_linear"}),
         options(options), tilesGiven(tilesGiven), blockTileM(blockTileM),
-        blockTileN(blockTileN), epilogueAuto(epilogueAuto) {}
+        blockTileN(blockTileN), epilogue(epilogue.str()) {}
 
-  /// The problem `op` in `fn` poses and the tiling that fits it; reports
-  /// (on the op) what the lowering does not handle.
-  FailureOr<LinearPlan> analyze(func::FuncOp fn, LinearOp op, bool gpu) const;
-  // analyze, declare, record: LinearSpec.cpp; emitGpu, emitCpu:
-  // LinearEmitter.cpp.
+  bool isSpecOp(Operation *op) const { return isa<LinearOp>(op); }
+  /// Private functions are not kernel specs.
+  bool takesSpec(func::FuncOp fn) const { return !fn.isPrivate(); }
+  /// The tiling options every spec shares; the tile width, shared memory
+  /// and registers are checked per spec (analyze): tile-n only shapes
+  /// per-tensor kernels, and block-scaled ones have their own width.
+  LogicalResult checkOptions(Operation *anchor);
+  /// The problem the spec's coat.linear poses and the tiling that fits it;
+  /// reports (on the op) what the lowering does not handle.
+  FailureOr<LinearPlan> analyze(func::FuncOp fn) const;
+  // analyze, checkOptions, declare, record: LinearSpec.cpp; emitGpu,
+  // emitCpu: LinearEmitter.cpp.
   COAT_KERNEL_LOWERING_HOOKS(LinearPlan)
 
 private:
+  FailureOr<LinearPlan> analyzeLinear(func::FuncOp fn, LinearOp op) const;
+
   GemmShape options;
   bool tilesGiven;
   int64_t blockTileM;
   int64_t blockTileN;
+  std::string epilogue; ///< the option as given
   /// epilogue=auto: chosen per spec (options.epilogue is not used).
-  bool epilogueAuto;
+  bool epilogueAuto = false;
 };
 
 /// Emits the body of the CPU twin of a GEMM kernel over its arguments `args`

@@ -289,12 +289,70 @@ static EpilogueKind chooseEpilogue(const GemmProblem &problem, LinearOp op,
              : EpilogueKind::Staged;
 }
 
-FailureOr<LinearPlan> LinearLowering::analyze(func::FuncOp fn, LinearOp op,
-                                              bool gpu) const {
+LogicalResult LinearLowering::checkOptions(Operation *anchor) {
+  auto fail = [&](const Twine &msg) {
+    return anchor->emitError("coat-lower-linear: ") << msg;
+  };
+  epilogueAuto = epilogue == "auto";
+  const EpilogueKind *kind = llvm::find_if(
+      kEpilogueKinds, [&](EpilogueKind k) { return epilogueName(k) == epilogue; });
+  if (!epilogueAuto && kind == std::end(kEpilogueKinds))
+    return fail("epilogue must be auto, direct, staged or tma, got '" +
+                epilogue + "'");
+  if (!epilogueAuto)
+    options.epilogue = *kind;
+  const GemmShape &g = options;
+  if (g.warpgroups < 1 || g.tileM % (64 * g.warpgroups) != 0 || g.tileM > 256)
+    return fail("tile-m (" + Twine(g.tileM) +
+                ") must be a positive multiple of 64 * "
+                "warpgroups and at most 256 (a TMA box)");
+  if (blockTileM != 0 &&
+      (blockTileM < 0 || blockTileM % (64 * g.warpgroups) != 0 ||
+       blockTileM > 256))
+    return fail("block-tile-m (" + Twine(blockTileM) +
+                ") must be 0 (tile-m) or a positive multiple of 64 * "
+                "warpgroups and at most 256 (a TMA box)");
+  if (g.stages < 2)
+    return fail("stages must be >= 2");
+  if (g.groupM < 1)
+    return fail("group-m must be >= 1");
+  if (g.threads() > 1024)
+    return fail(Twine(g.threads()) + " threads per CTA exceed 1024");
+  return success();
+}
+
+FailureOr<LinearPlan> LinearLowering::analyze(func::FuncOp fn) const {
+  // The lowering reads only the coat.linear and the value returned: one
+  // nested in a region, or a return of anything else, would be dropped.
+  LinearOp nested;
+  fn.walk([&](LinearOp op) {
+    if (!nested && op->getParentOp() != fn.getOperation())
+      nested = op;
+  });
+  if (nested)
+    return nested.emitOpError("coat-lower-linear: a kernel spec's "
+                              "coat.linear sits directly in the function "
+                              "body, not in a nested region");
+  auto ops = fn.getBody().getOps<LinearOp>();
+  if (!llvm::hasSingleElement(ops))
+    return fn.emitError("coat-lower-linear: a kernel-spec function holds one "
+                        "coat.linear, this one holds several");
+  LinearOp op = *ops.begin();
+  auto ret = dyn_cast<func::ReturnOp>(fn.getBody().back().getTerminator());
+  if (!fn.getBody().hasOneBlock() || !ret ||
+      ret.getOperands() != ValueRange(op.getResult()))
+    return (ret ? ret.getOperation() : fn.getOperation())
+        ->emitError("coat-lower-linear: a kernel-spec function returns the "
+                    "result of its coat.linear and nothing else");
+  return analyzeLinear(fn, op);
+}
+
+FailureOr<LinearPlan> LinearLowering::analyzeLinear(func::FuncOp fn,
+                                                    LinearOp op) const {
   FailureOr<GemmProblem> problem = analyzeProblem(op);
   if (failed(problem))
     return failure();
-  if (gpu && failed(checkStaticK(op)))
+  if (onGpu() && failed(checkStaticK(op)))
     return failure();
   GemmShape shape = options;
   // FP8 codes have no TMA store (their scales are a second output): they

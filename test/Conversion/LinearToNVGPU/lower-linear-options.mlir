@@ -12,6 +12,10 @@
 // RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{epilogue=fast})' 2>&1 | FileCheck %s --check-prefix=EPILOGUE
 // RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-n=96 epilogue=tma})' 2>&1 | FileCheck %s --check-prefix=TMA-TILE
 // RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-m=256 tile-n=160 epilogue=staged})' 2>&1 | FileCheck %s --check-prefix=STAGED-SMEM
+// As in every kernel lowering, options are checked without a spec too (at
+// the module then).
+// RUN: echo 'module {}' | not coat-opt --pass-pipeline='builtin.module(coat-lower-linear{stages=1})' 2>&1 | FileCheck %s --check-prefix=NOSPEC
+// NOSPEC: error: coat-lower-linear: stages must be >= 2
 
 // TILEM: lower-linear-options.mlir:[[@LINE+9]]:1: error: coat-lower-linear: tile-m (96) must be a positive multiple of 64 * warpgroups
 // TILEN: lower-linear-options.mlir:[[@LINE+10]]:8: error: 'coat.linear' op coat-lower-linear: tile-n (136) must be a multiple of 16 in [16, 256]
