@@ -143,9 +143,8 @@ public:
       return failure();
     // Option errors point at the first kernel spec: an implicit module's
     // location is only the file.
-    Operation *optionsAnchor = specs->empty()
-                                   ? module.getOperation()
-                                   : specs->front().getOperation();
+    Operation *optionsAnchor =
+        specs->empty() ? module.getOperation() : specs->front().getOperation();
     if (failed(self().checkOptions(optionsAnchor)))
       return failure();
     KernelContainer kernels(module, info.pass, info.container, gpu);

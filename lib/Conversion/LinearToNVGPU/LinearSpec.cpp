@@ -294,8 +294,9 @@ LogicalResult LinearLowering::checkOptions(Operation *anchor) {
     return anchor->emitError("coat-lower-linear: ") << msg;
   };
   epilogueAuto = epilogue == "auto";
-  const EpilogueKind *kind = llvm::find_if(
-      kEpilogueKinds, [&](EpilogueKind k) { return epilogueName(k) == epilogue; });
+  const EpilogueKind *kind = llvm::find_if(kEpilogueKinds, [&](EpilogueKind k) {
+    return epilogueName(k) == epilogue;
+  });
   if (!epilogueAuto && kind == std::end(kEpilogueKinds))
     return fail("epilogue must be auto, direct, staged or tma, got '" +
                 epilogue + "'");

@@ -414,8 +414,8 @@ FailureOr<ActPlan> QuantizeLowering::analyze(func::FuncOp fn) const {
     threads = tileBlockSize != 0
                   ? int64_t(tileBlockSize)
                   : std::clamp<int64_t>(tileBytes / 128, blockSize, 1024);
-  int64_t tileShare =
-      tilesPerBlock != 0 ? int64_t(tilesPerBlock) : (tileBytes >= 16384 ? 2 : 1);
+  int64_t tileShare = tilesPerBlock != 0 ? int64_t(tilesPerBlock)
+                                          : (tileBytes >= 16 * 1024 ? 2 : 1);
   TileShape tiles{edge, threads, 16 / hpBytes, tileShare};
   int64_t elementsPerBlock = 0;
   if (spec.tiled()) {
