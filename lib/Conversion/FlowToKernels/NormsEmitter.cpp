@@ -841,9 +841,9 @@ void NormsLowering::emitGpu(ImplicitLocOpBuilder &b, const NormPlan &plan,
   }
   if (which == NormPlan::Kernel::Row) {
     // Forward: at most 64 registers, so that 2048 threads (the row data in
-    // flight) fit on a multiprocessor. The backward holds x, dy and w*dy
-    // (and fused column sums) per slot; its bound is an option, dropped
-    // where it would spill.
+    // flight) fit on a multiprocessor. The backward's registers are mostly
+    // its fused column sums; its bound is an option, dropped where it
+    // would spill.
     if (!spec.backward)
       kernel->setAttr(
           NVVM::NVVMDialect::getMinctasmAttrName(),

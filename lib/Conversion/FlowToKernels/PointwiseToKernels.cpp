@@ -29,22 +29,22 @@ using namespace mlir::coat;
 LogicalResult PointwiseLowering::checkOptions(Operation *anchor) const {
   if (blockSize <= 0 || blockSize % 32 != 0 || blockSize > 1024)
     return anchor->emitError("coat-lower-pointwise: block-size must be a "
-                            "multiple of 32 in [32, 1024], got ")
+                              "multiple of 32 in [32, 1024], got ")
            << blockSize;
   if (lanesPerThread < 1 || lanesPerThread > 8)
     return anchor->emitError("coat-lower-pointwise: lanes-per-thread must be "
-                            "in [1, 8], got ")
+                              "in [1, 8], got ")
            << lanesPerThread;
   if (minCtas < 0 || minCtas > kMaxCtasPerMultiprocessor)
     return anchor->emitError("coat-lower-pointwise: min-ctas must be in [0, ")
            << kMaxCtasPerMultiprocessor << "], got " << minCtas;
   if (exactMath && softExp2)
     return anchor->emitError("coat-lower-pointwise: soft-exp2 applies to the "
-                            "fast forms; exact-math evaluates expf");
+                              "fast forms; exact-math evaluates expf");
   if (exactMath && reciprocalDivision)
     return anchor->emitError("coat-lower-pointwise: reciprocal-division "
-                            "applies to the fast forms; exact-math divides "
-                            "as the library does");
+                              "applies to the fast forms; exact-math divides "
+                              "as the library does");
   return success();
 }
 

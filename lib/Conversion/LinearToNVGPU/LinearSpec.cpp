@@ -273,13 +273,13 @@ FailureOr<GemmProblem> analyzeProblem(LinearOp op) {
 } // namespace
 
 /// epilogue=auto, from the A/B in docs/benchmarks.md: results of a static
-/// N whose rows are 16-byte aligned go out by TMA; FP8 codes (no TMA store),
-/// block-scaled kernels and any other N are staged through shared memory,
-/// which stores any N and was never slower than storing the fragments
-/// directly.
+/// N whose rows are 16-byte aligned go out by TMA (FP8 codes, which have no
+/// TMA store, are then staged like any `tma` request); block-scaled kernels
+/// and any other N are staged through shared memory, which stores any N and
+/// was never slower than storing the fragments directly.
 static EpilogueKind chooseEpilogue(const GemmProblem &problem, LinearOp op,
                                    int64_t tileN) {
-  if (problem.blockScaled || problem.out == OutputKind::Fp8Groups)
+  if (problem.blockScaled)
     return EpilogueKind::Staged;
   int64_t n = cast<ShapedType>(op.getResult().getType()).getDimSize(1);
   bool alignedRows = !ShapedType::isDynamic(n) &&
@@ -356,10 +356,6 @@ FailureOr<LinearPlan> LinearLowering::analyzeLinear(func::FuncOp fn,
   if (onGpu() && failed(checkStaticK(op)))
     return failure();
   GemmShape shape = options;
-  // FP8 codes have no TMA store (their scales are a second output): they
-  // are staged and stored by the threads.
-  if (problem->out == OutputKind::Fp8Groups && shape.epilogue == EpilogueKind::Tma)
-    shape.epilogue = EpilogueKind::Staged;
   // Without explicit tiles, a spec with a static M picks by shape: tall
   // problems (M >= 8192) ran fastest with 256x128 tiles on the H200,
   // smaller ones with 128x256 (docs/benchmarks.md, FP8 GEMM).
@@ -379,6 +375,11 @@ FailureOr<LinearPlan> LinearLowering::analyzeLinear(func::FuncOp fn,
   }
   if (epilogueAuto)
     shape.epilogue = chooseEpilogue(*problem, op, shape.tileN);
+  // FP8 codes have no TMA store (their scales are a second output): they
+  // are staged and stored by the threads.
+  if (problem->out == OutputKind::Fp8Groups &&
+      shape.epilogue == EpilogueKind::Tma)
+    shape.epilogue = EpilogueKind::Staged;
   if (shape.tileN % 16 != 0 || shape.tileN < 16 || shape.tileN > 256)
     return op.emitOpError("coat-lower-linear: ")
            << widthOption << " (" << shape.tileN

@@ -371,7 +371,7 @@ LogicalResult QuantizeLowering::checkOptions(Operation *anchor) const {
              << "], got " << v;
   if (tilesPerBlock < 0 || tilesPerBlock > 64)
     return anchor->emitError("coat-lower-activations: tiles-per-block must "
-                            "be 0 (by tile size) or in [1, 64], got ")
+                              "be 0 (by tile size) or in [1, 64], got ")
            << tilesPerBlock;
   return success();
 }

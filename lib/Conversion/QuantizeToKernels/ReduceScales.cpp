@@ -33,7 +33,7 @@ using namespace mlir::coat;
 LogicalResult ReduceScalesLowering::checkOptions(Operation *anchor) const {
   if (blockSize < 32 || blockSize > 1024 || blockSize % 32 != 0)
     return anchor->emitError("coat-lower-reduce-scales: block-size must be a "
-                            "multiple of 32 in [32, 1024], got ")
+                              "multiple of 32 in [32, 1024], got ")
            << blockSize;
   return success();
 }
