@@ -33,13 +33,14 @@ GPU_PIPELINE = (
     "coat-export-binaries{{dir={out}}})")
 
 # Occupancy hints measured fastest (docs/benchmarks.md): the optimizer step
-# at 5 CTAs of 128 threads a multiprocessor, the flat activation kernels and
-# the pointwise flow kernels at 6 of 256. A hint is kept only where ptxas
-# fits it without spilling (coat-drop-spilling-min-ctas), so it needs ptxas, which
-# compiling to cubins needs anyway: asked for here, not as pass defaults
-# that would make PTX-only users of coat-opt need a CUDA toolkit.
-GPU_OCCUPANCY_HINTS = {"lower": "min-ctas=5", "activation": "flat-min-ctas=6",
-                       "pointwise": "min-ctas=6"}
+# at 5 CTAs of 128 threads a multiprocessor (6 for bf16 parameters), the
+# flat activation kernels and the pointwise flow kernels at 6 of 256. A hint
+# is kept only where ptxas fits it without spilling
+# (coat-drop-spilling-min-ctas), so it needs ptxas, which compiling to
+# cubins needs anyway: asked for here, not as pass defaults that would make
+# PTX-only users of coat-opt need a CUDA toolkit.
+GPU_OCCUPANCY_HINTS = {"lower": "min-ctas=5 bf16-min-ctas=6",
+                       "activation": "flat-min-ctas=6", "pointwise": "min-ctas=6"}
 
 
 def merge_pass_options(defaults: str, given: str) -> str:

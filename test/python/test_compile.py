@@ -100,7 +100,8 @@ def test_gpu_passes_get_the_occupancy_hints_under_the_callers_options(tmp_path):
             src, tmp_path / "out", lower_options="min-ctas=0 block-size=256",
             activation_options="tile=32")
     gpu, *rest = [p for p in log.read_text().splitlines()]
-    assert "coat-lower-optimizer{target=gpu min-ctas=0 block-size=256}" in gpu
+    # Key by key: the bf16 parameters' hint stays unless it is given too.
+    assert "coat-lower-optimizer{target=gpu min-ctas=0 bf16-min-ctas=6 block-size=256}" in gpu
     assert "coat-lower-activations{target=gpu flat-min-ctas=6 tile=32}" in gpu
     assert all("min-ctas" not in p for p in rest if "target=cpu" in p)
 

@@ -452,9 +452,10 @@ def CoatLowerActivations : Pass<"coat-lower-activations", "::mlir::ModuleOp"> {
     WarpMultipleBlockSizeOption,
     Option<"tile", "tile", "int64_t", /*default=*/"0",
            "Square tile of the per-tensor quantize+transpose kernel: 32, "
-           "64 or 128; 0 picks 64 (on the H200, 64 ran at 55-57% of the "
-           "byte ideal against 53% for 128, whose ~110 registers allow "
-           "2 CTAs per SM). per_block<BxB> kernels use B">,
+           "64 or 128; 0 picks 128 for f32 inputs and 64 for 16-bit ones "
+           "(the faster of the two for each, measured with the default "
+           "tile-block-size and tiles-per-block). per_block<BxB> kernels "
+           "use B">,
     Option<"approxDivision", "approx-division", "bool", /*default=*/"false",
            "GPU: multiply by an approximate reciprocal of the scale instead "
            "of an IEEE division (faster; codes may move by one FP8 step)">,

@@ -11,7 +11,7 @@
 // RUN: not coat-opt %s -coat-lower-activations='target=gpu tile-block-size=100' 2>&1 | FileCheck %s --check-prefix=TBBAD
 // RUN: coat-opt %s -coat-lower-activations='target=gpu tiles-per-block=1' | FileCheck %s --check-prefix=ONE
 // RUN: coat-opt %s -coat-lower-activations='target=gpu' | FileCheck %s --check-prefix=BYTES
-// RUN: coat-opt %s -coat-lower-activations='target=gpu tiles-per-block=2' | FileCheck %s --check-prefix=TPB
+// RUN: coat-opt %s -coat-lower-activations='target=gpu tile=64 tiles-per-block=2' | FileCheck %s --check-prefix=TPB
 // RUN: not coat-opt %s -coat-lower-activations='target=gpu tiles-per-block=65' 2>&1 | FileCheck %s --check-prefix=TPBBAD
 
 // BLOCK: block-size must be a multiple of 32 in [32, 1024], got 48
@@ -31,14 +31,14 @@
 // TB-SAME: launch = {block = [256, 1, 1]
 // TB-SAME: known_block_size = array<i32: 256, 1, 1>
 // TB-LABEL: gpu.func @qt_f32(
-// TB-SAME: launch = {block = [1024, 1, 1], elements_per_block = 4096
+// TB-SAME: launch = {block = [1024, 1, 1], elements_per_block = 16384
 // TB-SAME: known_block_size = array<i32: 1024, 1, 1>
 // TBBAD: tile-block-size must be a multiple of 32 in [32, 1024], got 100
 // One tile a block: its loop carries nothing.
 // ONE-LABEL: gpu.func @qt_f32(
-// ONE-SAME: elements_per_block = 4096
+// ONE-SAME: elements_per_block = 16384
 // ONE: scf.for %{{.*}} = %block_id_x to %{{.*}} step %grid_dim_x {
-// tiles-per-block=2: half the grid; the block's first tile is loaded before
+// tiles-per-block=2 (64x64 f32 tiles): half the grid; the block's first tile is loaded before
 // the loop, and each iteration issues the next tile's loads (masked off past
 // the end) before it processes the one it carries.
 // TPB-LABEL: gpu.func @qt_f32(
@@ -55,15 +55,18 @@
 // taken two a block, and a block has a thread per 128 bytes of its tile
 // where that is more than block-size.
 // BYTES-LABEL: gpu.func @qt_f32(
-// BYTES-SAME: launch = {block = [256, 1, 1], elements_per_block = 8192
+// BYTES-SAME: launch = {block = [512, 1, 1], elements_per_block = 32768
 // BYTES-LABEL: gpu.func @qt_bf16(
 // BYTES-SAME: launch = {block = [256, 1, 1], elements_per_block = 4096
 // BYTES-LABEL: gpu.func @qb_bf16(
 // BYTES-SAME: launch = {block = [256, 1, 1], elements_per_block = 32768
 // BYTES-LABEL: gpu.func @qb_f32(
 // BYTES-SAME: launch = {block = [512, 1, 1], elements_per_block = 32768
-// f32 input: 64x64 tiles (8 loads per thread at 256 threads).
+// The tile edge by input type: 128 for f32, 64 for bf16.
 // AUTO-LABEL: gpu.func @qt_f32(
+// AUTO-SAME: workgroup(%{{.*}} : memref<128x32xi32, #gpu.address_space<workgroup>>
+// AUTO-SAME: tile = 128
+// AUTO-LABEL: gpu.func @qt_bf16(
 // AUTO-SAME: workgroup(%{{.*}} : memref<64x16xi32, #gpu.address_space<workgroup>>
 // AUTO-SAME: tile = 64
 func.func @q(%x: tensor<?x?xbf16>) -> !coat.qtensor<?x?xf8E4M3FN, per_group<128>> {
