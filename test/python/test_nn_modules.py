@@ -105,11 +105,10 @@ def test_cuda_module_matches_fp32_autograd(case):
     check_module(case, 1024, (4, 300), "cuda", seed=3)
 
 
-def test_cuda_wide_layernorm_runs_its_separate_column_sums():
-    """LayerNorm(8192) (scripts/demo.sh compiles it): its backward takes
-    dweight/dbias in `_columns`, a third kernel of the call that the
-    program runs from the manifest (config.of), between the row kernel and
-    `_reduce`."""
+def test_cuda_wide_layernorm_runs_its_shared_column_sums():
+    """LayerNorm(8192) (scripts/demo.sh compiles it): its backward's row
+    kernel takes dweight/dbias in shared memory (512 groups a row), so the
+    program runs it and `_reduce` (config.of), and no `_columns`."""
     if not torch.cuda.is_available():
         pytest.skip("CUDA is not available")
     if torch.cuda.get_device_capability() < (9, 0):
@@ -121,9 +120,8 @@ def test_cuda_wide_layernorm_runs_its_separate_column_sums():
     grads = [s for s in prog.steps if s.kernels[0].spec.op == "layernorm_grad"]
     assert len(grads) == 1, [s.spec for s in prog.steps]
     kernels = grads[0].kernels
-    assert kernels[0].config["column_sums"] == "separate"
-    assert [k.spec.op for k in kernels] == ["layernorm_grad", "norm_grad_columns",
-                                            "norm_grad_reduce"]
+    assert kernels[0].config["column_sums"] == "shared"
+    assert [k.spec.op for k in kernels] == ["layernorm_grad", "norm_grad_reduce"]
     check_module("layernorm", 8192, (3, 100), "cuda", seed=5)
 
 

@@ -72,8 +72,9 @@ def round_to(x, dtype):
 
 def launch_backward(kernel, args, rargs, rows, cols, partials):
     """A backward's kernels in launch order: the row kernel, `_columns`
-    where the manifest says the column sums are separate, `_reduce` where
-    there is a weight. Each takes the arguments its ABI names."""
+    where the manifest says the column sums are separate (fused and shared
+    ones are the row kernel's), `_reduce` where there is a weight. Each
+    takes the arguments its ABI names."""
     scalars = dict(rows=rows, cols=cols, partials=partials)
     def call(k, n=None, **given):
         names = {a.name for a in k.spec.args}
@@ -84,7 +85,7 @@ def launch_backward(kernel, args, rargs, rows, cols, partials):
     if kernel.config["column_sums"] == "separate":
         call(kernel.module[kernel.name + "_columns"], **args, **scalars)
     else:
-        assert kernel.config["column_sums"] == "fused", kernel.config
+        assert kernel.config["column_sums"] in ("fused", "shared"), kernel.config
     call(kernel.module[kernel.name + "_reduce"], n=cols, **rargs, cols=cols,
          partials=partials)
 

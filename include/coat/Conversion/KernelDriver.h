@@ -53,6 +53,9 @@ MemRefType workgroupBuffer(ArrayRef<int64_t> shape, Type element);
 /// occupancy options is [0, kMaxCtasPerMultiprocessor].
 constexpr int64_t kMaxCtasPerMultiprocessor = 32;
 
+/// Shared memory one block may opt in to on Hopper (227 KiB).
+constexpr int64_t kSharedBytesPerBlock = 227 * 1024;
+
 /// Asks ptxas for `minCtas` CTAs a multiprocessor (`.minnctapersm`) where
 /// that does not spill: coat-drop-spilling-min-ctas decides. 0 asks nothing.
 void requestMinCtasUnlessSpilling(gpu::GPUFuncOp kernel, int64_t minCtas);

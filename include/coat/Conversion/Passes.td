@@ -737,13 +737,17 @@ def CoatLowerNorms : Pass<"coat-lower-norms", "::mlir::ModuleOp"> {
     sums, then in stride order) and rounds once to the weight type. Where
     the partial sums are taken is `column-sums`: `fused`, row team p takes
     those rows and holds 16 f32 accumulators per slot and sum in registers
-    (one slot per thread up to T = 512); `separate`, the row kernel takes
-    one row per team and `<name>_columns` (128 threads per CTA, a thread
-    per group and partial) re-reads x and dy for them. Both give bitwise
-    the same sums. `auto` picks fused up to 256 groups a row, separate
-    for 257..512 (a 512-thread fused team), and for wider rows separate
-    only with dbias (two slots of two sums: 128 registers); the manifest's
-    `column_sums` records the choice. COAT instead accumulates into 128/64 lock-protected partial
+    (one slot per thread up to T = 512); `shared`, row team p takes those
+    rows too but keeps the sums in dynamic shared memory (each thread reads
+    and writes only its own columns' sums, so no barrier; a team as
+    without column sums, `groups-per-thread` slots a thread); `separate`,
+    the row kernel takes one row per team and `<name>_columns` (128
+    threads per CTA, a thread per group and partial) re-reads x and dy for
+    them. All three give bitwise the same sums. `auto` picks fused up to
+    256 groups a row, shared for 257..512 (where a fused team would take
+    512 threads), and for wider rows separate only with dbias (two slots of
+    two sums: 128 registers); the manifest's `column_sums` records the
+    choice. COAT instead accumulates into 128/64 lock-protected partial
     buffers in the weight dtype, in whatever order CTAs take the locks.
 
     ```mlir
@@ -789,10 +793,12 @@ def CoatLowerNorms : Pass<"coat-lower-norms", "::mlir::ModuleOp"> {
            "ptxas. The forward always asks for 1024 threads' worth">,
     Option<"columnSums", "column-sums", "std::string", /*default=*/"\"auto\"",
            "Backward with dweight: where the per-partial column sums are "
-           "taken: `fused` (the row kernel's registers), `separate` (a "
-           "`<name>_columns` kernel that re-reads x and dy) or `auto` "
-           "(separate when a fused row would need more than one slot per "
-           "thread)">,
+           "taken: `fused` (the row kernel's registers), `shared` (the row "
+           "kernel's dynamic shared memory, each thread its own columns; "
+           "teams as without column sums), `separate` (a `<name>_columns` "
+           "kernel that re-reads x and dy) or `auto` (fused up to 256 "
+           "groups a row, shared for 257..512, above that fused, or "
+           "separate with dbias)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",

@@ -31,10 +31,11 @@
 //    f32 row of a workspace; `<name>_reduce` sums the workspace rows in a
 //    fixed order. No atomics: results depend on `partials` only, not on
 //    scheduling. Where the partial sums are taken is a ColumnSums choice:
-//    in the row kernel's registers (team p takes those rows), or in a
-//    kernel of their own (`<name>_columns`: a thread per group and partial
-//    re-reads x and dy), which frees the row kernel of 16 accumulators per
-//    slot and sum when a row needs several slots.
+//    in the row kernel (team p takes those rows), either in its registers
+//    or in workgroup memory (each thread reads and writes only its own
+//    columns' sums, so no barrier), or in a kernel of their own
+//    (`<name>_columns`: a thread per group and partial re-reads x and dy).
+//    The last two free the row kernel of 16 accumulators per slot and sum.
 //
 // The CPU twin runs the same math with loops (T = 1, K = groups), re-reading
 // its operands instead of keeping them in registers; its per-partial sums
@@ -51,6 +52,8 @@
 #include "coat/Conversion/KernelDriver.h"
 #include "coat/Numerics/Fp8.h"
 
+#include "llvm/Support/MathExtras.h"
+
 #include <algorithm>
 #include <string>
 
@@ -62,6 +65,7 @@ enum class NormKind { RMS, Layer };
 enum class ColumnSums {
   None,     ///< no dweight
   Fused,    ///< in the row kernel, 16 f32 registers per slot and sum
+  Shared,   ///< in the row kernel, in dynamic shared memory (sumCols)
   Separate, ///< in `<name>_columns`, which reads x and dy again
 };
 
@@ -88,22 +92,38 @@ struct NormSpec {
   bool hasMean() const { return kind == NormKind::Layer; }
 };
 
+/// Values a team reduces at once (backward: two sums).
+constexpr int64_t kMaxSums = 2;
+
 /// How the GPU kernel spreads a row over threads.
 struct TeamShape {
   int64_t threadsPerRow; ///< T
   int64_t slots;         ///< K chunks of laneElements per thread
   int64_t laneElements;  ///< V: elements of a slot, a divisor of G
   int64_t blockSize;     ///< threads per CTA, a multiple of T
-  int64_t maxCols;       ///< K * T * G
+  int64_t maxCols;       ///< the widest row: K * T * G (Shared: sumCols)
   bool stageStores = false; ///< forward y through workgroup memory per warp
+  /// ColumnSums::Shared: the columns a team's workgroup sums cover, per
+  /// sum (the static cols, else the max-cols bound).
+  int64_t sumCols = 0;
+  /// Workgroup memory of the team sums: one f32 per warp and sum.
+  int64_t teamSumFloats() const { return blockSize / 32 * kMaxSums; }
+  /// ColumnSums::Shared: where the teams' column sums start in the row
+  /// kernel's dynamic shared memory, after the team sums, and its bytes.
+  /// (All of that kernel's shared memory is dynamic: a static buffer
+  /// beside it would share its base.)
+  int64_t columnSumsOffset() const {
+    return llvm::alignTo(teamSumFloats() * 4, 16);
+  }
+  int64_t sharedBytes(int64_t sumsPerColumn) const {
+    return columnSumsOffset() + teamsPerBlock() * sumsPerColumn * sumCols * 4;
+  }
   int64_t teamsPerBlock() const { return blockSize / threadsPerRow; }
   int64_t warpsPerTeam() const {
     return std::max<int64_t>(threadsPerRow / 32, 1);
   }
 };
 
-/// Values a team reduces at once (backward: two sums).
-constexpr int64_t kMaxSums = 2;
 /// Threads per CTA of the column-sum kernel: 32 columns x kReduceWarps warps.
 constexpr int64_t kReduceWarps = 8;
 /// Threads per CTA of `<name>_columns`, one group of one partial each.
@@ -120,7 +140,13 @@ struct NormPlan {
   /// `<name>_reduce` adds up the per-partial rows of the workspace.
   bool columnSums() const { return sums != ColumnSums::None; }
   /// Whether the row kernel takes the partial sums (and `partials`).
-  bool fusedColumnSums() const { return sums == ColumnSums::Fused; }
+  bool fusedColumnSums() const {
+    return sums == ColumnSums::Fused || sums == ColumnSums::Shared;
+  }
+  /// Column sums per group and partial: dweight [and dbias].
+  int64_t sumsPerColumn() const {
+    return columnSums() ? (spec.hasBias ? 2 : 1) : 0;
+  }
 
   /// The kernels of a spec, in the order declare() lists them.
   enum class Kernel { Row, Columns, Reduce };

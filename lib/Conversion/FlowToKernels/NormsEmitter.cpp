@@ -42,15 +42,19 @@ public:
   NormEmitter(ImplicitLocOpBuilder &b, const NormPlan &plan,
               const KernelArgs &args, bool onGpu, int64_t width)
       : b(b), spec(plan.spec), args(args), onGpu(onGpu), team(plan.team),
-        width(width), fused(plan.fusedColumnSums()),
-        perSlot(plan.columnSums() ? (spec.hasBias ? 2 : 1) : 0) {}
+        width(width), inRow(plan.fusedColumnSums()),
+        fused(plan.sums == ColumnSums::Fused),
+        shared(plan.sums == ColumnSums::Shared),
+        perSlot(plan.sumsPerColumn()) {}
 
   /// Where a GPU thread sits in its team. `teamThread` is the thread's
   /// index in its team, `warpSlot` the first workgroup-memory slot of its
   /// team, `warpInTeam`/`lane` its position for the reductions through
-  /// `smem`.
+  /// `smem`; `sums`, from element `sumsBase`, holds its column sums
+  /// (ColumnSums::Shared).
   struct TeamPosition {
     Value teamThread, warpSlot, warpInTeam, lane, smem;
+    Value sums = Value(), sumsBase = Value();
   };
   /// GPU: one team's row (forward) or rows (backward).
   void emitGpuForward(Value row, const TeamPosition &pos,
@@ -151,6 +155,13 @@ private:
   /// The column sums after the terms of one group of one row: dweight +=
   /// dy*xh (fused), dbias += dy.
   SmallVector<Value> addColumnTerms(ValueRange accs, GroupVec dy, GroupVec xh);
+  /// GPU, ColumnSums::Shared: sum `i` of slot `k`'s columns in `sums`, as
+  /// width/4 16-byte quads. A slot's quads are rotated by its chunk so
+  /// that the 8 lanes of a 16-byte access phase reach all 32 banks (in
+  /// column order, lanes a group apart would share 4 banks).
+  Value sharedQuadIndex(int64_t i, int64_t k, int64_t q);
+  GroupVec loadSharedSums(int64_t i, int64_t k);
+  void storeSharedSums(int64_t i, int64_t k, GroupVec v);
   /// CPU: adds the terms of slot `s` into workspace row `partialRow`.
   void addColumnTermsToWorkspace(Value partialRow, const Slot &s, GroupVec dy,
                                  GroupVec xh);
@@ -166,8 +177,9 @@ private:
   TeamShape team;
   /// Elements of a slot (see the constructor).
   int64_t width;
-  /// The row kernel takes the column sums (ColumnSums::Fused).
-  bool fused;
+  /// The row kernel takes the column sums: in registers (`fused`) or in
+  /// workgroup memory (`shared`).
+  bool inRow, fused, shared;
   /// Column sums per group: dweight [and dbias]; 0 without dweight.
   int64_t perSlot;
   /// Those the row kernel holds per slot (0 unless fused).
@@ -176,7 +188,7 @@ private:
   // Current row.
   Value row, rowValid, rowBase, cols, groups, colsF32;
   // GPU reduction state.
-  Value teamThread, warpSlot, warpInTeam, lane, smem, stage;
+  Value teamThread, warpSlot, warpInTeam, lane, smem, stage, sums, sumsBase;
   std::map<std::pair<void *, int64_t>, Value> cache;
 };
 
@@ -581,10 +593,21 @@ SmallVector<Value> NormEmitter::emitBackwardRow(ValueRange accs,
     Value dx = arith::MulFOp::create(
         b, arith::SubFOp::create(b, weighted(s, dy), correction), splat(rstd));
     storeGroup(args.lookup("dx"), spec.outType, elementIndex(s), s.valid, dx);
-    if (held == 0)
+    if (!inRow)
       return SmallVector<Value>{};
     if (!onGpu) {
       addColumnTermsToWorkspace(partialRow, s, dy, xh);
+      return SmallVector<Value>{};
+    }
+    if (shared) {
+      // Only this thread touches its slots' sums: no barrier.
+      emitIfThen(b, s.valid, [&] {
+        SmallVector<Value> prev;
+        for (int64_t i = 0; i < perSlot; ++i)
+          prev.push_back(loadSharedSums(i, s.k));
+        for (auto [i, v] : llvm::enumerate(addColumnTerms(prev, dy, xh)))
+          storeSharedSums(i, s.k, v);
+      });
       return SmallVector<Value>{};
     }
     // Rows past the end load zeros, so their terms are zero.
@@ -622,12 +645,57 @@ void NormEmitter::addColumnTermsToWorkspace(Value partialRow, const Slot &s,
     storeGroup(args.lookup(kWorkspaces[i]), f32, at, s.valid, v);
 }
 
+Value NormEmitter::sharedQuadIndex(int64_t i, int64_t k, int64_t q) {
+  int64_t quads = width / 4;
+  int64_t rotated = std::min<int64_t>(quads, 8);
+  int64_t shift = llvm::Log2_64(8 / rotated);
+  Value chunk = addI(teamThread, cidx(k * team.threadsPerRow));
+  Value turn = arith::AndIOp::create(
+      b, arith::ShRUIOp::create(b, chunk, cidx(shift)), cidx(rotated - 1));
+  Value quad = addI(mulI(chunk, cidx(quads)),
+                    arith::XOrIOp::create(b, turn, cidx(q)));
+  return addI(addI(sumsBase, cidx(i * team.sumCols)), mulI(quad, cidx(4)));
+}
+
+GroupVec NormEmitter::loadSharedSums(int64_t i, int64_t k) {
+  auto quadType = VectorType::get({4}, b.getF32Type());
+  SmallVector<Value> parts;
+  for (int64_t q = 0; q < width / 4; ++q)
+    parts.push_back(vector::LoadOp::create(
+        b, quadType, sums, ValueRange{sharedQuadIndex(i, k, q)},
+        /*nontemporal=*/false, llvm::MaybeAlign(16)));
+  // Concatenate pairwise (vector.shuffle lowers to LLVM directly).
+  while (parts.size() > 1) {
+    SmallVector<Value> joined;
+    for (size_t j = 0; j < parts.size(); j += 2) {
+      int64_t n = cast<VectorType>(parts[j].getType()).getNumElements();
+      joined.push_back(vector::ShuffleOp::create(
+          b, parts[j], parts[j + 1],
+          llvm::to_vector(llvm::seq<int64_t>(0, 2 * n))));
+    }
+    parts = std::move(joined);
+  }
+  return parts[0];
+}
+
+void NormEmitter::storeSharedSums(int64_t i, int64_t k, GroupVec v) {
+  for (int64_t q = 0; q < width / 4; ++q) {
+    Value quad = vector::ShuffleOp::create(
+        b, v, v, llvm::to_vector(llvm::seq<int64_t>(4 * q, 4 * q + 4)));
+    vector::StoreOp::create(b, quad, sums,
+                            ValueRange{sharedQuadIndex(i, k, q)},
+                            /*nontemporal=*/false, llvm::MaybeAlign(16));
+  }
+}
+
 void NormEmitter::setTeam(const TeamPosition &pos) {
   teamThread = pos.teamThread;
   warpSlot = pos.warpSlot;
   warpInTeam = pos.warpInTeam;
   lane = pos.lane;
   smem = pos.smem;
+  sums = pos.sums;
+  sumsBase = pos.sumsBase;
 }
 
 void NormEmitter::emitGpuForward(Value rowIdx, const TeamPosition &pos,
@@ -645,15 +713,22 @@ void NormEmitter::emitGpuBackward(Value partial, const TeamPosition &pos) {
   setTeam(pos);
   bindRowExtent();
   Value rows = toIndex(args.lookup("rows"));
-  // Without fused column sums every team takes one row, as in the forward.
-  Value partials = fused ? toIndex(args.lookup("partials")) : rows;
+  // Without column sums in the row kernel every team takes one row, as in
+  // the forward.
+  Value partials = inRow ? toIndex(args.lookup("partials")) : rows;
   Value partialValid = ult(partial, partials);
-  int64_t sums = fusedSums();
+  int64_t held = fusedSums();
   Value zeroVec = splat(cf32(0.0));
-  SmallVector<Value> inits(team.slots * sums, zeroVec);
+  SmallVector<Value> inits(team.slots * held, zeroVec);
+  if (shared)
+    for (int64_t k = 0; k < team.slots; ++k)
+      emitIfThen(b, gpuSlot(k, partialValid).valid, [&] {
+        for (int64_t i = 0; i < perSlot; ++i)
+          storeSharedSums(i, k, zeroVec);
+      });
   // Rows partial, partial + partials, ...; the trip count is the same for
   // every team of the CTA because the reductions synchronize the CTA.
-  Value trips = fused ? arith::CeilDivUIOp::create(
+  Value trips = inRow ? arith::CeilDivUIOp::create(
                                  b, rows, arith::MaxUIOp::create(b, partials,
                                                                  cidx(1)))
                                  .getResult()
@@ -666,15 +741,20 @@ void NormEmitter::emitGpuBackward(Value partial, const TeamPosition &pos) {
         rowBase = mulI(row, cols);
         return emitBackwardRow(a, Value());
       });
-  if (!fused)
+  if (!inRow)
     return;
   // One workspace row per team.
   for (int64_t k = 0; k < team.slots; ++k) {
     Slot s = gpuSlot(k, partialValid);
     Value at = addI(mulI(partial, cols), s.first);
-    for (int64_t i = 0; i < sums; ++i)
+    for (int64_t i = 0; i < perSlot; ++i) {
+      GroupVec sum = shared ? emitIf(b, s.valid, zeroVec.getType(), [&] {
+        return SmallVector<Value>{loadSharedSums(i, k)};
+      }, [&] { return SmallVector<Value>{zeroVec}; })[0]
+                            : accs[k * held + i];
       storeGroup(args.lookup(kWorkspaces[i]), b.getF32Type(), at, s.valid,
-                 accs[k * sums + i]);
+                 sum);
+    }
   }
 }
 
@@ -747,8 +827,8 @@ void NormEmitter::emitCpuPartials(Value partials, bool columnSums,
 void NormEmitter::emitCpuBackward() {
   bindRowExtent();
   Value partials =
-      toIndex(args.lookup(fused ? StringRef("partials") : StringRef("rows")));
-  emitCpuPartials(partials, fused, [&](Value p) { emitBackwardRow({}, p); });
+      toIndex(args.lookup(inRow ? StringRef("partials") : StringRef("rows")));
+  emitCpuPartials(partials, inRow, [&](Value p) { emitBackwardRow({}, p); });
 }
 
 void NormEmitter::emitCpuColumns() {
@@ -864,7 +944,29 @@ void NormsLowering::emitGpu(ImplicitLocOpBuilder &b, const NormPlan &plan,
         arith::MulIOp::create(b, teamInBlock, cidx(team.warpsPerTeam()));
     NormEmitter e(b, plan, args, /*onGpu=*/true, team.laneElements);
     NormEmitter::TeamPosition pos{teamThread, warpSlot, warpInTeam, lane,
-                                  kernel.getWorkgroupAttributions()[0]};
+                                  Value()};
+    if (plan.sums == ColumnSums::Shared) {
+      // Dynamic shared memory: the team sums, then the teams' column sums
+      // one after the other.
+      auto workgroup = gpu::AddressSpaceAttr::get(b.getContext(),
+                                                  gpu::AddressSpace::Workgroup);
+      Value raw = gpu::DynamicSharedMemoryOp::create(
+          b, MemRefType::get({ShapedType::kDynamic}, b.getI8Type(), nullptr,
+                             workgroup));
+      auto view = [&](int64_t offset, int64_t floats) -> Value {
+        return memref::ViewOp::create(
+            b, MemRefType::get({floats}, b.getF32Type(), nullptr, workgroup),
+            raw, cidx(offset), ValueRange{});
+      };
+      int64_t offset = team.columnSumsOffset();
+      pos.smem = view(0, team.teamSumFloats());
+      pos.sums = view(offset,
+                      (team.sharedBytes(plan.sumsPerColumn()) - offset) / 4);
+      pos.sumsBase = arith::MulIOp::create(
+          b, teamInBlock, cidx(plan.sumsPerColumn() * team.sumCols));
+    } else {
+      pos.smem = kernel.getWorkgroupAttributions()[0];
+    }
     if (spec.backward)
       e.emitGpuBackward(teamIdx, pos);
     else

@@ -138,9 +138,11 @@ SmallVector<NamedAttribute> rowConfig(MLIRContext *ctx, const NormPlan &plan) {
   c.push_back(b.getNamedAttr("bias", b.getBoolAttr(spec.hasBias)));
   if (spec.backward)
     c.push_back(b.getNamedAttr("grad", str(manifestDtype(spec.gradType))));
+  static constexpr StringLiteral kColumnSumsNames[] = {"", "fused", "shared",
+                                                       "separate"};
   if (plan.columnSums())
     c.push_back(b.getNamedAttr(
-        "column_sums", str(plan.fusedColumnSums() ? "fused" : "separate")));
+        "column_sums", str(kColumnSumsNames[static_cast<int>(plan.sums)])));
   else
     c.push_back(
         b.getNamedAttr("epilogue_absmax", b.getBoolAttr(spec.epilogueMax)));
@@ -316,14 +318,16 @@ FailureOr<ColumnSums>
 NormsLowering::chooseColumnSums(Operation *anchor, const NormSpec &spec,
                                 int64_t maxColsValue) const {
   if (columnSums != "auto" && columnSums != "fused" &&
-      columnSums != "separate")
-    return anchor->emitError("column-sums must be auto, fused or separate, "
-                             "got '")
+      columnSums != "shared" && columnSums != "separate")
+    return anchor->emitError("column-sums must be auto, fused, shared or "
+                             "separate, got '")
            << columnSums << "'";
   if (!spec.backward || !spec.hasWeight)
     return ColumnSums::None;
   if (columnSums == "fused")
     return ColumnSums::Fused;
+  if (columnSums == "shared")
+    return ColumnSums::Shared;
   if (columnSums == "separate")
     return ColumnSums::Separate;
   // Fused sums hold 16 f32 per slot and sum in registers, so a fused row
@@ -332,15 +336,18 @@ NormsLowering::chooseColumnSums(Operation *anchor, const NormSpec &spec,
   // fused is faster (16384x4096: 57-62% of the copy bandwidth against
   // 48-53%); a 512-thread fused team has too few rows in flight and loses
   // to re-reading x and dy in `_columns` (8192x8192: 41-48% against
-  // 49-54%); two slots hold 32 accumulators, still faster fused, but with
-  // dbias 64 (128 registers, one CTA per multiprocessor: 23% against 42%
-  // separate at 16384x11008).
+  // 49-54%), and both lose to sums in shared memory, which keep teams of
+  // 256 (H100, 8192x8192: 71-82% against 55-58% separate); two slots hold
+  // 32 accumulators, still faster fused, but with dbias 64 (128
+  // registers, one CTA per multiprocessor: 23% against 42% separate at
+  // 16384x11008), where shared sums would take 128 KiB a team.
   int64_t groups = maxColsValue / spec.groupSize;
   int64_t half = kFusedColumnSumsThreads / 2;
-  bool oneWideSlot = groups > half && groups <= kFusedColumnSumsThreads;
-  bool slotsWithBias = groups > kFusedColumnSumsThreads && spec.hasBias;
-  return oneWideSlot || slotsWithBias ? ColumnSums::Separate
-                                      : ColumnSums::Fused;
+  if (groups > half && groups <= kFusedColumnSumsThreads)
+    return ColumnSums::Shared;
+  if (groups > kFusedColumnSumsThreads && spec.hasBias)
+    return ColumnSums::Separate;
+  return ColumnSums::Fused;
 }
 
 FailureOr<TeamShape> NormsLowering::chooseTeam(Operation *anchor,
@@ -398,6 +405,23 @@ FailureOr<TeamShape> NormsLowering::chooseTeam(Operation *anchor,
   t.stageStores = stageStores && !spec.backward && lanes == spec.groupSize &&
                   spec.groupSize * outBytes > 16 &&
                   t.blockSize * spec.groupSize * outBytes <= 32 * 1024;
+  if (sums == ColumnSums::Shared) {
+    // Each team keeps its f32 sums of the row's columns in workgroup
+    // memory; a CTA that cannot hold those of all its teams takes one.
+    // Wider rows than those sums cover are refused at launch (max_cols).
+    t.sumCols = maxColsValue;
+    t.maxCols = t.sumCols;
+    int64_t perColumn = spec.hasBias ? 2 : 1;
+    if (t.sharedBytes(perColumn) > kSharedBytesPerBlock)
+      t.blockSize = threads;
+    if (t.sharedBytes(perColumn) > kSharedBytesPerBlock)
+      return anchor->emitError("column-sums=shared: the sums of ")
+             << maxColsValue << " columns need "
+             << t.sharedBytes(perColumn)
+             << " bytes of shared memory in a CTA of one team (at most "
+             << kSharedBytesPerBlock
+             << "): use fused or separate, or lower max-cols";
+  }
   // Registers: the row's values per slot, and per-column sums backward.
   if (t.slots * lanes > 256)
     return anchor->emitError("a row of ")
@@ -432,10 +456,9 @@ SmallVector<KernelDecl> NormsLowering::declare(func::FuncOp fn,
   Type f32 = Float32Type::get(ctx);
   // The team sums go through one f32 per warp and sum; forward outputs
   // wider than 16 bytes a group are staged in workgroup memory.
-  KernelDecl row{name,
-                  buildRowAbi(ctx, plan),
-                  team.blockSize,
-                  {workgroupBuffer({team.blockSize / 32 * kMaxSums}, f32)}};
+  KernelDecl row{name, buildRowAbi(ctx, plan), team.blockSize, {}};
+  if (plan.sums != ColumnSums::Shared)
+    row.workgroup.push_back(workgroupBuffer({team.teamSumFloats()}, f32));
   if (team.stageStores)
     row.workgroup.push_back(workgroupBuffer(
         {team.blockSize * spec.groupSize}, laneStorageType(spec.outType)));
@@ -517,7 +540,7 @@ DictionaryAttr NormsLowering::record(const NormPlan &plan,
     if (onGpu())
       launch = LaunchRule{team.blockSize,
                           0,
-                          0,
+                          team.sharedBytes(plan.sumsPerColumn()),
                           {{plan.fusedColumnSums() ? "partials" : "rows",
                             team.teamsPerBlock()}}};
     return buildKernelRecord(ctx, decl.name, spec.opName(),

@@ -94,8 +94,6 @@ constexpr int64_t kWgmmaK = 32; // K of one FP8 wgmma
 /// Registers per thread: what the producer warpgroup keeps, and the file.
 constexpr int64_t kProducerRegisters = 40;
 constexpr int64_t kRegisterFile = 65536;
-/// Shared memory one block may opt in to on Hopper (227 KiB).
-constexpr int64_t kSharedBytesPerBlock = 227 * 1024;
 /// ptxas (13.0) compiles each wgmma within the launch share of registers,
 /// whatever setmaxnreg grants later, and asks for this many beyond its
 /// accumulators (C7602 "Insufficient registers": 130 for tile-n = 208 at

@@ -14,7 +14,7 @@
 // TARGET: error: coat-lower-norms: target must be 'gpu' or 'cpu', got 'tpu'
 // CTA: threads_per_row = 1024
 // CTA-SAME: known_block_size = array<i32: 1024, 1, 1>
-// SUMS: error: column-sums must be auto, fused or separate, got 'atomic'
+// SUMS: error: column-sums must be auto, fused, shared or separate, got 'atomic'
 // The option overrides the choice (auto takes fused at 2048 columns); the
 // forward has no column sums either way.
 // SEP: gpu.func @rms(
