@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _timing import copy_bandwidth, copy_ideal, ideal_ms, pct_of_copy, record  # noqa: E402
 from bench_activations import (anchor_compile, bench_parser, gpu_kernels,  # noqa: E402
                                time_with_anchor)
+from coat.executor import default_partials  # noqa: E402
 
 OPS = ("rmsnorm", "layernorm", "rmsnorm_grad", "layernorm_grad")
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
@@ -131,7 +132,10 @@ def setup(k, rows, cols, partials):
     scalars = dict(rows=rows, cols=cols)
     red = None
     if w is not None:
-        p = min(rows, partials * cfg["rows_per_block"])
+        # The program executor's choice (one wave of row teams), unless
+        # --partials-per-sm asks for a fixed count.
+        p = (default_partials(k, rows, torch.cuda.current_device()) if partials is None
+             else min(rows, partials * cfg["rows_per_block"]))
         args["dweight_partial"] = torch.empty(p, cols, device=dev)
         rargs = dict(dweight_partial=args["dweight_partial"],
                      dweight=torch.empty(cols, dtype=wdt, device=dev))
@@ -199,8 +203,9 @@ def print_table(rows_out, bw):
 
 def main():
     ap = bench_parser(__doc__)
-    ap.add_argument("--partials-per-sm", type=int, default=2,
-                    help="backward: dweight workspace rows = this x SMs x rows per CTA")
+    ap.add_argument("--partials-per-sm", type=int, default=0,
+                    help="backward: dweight workspace rows = this x SMs x rows per CTA "
+                         "(0: one wave of the row kernel, as programs run it)")
     args = ap.parse_args()
     kernels = gpu_kernels(args, OPS, "norm")
     bw = copy_bandwidth()
@@ -211,7 +216,8 @@ def main():
     for s in args.shapes:
         m, n = (int(v) for v in s.split("x"))
         for label, k in pick(kernels, n):
-            launch, tref, nbytes = setup(k, m, n, args.partials_per_sm * sms)
+            launch, tref, nbytes = setup(k, m, n, (args.partials_per_sm * sms
+                                                   if args.partials_per_sm else None))
             t, ta = time_with_anchor(launch, lambda: tref, label, args.no_torch)
             ms, t_ms = t.median, (ta.median if ta else None)
             row = dict(kernel=label, op=k.spec.op, shape=f"{m}x{n}", bytes=nbytes,

@@ -427,6 +427,36 @@ int coat_rt_prepare(coat_rt_handle *handle, const char *kernel_name,
   return ok(errbuf, errlen);
 }
 
+int coat_rt_resident_blocks(coat_rt_handle *handle, const char *kernel_name,
+                            int64_t *out_blocks, char *errbuf, size_t errlen) {
+  if (!out_blocks)
+    return setError(errbuf, errlen, COAT_RT_ERR_INVALID_VALUE,
+                    "null out_blocks");
+  if (int st = coat_rt_prepare(handle, kernel_name, nullptr, errbuf, errlen))
+    return st;
+  std::string error;
+  const KernelSpec *k = findKernel(handle, kernel_name, error);
+  CUfunction fn;
+  if (int st = getFunction(*handle, *k, fn, nullptr, error))
+    return setError(errbuf, errlen, st, "kernel '" + k->name + "': " + error);
+  int perSm = 0, sms = 0;
+  CUdevice dev;
+  CUresult r = cuOccupancyMaxActiveBlocksPerMultiprocessor(
+      &perSm, fn, int(k->block[0] * k->block[1] * k->block[2]),
+      size_t(k->sharedBytes));
+  if (r == CUDA_SUCCESS)
+    r = cuCtxGetDevice(&dev);
+  if (r == CUDA_SUCCESS)
+    r = cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                             dev);
+  if (r != CUDA_SUCCESS)
+    return setError(errbuf, errlen, COAT_RT_ERR_CUDA,
+                    "kernel '" + k->name + "': " +
+                        cuErr(r, "cuOccupancyMaxActiveBlocksPerMultiprocessor"));
+  *out_blocks = int64_t(perSm) * sms;
+  return ok(errbuf, errlen);
+}
+
 int coat_rt_check_launch(coat_rt_handle *handle, const char *kernel_name,
                          int64_t n, void *const *buffers, int nbuf,
                          const double *scalars, int nscalar, char *errbuf,

@@ -215,7 +215,7 @@ class Program:
         key = (index, tokens, kind)
         plan = self._plans.get(key)
         if plan is None:
-            plan = self._plan_step(step, tokens)
+            plan = self._plan_step(step, tokens, like.device if kind == "cuda" else None)
         new = [_empty(shape, dtype, like.device) for shape, dtype in plan.allocs]
         scratch = [_zeros(extent, dtype, like.device) for extent, dtype in plan.scratch]
 
@@ -256,9 +256,10 @@ class Program:
             else:
                 env[vid] = QTensor(resolve(srcs[0]), resolve(srcs[1]))
 
-    def _plan_step(self, step: Step, tokens: int) -> "_StepPlan":
+    def _plan_step(self, step: Step, tokens: int, gpu=None) -> "_StepPlan":
         """Where every argument of the step's launches comes from: an operand
-        (or its codes/scale), a result buffer to allocate, or scratch."""
+        (or its codes/scale), a result buffer to allocate, or scratch. `gpu`:
+        the CUDA device the launches run on (None: the CPU twins)."""
         plan = _StepPlan()
         # A result part is a buffer bound to an operand (a per-tensor scale
         # the kernel reads and the result shares) or allocated.
@@ -311,8 +312,7 @@ class Program:
                         raise ProgramError(f"program {self.name}: kernel {kernel.name} "
                                            f"leaves {name!r} free before any kernel of "
                                            "the call bound rows")
-                    per_block = int(kernel.config.get("rows_per_block", 1))
-                    free[name] = max(1, min(scalar_values["rows"], 256 * per_block))
+                    free[name] = default_partials(kernel, scalar_values["rows"], gpu)
                 return free[name]
             raise ProgramError(f"program {self.name}: kernel {kernel.name} argument {name!r}: "
                                f"unknown binding {expr!r}")
@@ -386,6 +386,17 @@ class _StepPlan:
     results: List[Tuple[int, List[Tuple[str, int, Any]]]] = dataclasses.field(
         default_factory=list)
     runners: List[Any] = dataclasses.field(default_factory=list)
+
+
+def default_partials(kernel, rows: int, gpu=None) -> int:
+    """The `partials` of a norm backward's column sums (the rows of its f32
+    workspace) for `rows` rows: on the GPU `gpu`, one wave of its row
+    kernel's teams (CTAs resident at once times rows_per_block), so that no
+    CTA waits for a second wave; on the CPU 256 per team of a CTA. Any value
+    gives correct sums; the value fixes their order."""
+    per_block = int(kernel.config.get("rows_per_block", 1))
+    ctas = kernel.resident_blocks(gpu) if gpu is not None else 256
+    return max(1, min(rows, ctas * per_block))
 
 
 def _empty(shape, dtype, device):

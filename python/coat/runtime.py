@@ -22,7 +22,7 @@ ALIGNMENT = 16  # bytes, docs/manifest.md
 
 
 # The C runtime's interface version (coat_runtime.h: COAT_RT_ABI_VERSION).
-ABI_VERSION = 2
+ABI_VERSION = 3
 
 
 class RuntimeError_(RuntimeError):
@@ -58,6 +58,8 @@ class _RuntimeLib:
                                              c.c_void_p, c.c_char_p, c.c_size_t]
         lib.coat_rt_free_bound.argtypes = [c.c_void_p]
         lib.coat_rt_free_bound.restype = None
+        lib.coat_rt_resident_blocks.argtypes = [c.c_void_p, c.c_char_p,
+                                                c.POINTER(c.c_int64), c.c_char_p, c.c_size_t]
         lib.coat_rt_num_kernels.argtypes = [c.c_void_p]
         lib.coat_rt_kernel_name.argtypes = [c.c_void_p, c.c_int]
         lib.coat_rt_kernel_name.restype = c.c_char_p
@@ -65,7 +67,7 @@ class _RuntimeLib:
         lib.coat_rt_close.restype = None
         for f in (lib.coat_rt_open, lib.coat_rt_prepare, lib.coat_rt_launch,
                   lib.coat_rt_check_launch, lib.coat_rt_num_kernels, lib.coat_rt_bind_launch,
-                  lib.coat_rt_launch_bound):
+                  lib.coat_rt_launch_bound, lib.coat_rt_resident_blocks):
             f.restype = c.c_int
         if lib.coat_rt_abi_version() != ABI_VERSION:
             raise RuntimeError_(f"{path}: runtime ABI version {lib.coat_rt_abi_version()}, "
@@ -131,6 +133,13 @@ class _RuntimeLib:
         self.check(self.lib.coat_rt_prepare(handle, name.encode(), ctypes.byref(used_ptx), err,
                                             self.ERRLEN), err)
         return bool(used_ptx.value)
+
+    def resident_blocks(self, handle: int, name: str) -> int:
+        blocks = ctypes.c_int64(0)
+        err = ctypes.create_string_buffer(self.ERRLEN)
+        self.check(self.lib.coat_rt_resident_blocks(handle, name.encode(), ctypes.byref(blocks),
+                                                    err, self.ERRLEN), err)
+        return blocks.value
 
 
 # ---- argument classification ----------------------------------------------
@@ -341,6 +350,15 @@ class Kernel:
             if status:
                 rt.check(status, err)
         return run_gpu
+
+    def resident_blocks(self, device=None) -> int:
+        """CTAs of this kernel that the GPU ``device`` (default: the current
+        one) holds at once: one wave (coat_rt_resident_blocks)."""
+        import torch
+
+        with torch.cuda.device(device if device is not None else torch.cuda.current_device()):
+            rt, handle = self.module._gpu()
+            return rt.resident_blocks(handle, self.spec.name)
 
     def _launch_gpu(self, n, device, buffers, scalars, stream) -> None:
         import torch

@@ -363,6 +363,31 @@ def test_column_sums_are_deterministic_and_match_the_cpu_twin(kernel):
     assert np.array_equal(results[0], results[1]), "GPU and CPU twin differ"
 
 
+def test_default_partials_are_a_wave_of_row_teams_on_the_gpu():
+    """Programs size a backward's column-sum workspace as one wave of its
+    row kernel's teams on the GPU (CTAs resident at once x teams a CTA),
+    256 teams' worth of CTAs on the CPU; never more than the rows."""
+    from coat.executor import default_partials
+
+    grads = [k for k in grad_kernels_with_weights() if k.config["column_sums"] != "separate"]
+    if not grads:
+        pytest.skip("no backward with its column sums in the row kernel compiled")
+    for k in grads:
+        per_block = k.config["rows_per_block"]
+        assert default_partials(k, 10 ** 6) == 256 * per_block
+        assert default_partials(k, 5) == 5
+    if not HAVE_CUDA:
+        return
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for k in grads:
+        blocks = k.resident_blocks()
+        assert blocks % sms == 0 and 1 <= blocks // sms <= 32, (k.name, blocks, sms)
+        # A CTA's threads and dynamic shared memory bound the wave.
+        threads = k.config["threads_per_row"] * k.config["rows_per_block"]
+        assert blocks // sms <= 2048 // threads, (k.name, blocks)
+        assert default_partials(k, 10 ** 6, 0) == blocks * k.config["rows_per_block"]
+
+
 def test_launch_rejects_rows_wider_than_the_kernel():
     narrow = [k for k in KERNELS if k.spec.op == "rmsnorm" and k.config["max_cols"] < 16384]
     if not narrow:

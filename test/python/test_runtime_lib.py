@@ -54,6 +54,21 @@ def test_check_launch_validates_arguments(tmp_path):
         rt.lib.coat_rt_close(h)
 
 
+def test_resident_blocks_reports_bad_arguments(tmp_path):
+    """Without a GPU image or a kernel of that name the query fails with the
+    status and names the kernel; a null result pointer is refused."""
+    rt = runtime_lib()
+    h = open_fixture(rt, tmp_path)
+    try:
+        with pytest.raises(runtime.RuntimeError_, match="COAT_RT_ERR_NOT_FOUND: no kernel named 'x'"):
+            rt.resident_blocks(h, "x")
+        err = ctypes.create_string_buffer(256)
+        assert rt.lib.coat_rt_resident_blocks(h, b"fixture_axpy_group_sum", None, err, 256) == 1
+        assert b"null out_blocks" in err.value
+    finally:
+        rt.lib.coat_rt_close(h)
+
+
 def test_gpu_launch_of_the_fixture_fails_cleanly(tmp_path):
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():

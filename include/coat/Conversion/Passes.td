@@ -743,11 +743,12 @@ def CoatLowerNorms : Pass<"coat-lower-norms", "::mlir::ModuleOp"> {
     without column sums, `groups-per-thread` slots a thread); `separate`,
     the row kernel takes one row per team and `<name>_columns` (128
     threads per CTA, a thread per group and partial) re-reads x and dy for
-    them. All three give bitwise the same sums. `auto` picks fused up to
-    256 groups a row, shared for 257..512 (where a fused team would take
-    512 threads), and for wider rows separate only with dbias (two slots of
-    two sums: 128 registers); the manifest's `column_sums` records the
-    choice. COAT instead accumulates into 128/64 lock-protected partial
+    them. All three give bitwise the same sums. `auto` picks shared for
+    129..512 groups a row without dbias (teams of one group a thread in
+    8-element slots, about 64 registers) and for 257..512 with dbias (where
+    a fused team would take 512 threads), separate for wider rows with
+    dbias (two slots of two sums: 128 registers), and fused otherwise; the
+    manifest's `column_sums` records the choice. COAT instead accumulates into 128/64 lock-protected partial
     buffers in the weight dtype, in whatever order CTAs take the locks.
 
     ```mlir
@@ -770,12 +771,14 @@ def CoatLowerNorms : Pass<"coat-lower-norms", "::mlir::ModuleOp"> {
            "Threads normalizing one row: 0 picks from max-cols, else a power "
            "of two in [32, 1024] (32: a row per warp)">,
     Option<"groupsPerThread", "groups-per-thread", "int64_t",
-           /*default=*/"2",
+           /*default=*/"0",
            "Target number of G-element groups each thread holds when "
-           "threads-per-row is picked automatically">,
+           "threads-per-row is picked automatically, 1 to 16; 0: 1 for a "
+           "backward with shared column sums and no dbias, else 2">,
     Option<"laneElements", "lane-elements", "int64_t", /*default=*/"0",
-           "Row kernels: elements of a row a thread takes per slot, 0 for a "
-           "whole group (G), else a power of two in [4, G]; below G the "
+           "Row kernels: elements of a row a thread takes per slot, a power "
+           "of two in [4, G], or 0: a whole group (G), except min(8, G) for "
+           "a backward with shared column sums and no dbias; below G the "
            "lanes of a group share its scale and a warp reads and writes "
            "wide operands (f32 weight, bias, y) contiguously">,
     Option<"stageStores", "stage-stores", "bool", /*default=*/"true",
@@ -796,9 +799,9 @@ def CoatLowerNorms : Pass<"coat-lower-norms", "::mlir::ModuleOp"> {
            "taken: `fused` (the row kernel's registers), `shared` (the row "
            "kernel's dynamic shared memory, each thread its own columns; "
            "teams as without column sums), `separate` (a `<name>_columns` "
-           "kernel that re-reads x and dy) or `auto` (fused up to 256 "
-           "groups a row, shared for 257..512, above that fused, or "
-           "separate with dbias)">,
+           "kernel that re-reads x and dy) or `auto` (shared for 129..512 "
+           "groups a row, with dbias only for 257..512; above that "
+           "separate with dbias; else fused)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",

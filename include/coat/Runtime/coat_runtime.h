@@ -28,7 +28,7 @@ extern "C" {
 #endif
 
 /// Bumped whenever a signature below changes.
-#define COAT_RT_ABI_VERSION 2
+#define COAT_RT_ABI_VERSION 3
 
 typedef enum coat_rt_status {
   COAT_RT_OK = 0,
@@ -96,6 +96,15 @@ COAT_RT_API int coat_rt_launch_bound(coat_rt_bound_launch *bound, void *const *b
                          int nbuf, void *stream, char *errbuf, size_t errlen);
 
 COAT_RT_API void coat_rt_free_bound(coat_rt_bound_launch *bound);
+
+/// `*out_blocks` = how many CTAs of `kernel_name` the device holds at once:
+/// CTAs per multiprocessor at its block size, registers and dynamic shared
+/// memory (cuOccupancyMaxActiveBlocksPerMultiprocessor), times the
+/// multiprocessors. Prepares the kernel as coat_rt_prepare does. A grid of
+/// this size is one wave (e.g. a norm backward's `partials`).
+COAT_RT_API int coat_rt_resident_blocks(coat_rt_handle *handle,
+                            const char *kernel_name, int64_t *out_blocks,
+                            char *errbuf, size_t errlen);
 
 /// Same validation and parameter packing as coat_rt_launch without any CUDA
 /// call. Lets callers (and tests on machines without a GPU) check arguments.

@@ -341,8 +341,14 @@ NormsLowering::chooseColumnSums(Operation *anchor, const NormSpec &spec,
   // 32 accumulators, still faster fused, but with dbias 64 (128
   // registers, one CTA per multiprocessor: 23% against 42% separate at
   // 16384x11008), where shared sums would take 128 KiB a team.
+  // Without dbias, shared sums with one group a thread in 8-element slots
+  // (about 64 registers: four CTAs of 256 a multiprocessor, given a wave of
+  // partials) beat fused ones from 4096 columns on (H100, 16384x4096:
+  // 86% against 72-76%).
   int64_t groups = maxColsValue / spec.groupSize;
   int64_t half = kFusedColumnSumsThreads / 2;
+  if (groups > half / 2 && groups <= kFusedColumnSumsThreads && !spec.hasBias)
+    return ColumnSums::Shared;
   if (groups > half && groups <= kFusedColumnSumsThreads)
     return ColumnSums::Shared;
   if (groups > kFusedColumnSumsThreads && spec.hasBias)
@@ -358,9 +364,12 @@ FailureOr<TeamShape> NormsLowering::chooseTeam(Operation *anchor,
     return anchor->emitError("block-size must be a power of two in "
                              "[32, 1024], got ")
            << static_cast<int64_t>(blockSize);
-  if (groupsPerThread < 1 || groupsPerThread > 16)
-    return anchor->emitError("groups-per-thread must be in [1, 16], got ")
+  if (groupsPerThread < 0 || groupsPerThread > 16)
+    return anchor->emitError("groups-per-thread must be in [0, 16], got ")
            << static_cast<int64_t>(groupsPerThread);
+  // Shared sums without dbias: narrower slots over more threads, about 64
+  // registers (docs/benchmarks.md, shared column sums).
+  bool sharedLean = sums == ColumnSums::Shared && !spec.hasBias;
   if (backwardMinCtas < 0 || backwardMinCtas > kMaxCtasPerMultiprocessor)
     return anchor->emitError("backward-min-ctas must be in [0, ")
            << kMaxCtasPerMultiprocessor << "], got "
@@ -375,7 +384,9 @@ FailureOr<TeamShape> NormsLowering::chooseTeam(Operation *anchor,
     // 128 registers without spills, up to 512 threads (a 1024-thread CTA
     // would have to fit in 64 registers); wider rows take more slots.
     bool fused = sums == ColumnSums::Fused;
-    int64_t perThread = fused ? 1 : groupsPerThread;
+    int64_t perThread =
+        fused ? 1 : (groupsPerThread != 0 ? int64_t(groupsPerThread)
+                                          : (sharedLean ? 1 : 2));
     int64_t most = fused ? kFusedColumnSumsThreads : 1024;
     threads = 32;
     while (threads < most && threads * perThread < groups)
@@ -385,9 +396,11 @@ FailureOr<TeamShape> NormsLowering::chooseTeam(Operation *anchor,
     return anchor->emitError("threads-per-row must be 0 (auto) or a power "
                              "of two in [32, 1024], got ")
            << threads;
-  int64_t lanes = laneElements == 0 ? spec.groupSize : laneElements;
+  int64_t lanes = laneElements != 0 ? int64_t(laneElements)
+                  : sharedLean       ? std::min<int64_t>(8, spec.groupSize)
+                                     : spec.groupSize;
   if (lanes < 4 || lanes > spec.groupSize || !llvm::isPowerOf2_64(lanes))
-    return anchor->emitError("lane-elements must be 0 (a whole group) or a "
+    return anchor->emitError("lane-elements must be 0 (auto) or a "
                              "power of two in [4, ")
            << spec.groupSize << "] (the group size), got " << lanes;
   TeamShape t;
@@ -540,7 +553,9 @@ DictionaryAttr NormsLowering::record(const NormPlan &plan,
     if (onGpu())
       launch = LaunchRule{team.blockSize,
                           0,
-                          team.sharedBytes(plan.sumsPerColumn()),
+                          plan.sums == ColumnSums::Shared
+                              ? team.sharedBytes(plan.sumsPerColumn())
+                              : 0,
                           {{plan.fusedColumnSums() ? "partials" : "rows",
                             team.teamsPerBlock()}}};
     return buildKernelRecord(ctx, decl.name, spec.opName(),

@@ -10,9 +10,9 @@
 // RUN: not coat-opt %s -coat-lower-norms='target=gpu lane-elements=32' 2>&1 | FileCheck %s --check-prefix=WIDE
 // RUN: not coat-opt %s -coat-lower-norms='target=gpu lane-elements=12' 2>&1 | FileCheck %s --check-prefix=ODD
 
-// SMALL: error: lane-elements must be 0 (a whole group) or a power of two in [4, 16] (the group size), got 2
-// WIDE: error: lane-elements must be 0 (a whole group) or a power of two in [4, 16] (the group size), got 32
-// ODD: error: lane-elements must be 0 (a whole group) or a power of two in [4, 16] (the group size), got 12
+// SMALL: error: lane-elements must be 0 (auto) or a power of two in [4, 16] (the group size), got 2
+// WIDE: error: lane-elements must be 0 (auto) or a power of two in [4, 16] (the group size), got 32
+// ODD: error: lane-elements must be 0 (auto) or a power of two in [4, 16] (the group size), got 12
 
 // 4096 columns, 128 threads a row: 8 slots of 4 elements a thread. Only the
 // team-sum buffer: y is stored contiguously without staging.

@@ -1,12 +1,15 @@
 // column-sums=shared: the row kernel keeps each thread's partial column sums
-// in dynamic shared memory, read and written by that thread alone.
-// RUN: coat-opt %s -coat-lower-norms='target=gpu column-sums=shared' | FileCheck %s
-// RUN: coat-opt %s -coat-lower-norms='target=cpu column-sums=shared' | FileCheck %s --check-prefix=CPU
-// RUN: coat-opt %s --nvvm-reflect-add=__CUDA_PREC_SQRT=1 --pass-pipeline='builtin.module(coat-lower-norms{target=gpu column-sums=shared},coat-gpu-to-binary{format=isa})' \
+// in dynamic shared memory, read and written by that thread alone. Most
+// runs pin the team (two whole groups a thread); LEAN and AUTO check the
+// default team.
+// RUN: coat-opt %s -coat-lower-norms='target=gpu column-sums=shared groups-per-thread=2 lane-elements=16' | FileCheck %s
+// RUN: coat-opt %s -coat-lower-norms='target=cpu column-sums=shared groups-per-thread=2 lane-elements=16' | FileCheck %s --check-prefix=CPU
+// RUN: coat-opt %s --nvvm-reflect-add=__CUDA_PREC_SQRT=1 --pass-pipeline='builtin.module(coat-lower-norms{target=gpu column-sums=shared groups-per-thread=2 lane-elements=16},coat-gpu-to-binary{format=isa})' \
 // RUN:   | sed -e 's/\\0A/\n/g' -e 's/\\09/ /g' | FileCheck %s --check-prefix=PTX
-// RUN: coat-opt %s -coat-lower-norms='target=gpu column-sums=shared block-size=1024' | FileCheck %s --check-prefix=BLOCK
+// RUN: coat-opt %s -coat-lower-norms='target=gpu column-sums=shared groups-per-thread=2 lane-elements=16 block-size=1024' | FileCheck %s --check-prefix=BLOCK
 // RUN: coat-opt %s -coat-lower-norms='target=gpu' | FileCheck %s --check-prefix=AUTO
-// RUN: not coat-opt %s -coat-lower-norms='target=gpu column-sums=shared max-cols=32768' 2>&1 | FileCheck %s --check-prefix=WIDE
+// RUN: coat-opt %s -coat-lower-norms='target=gpu column-sums=shared' | FileCheck %s --check-prefix=LEAN
+// RUN: not coat-opt %s -coat-lower-norms='target=gpu column-sums=shared groups-per-thread=2 lane-elements=16 max-cols=32768' 2>&1 | FileCheck %s --check-prefix=WIDE
 
 // 2048 columns: teams of 64 threads (two groups each), four a CTA, 2048 f32
 // sums each (32 KiB) after the team sums (64 bytes), all of it dynamic
@@ -90,16 +93,31 @@ func.func @ln_wide_bwd(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf
   return %dx, %dw, %db : tensor<?x?xbf16>, tensor<?xf32>, tensor<?xf32>
 }
 
-// auto: fused up to 256 groups a row, shared for 257..512 (teams of 256
-// threads, two groups each), separate for wider rows with dbias.
+// The default team of shared sums without dbias: one group a thread in
+// 8-element slots (two quads each); with dbias two whole groups a thread.
+// LEAN-LABEL: gpu.func @rms_bwd(
+// LEAN-SAME: column_sums = "shared"
+// LEAN-SAME: lane_elements = 8
+// LEAN-SAME: threads_per_row = 128
+// LEAN-SAME: shared_bytes = 16448 : i64
+// LEAN-LABEL: gpu.func @ln_wide_bwd(
+// LEAN-SAME: lane_elements = 16
+// LEAN-SAME: threads_per_row = 512
+
+// auto: shared for 129..512 groups a row without dbias, 257..512 with;
+// separate for wider rows with dbias; else fused (2048 columns: 128
+// groups). Other kernels ask for no dynamic shared memory.
 // AUTO-LABEL: gpu.func @rms_bwd(
 // AUTO-SAME: column_sums = "fused"
+// AUTO-SAME: shared_bytes = 0 : i64
 // AUTO-LABEL: gpu.func @ln_wide_bwd(
 // AUTO-SAME: column_sums = "separate"
+// AUTO-SAME: shared_bytes = 0 : i64
 // AUTO-LABEL: gpu.func @rms_bwd_8192(
 // AUTO-SAME: column_sums = "shared"
-// AUTO-SAME: threads_per_row = 256
-// AUTO-SAME: shared_bytes = 32832 : i64
+// AUTO-SAME: lane_elements = 8
+// AUTO-SAME: threads_per_row = 512
+// AUTO-SAME: shared_bytes = 32896 : i64
 func.func @rms_bwd_8192(%x: !coat.qtensor<?x8192xf8E4M3FN, per_group<16>, scale = bf16>,
     %w: tensor<8192xbf16>, %rstd: tensor<?xf32>, %dy: tensor<?x8192xbf16>)
     -> (tensor<?x8192xbf16>, tensor<8192xbf16>) {
