@@ -441,18 +441,22 @@ int coat_rt_resident_blocks(coat_rt_handle *handle, const char *kernel_name,
     return setError(errbuf, errlen, st, "kernel '" + k->name + "': " + error);
   int perSm = 0, sms = 0;
   CUdevice dev;
+  const char *call = "cuOccupancyMaxActiveBlocksPerMultiprocessor";
   CUresult r = cuOccupancyMaxActiveBlocksPerMultiprocessor(
       &perSm, fn, int(k->block[0] * k->block[1] * k->block[2]),
       size_t(k->sharedBytes));
-  if (r == CUDA_SUCCESS)
+  if (r == CUDA_SUCCESS) {
+    call = "cuCtxGetDevice";
     r = cuCtxGetDevice(&dev);
-  if (r == CUDA_SUCCESS)
+  }
+  if (r == CUDA_SUCCESS) {
+    call = "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)";
     r = cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
                              dev);
+  }
   if (r != CUDA_SUCCESS)
     return setError(errbuf, errlen, COAT_RT_ERR_CUDA,
-                    "kernel '" + k->name + "': " +
-                        cuErr(r, "cuOccupancyMaxActiveBlocksPerMultiprocessor"));
+                    "kernel '" + k->name + "': " + cuErr(r, call));
   *out_blocks = int64_t(perSm) * sms;
   return ok(errbuf, errlen);
 }

@@ -44,8 +44,8 @@ public:
       : b(b), spec(plan.spec), args(args), onGpu(onGpu), team(plan.team),
         width(width), inRow(plan.fusedColumnSums()),
         fused(plan.sums == ColumnSums::Fused),
-        shared(plan.sums == ColumnSums::Shared),
-        perSlot(plan.sumsPerColumn()) {}
+        shared(plan.sums == ColumnSums::Shared), perSlot(plan.sumsPerColumn()) {
+  }
 
   /// Where a GPU thread sits in its team. `teamThread` is the thread's
   /// index in its team, `warpSlot` the first workgroup-memory slot of its
@@ -178,7 +178,7 @@ private:
   /// Elements of a slot (see the constructor).
   int64_t width;
   /// The row kernel takes the column sums: in registers (`fused`) or in
-  /// workgroup memory (`shared`).
+  /// dynamic shared memory (`shared`).
   bool inRow, fused, shared;
   /// Column sums per group: dweight [and dbias]; 0 without dweight.
   int64_t perSlot;
@@ -652,8 +652,8 @@ Value NormEmitter::sharedQuadIndex(int64_t i, int64_t k, int64_t q) {
   Value chunk = addI(teamThread, cidx(k * team.threadsPerRow));
   Value turn = arith::AndIOp::create(
       b, arith::ShRUIOp::create(b, chunk, cidx(shift)), cidx(rotated - 1));
-  Value quad = addI(mulI(chunk, cidx(quads)),
-                    arith::XOrIOp::create(b, turn, cidx(q)));
+  Value quad =
+      addI(mulI(chunk, cidx(quads)), arith::XOrIOp::create(b, turn, cidx(q)));
   return addI(addI(sumsBase, cidx(i * team.sumCols)), mulI(quad, cidx(4)));
 }
 
@@ -682,8 +682,7 @@ void NormEmitter::storeSharedSums(int64_t i, int64_t k, GroupVec v) {
   for (int64_t q = 0; q < width / 4; ++q) {
     Value quad = vector::ShuffleOp::create(
         b, v, v, llvm::to_vector(llvm::seq<int64_t>(4 * q, 4 * q + 4)));
-    vector::StoreOp::create(b, quad, sums,
-                            ValueRange{sharedQuadIndex(i, k, q)},
+    vector::StoreOp::create(b, quad, sums, ValueRange{sharedQuadIndex(i, k, q)},
                             /*nontemporal=*/false, llvm::MaybeAlign(16));
   }
 }
@@ -728,11 +727,11 @@ void NormEmitter::emitGpuBackward(Value partial, const TeamPosition &pos) {
       });
   // Rows partial, partial + partials, ...; the trip count is the same for
   // every team of the CTA because the reductions synchronize the CTA.
-  Value trips = inRow ? arith::CeilDivUIOp::create(
-                                 b, rows, arith::MaxUIOp::create(b, partials,
-                                                                 cidx(1)))
-                                 .getResult()
-                           : cidx(1);
+  Value trips = inRow
+                    ? arith::CeilDivUIOp::create(
+                          b, rows, arith::MaxUIOp::create(b, partials, cidx(1)))
+                          .getResult()
+                    : cidx(1);
   SmallVector<Value> accs =
       emitFor(b, cidx(0), trips, cidx(1), inits, [&](Value i, ValueRange a) {
         cache.clear(); // operands of another row
@@ -748,12 +747,13 @@ void NormEmitter::emitGpuBackward(Value partial, const TeamPosition &pos) {
     Slot s = gpuSlot(k, partialValid);
     Value at = addI(mulI(partial, cols), s.first);
     for (int64_t i = 0; i < perSlot; ++i) {
-      GroupVec sum = shared ? emitIf(b, s.valid, zeroVec.getType(), [&] {
-        return SmallVector<Value>{loadSharedSums(i, k)};
-      }, [&] { return SmallVector<Value>{zeroVec}; })[0]
-                            : accs[k * held + i];
-      storeGroup(args.lookup(kWorkspaces[i]), b.getF32Type(), at, s.valid,
-                 sum);
+      GroupVec sum = shared ? Value() : accs[k * held + i];
+      if (shared) // a slot past the row has no sums to read
+        sum = emitIf(
+            b, s.valid, zeroVec.getType(),
+            [&] { return SmallVector<Value>{loadSharedSums(i, k)}; },
+            [&] { return SmallVector<Value>{zeroVec}; })[0];
+      storeGroup(args.lookup(kWorkspaces[i]), b.getF32Type(), at, s.valid, sum);
     }
   }
 }
@@ -960,8 +960,8 @@ void NormsLowering::emitGpu(ImplicitLocOpBuilder &b, const NormPlan &plan,
       };
       int64_t offset = team.columnSumsOffset();
       pos.smem = view(0, team.teamSumFloats());
-      pos.sums = view(offset,
-                      (team.sharedBytes(plan.sumsPerColumn()) - offset) / 4);
+      pos.sums =
+          view(offset, (team.sharedBytes(plan.sumsPerColumn()) - offset) / 4);
       pos.sumsBase = arith::MulIOp::create(
           b, teamInBlock, cidx(plan.sumsPerColumn() * team.sumCols));
     } else {

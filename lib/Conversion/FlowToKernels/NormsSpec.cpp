@@ -317,8 +317,8 @@ FailureOr<NormSpec> NormsLowering::analyzeNorm(func::FuncOp fn,
 FailureOr<ColumnSums>
 NormsLowering::chooseColumnSums(Operation *anchor, const NormSpec &spec,
                                 int64_t maxColsValue) const {
-  if (columnSums != "auto" && columnSums != "fused" &&
-      columnSums != "shared" && columnSums != "separate")
+  if (columnSums != "auto" && columnSums != "fused" && columnSums != "shared" &&
+      columnSums != "separate")
     return anchor->emitError("column-sums must be auto, fused, shared or "
                              "separate, got '")
            << columnSums << "'";
@@ -384,9 +384,11 @@ FailureOr<TeamShape> NormsLowering::chooseTeam(Operation *anchor,
     // 128 registers without spills, up to 512 threads (a 1024-thread CTA
     // would have to fit in 64 registers); wider rows take more slots.
     bool fused = sums == ColumnSums::Fused;
-    int64_t perThread =
-        fused ? 1 : (groupsPerThread != 0 ? int64_t(groupsPerThread)
-                                          : (sharedLean ? 1 : 2));
+    int64_t perThread = groupsPerThread != 0 ? int64_t(groupsPerThread)
+                        : sharedLean         ? 1
+                                             : 2;
+    if (fused)
+      perThread = 1;
     int64_t most = fused ? kFusedColumnSumsThreads : 1024;
     threads = 32;
     while (threads < most && threads * perThread < groups)
@@ -397,8 +399,8 @@ FailureOr<TeamShape> NormsLowering::chooseTeam(Operation *anchor,
                              "of two in [32, 1024], got ")
            << threads;
   int64_t lanes = laneElements != 0 ? int64_t(laneElements)
-                  : sharedLean       ? std::min<int64_t>(8, spec.groupSize)
-                                     : spec.groupSize;
+                  : sharedLean      ? std::min<int64_t>(8, spec.groupSize)
+                                    : spec.groupSize;
   if (lanes < 4 || lanes > spec.groupSize || !llvm::isPowerOf2_64(lanes))
     return anchor->emitError("lane-elements must be 0 (auto) or a "
                              "power of two in [4, ")
@@ -429,8 +431,7 @@ FailureOr<TeamShape> NormsLowering::chooseTeam(Operation *anchor,
       t.blockSize = threads;
     if (t.sharedBytes(perColumn) > kSharedBytesPerBlock)
       return anchor->emitError("column-sums=shared: the sums of ")
-             << maxColsValue << " columns need "
-             << t.sharedBytes(perColumn)
+             << maxColsValue << " columns need " << t.sharedBytes(perColumn)
              << " bytes of shared memory in a CTA of one team (at most "
              << kSharedBytesPerBlock
              << "): use fused or separate, or lower max-cols";
