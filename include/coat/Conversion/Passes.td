@@ -777,8 +777,10 @@ def CoatLowerNorms : Pass<"coat-lower-norms", "::mlir::ModuleOp"> {
            "backward with shared column sums and no dbias, else 2">,
     Option<"laneElements", "lane-elements", "int64_t", /*default=*/"0",
            "Row kernels: elements of a row a thread takes per slot, a power "
-           "of two in [4, G], or 0: a whole group (G), except min(8, G) for "
-           "a backward with shared column sums and no dbias; below G the "
+           "of two in [4, G], or 0: min(8, G) for a backward with shared "
+           "column sums and no dbias, and where a team of 256 threads or "
+           "more reads a weight (forward, or backward with fused column "
+           "sums), else a whole group (G); below G the "
            "lanes of a group share its scale and a warp reads and writes "
            "wide operands (f32 weight, bias, y) contiguously">,
     Option<"stageStores", "stage-stores", "bool", /*default=*/"true",

@@ -84,3 +84,29 @@ func.func @ln_bwd(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>,
       -> tensor<?x?xbf16>, tensor<?xf32>, tensor<?xf32>
   return %dx, %dw, %db : tensor<?x?xbf16>, tensor<?xf32>, tensor<?xf32>
 }
+
+// The default by team and operands: 8-element slots where a team of 256
+// threads or more reads a weight (8192 columns: 256 threads, two groups a
+// thread); a whole group without a weight or with a narrower team (ln_wb,
+// 128 threads, above).
+// DEFAULT-LABEL: gpu.func @ln_wb_wide(
+// DEFAULT-SAME: lane_elements = 8
+// DEFAULT-SAME: threads_per_row = 256
+// DEFAULT-LABEL: gpu.func @ln_wide(
+// DEFAULT-SAME: lane_elements = 16
+// DEFAULT-SAME: threads_per_row = 256
+func.func @ln_wb_wide(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, %w: tensor<?xf32>, %b: tensor<?xf32>)
+    -> (tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>) attributes {coat.max_cols = 8192 : i64} {
+  %y, %mean, %rstd = coat.layernorm %x weight %w bias %b eps = 1.000000e-05
+      : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, tensor<?xf32>, tensor<?xf32>
+      -> tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>
+  return %y, %mean, %rstd : tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>
+}
+
+func.func @ln_wide(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>)
+    -> (tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>) attributes {coat.max_cols = 8192 : i64} {
+  %y, %mean, %rstd = coat.layernorm %x eps = 1.000000e-05
+      : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>
+      -> tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>
+  return %y, %mean, %rstd : tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>
+}
