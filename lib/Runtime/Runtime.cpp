@@ -407,21 +407,39 @@ int coat_rt_open(const char *manifest_path, coat_rt_handle **out_handle,
   return ok(errbuf, errlen);
 }
 
+namespace {
+/// The body of coat_rt_prepare: `kernel_name`'s spec and its function in the
+/// current context. Errors name the kernel.
+int prepareFunction(coat_rt_handle *handle, const char *kernel_name,
+                    const KernelSpec *&k, CUfunction &fn, bool *usedPtx,
+                    std::string &error) {
+  if (!handle) {
+    error = "null runtime handle";
+    return COAT_RT_ERR_INVALID_VALUE;
+  }
+  k = findKernel(handle, kernel_name, error);
+  if (!k)
+    return COAT_RT_ERR_NOT_FOUND;
+  if (!handle->images.count(coat_rt_handle::imageKey(*k))) {
+    error = "kernel '" + k->name + "' has no GPU image in the manifest";
+    return COAT_RT_ERR_NOT_FOUND;
+  }
+  if (int st = getFunction(*handle, *k, fn, usedPtx, error)) {
+    error = "kernel '" + k->name + "': " + error;
+    return st;
+  }
+  return COAT_RT_OK;
+}
+} // namespace
+
 int coat_rt_prepare(coat_rt_handle *handle, const char *kernel_name,
                     int *used_ptx, char *errbuf, size_t errlen) {
-  if (!handle)
-    return setError(errbuf, errlen, COAT_RT_ERR_INVALID_VALUE, "null runtime handle");
-  std::string error;
-  const KernelSpec *k = findKernel(handle, kernel_name, error);
-  if (!k)
-    return setError(errbuf, errlen, COAT_RT_ERR_NOT_FOUND, error);
-  if (!handle->images.count(coat_rt_handle::imageKey(*k)))
-    return setError(errbuf, errlen, COAT_RT_ERR_NOT_FOUND,
-                    "kernel '" + k->name + "' has no GPU image in the manifest");
+  const KernelSpec *k = nullptr;
   CUfunction fn;
   bool ptx = false;
-  if (int st = getFunction(*handle, *k, fn, &ptx, error))
-    return setError(errbuf, errlen, st, "kernel '" + k->name + "': " + error);
+  std::string error;
+  if (int st = prepareFunction(handle, kernel_name, k, fn, &ptx, error))
+    return setError(errbuf, errlen, st, error);
   if (used_ptx)
     *used_ptx = ptx ? 1 : 0;
   return ok(errbuf, errlen);
@@ -432,13 +450,11 @@ int coat_rt_resident_blocks(coat_rt_handle *handle, const char *kernel_name,
   if (!out_blocks)
     return setError(errbuf, errlen, COAT_RT_ERR_INVALID_VALUE,
                     "null out_blocks");
-  if (int st = coat_rt_prepare(handle, kernel_name, nullptr, errbuf, errlen))
-    return st;
-  std::string error;
-  const KernelSpec *k = findKernel(handle, kernel_name, error);
+  const KernelSpec *k = nullptr;
   CUfunction fn;
-  if (int st = getFunction(*handle, *k, fn, nullptr, error))
-    return setError(errbuf, errlen, st, "kernel '" + k->name + "': " + error);
+  std::string error;
+  if (int st = prepareFunction(handle, kernel_name, k, fn, nullptr, error))
+    return setError(errbuf, errlen, st, error);
   int perSm = 0, sms = 0;
   CUdevice dev;
   const char *call = "cuOccupancyMaxActiveBlocksPerMultiprocessor";

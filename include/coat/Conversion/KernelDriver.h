@@ -53,6 +53,12 @@ MemRefType workgroupBuffer(ArrayRef<int64_t> shape, Type element);
 /// occupancy options is [0, kMaxCtasPerMultiprocessor].
 constexpr int64_t kMaxCtasPerMultiprocessor = 32;
 
+/// Reports at `anchor` an occupancy option (`name` = `value`) outside
+/// [0, kMaxCtasPerMultiprocessor]; `prefix` (a pass name and ": ") starts the
+/// message where the anchor does not say which pass it is.
+LogicalResult checkMinCtasOption(Operation *anchor, StringRef name,
+                                 int64_t value, StringRef prefix = "");
+
 /// Shared memory one block may opt in to on Hopper (227 KiB).
 constexpr int64_t kSharedBytesPerBlock = 227 * 1024;
 

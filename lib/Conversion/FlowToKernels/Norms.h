@@ -32,7 +32,7 @@
 //    fixed order. No atomics: results depend on `partials` only, not on
 //    scheduling. Where the partial sums are taken is a ColumnSums choice:
 //    in the row kernel (team p takes those rows), either in its registers
-//    or in workgroup memory (each thread reads and writes only its own
+//    or in dynamic shared memory (each thread reads and writes only its own
 //    columns' sums, so no barrier), or in a kernel of their own
 //    (`<name>_columns`: a thread per group and partial re-reads x and dy).
 //    The last two free the row kernel of 16 accumulators per slot and sum.
@@ -65,7 +65,7 @@ enum class NormKind { RMS, Layer };
 enum class ColumnSums {
   None,     ///< no dweight
   Fused,    ///< in the row kernel, 16 f32 registers per slot and sum
-  Shared,   ///< in the row kernel, in dynamic shared memory (sumCols)
+  Shared,   ///< in the row kernel, in dynamic shared memory
   Separate, ///< in `<name>_columns`, which reads x and dy again
 };
 
@@ -90,6 +90,8 @@ struct NormSpec {
     return backward ? "layernorm_grad" : "layernorm";
   }
   bool hasMean() const { return kind == NormKind::Layer; }
+  /// Column sums of a backward with a weight: dweight [and dbias].
+  int64_t columnSumCount() const { return hasBias ? 2 : 1; }
 };
 
 /// Values a team reduces at once (backward: two sums).
@@ -103,20 +105,24 @@ struct TeamShape {
   int64_t blockSize;     ///< threads per CTA, a multiple of T
   int64_t maxCols;       ///< the widest row: K * T * G (Shared: sumCols)
   bool stageStores = false; ///< forward y through workgroup memory per warp
-  /// ColumnSums::Shared: the columns a team's workgroup sums cover, per
-  /// sum (the static cols, else the max-cols bound).
+  /// ColumnSums::Shared: the columns a team's sums cover (the static cols,
+  /// else the max-cols bound), and how many sums (dweight [and dbias]); 0
+  /// otherwise.
   int64_t sumCols = 0;
+  int64_t sharedSums = 0;
   /// Workgroup memory of the team sums: one f32 per warp and sum.
   int64_t teamSumFloats() const { return blockSize / 32 * kMaxSums; }
   /// ColumnSums::Shared: where the teams' column sums start in the row
-  /// kernel's dynamic shared memory, after the team sums, and its bytes.
-  /// (All of that kernel's shared memory is dynamic: a static buffer
-  /// beside it would share its base.)
+  /// kernel's dynamic shared memory, after the team sums, and its bytes (0
+  /// without shared sums). (All of that kernel's shared memory is dynamic:
+  /// a static buffer beside it would share its base.)
   int64_t columnSumsOffset() const {
     return llvm::alignTo(teamSumFloats() * 4, 16);
   }
-  int64_t sharedBytes(int64_t sumsPerColumn) const {
-    return columnSumsOffset() + teamsPerBlock() * sumsPerColumn * sumCols * 4;
+  int64_t sharedBytes() const {
+    if (sharedSums == 0)
+      return 0;
+    return columnSumsOffset() + teamsPerBlock() * sharedSums * sumCols * 4;
   }
   int64_t teamsPerBlock() const { return blockSize / threadsPerRow; }
   int64_t warpsPerTeam() const {
@@ -140,12 +146,12 @@ struct NormPlan {
   /// `<name>_reduce` adds up the per-partial rows of the workspace.
   bool columnSums() const { return sums != ColumnSums::None; }
   /// Whether the row kernel takes the partial sums (and `partials`).
-  bool fusedColumnSums() const {
+  bool sumsInRowKernel() const {
     return sums == ColumnSums::Fused || sums == ColumnSums::Shared;
   }
   /// Column sums per group and partial: dweight [and dbias].
   int64_t sumsPerColumn() const {
-    return columnSums() ? (spec.hasBias ? 2 : 1) : 0;
+    return columnSums() ? spec.columnSumCount() : 0;
   }
 
   /// The kernels of a spec, in the order declare() lists them.

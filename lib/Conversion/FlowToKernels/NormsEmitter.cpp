@@ -42,7 +42,7 @@ public:
   NormEmitter(ImplicitLocOpBuilder &b, const NormPlan &plan,
               const KernelArgs &args, bool onGpu, int64_t width)
       : b(b), spec(plan.spec), args(args), onGpu(onGpu), team(plan.team),
-        width(width), inRow(plan.fusedColumnSums()),
+        width(width), inRow(plan.sumsInRowKernel()),
         fused(plan.sums == ColumnSums::Fused),
         shared(plan.sums == ColumnSums::Shared), perSlot(plan.sumsPerColumn()) {
   }
@@ -960,10 +960,9 @@ void NormsLowering::emitGpu(ImplicitLocOpBuilder &b, const NormPlan &plan,
       };
       int64_t offset = team.columnSumsOffset();
       pos.smem = view(0, team.teamSumFloats());
-      pos.sums =
-          view(offset, (team.sharedBytes(plan.sumsPerColumn()) - offset) / 4);
+      pos.sums = view(offset, (team.sharedBytes() - offset) / 4);
       pos.sumsBase = arith::MulIOp::create(
-          b, teamInBlock, cidx(plan.sumsPerColumn() * team.sumCols));
+          b, teamInBlock, cidx(team.sharedSums * team.sumCols));
     } else {
       pos.smem = kernel.getWorkgroupAttributions()[0];
     }

@@ -23,6 +23,21 @@ namespace {
 constexpr StringLiteral kColumnsSuffix = "_columns";
 constexpr StringLiteral kReduceSuffix = "_reduce";
 
+/// The manifest's `config.column_sums` (docs/manifest.md).
+StringRef columnSumsName(ColumnSums sums) {
+  switch (sums) {
+  case ColumnSums::Fused:
+    return "fused";
+  case ColumnSums::Shared:
+    return "shared";
+  case ColumnSums::Separate:
+    return "separate";
+  case ColumnSums::None:
+    break;
+  }
+  llvm_unreachable("a backward without column sums records none");
+}
+
 //===----------------------------------------------------------------------===//
 // ABI
 //===----------------------------------------------------------------------===//
@@ -74,12 +89,12 @@ SmallVector<AbiArg> buildRowAbi(MLIRContext *ctx, const NormPlan &plan) {
     abi.push_back(buf("rstd", f32, "rows"));
     abi.push_back(buf("dy", s.gradType, "n"));
     abi.push_back(buf("dx", s.outType, "n"));
-    if (plan.fusedColumnSums())
+    if (plan.sumsInRowKernel())
       appendWorkspaces(ctx, s, abi);
   }
   abi.push_back(i64Scalar(ctx, "rows"));
   abi.push_back(i64Scalar(ctx, "cols"));
-  if (plan.fusedColumnSums())
+  if (plan.sumsInRowKernel())
     abi.push_back(i64Scalar(ctx, "partials"));
   return abi;
 }
@@ -138,11 +153,8 @@ SmallVector<NamedAttribute> rowConfig(MLIRContext *ctx, const NormPlan &plan) {
   c.push_back(b.getNamedAttr("bias", b.getBoolAttr(spec.hasBias)));
   if (spec.backward)
     c.push_back(b.getNamedAttr("grad", str(manifestDtype(spec.gradType))));
-  static constexpr StringLiteral kColumnSumsNames[] = {"", "fused", "shared",
-                                                       "separate"};
   if (plan.columnSums())
-    c.push_back(b.getNamedAttr(
-        "column_sums", str(kColumnSumsNames[static_cast<int>(plan.sums)])));
+    c.push_back(b.getNamedAttr("column_sums", str(columnSumsName(plan.sums))));
   else
     c.push_back(
         b.getNamedAttr("epilogue_absmax", b.getBoolAttr(spec.epilogueMax)));
@@ -370,10 +382,8 @@ FailureOr<TeamShape> NormsLowering::chooseTeam(Operation *anchor,
   // Shared sums without dbias: narrower slots over more threads, about 64
   // registers (docs/benchmarks.md, shared column sums).
   bool sharedLean = sums == ColumnSums::Shared && !spec.hasBias;
-  if (backwardMinCtas < 0 || backwardMinCtas > kMaxCtasPerMultiprocessor)
-    return anchor->emitError("backward-min-ctas must be in [0, ")
-           << kMaxCtasPerMultiprocessor << "], got "
-           << static_cast<int64_t>(backwardMinCtas);
+  if (failed(checkMinCtasOption(anchor, "backward-min-ctas", backwardMinCtas)))
+    return failure();
   int64_t groups = maxColsValue / spec.groupSize;
   int64_t threads = threadsPerRow;
   if (threads == 0) {
@@ -431,17 +441,17 @@ FailureOr<TeamShape> NormsLowering::chooseTeam(Operation *anchor,
                   spec.groupSize * outBytes > 16 &&
                   t.blockSize * spec.groupSize * outBytes <= 32 * 1024;
   if (sums == ColumnSums::Shared) {
-    // Each team keeps its f32 sums of the row's columns in workgroup
-    // memory; a CTA that cannot hold those of all its teams takes one.
-    // Wider rows than those sums cover are refused at launch (max_cols).
+    // Each team keeps its f32 sums of the row's columns in shared memory;
+    // a CTA that cannot hold those of all its teams takes one. Wider rows
+    // than those sums cover are refused at launch (max_cols).
     t.sumCols = maxColsValue;
+    t.sharedSums = spec.columnSumCount();
     t.maxCols = t.sumCols;
-    int64_t perColumn = spec.hasBias ? 2 : 1;
-    if (t.sharedBytes(perColumn) > kSharedBytesPerBlock)
+    if (t.sharedBytes() > kSharedBytesPerBlock)
       t.blockSize = threads;
-    if (t.sharedBytes(perColumn) > kSharedBytesPerBlock)
+    if (t.sharedBytes() > kSharedBytesPerBlock)
       return anchor->emitError("column-sums=shared: the sums of ")
-             << maxColsValue << " columns need " << t.sharedBytes(perColumn)
+             << maxColsValue << " columns need " << t.sharedBytes()
              << " bytes of shared memory in a CTA of one team (at most "
              << kSharedBytesPerBlock
              << "): use fused or separate, or lower max-cols";
@@ -495,7 +505,7 @@ SmallVector<KernelDecl> NormsLowering::declare(func::FuncOp fn,
                     buildReduceAbi(ctx, spec),
                     threads,
                     {workgroupBuffer({threads}, f32)}};
-  if (plan.fusedColumnSums())
+  if (plan.sumsInRowKernel())
     return {row, reduce};
   KernelDecl columns{name + kColumnsSuffix.str(), buildColumnsAbi(ctx, spec),
                      kColumnsBlock, {}};
@@ -564,10 +574,8 @@ DictionaryAttr NormsLowering::record(const NormPlan &plan,
     if (onGpu())
       launch = LaunchRule{team.blockSize,
                           0,
-                          plan.sums == ColumnSums::Shared
-                              ? team.sharedBytes(plan.sumsPerColumn())
-                              : 0,
-                          {{plan.fusedColumnSums() ? "partials" : "rows",
+                          team.sharedBytes(),
+                          {{plan.sumsInRowKernel() ? "partials" : "rows",
                             team.teamsPerBlock()}}};
     return buildKernelRecord(ctx, decl.name, spec.opName(),
                              rowConfig(ctx, plan), decl.abi, launch);

@@ -35,9 +35,9 @@ LogicalResult PointwiseLowering::checkOptions(Operation *anchor) const {
     return anchor->emitError("coat-lower-pointwise: lanes-per-thread must be "
                               "in [1, 8], got ")
            << lanesPerThread;
-  if (minCtas < 0 || minCtas > kMaxCtasPerMultiprocessor)
-    return anchor->emitError("coat-lower-pointwise: min-ctas must be in [0, ")
-           << kMaxCtasPerMultiprocessor << "], got " << minCtas;
+  if (failed(checkMinCtasOption(anchor, "min-ctas", minCtas,
+                                "coat-lower-pointwise: ")))
+    return failure();
   if (exactMath && softExp2)
     return anchor->emitError("coat-lower-pointwise: soft-exp2 applies to the "
                               "fast forms; exact-math evaluates expf");

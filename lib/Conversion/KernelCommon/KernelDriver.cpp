@@ -39,6 +39,14 @@ MemRefType mlir::coat::abiBuffer(Type logical) {
   return MemRefType::get({ShapedType::kDynamic}, laneStorageType(logical));
 }
 
+LogicalResult mlir::coat::checkMinCtasOption(Operation *anchor, StringRef name,
+                                             int64_t value, StringRef prefix) {
+  if (value >= 0 && value <= kMaxCtasPerMultiprocessor)
+    return success();
+  return anchor->emitError() << prefix << name << " must be in [0, "
+                             << kMaxCtasPerMultiprocessor << "], got " << value;
+}
+
 void mlir::coat::requestMinCtasUnlessSpilling(gpu::GPUFuncOp kernel,
                                                int64_t minCtas) {
   if (minCtas <= 0)

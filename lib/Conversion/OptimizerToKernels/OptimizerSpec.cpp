@@ -154,11 +154,9 @@ FailureOr<AdamWKernelSpec> OptimizerLowering::analyze(func::FuncOp fn) const {
   if (lanesPerThread < 1 || lanesPerThread > 1024)
     return op.emitError("lanes-per-thread must be in [1, 1024], got ")
            << lanesPerThread;
-  for (auto [name, v] : {std::pair<StringRef, int64_t>{"min-ctas", minCtas},
-                         {"bf16-min-ctas", bf16MinCtas}})
-    if (v < 0 || v > kMaxCtasPerMultiprocessor)
-      return op.emitError() << name << " must be in [0, "
-                            << kMaxCtasPerMultiprocessor << "], got " << v;
+  if (failed(checkMinCtasOption(op, "min-ctas", minCtas)) ||
+      failed(checkMinCtasOption(op, "bf16-min-ctas", bf16MinCtas)))
+    return failure();
   spec.minCtas =
       spec.paramType.isBF16() && bf16MinCtas != 0 ? bf16MinCtas : minCtas;
   spec.elementsPerLane = e;

@@ -362,13 +362,11 @@ bool QuantizeLowering::takesSpec(func::FuncOp fn) const {
 }
 
 LogicalResult QuantizeLowering::checkOptions(Operation *anchor) const {
-  for (auto [name, v] : {std::pair<StringRef, int64_t>{"tile-min-ctas",
-                                                       tileMinCtas},
-                         {"flat-min-ctas", flatMinCtas}})
-    if (v < 0 || v > kMaxCtasPerMultiprocessor)
-      return anchor->emitError("coat-lower-activations: ")
-             << name << " must be in [0, " << kMaxCtasPerMultiprocessor
-             << "], got " << v;
+  if (failed(checkMinCtasOption(anchor, "tile-min-ctas", tileMinCtas,
+                                "coat-lower-activations: ")) ||
+      failed(checkMinCtasOption(anchor, "flat-min-ctas", flatMinCtas,
+                                "coat-lower-activations: ")))
+    return failure();
   if (tilesPerBlock < 0 || tilesPerBlock > 64)
     return anchor->emitError("coat-lower-activations: tiles-per-block must "
                               "be 0 (by tile size) or in [1, 64], got ")
