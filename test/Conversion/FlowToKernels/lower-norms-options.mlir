@@ -8,6 +8,7 @@
 // RUN: coat-opt %s -coat-lower-norms='target=gpu backward-min-ctas=3' | FileCheck %s --check-prefix=BWD-CTAS
 // RUN: coat-opt %s -coat-lower-norms='target=gpu' | FileCheck %s --check-prefix=BWD-NO-CTAS
 // RUN: not coat-opt %s -coat-lower-norms='target=gpu backward-min-ctas=33' 2>&1 | FileCheck %s --check-prefix=BWD-CTAS-RANGE
+// RUN: not coat-opt %s -coat-lower-norms='target=gpu groups-per-thread=17' 2>&1 | FileCheck %s --check-prefix=GPT
 
 // BLOCK: error: block-size must be a power of two in [32, 1024], got 48
 // TPR: error: threads-per-row must be 0 (auto) or a power of two in [32, 1024], got 16
@@ -41,6 +42,7 @@
 // BWD-NO-CTAS-NOT: minctasm
 // BWD-NO-CTAS: gpu.func @rms_bwd_reduce(
 // BWD-CTAS-RANGE: error: backward-min-ctas must be in [0, 32], got 33
+// GPT: error: groups-per-thread must be in [0, 16], got 17
 func.func @rms(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>,
     %w: tensor<?xbf16>) -> (tensor<?x?xbf16>, tensor<?xf32>) {
   %y, %rstd = coat.rmsnorm %x, %w eps = 1.000000e-05
