@@ -213,17 +213,23 @@ const KernelSpec *findKernel(coat_rt_handle *h, const char *name,
   return k;
 }
 
-int checkAndPack(coat_rt_handle *h, const char *kernel_name, int64_t n,
-                 void *const *buffers, int nbuf, const double *scalars,
-                 int nscalar, const KernelSpec *&k, PackedLaunch &packed,
-                 std::string &error) {
+/// `kernel_name`'s spec in `h`, or the status and message of its absence.
+int lookupKernel(coat_rt_handle *h, const char *kernel_name,
+                 const KernelSpec *&k, std::string &error) {
   if (!h) {
     error = "null runtime handle";
     return COAT_RT_ERR_INVALID_VALUE;
   }
   k = findKernel(h, kernel_name, error);
-  if (!k)
-    return COAT_RT_ERR_NOT_FOUND;
+  return k ? COAT_RT_OK : COAT_RT_ERR_NOT_FOUND;
+}
+
+int checkAndPack(coat_rt_handle *h, const char *kernel_name, int64_t n,
+                 void *const *buffers, int nbuf, const double *scalars,
+                 int nscalar, const KernelSpec *&k, PackedLaunch &packed,
+                 std::string &error) {
+  if (int st = lookupKernel(h, kernel_name, k, error))
+    return st;
   if (nbuf > 0 && !buffers) {
     error = "kernel '" + k->name + "': buffer array is null";
     return COAT_RT_ERR_ARGUMENTS;
@@ -413,13 +419,8 @@ namespace {
 int prepareFunction(coat_rt_handle *handle, const char *kernel_name,
                     const KernelSpec *&k, CUfunction &fn, bool *usedPtx,
                     std::string &error) {
-  if (!handle) {
-    error = "null runtime handle";
-    return COAT_RT_ERR_INVALID_VALUE;
-  }
-  k = findKernel(handle, kernel_name, error);
-  if (!k)
-    return COAT_RT_ERR_NOT_FOUND;
+  if (int st = lookupKernel(handle, kernel_name, k, error))
+    return st;
   if (!handle->images.count(coat_rt_handle::imageKey(*k))) {
     error = "kernel '" + k->name + "' has no GPU image in the manifest";
     return COAT_RT_ERR_NOT_FOUND;
