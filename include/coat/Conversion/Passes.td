@@ -751,6 +751,14 @@ def CoatLowerNorms : Pass<"coat-lower-norms", "::mlir::ModuleOp"> {
     manifest's `column_sums` records the choice. COAT instead accumulates into 128/64 lock-protected partial
     buffers in the weight dtype, in whatever order CTAs take the locks.
 
+    `row-prefetch` (row kernels that take the column sums, so that a team
+    loops over rows): while a team works on row i, each thread copies its
+    slots of row i + 1's x codes and dy into one of two shared-memory
+    stages (`cp.async`, zero-filled past the row) and loads that row's
+    scales and statistics into registers; it waits only for row i's copies
+    and reads only its own, so no barrier. The results are bitwise those
+    without it; the manifest's `row_prefetch` records it.
+
     ```mlir
     func.func @rms(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>,
                    %w: tensor<?xbf16>)
@@ -804,12 +812,20 @@ def CoatLowerNorms : Pass<"coat-lower-norms", "::mlir::ModuleOp"> {
            "kernel that re-reads x and dy) or `auto` (shared for 129..512 "
            "groups a row, with dbias only for 257..512; above that "
            "separate with dbias; else fused)">,
+    Option<"rowPrefetch", "row-prefetch", "bool", /*default=*/"false",
+           "Backward row kernels whose teams loop over rows (column sums "
+           "fused or shared): each thread copies its slots of the next "
+           "row's x codes and dy into shared memory asynchronously "
+           "(cp.async, two stages) and loads its scales and statistics "
+           "into registers while the team works on the current row; other "
+           "kernels ignore it">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
     "::mlir::gpu::GPUDialect", "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
-    "::mlir::vector::VectorDialect", "::mlir::NVVM::NVVMDialect"];
+    "::mlir::vector::VectorDialect", "::mlir::NVVM::NVVMDialect",
+    "::mlir::nvgpu::NVGPUDialect"];
 }
 
 //===----------------------------------------------------------------------===//

@@ -35,7 +35,11 @@
 //    or in dynamic shared memory (each thread reads and writes only its own
 //    columns' sums, so no barrier), or in a kernel of their own
 //    (`<name>_columns`: a thread per group and partial re-reads x and dy).
-//    The last two free the row kernel of 16 accumulators per slot and sum.
+//    The last two free the row kernel of 16 accumulators per slot and sum;
+//  - backward with the sums in the row kernel, optionally (row prefetch):
+//    each thread copies its slots of the team's next row into shared
+//    memory (cp.async, two stages) and its scalars into registers while
+//    the team works on the current row.
 //
 // The CPU twin runs the same math with loops (T = 1, K = groups), re-reading
 // its operands instead of keeping them in registers; its per-partial sums
@@ -110,19 +114,41 @@ struct TeamShape {
   /// otherwise.
   int64_t sumCols = 0;
   int64_t sharedSums = 0;
+  /// Row prefetch (a backward whose teams loop over rows): the bytes of x
+  /// codes and of dy a thread copies per row and stage, 0 without.
+  int64_t stagedCodeBytes = 0;
+  int64_t stagedGradBytes = 0;
+  /// Stages of the row prefetch: the row in use and the next one.
+  static constexpr int64_t kPrefetchStages = 2;
+  bool prefetchesRows() const { return stagedCodeBytes > 0; }
   /// Workgroup memory of the team sums: one f32 per warp and sum.
   int64_t teamSumFloats() const { return blockSize / 32 * kMaxSums; }
-  /// ColumnSums::Shared: where the teams' column sums start in the row
-  /// kernel's dynamic shared memory, after the team sums, and its bytes (0
-  /// without shared sums). (All of that kernel's shared memory is dynamic:
-  /// a static buffer beside it would share its base.)
+  /// Whether the row kernel's workgroup memory is dynamic: the team sums,
+  /// then the teams' column sums (ColumnSums::Shared), then the prefetch
+  /// stages. (All of it or none: a static buffer beside dynamic memory
+  /// would share its base.)
+  bool dynamicShared() const { return sharedSums > 0 || prefetchesRows(); }
   int64_t columnSumsOffset() const {
     return llvm::alignTo(teamSumFloats() * 4, 16);
   }
+  int64_t columnSumsBytes() const {
+    return teamsPerBlock() * sharedSums * sumCols * 4;
+  }
+  /// The prefetch stages: every stage's x codes, then every stage's dy.
+  int64_t stagingOffset() const {
+    return llvm::alignTo(columnSumsOffset() + columnSumsBytes(), 16);
+  }
+  int64_t stagedCodesBytes() const {
+    return kPrefetchStages * blockSize * stagedCodeBytes;
+  }
+  int64_t stagedGradsOffset() const {
+    return stagingOffset() + llvm::alignTo(stagedCodesBytes(), 16);
+  }
+  /// The dynamic shared memory a CTA asks for (0: all static).
   int64_t sharedBytes() const {
-    if (sharedSums == 0)
+    if (!dynamicShared())
       return 0;
-    return columnSumsOffset() + teamsPerBlock() * sharedSums * sumCols * 4;
+    return stagedGradsOffset() + kPrefetchStages * blockSize * stagedGradBytes;
   }
   int64_t teamsPerBlock() const { return blockSize / threadsPerRow; }
   int64_t warpsPerTeam() const {
@@ -168,14 +194,15 @@ struct NormPlan {
 class NormsLowering : public KernelLowering<NormsLowering, NormPlan> {
 public:
   NormsLowering(int64_t blockSize, int64_t threadsPerRow,
-                int64_t groupsPerThread, int64_t laneElements,
-                bool stageStores, int64_t maxCols, StringRef columnSums,
-                int64_t backwardMinCtas)
+                int64_t groupsPerThread, int64_t laneElements, bool stageStores,
+                int64_t maxCols, StringRef columnSums, int64_t backwardMinCtas,
+                bool rowPrefetch)
       : KernelLowering({"coat-lower-norms", "coat_norm_kernels"}),
         blockSize(blockSize), threadsPerRow(threadsPerRow),
         groupsPerThread(groupsPerThread), laneElements(laneElements),
         stageStores(stageStores), maxCols(maxCols),
-        columnSums(columnSums.str()), backwardMinCtas(backwardMinCtas) {}
+        columnSums(columnSums.str()), backwardMinCtas(backwardMinCtas),
+        rowPrefetch(rowPrefetch) {}
 
   bool isSpecOp(Operation *op) const;
 
@@ -203,6 +230,7 @@ private:
   int64_t maxCols;
   std::string columnSums;
   int64_t backwardMinCtas;
+  bool rowPrefetch;
 };
 
 } // namespace mlir::coat

@@ -18,6 +18,7 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
@@ -51,10 +52,13 @@ public:
   /// index in its team, `warpSlot` the first workgroup-memory slot of its
   /// team, `warpInTeam`/`lane` its position for the reductions through
   /// `smem`; `sums`, from element `sumsBase`, holds its column sums
-  /// (ColumnSums::Shared).
+  /// (ColumnSums::Shared). With a row prefetch, `stagedCodes` and
+  /// `stagedGrads` hold the prefetch stages and `blockThread` is the
+  /// thread's index in its CTA.
   struct TeamPosition {
     Value teamThread, warpSlot, warpInTeam, lane, smem;
     Value sums = Value(), sumsBase = Value();
+    Value stagedCodes = Value(), stagedGrads = Value(), blockThread = Value();
   };
   /// GPU: one team's row (forward) or rows (backward).
   void emitGpuForward(Value row, const TeamPosition &pos,
@@ -161,7 +165,32 @@ private:
   /// column order, lanes a group apart would share 4 banks).
   Value sharedQuadIndex(int64_t i, int64_t k, int64_t q);
   GroupVec loadSharedSums(int64_t i, int64_t k);
+  /// The parts, equal vectors, one after the other.
+  Value concatVectors(SmallVector<Value> parts);
   void storeSharedSums(int64_t i, int64_t k, GroupVec v);
+  /// Row prefetch. A staged operand (x codes, dy) lies in shared memory as
+  /// [stage][slot][piece][thread] pieces of at most 16 bytes, so that a
+  /// warp's copies and reads of one piece are contiguous.
+  struct StagedOperand {
+    Value buffer;       ///< the stages, in the operand's storage type
+    int64_t pieceElems; ///< elements of a piece
+    int64_t pieces;     ///< pieces of a slot
+  };
+  StagedOperand stagedOperand(Value stages, Type logical) const;
+  /// The element of `op`'s stages where piece `piece` of slot `k` of this
+  /// thread lies in stage `stage`.
+  Value stagedIndex(const StagedOperand &op, Value stage, int64_t k,
+                    int64_t piece);
+  /// Starts copying this thread's slots of row `r`'s x codes and dy into
+  /// stage `stage` (zeros where `valid` or the slot is not); the group
+  /// token of the copies.
+  Value prefetchRow(Value r, Value valid, Value stage);
+  /// Loads what the team needs of row `r` besides the staged operands:
+  /// each slot's group scale, rstd [and mean] (zeros where not valid).
+  SmallVector<Value> loadRowScalars(Value r, Value valid);
+  /// Slot k's `width` staged elements of `op` in the current stage.
+  Value loadStaged(const StagedOperand &op, int64_t k);
+
   /// CPU: adds the terms of slot `s` into workspace row `partialRow`.
   void addColumnTermsToWorkspace(Value partialRow, const Slot &s, GroupVec dy,
                                  GroupVec xh);
@@ -189,6 +218,11 @@ private:
   Value row, rowValid, rowBase, cols, groups, colsF32;
   // GPU reduction state.
   Value teamThread, warpSlot, warpInTeam, lane, smem, stage, sums, sumsBase;
+  // Row prefetch: the staged operands, the stage of the current row (null
+  // without a prefetch) and what loadRowScalars gave for it.
+  Value blockThread, currentStage;
+  std::optional<StagedOperand> stagedCodes, stagedGrads;
+  SmallVector<Value> rowScalars;
   std::map<std::pair<void *, int64_t>, Value> cache;
 };
 
@@ -202,17 +236,26 @@ GroupVec NormEmitter::loadGroup(Value buffer, Type logical, Value first,
   }
   Type storage = laneStorageType(logical);
   VectorType raw = groupVecType(storage);
-  Value vec = emitIf(
-      b, valid, raw,
-      [&] {
-        return SmallVector<Value>{vector::LoadOp::create(
-            b, raw, buffer, ValueRange{first}, /*nontemporal=*/false,
-            alignment(logical))};
-      },
-      [&] {
-        return SmallVector<Value>{arith::ConstantOp::create(
-            b, DenseElementsAttr::get(raw, b.getZeroAttr(storage)))};
-      })[0];
+  const StagedOperand *staged = nullptr;
+  if (currentStage && k >= 0 && buffer == args.lookup("x_codes"))
+    staged = &*stagedCodes;
+  if (currentStage && k >= 0 && buffer == args.lookup("dy"))
+    staged = &*stagedGrads;
+  // A staged slot is zero where it is not valid: no branch.
+  Value vec =
+      staged
+          ? loadStaged(*staged, k)
+          : emitIf(
+                b, valid, raw,
+                [&] {
+                  return SmallVector<Value>{vector::LoadOp::create(
+                      b, raw, buffer, ValueRange{first}, /*nontemporal=*/false,
+                      alignment(logical))};
+                },
+                [&] {
+                  return SmallVector<Value>{arith::ConstantOp::create(
+                      b, DenseElementsAttr::get(raw, b.getZeroAttr(storage)))};
+                })[0];
   if (storage != logical)
     vec = arith::BitcastOp::create(b, groupVecType(logical), vec);
   if (!logical.isF32())
@@ -307,7 +350,9 @@ GroupVec NormEmitter::loadX(const Slot &s) {
                              s.valid, s.k);
   auto key = std::make_pair(args.lookup("x_scale").getAsOpaquePointer(), s.k);
   Value scale;
-  if (onGpu && cache.count(key)) {
+  if (currentStage && s.k >= 0) {
+    scale = rowScalars[s.k];
+  } else if (onGpu && cache.count(key)) {
     scale = cache[key];
   } else {
     Value scaleIdx = addI(mulI(row, groups), s.group);
@@ -519,11 +564,16 @@ void NormEmitter::emitForwardRow() {
 SmallVector<Value> NormEmitter::emitBackwardRow(ValueRange accs,
                                                 Value partialRow) {
   Value zero = cf32(0.0);
-  Value rstd =
-      loadScalarF32(args.lookup("rstd"), b.getF32Type(), row, rowValid);
-  Value mean = spec.hasMean() ? loadScalarF32(args.lookup("mean"),
-                                              b.getF32Type(), row, rowValid)
-                              : Value();
+  Value rstd, mean;
+  if (currentStage) {
+    rstd = rowScalars[team.slots];
+    mean = spec.hasMean() ? rowScalars[team.slots + 1] : Value();
+  } else {
+    rstd = loadScalarF32(args.lookup("rstd"), b.getF32Type(), row, rowValid);
+    mean = spec.hasMean() ? loadScalarF32(args.lookup("mean"), b.getF32Type(),
+                                          row, rowValid)
+                          : Value();
+  }
   auto centered = [&](const Slot &s) {
     GroupVec x = loadX(s);
     return mean ? arith::SubFOp::create(b, x, splat(mean)).getResult() : x;
@@ -563,10 +613,14 @@ SmallVector<Value> NormEmitter::emitBackwardRow(ValueRange accs,
   // weight: re-reading x and dy there was slower (42% instead of 46%,
   // LayerNorm, 11008 cols).
   // (Slots counted in whole groups: what a thread holds, whatever V.)
+  // Staged x codes and dy are read again from shared memory, and their
+  // scales are registers anyway.
   int64_t groupSlots = team.slots * width / spec.groupSize;
   SmallVector<StringRef> reread;
   if (!fused || groupSlots == 1)
     reread = {"x_codes", "x_scale", "dy"};
+  else if (currentStage)
+    reread = {"x_codes", "dy"};
   if (spec.hasWeight &&
       (fused ? groupSlots > 1 : team.threadsPerRow >= kFusedColumnSumsThreads))
     reread.push_back("weight");
@@ -664,7 +718,12 @@ GroupVec NormEmitter::loadSharedSums(int64_t i, int64_t k) {
     parts.push_back(vector::LoadOp::create(
         b, quadType, sums, ValueRange{sharedQuadIndex(i, k, q)},
         /*nontemporal=*/false, llvm::MaybeAlign(16)));
-  // Concatenate pairwise (vector.shuffle lowers to LLVM directly).
+  return concatVectors(parts);
+}
+
+Value NormEmitter::concatVectors(SmallVector<Value> parts) {
+  // Pairwise (vector.shuffle lowers to LLVM directly); a power-of-two
+  // count of equal parts.
   while (parts.size() > 1) {
     SmallVector<Value> joined;
     for (size_t j = 0; j < parts.size(); j += 2) {
@@ -695,6 +754,85 @@ void NormEmitter::setTeam(const TeamPosition &pos) {
   smem = pos.smem;
   sums = pos.sums;
   sumsBase = pos.sumsBase;
+  blockThread = pos.blockThread;
+  if (pos.stagedCodes) {
+    stagedCodes =
+        stagedOperand(pos.stagedCodes, getFp8Type(b.getContext(), spec.format));
+    stagedGrads = stagedOperand(pos.stagedGrads, spec.gradType);
+  }
+}
+
+NormEmitter::StagedOperand NormEmitter::stagedOperand(Value stages,
+                                                      Type logical) const {
+  int64_t bytes = laneStorageType(logical).getIntOrFloatBitWidth() / 8;
+  int64_t pieceBytes = std::min<int64_t>(16, width * bytes);
+  return StagedOperand{stages, pieceBytes / bytes, width * bytes / pieceBytes};
+}
+
+Value NormEmitter::stagedIndex(const StagedOperand &op, Value stage, int64_t k,
+                               int64_t piece) {
+  Value slot = addI(mulI(stage, cidx(team.slots)), cidx(k));
+  Value at = addI(mulI(slot, cidx(op.pieces)), cidx(piece));
+  return mulI(addI(mulI(at, cidx(team.blockSize)), blockThread),
+              cidx(op.pieceElems));
+}
+
+Value NormEmitter::prefetchRow(Value r, Value valid, Value stage) {
+  Value zero = cidx(0);
+  SmallVector<Value> copies;
+  for (int64_t k = 0; k < team.slots; ++k) {
+    Slot s = gpuSlot(k, valid);
+    Value first = addI(mulI(r, cols), s.first);
+    for (auto [name, op] : {std::make_pair("x_codes", &*stagedCodes),
+                            std::make_pair("dy", &*stagedGrads)})
+      for (int64_t p = 0; p < op->pieces; ++p) {
+        // A slot that is not valid reads nothing (its source index is
+        // clamped to 0) and is filled with zeros.
+        Value from = arith::SelectOp::create(
+            b, s.valid, addI(first, cidx(p * op->pieceElems)), zero);
+        Value count =
+            arith::SelectOp::create(b, s.valid, cidx(op->pieceElems), zero);
+        int64_t bits = op->pieceElems * cast<MemRefType>(op->buffer.getType())
+                                            .getElementType()
+                                            .getIntOrFloatBitWidth();
+        copies.push_back(nvgpu::DeviceAsyncCopyOp::create(
+            b, nvgpu::DeviceAsyncTokenType::get(b.getContext()), op->buffer,
+            ValueRange{stagedIndex(*op, stage, k, p)}, args.lookup(name),
+            ValueRange{from}, b.getIndexAttr(op->pieceElems), count,
+            // 16-byte copies may skip L1: nothing else reads them.
+            bits == 128 ? b.getUnitAttr() : UnitAttr()));
+      }
+  }
+  return nvgpu::DeviceAsyncCreateGroupOp::create(
+      b, nvgpu::DeviceAsyncTokenType::get(b.getContext()), copies);
+}
+
+SmallVector<Value> NormEmitter::loadRowScalars(Value r, Value valid) {
+  SmallVector<Value> out;
+  for (int64_t k = 0; k < team.slots; ++k) {
+    Slot s = gpuSlot(k, valid);
+    out.push_back(loadScalarF32(args.lookup("x_scale"), spec.scaleType,
+                                addI(mulI(r, groups), s.group), s.valid));
+  }
+  out.push_back(loadScalarF32(args.lookup("rstd"), b.getF32Type(), r, valid));
+  if (spec.hasMean())
+    out.push_back(loadScalarF32(args.lookup("mean"), b.getF32Type(), r, valid));
+  return out;
+}
+
+Value NormEmitter::loadStaged(const StagedOperand &op, int64_t k) {
+  auto bufferType = cast<MemRefType>(op.buffer.getType());
+  auto pieceType =
+      VectorType::get({op.pieceElems}, bufferType.getElementType());
+  SmallVector<Value> parts;
+  for (int64_t p = 0; p < op.pieces; ++p)
+    parts.push_back(vector::LoadOp::create(
+        b, pieceType, op.buffer,
+        ValueRange{stagedIndex(op, currentStage, k, p)},
+        /*nontemporal=*/false,
+        llvm::MaybeAlign(op.pieceElems * bufferType.getElementTypeBitWidth() /
+                         8)));
+  return concatVectors(parts);
 }
 
 void NormEmitter::emitGpuForward(Value rowIdx, const TeamPosition &pos,
@@ -732,14 +870,50 @@ void NormEmitter::emitGpuBackward(Value partial, const TeamPosition &pos) {
                           b, rows, arith::MaxUIOp::create(b, partials, cidx(1)))
                           .getResult()
                     : cidx(1);
-  SmallVector<Value> accs =
+  // Row prefetch: row i's x codes and dy are copied into stage i % 2 and
+  // its scalars carried in registers while the team works on row i - 1.
+  // Each thread reads only what it copied, so the copies need no barrier:
+  // waiting for its own group is enough.
+  bool prefetch = inRow && stagedCodes.has_value();
+  size_t accCount = inits.size();
+  if (prefetch) {
+    Value firstValid = andI(partialValid, ult(partial, rows));
+    prefetchRow(partial, firstValid, cidx(0));
+    llvm::append_range(inits, loadRowScalars(partial, firstValid));
+  }
+  SmallVector<Value> carried =
       emitFor(b, cidx(0), trips, cidx(1), inits, [&](Value i, ValueRange a) {
         cache.clear(); // operands of another row
         row = addI(partial, mulI(i, partials));
         rowValid = andI(partialValid, ult(row, rows));
         rowBase = mulI(row, cols);
-        return emitBackwardRow(a, Value());
+        SmallVector<Value> nextScalars;
+        if (prefetch) {
+          Value next = addI(row, partials);
+          Value nextValid = andI(partialValid, ult(next, rows));
+          Value one = cidx(1);
+          Value copies = prefetchRow(
+              next, nextValid, arith::AndIOp::create(b, addI(i, one), one));
+          nextScalars = loadRowScalars(next, nextValid);
+          // Groups complete in order: with only the newest (the next
+          // row's) left in flight, this row's copies have landed.
+          nvgpu::DeviceAsyncWaitOp::create(b, copies, b.getI32IntegerAttr(1));
+          currentStage = arith::AndIOp::create(b, i, one);
+          rowScalars.assign(a.begin() + accCount, a.end());
+        }
+        SmallVector<Value> next =
+            emitBackwardRow(a.take_front(accCount), Value());
+        llvm::append_range(next, nextScalars);
+        return next;
       });
+  currentStage = Value();
+  if (prefetch) {
+    // The last copies (of no row: zeros) land before the CTA exits.
+    Value none = nvgpu::DeviceAsyncCreateGroupOp::create(
+        b, nvgpu::DeviceAsyncTokenType::get(b.getContext()), ValueRange{});
+    nvgpu::DeviceAsyncWaitOp::create(b, none, b.getI32IntegerAttr(0));
+  }
+  SmallVector<Value> accs(carried.begin(), carried.begin() + accCount);
   if (!inRow)
     return;
   // One workspace row per team.
@@ -945,24 +1119,35 @@ void NormsLowering::emitGpu(ImplicitLocOpBuilder &b, const NormPlan &plan,
     NormEmitter e(b, plan, args, /*onGpu=*/true, team.laneElements);
     NormEmitter::TeamPosition pos{teamThread, warpSlot, warpInTeam, lane,
                                   Value()};
-    if (plan.sums == ColumnSums::Shared) {
-      // Dynamic shared memory: the team sums, then the teams' column sums
-      // one after the other.
+    if (team.dynamicShared()) {
+      // Dynamic shared memory: the team sums, the teams' column sums one
+      // after the other, the prefetch stages (TeamShape).
       auto workgroup = gpu::AddressSpaceAttr::get(b.getContext(),
                                                   gpu::AddressSpace::Workgroup);
       Value raw = gpu::DynamicSharedMemoryOp::create(
           b, MemRefType::get({ShapedType::kDynamic}, b.getI8Type(), nullptr,
                              workgroup));
-      auto view = [&](int64_t offset, int64_t floats) -> Value {
+      auto view = [&](int64_t offset, int64_t bytes, Type elt) -> Value {
+        int64_t count = bytes * 8 / elt.getIntOrFloatBitWidth();
         return memref::ViewOp::create(
-            b, MemRefType::get({floats}, b.getF32Type(), nullptr, workgroup),
-            raw, cidx(offset), ValueRange{});
+            b, MemRefType::get({count}, elt, nullptr, workgroup), raw,
+            cidx(offset), ValueRange{});
       };
-      int64_t offset = team.columnSumsOffset();
-      pos.smem = view(0, team.teamSumFloats());
-      pos.sums = view(offset, (team.sharedBytes() - offset) / 4);
-      pos.sumsBase = arith::MulIOp::create(
-          b, teamInBlock, cidx(team.sharedSums * team.sumCols));
+      Type f32 = b.getF32Type();
+      pos.smem = view(0, team.teamSumFloats() * 4, f32);
+      if (team.sharedSums > 0) {
+        pos.sums = view(team.columnSumsOffset(), team.columnSumsBytes(), f32);
+        pos.sumsBase = arith::MulIOp::create(
+            b, teamInBlock, cidx(team.sharedSums * team.sumCols));
+      }
+      if (team.prefetchesRows()) {
+        pos.stagedCodes =
+            view(team.stagingOffset(), team.stagedCodesBytes(), b.getI8Type());
+        pos.stagedGrads = view(team.stagedGradsOffset(),
+                               team.sharedBytes() - team.stagedGradsOffset(),
+                               laneStorageType(spec.gradType));
+        pos.blockThread = tid;
+      }
     } else {
       pos.smem = kernel.getWorkgroupAttributions()[0];
     }

@@ -158,6 +158,9 @@ SmallVector<NamedAttribute> rowConfig(MLIRContext *ctx, const NormPlan &plan) {
   else
     c.push_back(
         b.getNamedAttr("epilogue_absmax", b.getBoolAttr(spec.epilogueMax)));
+  if (plan.sumsInRowKernel())
+    c.push_back(
+        b.getNamedAttr("row_prefetch", b.getBoolAttr(team.prefetchesRows())));
   return c;
 }
 
@@ -441,20 +444,36 @@ FailureOr<TeamShape> NormsLowering::chooseTeam(Operation *anchor,
                   spec.groupSize * outBytes > 16 &&
                   t.blockSize * spec.groupSize * outBytes <= 32 * 1024;
   if (sums == ColumnSums::Shared) {
-    // Each team keeps its f32 sums of the row's columns in shared memory;
-    // a CTA that cannot hold those of all its teams takes one. Wider rows
-    // than those sums cover are refused at launch (max_cols).
+    // Each team keeps its f32 sums of the row's columns in shared memory.
     t.sumCols = maxColsValue;
     t.sharedSums = spec.columnSumCount();
     t.maxCols = t.sumCols;
-    if (t.sharedBytes() > kSharedBytesPerBlock)
-      t.blockSize = threads;
-    if (t.sharedBytes() > kSharedBytesPerBlock)
-      return anchor->emitError("column-sums=shared: the sums of ")
-             << maxColsValue << " columns need " << t.sharedBytes()
-             << " bytes of shared memory in a CTA of one team (at most "
-             << kSharedBytesPerBlock
-             << "): use fused or separate, or lower max-cols";
+  }
+  // Row prefetch where teams loop over rows: two stages of each thread's
+  // slots of x codes and dy.
+  if (rowPrefetch && spec.backward &&
+      (sums == ColumnSums::Fused || sums == ColumnSums::Shared)) {
+    int64_t gradBytes =
+        laneStorageType(spec.gradType).getIntOrFloatBitWidth() / 8;
+    t.stagedCodeBytes = t.slots * lanes;
+    t.stagedGradBytes = t.slots * lanes * gradBytes;
+  }
+  // A CTA that cannot hold the shared memory of all its teams takes one.
+  // Wider rows than shared sums cover are refused at launch (max_cols).
+  if (t.sharedBytes() > kSharedBytesPerBlock)
+    t.blockSize = threads;
+  if (t.sharedBytes() > kSharedBytesPerBlock) {
+    InFlightDiagnostic d = anchor->emitError("a row of ")
+                           << maxColsValue << " columns needs "
+                           << t.sharedBytes()
+                           << " bytes of shared memory in a CTA of one team "
+                              "(at most "
+                           << kSharedBytesPerBlock << "):";
+    if (t.sharedSums > 0)
+      d << " use fused or separate column sums,";
+    if (t.prefetchesRows())
+      d << " drop row-prefetch,";
+    return d << " or lower max-cols";
   }
   // Registers: the row's values per slot, and per-column sums backward.
   if (t.slots * lanes > 256)
@@ -491,7 +510,7 @@ SmallVector<KernelDecl> NormsLowering::declare(func::FuncOp fn,
   // The team sums go through one f32 per warp and sum; forward outputs
   // wider than 16 bytes a group are staged in workgroup memory.
   KernelDecl row{name, buildRowAbi(ctx, plan), team.blockSize, {}};
-  if (plan.sums != ColumnSums::Shared)
+  if (!team.dynamicShared())
     row.workgroup.push_back(workgroupBuffer({team.teamSumFloats()}, f32));
   if (team.stageStores)
     row.workgroup.push_back(workgroupBuffer(

@@ -16,6 +16,7 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
@@ -36,7 +37,7 @@ struct CoatLowerNormsPass
   void runOnOperation() override {
     NormsLowering lowering(blockSize, threadsPerRow, groupsPerThread,
                            laneElements, stageStores, maxCols, columnSums,
-                           backwardMinCtas);
+                           backwardMinCtas, rowPrefetch);
     if (failed(lowering.run(getOperation(), target)))
       signalPassFailure();
   }

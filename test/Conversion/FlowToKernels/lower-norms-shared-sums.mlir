@@ -83,7 +83,7 @@ func.func @rms_bwd(%x: !coat.qtensor<?x2048xf8E4M3FN, per_group<16>, scale = bf1
 // BLOCK-SAME: launch = {block = [512, 1, 1], grid_tiles = {{\[\["partials", 1\]\]}}, shared_bytes = 131200 : i64}
 
 // Two sums of 32768 columns (256 KiB) do not fit even a CTA of one team.
-// WIDE: error: column-sums=shared: the sums of 32768 columns need 262400 bytes of shared memory in a CTA of one team (at most 232448): use fused or separate, or lower max-cols
+// WIDE: error: a row of 32768 columns needs 262400 bytes of shared memory in a CTA of one team (at most 232448): use fused or separate column sums, or lower max-cols
 func.func @ln_wide_bwd(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>,
     %mean: tensor<?xf32>, %rstd: tensor<?xf32>, %dy: tensor<?x?xbf16>, %w: tensor<?xf32>)
     -> (tensor<?x?xbf16>, tensor<?xf32>, tensor<?xf32>) {
