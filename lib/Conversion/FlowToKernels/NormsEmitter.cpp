@@ -615,7 +615,7 @@ SmallVector<Value> NormEmitter::emitBackwardRow(ValueRange accs,
   // (Slots counted in whole groups: what a thread holds, whatever V.)
   // Staged x codes and dy are read again from shared memory, and their
   // scales are registers anyway.
-  int64_t groupSlots = team.slots * width / spec.groupSize;
+  int64_t groupSlots = llvm::divideCeil(team.slots * width, spec.groupSize);
   SmallVector<StringRef> reread;
   if (!fused || groupSlots == 1)
     reread = {"x_codes", "x_scale", "dy"};

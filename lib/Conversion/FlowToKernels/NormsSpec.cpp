@@ -431,10 +431,11 @@ FailureOr<TeamShape> NormsLowering::chooseTeam(Operation *anchor,
   TeamShape t;
   t.threadsPerRow = threads;
   t.laneElements = lanes;
-  int64_t groupSlots = llvm::divideCeil(groups, threads);
-  t.slots = groupSlots * (spec.groupSize / lanes);
+  // Slots of V-element chunks: a row of 688 groups in 8-element chunks
+  // over 512 threads takes 3, not the 4 of two whole groups.
+  t.slots = llvm::divideCeil(groups * (spec.groupSize / lanes), threads);
   t.blockSize = std::max<int64_t>(blockSize, threads);
-  t.maxCols = groupSlots * threads * spec.groupSize;
+  t.maxCols = t.slots * threads * lanes;
   // Forward outputs wider than 16 bytes a group go through workgroup
   // memory (block * G elements, at most 32 KiB) to be stored coalesced;
   // narrower slots store contiguously by themselves.

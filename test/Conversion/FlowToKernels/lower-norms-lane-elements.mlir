@@ -95,6 +95,22 @@ func.func @ln_bwd(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>,
 // DEFAULT-LABEL: gpu.func @ln_wide(
 // DEFAULT-SAME: lane_elements = 16
 // DEFAULT-SAME: threads_per_row = 256
+// Slots count V-element chunks: 11008 columns are 1376 8-element chunks,
+// three slots of 512 threads (12288 columns), not the four of two whole
+// groups; without a weight, two whole groups (16384).
+// DEFAULT-LABEL: gpu.func @ln_wb_11008(
+// DEFAULT-SAME: lane_elements = 8
+// DEFAULT-SAME: max_cols = 12288
+// DEFAULT-SAME: threads_per_row = 512
+// DEFAULT: %[[T:.*]] = arith.remui %thread_id_x, %c512
+// DEFAULT: arith.addi %[[T]], %c0
+// DEFAULT: arith.addi %[[T]], %c512
+// DEFAULT: arith.addi %[[T]], %c1024
+// DEFAULT-NOT: arith.addi %[[T]], %c1536
+// DEFAULT: gpu.return
+// DEFAULT-LABEL: gpu.func @ln_11008(
+// DEFAULT-SAME: lane_elements = 16
+// DEFAULT-SAME: max_cols = 16384
 func.func @ln_wb_wide(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, %w: tensor<?xf32>, %b: tensor<?xf32>)
     -> (tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>) attributes {coat.max_cols = 8192 : i64} {
   %y, %mean, %rstd = coat.layernorm %x weight %w bias %b eps = 1.000000e-05
@@ -105,6 +121,22 @@ func.func @ln_wb_wide(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf1
 
 func.func @ln_wide(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>)
     -> (tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>) attributes {coat.max_cols = 8192 : i64} {
+  %y, %mean, %rstd = coat.layernorm %x eps = 1.000000e-05
+      : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>
+      -> tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>
+  return %y, %mean, %rstd : tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>
+}
+
+func.func @ln_wb_11008(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, %w: tensor<?xf32>, %b: tensor<?xf32>)
+    -> (tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>) attributes {coat.max_cols = 11008 : i64} {
+  %y, %mean, %rstd = coat.layernorm %x weight %w bias %b eps = 1.000000e-05
+      : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, tensor<?xf32>, tensor<?xf32>
+      -> tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>
+  return %y, %mean, %rstd : tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>
+}
+
+func.func @ln_11008(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>)
+    -> (tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>) attributes {coat.max_cols = 11008 : i64} {
   %y, %mean, %rstd = coat.layernorm %x eps = 1.000000e-05
       : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>
       -> tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>
