@@ -952,6 +952,12 @@ def CoatLowerLinear : Pass<"coat-lower-linear", "::mlir::ModuleOp"> {
     Option<"blockTileN", "block-tile-n", "int64_t", /*default=*/"128",
            "Output columns per tile of block-scaled kernels (multiple of 16; "
            "a tile spans at most two 128-column weight blocks)">,
+    Option<"prefetchBlockScales", "prefetch-block-scales", "bool",
+           /*default=*/"false",
+           "Block-scaled, warp-specialized: a consumer loads the next K "
+           "slice's A and B scales while multiplying this one, so that "
+           "their global loads have a whole slice to land before its "
+           "promotion (registers the loop carries)">,
     Option<"epilogue", "epilogue", "std::string", /*default=*/"\"auto\"",
            "How results are stored: `auto` (per spec: `tma` for results "
            "of a static N with 16-byte rows, else `staged`; `direct` where "

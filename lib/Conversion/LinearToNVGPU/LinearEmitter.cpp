@@ -586,23 +586,43 @@ void GemmKernelBuilder::buildWarpSpecialized() {
           if (p.blockScaled) {
             Value rowBase =
                 add(add(m0, mul(consumer, cIdx(g.mPerWarpgroup()))), rowInBlock);
-            SmallVector<Value> accs = perColumnOffset(n0, [&](int64_t boundary) {
-              auto kLoop =
-                  scf::ForOp::create(b, cIdx(0), kTiles, cIdx(1), zeroAccumulators());
-              OpBuilder::InsertionGuard guard(b);
-              b.setInsertionPointToStart(kLoop.getBody());
-              Value kt = kLoop.getInductionVar();
-              Value it = add(kIter, kt);
-              Value stage = arith::RemUIOp::create(b, it, cIdx(g.stages));
-              // Scales first: their loads overlap the barrier wait and wgmma.
-              SmallVector<Value> scales =
-                  loadBlockScales(kt, rowBase, n0, boundary < g.tileN / 8);
-              wait(fullBarrier(stage), roundParity(it));
-              scf::YieldOp::create(
-                  b, multiplyAndPromote(stage, consumer, kLoop.getRegionIterArgs(),
-                                        scales, boundary, [&] { release(it); }));
-              return SmallVector<Value>(kLoop.getResults());
-            });
+            SmallVector<Value> accs =
+                perColumnOffset(n0, [&](int64_t boundary) {
+                  bool second = boundary < g.tileN / 8;
+                  SmallVector<Value> inits = zeroAccumulators();
+                  size_t accCount = inits.size();
+                  // With the prefetch, slice 0's scales before the loop, and
+                  // each slice the next one's (clamped past the last).
+                  if (g.prefetchBlockScales)
+                    llvm::append_range(
+                        inits, loadBlockScales(cIdx(0), rowBase, n0, second));
+                  auto kLoop =
+                      scf::ForOp::create(b, cIdx(0), kTiles, cIdx(1), inits);
+                  OpBuilder::InsertionGuard guard(b);
+                  b.setInsertionPointToStart(kLoop.getBody());
+                  Value kt = kLoop.getInductionVar();
+                  Value it = add(kIter, kt);
+                  Value stage = arith::RemUIOp::create(b, it, cIdx(g.stages));
+                  ValueRange carried = kLoop.getRegionIterArgs();
+                  // Scales first: their loads overlap the barrier wait and
+                  // wgmma.
+                  SmallVector<Value> scales, next;
+                  if (g.prefetchBlockScales) {
+                    scales.assign(carried.begin() + accCount, carried.end());
+                    next =
+                        loadBlockScales(add(kt, cIdx(1)), rowBase, n0, second);
+                  } else {
+                    scales = loadBlockScales(kt, rowBase, n0, second);
+                  }
+                  wait(fullBarrier(stage), roundParity(it));
+                  SmallVector<Value> yielded = multiplyAndPromote(
+                      stage, consumer, carried.take_front(accCount), scales,
+                      boundary, [&] { release(it); });
+                  llvm::append_range(yielded, next);
+                  scf::YieldOp::create(b, yielded);
+                  return SmallVector<Value>(
+                      kLoop.getResults().take_front(accCount));
+                });
             emitEpilogue(accs, m0, n0, consumer);
             return;
           }

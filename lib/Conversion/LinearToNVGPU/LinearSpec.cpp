@@ -172,6 +172,9 @@ DictionaryAttr buildManifestRecord(MLIRContext *ctx, StringRef name,
         named("b_scale_block", b.getI64ArrayAttr({kScaleBlock, kScaleBlock})));
     config.push_back(named("promotion", str(g.promotePerMBlock ? "per_m_block"
                                                                 : "per_tile")));
+    if (g.warpSpecialized)
+      config.push_back(
+          named("scale_prefetch", b.getBoolAttr(g.prefetchBlockScales)));
   }
   if (p.out == OutputKind::Fp8Groups) {
     config.push_back(named("group_size", b.getI64IntegerAttr(kOutputGroup)));

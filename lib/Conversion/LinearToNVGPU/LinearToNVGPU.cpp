@@ -37,6 +37,7 @@ struct CoatLowerLinearPass
 
   void runOnOperation() override {
     GemmShape g{tileM, tileN, stages, warpgroups, warpSpecialize, groupM};
+    g.prefetchBlockScales = prefetchBlockScales;
     LinearLowering lowering(g, tileM.hasValue() || tileN.hasValue(),
                             blockTileM, blockTileN, epilogue);
     if (failed(lowering.run(getOperation(), target)))

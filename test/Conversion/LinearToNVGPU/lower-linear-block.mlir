@@ -45,6 +45,28 @@
 // stage is released after the second m-block's wgmma completed.
 // RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{block-tile-m=256})' \
 // RUN:   | FileCheck %s --check-prefix=MBLOCK
+// prefetch-block-scales: slice 0's scales before the K loop, which carries
+// them; each slice loads the next one's (kt + 1) before its barrier wait
+// and promotes with those it was given.
+// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{prefetch-block-scales=true})' \
+// RUN:   | FileCheck %s --check-prefix=PREFETCH
+// PREFETCH-LABEL: gpu.func @block_fwd(
+// PREFETCH-SAME: scale_prefetch = true
+// PREFETCH: scf.for
+// PREFETCH: memref.load
+// PREFETCH: memref.load
+// PREFETCH: memref.load
+// PREFETCH: scf.for %[[KT:[^ ]*]] = {{.*}} iter_args({{.*}}, %[[SA0:[^ ]*]] = %{{.*}}, %[[SA1:[^ ]*]] = %{{.*}}, %[[SB:[^ ]*]] = %{{.*}})
+// PREFETCH: arith.addi %[[KT]], %c1
+// PREFETCH-COUNT-3: memref.load
+// PREFETCH: nvvm.mbarrier.try_wait.parity
+// PREFETCH: nvvm.wgmma.wait.group.sync.aligned 0
+// PREFETCH: arith.mulf %[[SA0]], %[[SB]]
+// PREFETCH: arith.mulf %[[SA1]], %[[SB]]
+// PREFETCH-COUNT-64: math.fma
+// PREFETCH: scf.yield
+// The default loads each slice's own scales and records no prefetch.
+// AUTO-SAME: scale_prefetch = false
 // block-tile-m = 0 means tile-m: one consumer warpgroup's 255 registers
 // hold 128 accumulators and one partial, not two.
 // RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-m=128 warpgroups=1})' \
@@ -73,7 +95,7 @@
 // IR: scf.yield
 
 // IR-LABEL: gpu.func @block_wgrad(
-// IR-SAME: kind = "wgrad", out = "f32", promotion = "per_tile", scaling = "block"
+// IR-SAME: kind = "wgrad", out = "f32", promotion = "per_tile", scale_prefetch = false, scaling = "block"
 
 // The promotion (loop latch) is laid out before the loop head: the scale
 // product, 64 FMAs, then the next slice's scale loads, barrier wait and wgmma.
@@ -151,7 +173,7 @@ func.func @block_wgrad(%xt: !coat.qtensor<?x?xf8E4M3FN, per_group<128>>,
 }
 
 // MBLOCK-LABEL: gpu.func @block_fwd(
-// MBLOCK-SAME: promotion = "per_m_block", scaling = "block", stages = 4 : i64, tile = [256, 128, 128]
+// MBLOCK-SAME: promotion = "per_m_block", scale_prefetch = false, scaling = "block", stages = 4 : i64, tile = [256, 128, 128]
 // MBLOCK-SAME: grid_tiles = {{\[\["m", 256\], \["n", 128\]\]}}
 // MBLOCK: nvvm.setmaxregister increase 232
 // MBLOCK: nvvm.mbarrier.try_wait.parity
@@ -171,4 +193,4 @@ func.func @block_wgrad(%xt: !coat.qtensor<?x?xf8E4M3FN, per_group<128>>,
 // IR-NOT: promotion = "per_m_block"
 
 // ONEWG-LABEL: gpu.func @block_fwd(
-// ONEWG-SAME: promotion = "per_m_block", scaling = "block", stages = 4 : i64, tile = [128, 128, 128], warp_specialized = true, warpgroups = 1
+// ONEWG-SAME: promotion = "per_m_block", scale_prefetch = false, scaling = "block", stages = 4 : i64, tile = [128, 128, 128], warp_specialized = true, warpgroups = 1
