@@ -65,6 +65,43 @@
 // PREFETCH: arith.mulf %[[SA1]], %[[SB]]
 // PREFETCH-COUNT-64: math.fma
 // PREFETCH: scf.yield
+// promote-in-pairs: an odd first slice alone (scf.if), then two slices a
+// K-loop iteration, each into a fresh partial: wait for all but the
+// second's group, promote the first, then wait for the second and promote
+// it.
+// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{promote-in-pairs=true})' \
+// RUN:   | FileCheck %s --check-prefix=PAIRS
+// PAIRS-LABEL: gpu.func @block_fwd(
+// PAIRS-SAME: promotion = "pairs"
+// PAIRS: nvvm.setmaxregister increase 232
+// PAIRS: %[[ODD:.*]] = arith.andi %{{.*}}, %c1{{.*}} : index
+// PAIRS: arith.cmpi ne, %[[ODD]]
+// PAIRS: scf.if
+// PAIRS: nvvm.wgmma.mma_async {{.*}} D[<f32>, <zero>]
+// PAIRS: nvvm.wgmma.wait.group.sync.aligned 0
+// PAIRS-COUNT-64: math.fma
+// PAIRS: scf.for %{{.*}} = %[[ODD]] to %{{.*}} step %c2{{.*}} iter_args
+// PAIRS: nvvm.mbarrier.try_wait.parity
+// PAIRS: nvvm.wgmma.mma_async {{.*}} D[<f32>, <zero>]
+// PAIRS: nvvm.wgmma.commit.group.sync.aligned
+// PAIRS: nvvm.mbarrier.try_wait.parity
+// PAIRS: nvvm.wgmma.mma_async {{.*}} D[<f32>, <zero>]
+// PAIRS: nvvm.wgmma.commit.group.sync.aligned
+// PAIRS: nvvm.wgmma.wait.group.sync.aligned 1
+// PAIRS: nvvm.mbarrier.arrive
+// PAIRS-COUNT-64: math.fma
+// PAIRS: nvvm.wgmma.wait.group.sync.aligned 0
+// PAIRS: nvvm.mbarrier.arrive
+// PAIRS-COUNT-64: math.fma
+// PAIRS: scf.yield
+// Two partials beside 128 accumulators do not fit; nor does the option
+// combine with the scale prefetch.
+// RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{promote-in-pairs=true block-tile-m=256})' 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=PAIRS-REGS
+// PAIRS-REGS: error: 'coat.linear' op coat-lower-linear: promote-in-pairs with tile-m = 256, tile-n = 128, warpgroups = 2 has 232 registers per consumer thread, too few for 128 accumulators and two partials of as many
+// RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{promote-in-pairs=true prefetch-block-scales=true})' 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=PAIRS-PREFETCH
+// PAIRS-PREFETCH: error: 'coat.linear' op coat-lower-linear: promote-in-pairs needs warp-specialize and no prefetch-block-scales
 // The default loads each slice's own scales and records no prefetch.
 // AUTO-SAME: scale_prefetch = false
 // block-tile-m = 0 means tile-m: one consumer warpgroup's 255 registers
