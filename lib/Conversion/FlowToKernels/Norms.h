@@ -115,12 +115,12 @@ struct TeamShape {
   int64_t sumCols = 0;
   int64_t sharedSums = 0;
   /// Row prefetch (a backward whose teams loop over rows): the bytes of x
-  /// codes and of dy a thread copies per row and stage, 0 without.
-  int64_t stagedCodeBytes = 0;
-  int64_t stagedGradBytes = 0;
+  /// codes and of dy one thread copies per row, 0 without.
+  int64_t threadCodeBytes = 0;
+  int64_t threadGradBytes = 0;
   /// Stages of the row prefetch: the row in use and the next one.
   static constexpr int64_t kPrefetchStages = 2;
-  bool prefetchesRows() const { return stagedCodeBytes > 0; }
+  bool prefetchesRows() const { return threadCodeBytes > 0; }
   /// Workgroup memory of the team sums: one f32 per warp and sum.
   int64_t teamSumFloats() const { return blockSize / 32 * kMaxSums; }
   /// Whether the row kernel's workgroup memory is dynamic: the team sums,
@@ -139,7 +139,7 @@ struct TeamShape {
     return llvm::alignTo(columnSumsOffset() + columnSumsBytes(), 16);
   }
   int64_t stagedCodesBytes() const {
-    return kPrefetchStages * blockSize * stagedCodeBytes;
+    return kPrefetchStages * blockSize * threadCodeBytes;
   }
   int64_t stagedGradsOffset() const {
     return stagingOffset() + llvm::alignTo(stagedCodesBytes(), 16);
@@ -148,7 +148,7 @@ struct TeamShape {
   int64_t sharedBytes() const {
     if (!dynamicShared())
       return 0;
-    return stagedGradsOffset() + kPrefetchStages * blockSize * stagedGradBytes;
+    return stagedGradsOffset() + kPrefetchStages * blockSize * threadGradBytes;
   }
   int64_t teamsPerBlock() const { return blockSize / threadsPerRow; }
   int64_t warpsPerTeam() const {

@@ -450,14 +450,14 @@ FailureOr<TeamShape> NormsLowering::chooseTeam(Operation *anchor,
     t.sharedSums = spec.columnSumCount();
     t.maxCols = t.sumCols;
   }
-  // Row prefetch where teams loop over rows: two stages of each thread's
-  // slots of x codes and dy.
-  if (rowPrefetch && spec.backward &&
+  // Row prefetch where GPU teams loop over rows: two stages of each
+  // thread's slots of x codes and dy (the CPU twin has nothing to hide).
+  if (rowPrefetch && onGpu() && spec.backward &&
       (sums == ColumnSums::Fused || sums == ColumnSums::Shared)) {
     int64_t gradBytes =
         laneStorageType(spec.gradType).getIntOrFloatBitWidth() / 8;
-    t.stagedCodeBytes = t.slots * lanes;
-    t.stagedGradBytes = t.slots * lanes * gradBytes;
+    t.threadCodeBytes = t.slots * lanes;
+    t.threadGradBytes = t.slots * lanes * gradBytes;
   }
   // A CTA that cannot hold the shared memory of all its teams takes one.
   // Wider rows than shared sums cover are refused at launch (max_cols).

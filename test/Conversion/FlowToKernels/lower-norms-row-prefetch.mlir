@@ -8,6 +8,7 @@
 // RUN: coat-opt %s -coat-lower-norms='target=gpu row-prefetch=true column-sums=shared max-cols=4096' | FileCheck %s --check-prefix=SHARED
 // RUN: coat-opt %s -coat-lower-norms='target=gpu row-prefetch=true max-cols=4096 lane-elements=8' | FileCheck %s --check-prefix=F32
 // RUN: coat-opt %s -coat-lower-norms='target=gpu' | FileCheck %s --check-prefix=OFF
+// RUN: coat-opt %s -coat-lower-norms='target=cpu row-prefetch=true' | FileCheck %s --check-prefix=CPU
 // RUN: not coat-opt %s -coat-lower-norms='target=gpu row-prefetch=true column-sums=shared max-cols=16384' 2>&1 | FileCheck %s --check-prefix=WIDE
 
 // 2048 columns, fused sums: teams of 128 threads, one 16-element slot each,
@@ -94,6 +95,11 @@
 // OFF-SAME: shared_bytes = 0
 // OFF-NOT: nvgpu.
 // OFF: gpu.func @rms_bwd_reduce(
+
+// The CPU twin has no latency to hide: it records no prefetch.
+// CPU-LABEL: func.func @rms_bwd(
+// CPU-SAME: row_prefetch = false
+// CPU-NOT: nvgpu.
 
 // Two f32 sums and two stages of f32 dy for 16384 columns do not fit.
 // WIDE: error: a row of 16384 columns needs 295040 bytes of shared memory in a CTA of one team (at most 232448): use fused or separate column sums, drop row-prefetch, or lower max-cols
