@@ -957,7 +957,8 @@ def CoatLowerLinear : Pass<"coat-lower-linear", "::mlir::ModuleOp"> {
            "Block-scaled, warp-specialized: a consumer loads the next K "
            "slice's A and B scales while multiplying this one, so that "
            "their global loads have a whole slice to land before its "
-           "promotion (registers the loop carries)">,
+           "promotion (registers the loop carries); refused without "
+           "warp-specialize">,
     Option<"promoteInPairs", "promote-in-pairs", "bool", /*default=*/"false",
            "Block-scaled, warp-specialized: issue two K slices' wgmma "
            "(a partial fragment each) before promoting the first, so that "

@@ -430,6 +430,9 @@ FailureOr<LinearPlan> LinearLowering::analyzeLinear(func::FuncOp fn,
              << (shape.warpSpecialized
                      ? ""
                      : " (without warp specialization, one partial per m-block)");
+    if (shape.prefetchBlockScales && !shape.warpSpecialized)
+      return op.emitOpError("coat-lower-linear: prefetch-block-scales needs "
+                            "warp-specialize");
     if (shape.promoteInPairs) {
       if (!shape.warpSpecialized || shape.prefetchBlockScales)
         return op.emitOpError("coat-lower-linear: promote-in-pairs needs "

@@ -102,6 +102,9 @@
 // RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{promote-in-pairs=true prefetch-block-scales=true})' 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=PAIRS-PREFETCH
 // PAIRS-PREFETCH: error: 'coat.linear' op coat-lower-linear: promote-in-pairs needs warp-specialize and no prefetch-block-scales
+// RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{prefetch-block-scales=true warp-specialize=false tile-m=64 block-tile-n=64 warpgroups=1 stages=3})' 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=PREFETCH-PLAIN
+// PREFETCH-PLAIN: error: 'coat.linear' op coat-lower-linear: prefetch-block-scales needs warp-specialize
 // The default loads each slice's own scales and records no prefetch.
 // AUTO-SAME: scale_prefetch = false
 // block-tile-m = 0 means tile-m: one consumer warpgroup's 255 registers
