@@ -39,6 +39,22 @@ PY
     printf '"%s"\n' "$w"
   done
 } | sort -u >"$work/coat.dict"
+# The target must drive the pipelines, not only the parser: on the MLP block
+# the model pipeline, on the norm specs the CPU and GPU lowerings must change
+# the module (COAT_FUZZ_VERBOSE: ops before and after each pipeline).
+grows() {
+  local out
+  out=$(COAT_FUZZ_VERBOSE=1 "$build/bin/coat-fuzz" "$root/examples/$1" 2>&1)
+  if ! grep -E "^coat-fuzz: $2: " <<<"$out" | head -1 | awk '{ exit !($5 > $3) }' ||
+     ! grep -qE "^coat-fuzz: $2: " <<<"$out"; then
+    echo "coat-fuzz: the $2 pipeline did not lower examples/$1:" >&2
+    grep "^coat-fuzz: " <<<"$out" >&2 || true
+    exit 1
+  fi
+}
+grows llama_mlp/mlp_block.mlir model
+grows flow/norms.mlir cpu
+grows flow/norms.mlir gpu
 echo "coat-fuzz: $(ls "$work/seeds" | wc -l) seeds, $(wc -l <"$work/coat.dict") dictionary entries, ${secs}s"
 cd "$work"
 # Progress lines (NEW, REDUCE, pulse) and the recommended dictionary are

@@ -12,6 +12,7 @@
 #include "../SanitizerOptions.h"
 #include "coat/InitAll.h"
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
@@ -27,25 +28,47 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <iterator>
 #include <string>
 
 using namespace mlir;
 
 namespace {
 
-// The pipelines the fuzzer drives: what python/coat/toolchain.py runs on a
-// model program, and the CPU halves of its kernel lowerings (the GPU halves
-// end in NVVM and ptxas, outside the compiler under test). The manifest
-// export is left out: it writes files.
+// The pipelines the fuzzer drives, on the parsed module: what
+// python/coat/toolchain.py runs on a model program, the CPU halves of its
+// kernel lowerings, and the GPU halves up to the NVVM-side passes that are
+// ours (the upstream conversions and ptxas after them are outside the
+// compiler under test). The manifest export is left out: it writes files.
+// They are not anchored: parsePassPipeline nests an anchored
+// `builtin.module(...)` under the module's pass manager, where it would run
+// on modules inside the module, that is, on nothing.
 constexpr const char *kModelPipeline =
-    "builtin.module(coat-mixed-granularity,coat-group-scaling,"
-    "func.func(coat-recompute-activations),coat-outline-kernels)";
+    "coat-mixed-granularity,coat-group-scaling,"
+    "func.func(coat-recompute-activations),coat-outline-kernels";
 constexpr const char *kCpuPipeline =
-    "builtin.module(coat-fuse-adamw,coat-lower-optimizer{target=cpu},"
+    "coat-fuse-adamw,coat-lower-optimizer{target=cpu},"
     "coat-lower-pointwise{target=cpu},coat-lower-norms{target=cpu},"
     "coat-lower-activations{target=cpu},coat-lower-reduce-scales{target=cpu},"
     "coat-lower-linear{target=cpu},coat-expand-shared-divisions,"
-    "coat-expand-soft-exp2,coat-expand-fp8-conversions)";
+    "coat-expand-soft-exp2,coat-expand-fp8-conversions";
+/// The GPU lowerings under one of three option sets, picked by the input's
+/// length: the defaults, and the schedules that are options (row prefetch
+/// with fused or shared column sums; the block-scaled GEMM's scale
+/// prefetch or paired promotion).
+constexpr const char *kGpuPipelines[] = {
+    "coat-fuse-adamw,coat-lower-optimizer{target=gpu},"
+    "coat-lower-pointwise{target=gpu},coat-lower-norms{target=gpu},"
+    "coat-lower-activations{target=gpu},coat-lower-reduce-scales{target=gpu},"
+    "coat-lower-linear{target=gpu},nvvm-attach-target{chip=sm_90a},"
+    "coat-verify-nvvm-target,gpu.module(coat-expand-shared-divisions,"
+    "coat-expand-soft-exp2,coat-fast-nvvm-math,coat-lower-fp8-to-nvvm)",
+    "coat-lower-norms{target=gpu row-prefetch=true},"
+    "coat-lower-linear{target=gpu promote-in-pairs=true},"
+    "nvvm-attach-target{chip=sm_90a},gpu.module(coat-lower-fp8-to-nvvm)",
+    "coat-lower-norms{target=gpu row-prefetch=true column-sums=shared},"
+    "coat-lower-linear{target=gpu prefetch-block-scales=true},"
+    "nvvm-attach-target{chip=sm_90a},gpu.module(coat-lower-fp8-to-nvvm)"};
 
 struct Fuzzer {
   DialectRegistry registry;
@@ -61,25 +84,44 @@ struct Fuzzer {
     context.loadAllAvailableDialects();
   }
 
-  void run(OwningOpRef<Operation *> &module, const char *pipeline) {
-    PassManager pm(&context, module.get()->getName().getStringRef());
+  /// With COAT_FUZZ_VERBOSE set, each run says how many ops the module had
+  /// before and after (scripts/fuzz.sh checks that the pipelines do work).
+  const bool verbose = std::getenv("COAT_FUZZ_VERBOSE") != nullptr;
+
+  void run(ModuleOp module, llvm::StringRef name, const char *pipeline) {
+    PassManager pm(&context);
     if (failed(parsePassPipeline(pipeline, pm, llvm::errs()))) {
       llvm::errs() << "coat-fuzz: bad built-in pipeline " << pipeline << "\n";
       std::abort();
     }
-    (void)pm.run(module.get());
+    int64_t before = verbose ? countOps(module) : 0;
+    bool ok = succeeded(pm.run(module));
+    if (verbose)
+      llvm::errs() << "coat-fuzz: " << name << (ok ? "" : " (failed)") << ": "
+                   << before << " -> " << countOps(module) << " ops\n";
+  }
+
+  static int64_t countOps(ModuleOp module) {
+    int64_t n = 0;
+    module->walk([&](Operation *) { ++n; });
+    return n;
   }
 
   void one(llvm::StringRef text) {
     ScopedDiagnosticHandler quiet(&context, [](Diagnostic &) { return success(); });
     ParserConfig config(&context);
-    OwningOpRef<Operation *> parsed =
-        parseSourceString(text, config, /*sourceName=*/"fuzz-input");
-    if (!parsed || failed(verify(parsed.get())))
+    // As a module, as coat-opt parses: several top-level functions go into
+    // an implicit one (parsed as a bare Operation *, such an input fails
+    // to parse and a lone function does not match the pipelines' anchor).
+    OwningOpRef<ModuleOp> parsed =
+        parseSourceString<ModuleOp>(text, config, /*sourceName=*/"fuzz-input");
+    if (!parsed || failed(verify(*parsed)))
       return;
-    OwningOpRef<Operation *> copy(parsed.get()->clone());
-    run(parsed, kModelPipeline);
-    run(copy, kCpuPipeline);
+    OwningOpRef<ModuleOp> copy = parsed->clone();
+    OwningOpRef<ModuleOp> gpuCopy = parsed->clone();
+    run(*parsed, "model", kModelPipeline);
+    run(*copy, "cpu", kCpuPipeline);
+    run(*gpuCopy, "gpu", kGpuPipelines[text.size() % std::size(kGpuPipelines)]);
   }
 };
 
