@@ -53,9 +53,8 @@ constexpr const char *kCpuPipeline =
     "coat-lower-linear{target=cpu},coat-expand-shared-divisions,"
     "coat-expand-soft-exp2,coat-expand-fp8-conversions";
 /// The GPU lowerings under one of three option sets, picked by the input's
-/// length: the defaults, and the schedules that are options (row prefetch
-/// with fused or shared column sums; the block-scaled GEMM's scale
-/// prefetch or paired promotion).
+/// length: the defaults, and the norms' row prefetch with fused or shared
+/// column sums.
 constexpr const char *kGpuPipelines[] = {
     "coat-fuse-adamw,coat-lower-optimizer{target=gpu},"
     "coat-lower-pointwise{target=gpu},coat-lower-norms{target=gpu},"
@@ -64,10 +63,8 @@ constexpr const char *kGpuPipelines[] = {
     "coat-verify-nvvm-target,gpu.module(coat-expand-shared-divisions,"
     "coat-expand-soft-exp2,coat-fast-nvvm-math,coat-lower-fp8-to-nvvm)",
     "coat-lower-norms{target=gpu row-prefetch=true},"
-    "coat-lower-linear{target=gpu promote-in-pairs=true},"
     "nvvm-attach-target{chip=sm_90a},gpu.module(coat-lower-fp8-to-nvvm)",
     "coat-lower-norms{target=gpu row-prefetch=true column-sums=shared},"
-    "coat-lower-linear{target=gpu prefetch-block-scales=true},"
     "nvvm-attach-target{chip=sm_90a},gpu.module(coat-lower-fp8-to-nvvm)"};
 
 struct Fuzzer {

@@ -952,19 +952,6 @@ def CoatLowerLinear : Pass<"coat-lower-linear", "::mlir::ModuleOp"> {
     Option<"blockTileN", "block-tile-n", "int64_t", /*default=*/"128",
            "Output columns per tile of block-scaled kernels (multiple of 16; "
            "a tile spans at most two 128-column weight blocks)">,
-    Option<"prefetchBlockScales", "prefetch-block-scales", "bool",
-           /*default=*/"false",
-           "Block-scaled, warp-specialized: a consumer loads the next K "
-           "slice's A and B scales while multiplying this one, so that "
-           "their global loads have a whole slice to land before its "
-           "promotion (registers the loop carries); refused without "
-           "warp-specialize">,
-    Option<"promoteInPairs", "promote-in-pairs", "bool", /*default=*/"false",
-           "Block-scaled, warp-specialized: issue two K slices' wgmma "
-           "(a partial fragment each) before promoting the first, so that "
-           "every other promotion overlaps the next slice's wgmma; needs "
-           "room for the accumulators and two partials (128x128 tiles on "
-           "two consumer warpgroups), not with prefetch-block-scales">,
     Option<"epilogue", "epilogue", "std::string", /*default=*/"\"auto\"",
            "How results are stored: `auto` (per spec: `tma` for results "
            "of a static N with 16-byte rows, else `staged`; `direct` where "

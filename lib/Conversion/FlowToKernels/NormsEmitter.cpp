@@ -185,8 +185,16 @@ private:
   /// stage `stage` (zeros where `valid` or the slot is not); the group
   /// token of the copies.
   Value prefetchRow(Value r, Value valid, Value stage);
+  /// Row `r`'s scale of slot `s`'s group (zero where the slot is not valid).
+  Value loadGroupScale(Value r, const Slot &s);
+  /// Row `r`'s saved statistics (zeros where not `valid`; mean only for
+  /// LayerNorm).
+  struct RowStats {
+    Value rstd, mean;
+  };
+  RowStats loadRowStats(Value r, Value valid);
   /// Loads what the team needs of row `r` besides the staged operands:
-  /// each slot's group scale, rstd [and mean] (zeros where not valid).
+  /// each slot's group scale, then rstd [and mean].
   SmallVector<Value> loadRowScalars(Value r, Value valid);
   /// Slot k's `width` staged elements of `op` in the current stage.
   Value loadStaged(const StagedOperand &op, int64_t k);
@@ -355,9 +363,7 @@ GroupVec NormEmitter::loadX(const Slot &s) {
   } else if (onGpu && cache.count(key)) {
     scale = cache[key];
   } else {
-    Value scaleIdx = addI(mulI(row, groups), s.group);
-    scale = loadScalarF32(args.lookup("x_scale"), spec.scaleType, scaleIdx,
-                          s.valid);
+    scale = loadGroupScale(row, s);
     if (onGpu)
       cache[key] = scale;
   }
@@ -564,16 +570,13 @@ void NormEmitter::emitForwardRow() {
 SmallVector<Value> NormEmitter::emitBackwardRow(ValueRange accs,
                                                 Value partialRow) {
   Value zero = cf32(0.0);
-  Value rstd, mean;
-  if (currentStage) {
-    rstd = rowScalars[team.slots];
-    mean = spec.hasMean() ? rowScalars[team.slots + 1] : Value();
-  } else {
-    rstd = loadScalarF32(args.lookup("rstd"), b.getF32Type(), row, rowValid);
-    mean = spec.hasMean() ? loadScalarF32(args.lookup("mean"), b.getF32Type(),
-                                          row, rowValid)
-                          : Value();
-  }
+  // The statistics: carried from the previous row with a prefetch.
+  RowStats stats =
+      currentStage
+          ? RowStats{rowScalars[team.slots],
+                     spec.hasMean() ? rowScalars[team.slots + 1] : Value()}
+          : loadRowStats(row, rowValid);
+  Value rstd = stats.rstd, mean = stats.mean;
   auto centered = [&](const Slot &s) {
     GroupVec x = loadX(s);
     return mean ? arith::SubFOp::create(b, x, splat(mean)).getResult() : x;
@@ -807,16 +810,26 @@ Value NormEmitter::prefetchRow(Value r, Value valid, Value stage) {
       b, nvgpu::DeviceAsyncTokenType::get(b.getContext()), copies);
 }
 
+Value NormEmitter::loadGroupScale(Value r, const Slot &s) {
+  return loadScalarF32(args.lookup("x_scale"), spec.scaleType,
+                       addI(mulI(r, groups), s.group), s.valid);
+}
+
+NormEmitter::RowStats NormEmitter::loadRowStats(Value r, Value valid) {
+  auto load = [&](StringRef name) {
+    return loadScalarF32(args.lookup(name), b.getF32Type(), r, valid);
+  };
+  return {load("rstd"), spec.hasMean() ? load("mean") : Value()};
+}
+
 SmallVector<Value> NormEmitter::loadRowScalars(Value r, Value valid) {
   SmallVector<Value> out;
-  for (int64_t k = 0; k < team.slots; ++k) {
-    Slot s = gpuSlot(k, valid);
-    out.push_back(loadScalarF32(args.lookup("x_scale"), spec.scaleType,
-                                addI(mulI(r, groups), s.group), s.valid));
-  }
-  out.push_back(loadScalarF32(args.lookup("rstd"), b.getF32Type(), r, valid));
-  if (spec.hasMean())
-    out.push_back(loadScalarF32(args.lookup("mean"), b.getF32Type(), r, valid));
+  for (int64_t k = 0; k < team.slots; ++k)
+    out.push_back(loadGroupScale(r, gpuSlot(k, valid)));
+  RowStats stats = loadRowStats(r, valid);
+  out.push_back(stats.rstd);
+  if (stats.mean)
+    out.push_back(stats.mean);
   return out;
 }
 
@@ -937,7 +950,6 @@ void NormEmitter::emitGpuColumns(Value group, Value partial) {
   Value rows = toIndex(args.lookup("rows"));
   Value partials = toIndex(args.lookup("partials"));
   Value valid = andI(ult(group, groups), ult(partial, partials));
-  Value mean = Value();
   // Rows partial, partial + partials, ... in order, as a fused row team
   // takes them, so both give bitwise the same partial sums.
   SmallVector<Value> inits(perSlot, splat(cf32(0.0)));
@@ -948,12 +960,9 @@ void NormEmitter::emitGpuColumns(Value group, Value partial) {
         rowValid = valid;
         rowBase = mulI(row, cols);
         Slot s = groupSlot(group, valid);
-        Value rstd =
-            loadScalarF32(args.lookup("rstd"), b.getF32Type(), row, valid);
-        if (spec.hasMean())
-          mean = loadScalarF32(args.lookup("mean"), b.getF32Type(), row, valid);
+        RowStats stats = loadRowStats(row, valid);
         GroupVec dy = loadRowOperand("dy", spec.gradType, s);
-        return addColumnTerms(a, dy, normalized(s, mean, rstd));
+        return addColumnTerms(a, dy, normalized(s, stats.mean, stats.rstd));
       });
   Value at = addI(mulI(partial, cols), mulI(group, cidx(spec.groupSize)));
   for (int64_t i = 0; i < perSlot; ++i)
@@ -1008,11 +1017,8 @@ void NormEmitter::emitCpuBackward() {
 void NormEmitter::emitCpuColumns() {
   bindRowExtent();
   emitCpuPartials(toIndex(args.lookup("partials")), true, [&](Value p) {
-    Value rstd = loadScalarF32(args.lookup("rstd"), b.getF32Type(), row,
-                               rowValid);
-    Value mean = spec.hasMean() ? loadScalarF32(args.lookup("mean"),
-                                                b.getF32Type(), row, rowValid)
-                                : Value();
+    RowStats stats = loadRowStats(row, rowValid);
+    Value rstd = stats.rstd, mean = stats.mean;
     forEachGroup({}, [&](const Slot &s, ValueRange) {
       GroupVec dy = loadRowOperand("dy", spec.gradType, s);
       addColumnTermsToWorkspace(p, s, dy, normalized(s, mean, rstd));

@@ -115,12 +115,6 @@ struct GemmShape {
   /// accumulators instead of one per m-block (set where the latter do not
   /// fit the consumer's registers).
   bool promotePerMBlock = false;
-  /// Block-scaled, warp-specialized: each slice's scales are loaded one
-  /// slice ahead and carried by the K loop.
-  bool prefetchBlockScales = false;
-  /// Block-scaled, warp-specialized: K slices are issued two at a time,
-  /// each into its own partial, and promoted in turn.
-  bool promoteInPairs = false;
 
   int64_t mPerWarpgroup() const { return tileM / warpgroups; }
   int64_t mBlocks() const { return mPerWarpgroup() / 64; }

@@ -156,14 +156,6 @@ private:
                                         ValueRange accs, ArrayRef<Value> scales,
                                         int64_t boundary,
                                         llvm::function_ref<void()> released);
-  /// Block-scaled, GemmShape::promoteInPairs: the K loop of a tile for
-  /// consumer `consumer`. An odd first slice is multiplied and promoted
-  /// alone; then each iteration issues two slices, each into a fresh
-  /// partial, and promotes the first while the second is multiplied.
-  /// `release(it)` frees ring slot `it`. Returns the accumulators.
-  SmallVector<Value> multiplyInPairs(Value kIter, Value consumer, Value rowBase,
-                                     Value n0, int64_t boundary,
-                                     llvm::function_ref<void(Value)> release);
   /// Block-scaled: builds the mainloop once per column offset the tile can
   /// have inside its 128-column weight block (one case when tile-n divides
   /// 128), so the block boundary is a constant in each; `mainloop(boundary)`
@@ -362,62 +354,6 @@ SmallVector<Value> GemmKernelBuilder::multiplyAndPromote(
     accs = promote(accs, partials, scales, boundary, first);
   }
   return accs;
-}
-
-SmallVector<Value>
-GemmKernelBuilder::multiplyInPairs(Value kIter, Value consumer, Value rowBase,
-                                   Value n0, int64_t boundary,
-                                   llvm::function_ref<void(Value)> release) {
-  bool second = boundary < g.tileN / 8;
-  Value one = cIdx(1);
-  auto slice = [&](Value kt) {
-    Value it = add(kIter, kt);
-    return std::make_pair(it, arith::RemUIOp::create(b, it, cIdx(g.stages)));
-  };
-  // An odd count: slice 0 on its own, as without pairs.
-  Value odd = arith::AndIOp::create(b, kTiles, one);
-  SmallVector<Type> accTypes(g.mBlocks(), accType);
-  auto head = scf::IfOp::create(b, accTypes,
-                                cmp(arith::CmpIPredicate::ne, odd, cIdx(0)),
-                                /*withElseRegion=*/true);
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(head.thenBlock());
-    auto [it, stage] = slice(cIdx(0));
-    SmallVector<Value> scales = loadBlockScales(cIdx(0), rowBase, n0, second);
-    wait(fullBarrier(stage), roundParity(it));
-    scf::YieldOp::create(b, multiplyAndPromote(stage, consumer,
-                                               zeroAccumulators(), scales,
-                                               boundary, [&] { release(it); }));
-    b.setInsertionPointToStart(head.elseBlock());
-    scf::YieldOp::create(b, zeroAccumulators());
-  }
-  auto kLoop = scf::ForOp::create(b, odd, kTiles, cIdx(2), head.getResults());
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(kLoop.getBody());
-  Value kt = kLoop.getInductionVar();
-  auto [it0, stage0] = slice(kt);
-  auto [it1, stage1] = slice(add(kt, one));
-  // Both slices' scales first: their loads overlap the waits and wgmma.
-  SmallVector<Value> scales0 = loadBlockScales(kt, rowBase, n0, second);
-  SmallVector<Value> scales1 =
-      loadBlockScales(add(kt, one), rowBase, n0, second);
-  SmallVector<Value> fresh(g.mBlocks(), undefAccumulator());
-  wait(fullBarrier(stage0), roundParity(it0));
-  SmallVector<Value> partials0 =
-      issueWgmmas(stage0, consumer, fresh, /*fresh=*/true);
-  wait(fullBarrier(stage1), roundParity(it1));
-  SmallVector<Value> partials1 =
-      issueWgmmas(stage1, consumer, fresh, /*fresh=*/true);
-  // The first slice's group is done once at most the second's is pending.
-  NVVM::WgmmaWaitGroupSyncOp::create(b, 1);
-  release(it0);
-  SmallVector<Value> accs =
-      promote(kLoop.getRegionIterArgs(), partials0, scales0, boundary);
-  NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
-  release(it1);
-  scf::YieldOp::create(b, promote(accs, partials1, scales1, boundary));
-  return SmallVector<Value>(kLoop.getResults());
 }
 
 SmallVector<Value> GemmKernelBuilder::perColumnOffset(
@@ -652,43 +588,23 @@ void GemmKernelBuilder::buildWarpSpecialized() {
                 add(add(m0, mul(consumer, cIdx(g.mPerWarpgroup()))), rowInBlock);
             SmallVector<Value> accs =
                 perColumnOffset(n0, [&](int64_t boundary) {
-                  if (g.promoteInPairs)
-                    return multiplyInPairs(kIter, consumer, rowBase, n0,
-                                           boundary, release);
-                  bool second = boundary < g.tileN / 8;
-                  SmallVector<Value> inits = zeroAccumulators();
-                  size_t accCount = inits.size();
-                  // With the prefetch, slice 0's scales before the loop, and
-                  // each slice the next one's (clamped past the last).
-                  if (g.prefetchBlockScales)
-                    llvm::append_range(
-                        inits, loadBlockScales(cIdx(0), rowBase, n0, second));
-                  auto kLoop =
-                      scf::ForOp::create(b, cIdx(0), kTiles, cIdx(1), inits);
+                  auto kLoop = scf::ForOp::create(b, cIdx(0), kTiles, cIdx(1),
+                                                  zeroAccumulators());
                   OpBuilder::InsertionGuard guard(b);
                   b.setInsertionPointToStart(kLoop.getBody());
                   Value kt = kLoop.getInductionVar();
                   Value it = add(kIter, kt);
                   Value stage = arith::RemUIOp::create(b, it, cIdx(g.stages));
-                  ValueRange carried = kLoop.getRegionIterArgs();
                   // Scales first: their loads overlap the barrier wait and
                   // wgmma.
-                  SmallVector<Value> scales, next;
-                  if (g.prefetchBlockScales) {
-                    scales.assign(carried.begin() + accCount, carried.end());
-                    next =
-                        loadBlockScales(add(kt, cIdx(1)), rowBase, n0, second);
-                  } else {
-                    scales = loadBlockScales(kt, rowBase, n0, second);
-                  }
+                  SmallVector<Value> scales =
+                      loadBlockScales(kt, rowBase, n0, boundary < g.tileN / 8);
                   wait(fullBarrier(stage), roundParity(it));
-                  SmallVector<Value> yielded = multiplyAndPromote(
-                      stage, consumer, carried.take_front(accCount), scales,
-                      boundary, [&] { release(it); });
-                  llvm::append_range(yielded, next);
-                  scf::YieldOp::create(b, yielded);
-                  return SmallVector<Value>(
-                      kLoop.getResults().take_front(accCount));
+                  scf::YieldOp::create(
+                      b, multiplyAndPromote(stage, consumer,
+                                            kLoop.getRegionIterArgs(), scales,
+                                            boundary, [&] { release(it); }));
+                  return SmallVector<Value>(kLoop.getResults());
                 });
             emitEpilogue(accs, m0, n0, consumer);
             return;

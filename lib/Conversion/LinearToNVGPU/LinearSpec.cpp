@@ -170,13 +170,8 @@ DictionaryAttr buildManifestRecord(MLIRContext *ctx, StringRef name,
         named("a_scale_block", b.getI64ArrayAttr({1, kScaleBlock})));
     config.push_back(
         named("b_scale_block", b.getI64ArrayAttr({kScaleBlock, kScaleBlock})));
-    config.push_back(
-        named("promotion", str(g.promoteInPairs     ? "pairs"
-                               : g.promotePerMBlock ? "per_m_block"
-                                                    : "per_tile")));
-    if (g.warpSpecialized)
-      config.push_back(
-          named("scale_prefetch", b.getBoolAttr(g.prefetchBlockScales)));
+    config.push_back(named(
+        "promotion", str(g.promotePerMBlock ? "per_m_block" : "per_tile")));
   }
   if (p.out == OutputKind::Fp8Groups) {
     config.push_back(named("group_size", b.getI64IntegerAttr(kOutputGroup)));
@@ -427,24 +422,9 @@ FailureOr<LinearPlan> LinearLowering::analyzeLinear(func::FuncOp fn,
              << ", warpgroups = " << shape.warpgroups << " has " << regs
              << " registers per consumer thread, too few for " << accumulators
              << " accumulators and " << partials << " partial sums"
-             << (shape.warpSpecialized
-                     ? ""
-                     : " (without warp specialization, one partial per m-block)");
-    if (shape.prefetchBlockScales && !shape.warpSpecialized)
-      return op.emitOpError("coat-lower-linear: prefetch-block-scales needs "
-                            "warp-specialize");
-    if (shape.promoteInPairs) {
-      if (!shape.warpSpecialized || shape.prefetchBlockScales)
-        return op.emitOpError("coat-lower-linear: promote-in-pairs needs "
-                              "warp-specialize and no prefetch-block-scales");
-      if (regs < 3 * accumulators + kConsumerExtraRegisters)
-        return op.emitOpError("coat-lower-linear: promote-in-pairs with "
-                              "tile-m = ")
-               << shape.tileM << ", tile-n = " << shape.tileN
-               << ", warpgroups = " << shape.warpgroups << " has " << regs
-               << " registers per consumer thread, too few for " << accumulators
-               << " accumulators and two partials of as many";
-    }
+             << (shape.warpSpecialized ? ""
+                                       : " (without warp specialization, one "
+                                         "partial per m-block)");
   }
   // A TMA store writes whole 128-byte boxes: a narrower last block would
   // write into the next tile's columns.

@@ -37,8 +37,6 @@ struct CoatLowerLinearPass
 
   void runOnOperation() override {
     GemmShape g{tileM, tileN, stages, warpgroups, warpSpecialize, groupM};
-    g.prefetchBlockScales = prefetchBlockScales;
-    g.promoteInPairs = promoteInPairs;
     LinearLowering lowering(g, tileM.hasValue() || tileN.hasValue(),
                             blockTileM, blockTileN, epilogue);
     if (failed(lowering.run(getOperation(), target)))

@@ -45,68 +45,6 @@
 // stage is released after the second m-block's wgmma completed.
 // RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{block-tile-m=256})' \
 // RUN:   | FileCheck %s --check-prefix=MBLOCK
-// prefetch-block-scales: slice 0's scales before the K loop, which carries
-// them; each slice loads the next one's (kt + 1) before its barrier wait
-// and promotes with those it was given.
-// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{prefetch-block-scales=true})' \
-// RUN:   | FileCheck %s --check-prefix=PREFETCH
-// PREFETCH-LABEL: gpu.func @block_fwd(
-// PREFETCH-SAME: scale_prefetch = true
-// PREFETCH: scf.for
-// PREFETCH: memref.load
-// PREFETCH: memref.load
-// PREFETCH: memref.load
-// PREFETCH: scf.for %[[KT:[^ ]*]] = {{.*}} iter_args({{.*}}, %[[SA0:[^ ]*]] = %{{.*}}, %[[SA1:[^ ]*]] = %{{.*}}, %[[SB:[^ ]*]] = %{{.*}})
-// PREFETCH: arith.addi %[[KT]], %c1
-// PREFETCH-COUNT-3: memref.load
-// PREFETCH: nvvm.mbarrier.try_wait.parity
-// PREFETCH: nvvm.wgmma.wait.group.sync.aligned 0
-// PREFETCH: arith.mulf %[[SA0]], %[[SB]]
-// PREFETCH: arith.mulf %[[SA1]], %[[SB]]
-// PREFETCH-COUNT-64: math.fma
-// PREFETCH: scf.yield
-// promote-in-pairs: an odd first slice alone (scf.if), then two slices a
-// K-loop iteration, each into a fresh partial: wait for all but the
-// second's group, promote the first, then wait for the second and promote
-// it.
-// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{promote-in-pairs=true})' \
-// RUN:   | FileCheck %s --check-prefix=PAIRS
-// PAIRS-LABEL: gpu.func @block_fwd(
-// PAIRS-SAME: promotion = "pairs"
-// PAIRS: nvvm.setmaxregister increase 232
-// PAIRS: %[[ODD:.*]] = arith.andi %{{.*}}, %c1{{.*}} : index
-// PAIRS: arith.cmpi ne, %[[ODD]]
-// PAIRS: scf.if
-// PAIRS: nvvm.wgmma.mma_async {{.*}} D[<f32>, <zero>]
-// PAIRS: nvvm.wgmma.wait.group.sync.aligned 0
-// PAIRS-COUNT-64: math.fma
-// PAIRS: scf.for %{{.*}} = %[[ODD]] to %{{.*}} step %c2{{.*}} iter_args
-// PAIRS: nvvm.mbarrier.try_wait.parity
-// PAIRS: nvvm.wgmma.mma_async {{.*}} D[<f32>, <zero>]
-// PAIRS: nvvm.wgmma.commit.group.sync.aligned
-// PAIRS: nvvm.mbarrier.try_wait.parity
-// PAIRS: nvvm.wgmma.mma_async {{.*}} D[<f32>, <zero>]
-// PAIRS: nvvm.wgmma.commit.group.sync.aligned
-// PAIRS: nvvm.wgmma.wait.group.sync.aligned 1
-// PAIRS: nvvm.mbarrier.arrive
-// PAIRS-COUNT-64: math.fma
-// PAIRS: nvvm.wgmma.wait.group.sync.aligned 0
-// PAIRS: nvvm.mbarrier.arrive
-// PAIRS-COUNT-64: math.fma
-// PAIRS: scf.yield
-// Two partials beside 128 accumulators do not fit; nor does the option
-// combine with the scale prefetch.
-// RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{promote-in-pairs=true block-tile-m=256})' 2>&1 \
-// RUN:   | FileCheck %s --check-prefix=PAIRS-REGS
-// PAIRS-REGS: error: 'coat.linear' op coat-lower-linear: promote-in-pairs with tile-m = 256, tile-n = 128, warpgroups = 2 has 232 registers per consumer thread, too few for 128 accumulators and two partials of as many
-// RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{promote-in-pairs=true prefetch-block-scales=true})' 2>&1 \
-// RUN:   | FileCheck %s --check-prefix=PAIRS-PREFETCH
-// PAIRS-PREFETCH: error: 'coat.linear' op coat-lower-linear: promote-in-pairs needs warp-specialize and no prefetch-block-scales
-// RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{prefetch-block-scales=true warp-specialize=false tile-m=64 block-tile-n=64 warpgroups=1 stages=3})' 2>&1 \
-// RUN:   | FileCheck %s --check-prefix=PREFETCH-PLAIN
-// PREFETCH-PLAIN: error: 'coat.linear' op coat-lower-linear: prefetch-block-scales needs warp-specialize
-// The default loads each slice's own scales and records no prefetch.
-// AUTO-SAME: scale_prefetch = false
 // block-tile-m = 0 means tile-m: one consumer warpgroup's 255 registers
 // hold 128 accumulators and one partial, not two.
 // RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-m=128 warpgroups=1})' \
@@ -135,7 +73,7 @@
 // IR: scf.yield
 
 // IR-LABEL: gpu.func @block_wgrad(
-// IR-SAME: kind = "wgrad", out = "f32", promotion = "per_tile", scale_prefetch = false, scaling = "block"
+// IR-SAME: kind = "wgrad", out = "f32", promotion = "per_tile", scaling = "block"
 
 // The promotion (loop latch) is laid out before the loop head: the scale
 // product, 64 FMAs, then the next slice's scale loads, barrier wait and wgmma.
@@ -213,7 +151,7 @@ func.func @block_wgrad(%xt: !coat.qtensor<?x?xf8E4M3FN, per_group<128>>,
 }
 
 // MBLOCK-LABEL: gpu.func @block_fwd(
-// MBLOCK-SAME: promotion = "per_m_block", scale_prefetch = false, scaling = "block", stages = 4 : i64, tile = [256, 128, 128]
+// MBLOCK-SAME: promotion = "per_m_block", scaling = "block", stages = 4 : i64, tile = [256, 128, 128]
 // MBLOCK-SAME: grid_tiles = {{\[\["m", 256\], \["n", 128\]\]}}
 // MBLOCK: nvvm.setmaxregister increase 232
 // MBLOCK: nvvm.mbarrier.try_wait.parity
@@ -233,4 +171,4 @@ func.func @block_wgrad(%xt: !coat.qtensor<?x?xf8E4M3FN, per_group<128>>,
 // IR-NOT: promotion = "per_m_block"
 
 // ONEWG-LABEL: gpu.func @block_fwd(
-// ONEWG-SAME: promotion = "per_m_block", scale_prefetch = false, scaling = "block", stages = 4 : i64, tile = [128, 128, 128], warp_specialized = true, warpgroups = 1
+// ONEWG-SAME: promotion = "per_m_block", scaling = "block", stages = 4 : i64, tile = [128, 128, 128], warp_specialized = true, warpgroups = 1
