@@ -124,8 +124,19 @@ struct CoatExportManifestPass
         kernels.push_back(llvm::json::Object{});
         entry = kernels.back().getAsObject();
       }
-      for (auto &kv : fresh)
+      // The GPU kernel and its CPU twin share an entry: objects (config,
+      // launch) merge key by key, so a fact only one target records (the
+      // GPU's launch, its row prefetch) survives the other's export.
+      for (auto &kv : fresh) {
+        llvm::json::Object *into = entry->getObject(kv.first);
+        llvm::json::Object *from = kv.second.getAsObject();
+        if (into && from) {
+          for (auto &field : *from)
+            (*into)[field.first] = std::move(field.second);
+          continue;
+        }
         (*entry)[kv.first] = std::move(kv.second);
+      }
       (*entry)[section] = std::move(where);
     };
 

@@ -196,13 +196,13 @@ public:
   NormsLowering(int64_t blockSize, int64_t threadsPerRow,
                 int64_t groupsPerThread, int64_t laneElements, bool stageStores,
                 int64_t maxCols, StringRef columnSums, int64_t backwardMinCtas,
-                bool rowPrefetch)
+                StringRef rowPrefetch)
       : KernelLowering({"coat-lower-norms", "coat_norm_kernels"}),
         blockSize(blockSize), threadsPerRow(threadsPerRow),
         groupsPerThread(groupsPerThread), laneElements(laneElements),
         stageStores(stageStores), maxCols(maxCols),
         columnSums(columnSums.str()), backwardMinCtas(backwardMinCtas),
-        rowPrefetch(rowPrefetch) {}
+        rowPrefetch(rowPrefetch.str()) {}
 
   bool isSpecOp(Operation *op) const;
 
@@ -221,6 +221,8 @@ private:
                                          int64_t maxCols) const;
   FailureOr<TeamShape> chooseTeam(Operation *anchor, const NormSpec &spec,
                                   ColumnSums sums, int64_t maxCols) const;
+  FailureOr<bool> choosePrefetch(Operation *anchor, const NormSpec &spec,
+                                 ColumnSums sums) const;
 
   int64_t blockSize;
   int64_t threadsPerRow;
@@ -230,7 +232,7 @@ private:
   int64_t maxCols;
   std::string columnSums;
   int64_t backwardMinCtas;
-  bool rowPrefetch;
+  std::string rowPrefetch;
 };
 
 } // namespace mlir::coat

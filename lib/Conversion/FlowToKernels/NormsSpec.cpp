@@ -158,9 +158,6 @@ SmallVector<NamedAttribute> rowConfig(MLIRContext *ctx, const NormPlan &plan) {
   else
     c.push_back(
         b.getNamedAttr("epilogue_absmax", b.getBoolAttr(spec.epilogueMax)));
-  if (plan.sumsInRowKernel())
-    c.push_back(
-        b.getNamedAttr("row_prefetch", b.getBoolAttr(team.prefetchesRows())));
   return c;
 }
 
@@ -371,6 +368,27 @@ NormsLowering::chooseColumnSums(Operation *anchor, const NormSpec &spec,
   return ColumnSums::Fused;
 }
 
+FailureOr<bool> NormsLowering::choosePrefetch(Operation *anchor,
+                                              const NormSpec &spec,
+                                              ColumnSums sums) const {
+  if (rowPrefetch != "auto" && rowPrefetch != "true" && rowPrefetch != "false")
+    return anchor->emitError("row-prefetch must be auto, true or false, got '")
+           << rowPrefetch << "'";
+  // Only GPU teams that loop over rows have a next row to fetch (the CPU
+  // twin has nothing to hide).
+  bool loopsOverRows = sums == ColumnSums::Fused || sums == ColumnSums::Shared;
+  if (rowPrefetch == "false" || !onGpu() || !spec.backward || !loopsOverRows)
+    return false;
+  if (rowPrefetch == "true")
+    return true;
+  // Measured (H100, docs/benchmarks.md, row prefetch): the LayerNorm
+  // backward with a weight and shared sums gains 6-8% at 4096 and 8192
+  // columns; RMSNorm's loses 4-7%, the fused teams at 11008 columns lose,
+  // and with dbias it ranges from +2% (4096, fused) to -18% (8192, shared).
+  return spec.kind == NormKind::Layer && sums == ColumnSums::Shared &&
+         !spec.hasBias;
+}
+
 FailureOr<TeamShape> NormsLowering::chooseTeam(Operation *anchor,
                                                const NormSpec &spec,
                                                ColumnSums sums,
@@ -451,9 +469,11 @@ FailureOr<TeamShape> NormsLowering::chooseTeam(Operation *anchor,
     t.maxCols = t.sumCols;
   }
   // Row prefetch where GPU teams loop over rows: two stages of each
-  // thread's slots of x codes and dy (the CPU twin has nothing to hide).
-  if (rowPrefetch && onGpu() && spec.backward &&
-      (sums == ColumnSums::Fused || sums == ColumnSums::Shared)) {
+  // thread's slots of x codes and dy.
+  FailureOr<bool> prefetch = choosePrefetch(anchor, spec, sums);
+  if (failed(prefetch))
+    return failure();
+  if (*prefetch) {
     int64_t gradBytes =
         laneStorageType(spec.gradType).getIntOrFloatBitWidth() / 8;
     t.threadCodeBytes = t.slots * lanes;
@@ -591,14 +611,22 @@ DictionaryAttr NormsLowering::record(const NormPlan &plan,
   NormPlan::Kernel kernel = plan.kernelAt(index);
   if (kernel == NormPlan::Kernel::Row) {
     std::optional<LaunchRule> launch;
-    if (onGpu())
+    SmallVector<NamedAttribute> config = rowConfig(ctx, plan);
+    if (onGpu()) {
       launch = LaunchRule{team.blockSize,
                           0,
                           team.sharedBytes(),
                           {{plan.sumsInRowKernel() ? "partials" : "rows",
                             team.teamsPerBlock()}}};
-    return buildKernelRecord(ctx, decl.name, spec.opName(),
-                             rowConfig(ctx, plan), decl.abi, launch);
+      // A GPU schedule fact: the CPU twin, whose record shares the
+      // manifest entry, says nothing of it.
+      if (plan.sumsInRowKernel())
+        config.push_back(
+            NamedAttribute(StringAttr::get(ctx, "row_prefetch"),
+                           BoolAttr::get(ctx, team.prefetchesRows())));
+    }
+    return buildKernelRecord(ctx, decl.name, spec.opName(), config, decl.abi,
+                             launch);
   }
   Builder cb(ctx);
   bool columns = kernel == NormPlan::Kernel::Columns;

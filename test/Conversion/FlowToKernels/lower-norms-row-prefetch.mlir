@@ -8,6 +8,9 @@
 // RUN: coat-opt %s -coat-lower-norms='target=gpu row-prefetch=true column-sums=shared max-cols=4096' | FileCheck %s --check-prefix=SHARED
 // RUN: coat-opt %s -coat-lower-norms='target=gpu row-prefetch=true max-cols=4096 lane-elements=8' | FileCheck %s --check-prefix=F32
 // RUN: coat-opt %s -coat-lower-norms='target=gpu' | FileCheck %s --check-prefix=OFF
+// RUN: coat-opt %s -coat-lower-norms='target=gpu column-sums=shared max-cols=4096' | FileCheck %s --check-prefix=AUTO
+// RUN: coat-opt %s -coat-lower-norms='target=gpu row-prefetch=false' | FileCheck %s --check-prefix=NEVER
+// RUN: not coat-opt %s -coat-lower-norms='target=gpu row-prefetch=yes' 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: coat-opt %s -coat-lower-norms='target=cpu row-prefetch=true' | FileCheck %s --check-prefix=CPU
 // RUN: not coat-opt %s -coat-lower-norms='target=gpu row-prefetch=true column-sums=shared max-cols=16384' 2>&1 | FileCheck %s --check-prefix=WIDE
 
@@ -89,16 +92,47 @@
 // F32: nvgpu.device_async_copy %{{.*}}, 4, %{{.*}} {bypassL1} : memref<?xf32> to memref<{{[0-9]+}}xf32, #gpu.address_space<workgroup>>
 // F32: nvgpu.device_async_copy %{{.*}}, 4, %{{.*}} {bypassL1} : memref<?xf32> to memref<{{[0-9]+}}xf32, #gpu.address_space<workgroup>>
 
-// Off by default; the manifest says so where a team loops over rows.
+// `auto` (the default) leaves RMSNorm's teams without it; the manifest
+// says so where a team loops over rows. It prefetches for the LayerNorm
+// backward with a weight, no dbias and shared sums: 256 groups, one a
+// thread in 8-element slots (two), a team of 256 threads a CTA; after the
+// team sums (64 bytes) and the column sums (4096 f32), two stages of 16
+// bytes of codes and 32 of dy a thread.
 // OFF-LABEL: gpu.func @rms_bwd(
 // OFF-SAME: row_prefetch = false
 // OFF-SAME: shared_bytes = 0
 // OFF-NOT: nvgpu.
 // OFF: gpu.func @rms_bwd_reduce(
+// OFF-LABEL: gpu.func @lnw_bwd(
+// OFF-SAME: column_sums = "shared"
+// OFF-SAME: row_prefetch = true
+// OFF-SAME: launch = {block = [256, 1, 1], {{.*}}, shared_bytes = 41024 : i64}
+// OFF: nvgpu.device_async_copy
 
-// The CPU twin has no latency to hide: it records no prefetch.
+// Not for RMSNorm's shared teams nor for those with dbias.
+// AUTO-LABEL: gpu.func @rms_bwd(
+// AUTO-SAME: column_sums = "shared"
+// AUTO-SAME: row_prefetch = false
+// AUTO-LABEL: gpu.func @ln_f32_bwd(
+// AUTO-SAME: column_sums = "shared"
+// AUTO-SAME: row_prefetch = false
+// AUTO-LABEL: gpu.func @lnw_bwd(
+// AUTO-SAME: row_prefetch = true
+
+// NEVER-LABEL: gpu.func @lnw_bwd(
+// NEVER-SAME: column_sums = "shared"
+// NEVER-SAME: row_prefetch = false
+// NEVER-NOT: nvgpu.
+// NEVER: gpu.func @lnw_bwd_reduce(
+
+// BAD: error: row-prefetch must be auto, true or false, got 'yes'
+
+// The CPU twin has no latency to hide; its record, which shares the
+// manifest entry with the GPU kernel's, says nothing of a prefetch.
 // CPU-LABEL: func.func @rms_bwd(
-// CPU-SAME: row_prefetch = false
+// CPU-NOT: row_prefetch
+// CPU-SAME: column_sums = "fused"
+// CPU-NOT: row_prefetch
 // CPU-NOT: nvgpu.
 
 // Two f32 sums and two stages of f32 dy for 16384 columns do not fit.
@@ -128,4 +162,13 @@ func.func @ln_f32_bwd(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf1
       : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, tensor<?xf32>, tensor<?xf32>,
         tensor<?x?xf32>, tensor<?xf32> -> tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>
   return %dx, %dw, %db : tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>
+}
+
+func.func @lnw_bwd(%x: !coat.qtensor<?x4096xf8E4M3FN, per_group<16>, scale = bf16>,
+    %mean: tensor<?xf32>, %rstd: tensor<?xf32>, %dy: tensor<?x4096xbf16>, %w: tensor<4096xbf16>)
+    -> (tensor<?x4096xbf16>, tensor<4096xbf16>) {
+  %dx, %dw = coat.layernorm_grad %x, %mean, %rstd, %dy weight %w
+      : !coat.qtensor<?x4096xf8E4M3FN, per_group<16>, scale = bf16>, tensor<?xf32>, tensor<?xf32>,
+        tensor<?x4096xbf16>, tensor<4096xbf16> -> tensor<?x4096xbf16>, tensor<4096xbf16>
+  return %dx, %dw : tensor<?x4096xbf16>, tensor<4096xbf16>
 }

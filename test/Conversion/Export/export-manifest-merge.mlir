@@ -1,0 +1,29 @@
+// coat-export-manifest: the GPU kernel and its CPU twin share one manifest
+// entry, exported by two runs. Objects merge key by key, so what only the
+// GPU record says (its launch, its row prefetch) survives the CPU export
+// that follows, and the CPU export adds its section without dropping the
+// GPU one.
+// RUN: rm -rf %t && mkdir -p %t
+// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-norms{target=gpu},coat-export-manifest{dir=%t})' -o /dev/null
+// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-norms{target=cpu},coat-export-manifest{dir=%t})' -o /dev/null
+// RUN: FileCheck %s < %t/manifest.json
+
+// CHECK: "config": {
+// CHECK: "column_sums": "shared",
+// CHECK: "row_prefetch": true,
+// CHECK: "threads_per_row": 256,
+// CHECK: "cpu": {
+// CHECK-NEXT: "library": "coat_cpu.so",
+// CHECK: "gpu": {
+// CHECK-NEXT: "cubin": "coat_norm_kernels.cubin",
+// CHECK: "launch": {
+// CHECK: "shared_bytes": 41024
+// CHECK: "name": "lnw_bwd",
+func.func @lnw_bwd(%x: !coat.qtensor<?x4096xf8E4M3FN, per_group<16>, scale = bf16>,
+    %mean: tensor<?xf32>, %rstd: tensor<?xf32>, %dy: tensor<?x4096xbf16>, %w: tensor<4096xbf16>)
+    -> (tensor<?x4096xbf16>, tensor<4096xbf16>) {
+  %dx, %dw = coat.layernorm_grad %x, %mean, %rstd, %dy weight %w
+      : !coat.qtensor<?x4096xf8E4M3FN, per_group<16>, scale = bf16>, tensor<?xf32>, tensor<?xf32>,
+        tensor<?x4096xbf16>, tensor<4096xbf16> -> tensor<?x4096xbf16>, tensor<4096xbf16>
+  return %dx, %dw : tensor<?x4096xbf16>, tensor<4096xbf16>
+}
