@@ -2,10 +2,17 @@
 # On a GPU host (CUDA driver, torch; no LLVM needed): builds the runtime and
 # runs every Python test against compiled kernels (GPU cases run, CPU twins
 # too), then, with --sanitize, every kernel family under compute-sanitizer,
-# then, with --bench, every benchmark.
+# then, with --profile, Nsight Compute's counters of chosen kernels, then,
+# with --bench, every benchmark.
 #
 #   scripts/gpu_check.sh [--bench | --bench-only] [--sanitize | --sanitize-only]
-#                        [--dry-run] DEMO_DIR | KERNEL_DIR ...
+#                        [--profile | --profile-only] [--dry-run]
+#                        DEMO_DIR | KERNEL_DIR ...
+#
+# --profile launches the kernels of $COAT_PROFILE_TARGETS (MODULE:KERNEL:SHAPE
+# ..., default: bench/profile_kernels.py's list of the kernels short of their
+# goal) under ncu and prints what bounds each (DRAM and SM throughput,
+# occupancy, stall reasons); the report goes to $COAT_PROFILE_DIR.
 #
 # --sanitize reruns the GPU numerics tests of every kernel family (optimizer,
 # quantize, scales, flow, norms, GEMM per-tensor and block-scaled) on their
@@ -26,18 +33,20 @@
 # against the reference library.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-bench=0 tests=1 dry=0 sanitize=0
+bench=0 tests=1 dry=0 sanitize=0 profile=0
 while [ $# -ge 1 ]; do
   case "$1" in
     --bench) bench=1; shift ;;
     --bench-only) bench=1; tests=0; shift ;;
     --sanitize) sanitize=1; shift ;;
     --sanitize-only) sanitize=1; tests=0; shift ;;
+    --profile) profile=1; shift ;;
+    --profile-only) profile=1; tests=0; shift ;;
     --dry-run) dry=1; shift ;;
     *) break ;;
   esac
 done
-[ $# -ge 1 ] || { echo "usage: $0 [--bench | --bench-only] [--sanitize | --sanitize-only] [--dry-run] DEMO_DIR | KERNEL_DIR ..." >&2; exit 2; }
+[ $# -ge 1 ] || { echo "usage: $0 [--bench | --bench-only] [--sanitize | --sanitize-only] [--profile | --profile-only] [--dry-run] DEMO_DIR | KERNEL_DIR ..." >&2; exit 2; }
 dirs=()
 for d in "$@"; do
   if [ -f "$d/manifest.json" ]; then dirs+=("$(cd "$d" && pwd)")
@@ -96,6 +105,22 @@ if [ $sanitize = 1 ]; then
       --error-exitcode 86 --target-processes all --print-limit 20 \
       python3 -m pytest -q -p no:cacheprovider "${files[@]}" -k "$select"
   done
+fi
+if [ $profile = 1 ]; then
+  if [ $dry = 1 ]; then prof="${COAT_PROFILE_DIR:-\$COAT_PROFILE_DIR}"
+  else prof="${COAT_PROFILE_DIR:-$(mktemp -d -t coat-profile.XXXXXX)}"; mkdir -p "$prof"; fi
+  # Clocks as the benchmarks see them (no locking); only the kernels inside
+  # the script's NVTX range are profiled.
+  read -r -a targets <<< "${COAT_PROFILE_TARGETS:-}"
+  run ncu --nvtx --nvtx-include "coat-profile/" --clock-control none \
+    --section SpeedOfLight --section Occupancy --section LaunchStats \
+    --section WarpStateStats --section SchedulerStats \
+    --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct \
+    -f -o "$prof/profile" \
+    python3 "$root/bench/profile_kernels.py" launch --record "$prof/launched.txt" \
+    --kernels "${dirs[@]}" ${targets[@]+--targets "${targets[@]}"}
+  run python3 "$root/bench/profile_kernels.py" summarize "$prof/profile.ncu-rep" \
+    --launched "$prof/launched.txt"
 fi
 [ $bench = 1 ] || exit 0
 

@@ -95,3 +95,20 @@ def test_tests_spread_over_the_workers_asked_for(tmp_path):
     env["COAT_TEST_WORKERS"] = "0"
     (cmd,) = _dry_run("--dry-run", str(tmp_path), env=env)
     assert " -n " not in cmd
+
+
+def test_profile_runs_ncu_on_the_targets_then_summarizes(tmp_path):
+    _module(tmp_path, "a_opt", ["adamw_step"])
+    env = dict(os.environ, COAT_PROFILE_DIR=str(tmp_path / "prof"),
+               COAT_PROFILE_TARGETS="a_opt:k:1024 a_opt:k2:2048")
+    ncu, summary = _dry_run("--profile-only", "--dry-run", str(tmp_path), env=env)
+    words = ncu.split()
+    assert words[0] == "ncu" and "--nvtx-include" in words and "--clock-control" in words
+    assert words[words.index("--targets") + 1:] == ["a_opt:k:1024", "a_opt:k2:2048"]
+    assert words[words.index("--kernels") + 1] == str(tmp_path / "a_opt")
+    assert summary.split()[1:4] == [os.path.join(REPO, "bench", "profile_kernels.py"),
+                                    "summarize", str(tmp_path / "prof" / "profile.ncu-rep")]
+    with_tests = _dry_run("--profile", "--bench", "--dry-run", str(tmp_path))
+    assert [c.split()[0] if c.startswith("ncu ") else _what(c) for c in with_tests] == [
+        "pytest", "ncu", "profile_kernels.py",
+        "bench_optimizer.py", "bench_fsdp.py", "summary.py"]
