@@ -945,7 +945,8 @@ def CoatLowerLinear : Pass<"coat-lower-linear", "::mlir::ModuleOp"> {
     Option<"tileN", "tile-n", "int64_t", /*default=*/"256",
            "Output columns per tile (wgmma N: multiple of 16, <= 256)">,
     Option<"stages", "stages", "int64_t", /*default=*/"4",
-           "Shared-memory pipeline depth over K (>= 2)">,
+           "Shared-memory pipeline depth over K (>= 2), or 0: per kernel, "
+           "the most stages (up to 8) that fit beside its epilogue">,
     Option<"warpgroups", "warpgroups", "int64_t", /*default=*/"2",
            "Consumer warpgroups (128 threads each) issuing wgmma">,
     Option<"warpSpecialize", "warp-specialize", "bool", /*default=*/"true",

@@ -399,36 +399,33 @@ void emitTileGpu(ImplicitLocOpBuilder &b, const ActSpec &spec,
   SmallVector<Item> &items = cur.items;
 
   // Pass 1b (per block): the block maximum and its scale. Masked-off
-  // elements load as 0 and leave the maximum alone; NaN is skipped (fmax).
-  // |x| of non-NaN floats orders like its bits, so the thread's maximum is
-  // an unsigned maximum of the bits with the sign cleared and NaN set to 0.
+  // elements load as 0 and leave the maximum alone; NaN is skipped: maxnum
+  // returns its other operand (`max.bf16x2`, `max.f32`), and the running
+  // maximum starts at 0, so it never is NaN. A 16-bit input takes two
+  // elements an instruction (`and.b32`, `max.bf16x2`), in its own type:
+  // the maximum of magnitudes is exact in any format.
   if (blocked) {
+    // |x| clears the sign bit: `math.absf` of a 16-bit float would be
+    // lowered through f32 and back.
     unsigned width = spec.hpType.getIntOrFloatBitWidth();
-    auto bitsType = b.getIntegerType(width);
-    auto bitsVec = VectorType::get({v1}, bitsType);
-    APInt inf =
-        APFloat::getInf(cast<FloatType>(spec.hpType).getFloatSemantics())
-            .bitcastToAPInt();
-    auto splat = [&](const APInt &v) {
-      return arith::ConstantOp::create(
-          b, DenseElementsAttr::get(bitsVec, ArrayRef<APInt>(v)));
-    };
-    Value signOff = splat(APInt::getSignedMaxValue(width));
-    Value infBits = splat(inf), zeroBits = splat(APInt(width, 0));
-    Value acc = zeroBits;
+    auto bitsVec = VectorType::get({v1}, b.getIntegerType(width));
+    auto hpVec = VectorType::get({v1}, spec.hpType);
+    Value signOff = arith::ConstantOp::create(
+        b, DenseElementsAttr::get(
+               bitsVec, ArrayRef<APInt>(APInt::getSignedMaxValue(width))));
+    Value acc = arith::ConstantOp::create(
+        b, DenseElementsAttr::get(hpVec,
+                                  b.getFloatAttr(spec.hpType, 0.0).getValue()));
     for (const Item &it : items) {
       Value bits = it.raw;
-      if (storage != bitsType)
+      if (storage != bitsVec.getElementType())
         bits = arith::BitcastOp::create(b, bitsVec, bits);
-      Value mag = arith::AndIOp::create(b, bits, signOff);
-      Value nan = arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, mag,
-                                        infBits);
-      acc = arith::MaxUIOp::create(
-          b, acc, arith::SelectOp::create(b, nan, zeroBits, mag));
+      Value mag = arith::BitcastOp::create(
+          b, hpVec, arith::AndIOp::create(b, bits, signOff));
+      acc = arith::MaxNumFOp::create(b, acc, mag);
     }
-    Value mBits = vector::ReductionOp::create(b, vector::CombiningKind::MAXUI,
-                                              acc);
-    Value m = arith::BitcastOp::create(b, spec.hpType, mBits);
+    Value m =
+        vector::ReductionOp::create(b, vector::CombiningKind::MAXNUMF, acc);
     if (!spec.hpType.isF32())
       m = arith::ExtFOp::create(b, f32, m);
     GroupLane warp;
@@ -469,7 +466,11 @@ void emitTileGpu(ImplicitLocOpBuilder &b, const ActSpec &spec,
                : Value();
   for (const Item &it : items) {
     // The codes of the IEEE quotient (per block always: the reference
-    // library's), one reciprocal per tile and a correction per element.
+    // library's), one reciprocal per tile and a correction per element. A
+    // block's scale is the quantizer's own, (max + eps) / fp8max, so every
+    // quotient is within the exact contract (|x / s| < 450: none
+    // overflows); a given scale can be anything, and its codes are the
+    // saturated ones of any quotient.
     Value x = widen(it.raw);
     Value scaled;
     if (inv) {
@@ -479,7 +480,9 @@ void emitTileGpu(ImplicitLocOpBuilder &b, const ActSpec &spec,
       for (int64_t e = 0; e < v1; ++e)
         xs.push_back(vector::ExtractOp::create(b, x, e));
       scaled = vector::FromElementsOp::create(
-          b, f32Vec, emitSharedDivisions(f, xs, s, DivisionUse::Fp8Codes));
+          b, f32Vec,
+          emitSharedDivisions(
+              f, xs, s, blocked ? DivisionUse::Exact : DivisionUse::Fp8Codes));
     }
     Value q = arith::TruncFOp::create(b, VectorType::get({v1}, fp8), scaled);
     q = arith::BitcastOp::create(b, codeVec1, q);

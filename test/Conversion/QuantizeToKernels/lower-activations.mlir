@@ -133,8 +133,9 @@ func.func @amax(%x: tensor<?x?xbf16>) -> tensor<?x?xf32> {
 // GPU: memref.load %[[RED]]
 // GPU: %[[BS:.*]] = arith.divf %{{.*}}, %{{.*}} : f32
 // The codes of the IEEE quotients by the block scale (expanded by
-// coat-expand-shared-divisions).
-// GPU-COUNT-8: arith.divf %{{.*}}, %[[BS]] {coat.shared_divisor = "fp8_codes"} : f32
+// coat-expand-shared-divisions), the quantizer's own scale: the exact
+// contract, no quotient overflows.
+// GPU-COUNT-8: arith.divf %{{.*}}, %[[BS]] {coat.shared_divisor = "exact"} : f32
 // GPU: vector.from_elements %{{.*}} : vector<8xf32>
 // GPU: arith.truncf %{{.*}} : vector<8xf32> to vector<8xf8E4M3FN>
 // GPU-NOT: nvvm.prmt
