@@ -6,7 +6,7 @@
 // wide (default 128: one weight block, and room for the partial fragment);
 // a width that can cross a weight-block boundary (192) gets one mainloop per
 // column offset of the tile inside its block.
-// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{epilogue=direct stages=4})' \
+// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{epilogue=direct})' \
 // RUN:   | FileCheck %s --check-prefix=IR
 // RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{epilogue=direct},coat-gpu-to-binary{format=isa})' \
 // RUN:   | sed -e 's/\\0A/\n/g' -e 's/\\09/ /g' | FileCheck %s
@@ -26,14 +26,14 @@
 // FALLBACK-LABEL: gpu.func @block_fwd(
 // FALLBACK-SAME: epilogue = "direct"
 // FALLBACK-SAME: shared_bytes = 230512
-// By default (stages=0) the staged 128x128 kernel takes the 6 stages of
-// 32 KiB that fit beside its staging block.
+// By default the staged 128x128 kernel keeps 4 stages (stages=0 would
+// give it the 6 of 32 KiB that fit beside its staging block).
 // RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear)' \
 // RUN:   | FileCheck %s --check-prefix=AUTO
 // AUTO-LABEL: gpu.func @block_fwd(
 // AUTO-SAME: epilogue = "staged"
-// AUTO-SAME: stages = 6 : i64
-// AUTO-SAME: shared_bytes = 215040
+// AUTO-SAME: stages = 4 : i64
+// AUTO-SAME: shared_bytes = 149504
 // tile-n shapes per-tensor kernels only: with three consumer warpgroups
 // its default (256) is too wide for a wgmma at launch, which a module of
 // block-scaled specs (block-tile-n = 128) does not care about.
@@ -47,11 +47,11 @@
 // beside 128 accumulators do not fit 232, so each slice is multiplied and
 // promoted one 64-row m-block at a time through one partial fragment; the
 // stage is released after the second m-block's wgmma completed.
-// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{block-tile-m=256 stages=4})' \
+// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{block-tile-m=256})' \
 // RUN:   | FileCheck %s --check-prefix=MBLOCK
 // block-tile-m = 0 means tile-m: one consumer warpgroup's 255 registers
 // hold 128 accumulators and one partial, not two.
-// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-m=128 warpgroups=1 stages=4})' \
+// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-m=128 warpgroups=1})' \
 // RUN:   | FileCheck %s --check-prefix=ONEWG
 
 // IR-LABEL: gpu.func @block_fwd(%{{[a-z0-9]+}}: !llvm.ptr {llvm.align = 64 : i32}, %{{[a-z0-9]+}}: !llvm.ptr {llvm.align = 64 : i32}, %{{[a-z0-9]+}}: memref<?xbf16>, %{{[a-z0-9]+}}: memref<?xf32>, %{{[a-z0-9]+}}: memref<?xf32>, %{{[a-z0-9]+}}: i64, %{{[a-z0-9]+}}: i64, %{{[a-z0-9]+}}: i64, %{{[a-z0-9]+}}: i64, %{{[a-z0-9]+}}: i64) kernel

@@ -12,7 +12,7 @@
 // RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{block-tile-m=96})' 2>&1 | FileCheck %s --check-prefix=BLOCKM
 // RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{epilogue=fast})' 2>&1 | FileCheck %s --check-prefix=EPILOGUE
 // RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-n=96 epilogue=tma})' 2>&1 | FileCheck %s --check-prefix=TMA-TILE
-// RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-m=256 tile-n=160 epilogue=staged stages=4})' 2>&1 | FileCheck %s --check-prefix=STAGED-SMEM
+// RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-m=256 tile-n=160 epilogue=staged})' 2>&1 | FileCheck %s --check-prefix=STAGED-SMEM
 // As in every kernel lowering, options are checked without a spec too (at
 // the module then).
 // RUN: echo 'module {}' | not coat-opt --pass-pipeline='builtin.module(coat-lower-linear{stages=1})' 2>&1 | FileCheck %s --check-prefix=NOSPEC
