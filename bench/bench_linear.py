@@ -101,16 +101,28 @@ def torch_blockwise(x8, w8, sa, sb):
     return run, None
 
 
+def block_operands(m, n, k):
+    """Random E4M3 operands of an M x N x K block-scaled GEMM, their 1x128
+    and 128x128 f32 scales and a bf16 result: (x8, w8, sa, sb, out)."""
+    kb, nb = -(-k // BLOCK), -(-n // BLOCK)
+    x8 = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
+    w8 = (torch.randn(n, k, device="cuda") * 0.1).to(torch.float8_e4m3fn)
+    sa = torch.rand(m, kb, device="cuda") * 0.02 + 0.01
+    sb = torch.rand(nb, kb, device="cuda") * 0.02 + 0.01
+    return x8, w8, sa, sb, torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+
+
+def launch_block(kern, x8, w8, sa, sb, out):
+    m, k = x8.shape
+    kern.launch(n=w8.shape[0], a=x8, b=w8, out=out, a_scale=sa, b_scale=sb, m=m, k=k,
+                n_blocks=sb.shape[0], k_blocks=sb.shape[1])
+
+
 def bench_block(kernels):
     rows = []
     for m, n, k in BLOCK_SHAPES:
         torch.manual_seed(0)
-        kb, nb = -(-k // BLOCK), -(-n // BLOCK)
-        x8 = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
-        w8 = (torch.randn(n, k, device="cuda") * 0.1).to(torch.float8_e4m3fn)
-        sa = torch.rand(m, kb, device="cuda") * 0.02 + 0.01
-        sb = torch.rand(nb, kb, device="cuda") * 0.02 + 0.01
-        out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+        x8, w8, sa, sb, out = block_operands(m, n, k)
         flop = 2.0 * m * n * k
         xd = x8.float() * sa.repeat_interleave(BLOCK, dim=1)[:, :k]
         wd = w8.float() * sb.repeat_interleave(BLOCK, dim=0)[:n].repeat_interleave(
@@ -123,8 +135,7 @@ def bench_block(kernels):
                    if anchor else None)
         for tag, kern in kernels:
             def ours():
-                kern.launch(n=n, a=x8, b=w8, out=out, a_scale=sa, b_scale=sb, m=m, k=k,
-                            n_blocks=nb, k_blocks=kb)
+                launch_block(kern, x8, w8, sa, sb, out)
             t, timing = time_ms(ours)
             err = ((out.float() - want).abs().max() / want.abs().max()).item()
             rows.append((f"{m}x{n}x{k}", tag, tflops(flop, t),

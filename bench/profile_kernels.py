@@ -91,8 +91,6 @@ def parse_target(text):
 def setup(kernel, dims):
     """(launch thunk, bytes the kernel must move or None) as the family's
     benchmark sets it up."""
-    import torch
-
     op = kernel.spec.op
     if op in ("rmsnorm", "layernorm", "rmsnorm_grad", "layernorm_grad"):
         import bench_norms
@@ -113,19 +111,11 @@ def setup(kernel, dims):
         return (lambda: kernel.launch(step=1.0, **bench_optimizer.HP, **bufs, **seed)), nbytes
     if op == "linear" and kernel.config.get("scaling") == "block":
         import bench_linear
-        m, n, k = dims
-        blk = bench_linear.BLOCK
-        kb, nb = -(-k // blk), -(-n // blk)
-        x8 = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
-        w8 = (torch.randn(n, k, device="cuda") * 0.1).to(torch.float8_e4m3fn)
-        sa = torch.rand(m, kb, device="cuda") * 0.02 + 0.01
-        sb = torch.rand(nb, kb, device="cuda") * 0.02 + 0.01
-        out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
-        anchor, _ = bench_linear.torch_blockwise(x8, w8, sa, sb)
+        ops = bench_linear.block_operands(*dims)
+        anchor, _ = bench_linear.torch_blockwise(*ops[:4])
 
         def launch():
-            kernel.launch(n=n, a=x8, b=w8, out=out, a_scale=sa, b_scale=sb, m=m, k=k,
-                          n_blocks=nb, k_blocks=kb)
+            bench_linear.launch_block(kernel, *ops)
             if anchor is not None:
                 anchor()
         return launch, None
