@@ -8,16 +8,16 @@ runs `launch` under `ncu`, then `summarize` on its report. A target is
 MODULE:KERNEL:SHAPE, MODULE the folder name of one of the --kernels folders
 (`scripts/demo.sh` output), KERNEL a kernel of its manifest and SHAPE
 `ROWSxCOLS` (norms, activations), `N` parameters (optimizer) or `MxNxK`
-(block-scaled GEMMs); without targets, DEFAULT_TARGETS: the kernels of
+(GEMMs with a bf16 result); without targets, DEFAULT_TARGETS: the kernels of
 issue #12 that are short of their goal, with kernels at their ceiling
 beside them for comparison.
 
 `launch` sets each target up as its benchmark does (bench/bench_*.py) and
 launches it once inside an NVTX range `coat-profile`, which is all that
-ncu profiles (`--nvtx-include coat-profile/`); a block-scaled GEMM's range
-also holds torch's blockwise `_scaled_mm`, its anchor, so the two are
-profiled side by side. A norm backward with a weight is its two or three
-launches. `summarize` prints one row per profiled kernel of the report:
+ncu profiles (`--nvtx-include coat-profile/`); a GEMM's range also holds
+its anchor (cuBLASLt's per-tensor `_scaled_mm`, torch's blockwise one for
+block-scaled operands), so the two are profiled side by side. A norm
+backward with a weight is its two or three launches. `summarize` prints one row per profiled kernel of the report:
 time, DRAM bytes against the bytes the target must move (on the row of the
 target's kernel, for all of its launches), DRAM and SM throughput as % of
 peak, issue activity, achieved and theoretical occupancy, registers, L2 hit
@@ -52,8 +52,10 @@ DEFAULT_TARGETS = [
     # The AdamW step: bf16 parameters, and f32 (at 92-94% of copy).
     "adamw:coat_adamw_bf16_e4m3x_e4m3x_g128:268435456",
     "adamw:coat_adamw_f32_e4m3x_e4m3x_g128:268435456",
-    # The block-scaled GEMM and torch's blockwise _scaled_mm.
+    # The block-scaled GEMM beside torch's blockwise _scaled_mm, and the
+    # per-tensor one at 4096³ (its one shape below 0.95x) beside cuBLASLt.
     "fp8_linear:coat_fp8_linear_block_fwd:8192x8192x8192",
+    "fp8_linear:coat_fp8_linear_fwd:4096x4096x4096",
 ]
 
 # Columns of the summary: (heading, raw metric name).
@@ -118,6 +120,23 @@ def setup(kernel, dims):
             bench_linear.launch_block(kernel, *ops)
             if anchor is not None:
                 anchor()
+        return launch, None
+    if op == "linear" and kernel.config.get("out") == "bf16" and \
+            kernel.config.get("kind") == "forward" and not kernel.config.get("bias"):
+        import torch
+
+        import bench_linear
+        m, n, k = dims
+        x8 = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
+        w8 = (torch.randn(n, k, device="cuda") * 0.1).to(torch.float8_e4m3fn)
+        sx, sw = torch.tensor([0.5], device="cuda"), torch.tensor([0.25], device="cuda")
+        out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+        scales = bench_linear.scale_args(kernel, sx, sw)
+
+        def launch():
+            kernel.launch(n=n, a=x8, b=w8, out=out, m=m, k=k, **scales)
+            torch._scaled_mm(x8, w8.t(), scale_a=sx.reshape(()), scale_b=sw.reshape(()),
+                             out_dtype=torch.bfloat16)
         return launch, None
     raise ValueError(f"{kernel.name}: no profiling setup for op {op!r}")
 
