@@ -58,12 +58,13 @@ DEFAULT_TARGETS = [
     "fp8_linear:coat_fp8_linear_fwd:4096x4096x4096",
 ]
 
-# Columns of the summary: (heading, raw metric name).
+# The summary's columns: key -> raw metric name (the sections and
+# --metrics that scripts/gpu_check.sh --profile asks ncu for).
 METRICS = {
     "time": "gpu__time_duration.sum",
     "dram_read": "dram__bytes_read.sum",
     "dram_write": "dram__bytes_write.sum",
-    "dram_pct": "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+    "dram_pct": "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
     "sm_pct": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
     "issue_pct": "smsp__issue_active.avg.pct_of_peak_sustained_active",
     "occ": "sm__warps_active.avg.pct_of_peak_sustained_active",
@@ -72,8 +73,6 @@ METRICS = {
     "l2_hit": "lts__t_sector_hit_rate.pct",
 }
 STALL = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
-# Metrics asked for besides the sections (scripts/gpu_profile.sh).
-EXTRA_METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum", "lts__t_sector_hit_rate.pct")
 
 
 def parse_target(text):
@@ -245,7 +244,9 @@ def summarize(path, launched=None):
             dram_pct=get("dram_pct"), sm_pct=get("sm_pct"), issue=get("issue_pct"),
             occ=get("occ"), occ_max=get("occ_max"), regs=get("regs"), l2=get("l2_hit"),
             stalls=", ".join(f"{s} {v:.1f}" for v, s in stalls)))
-    fmt = lambda v, f: "-" if v is None else format(v, f)  # noqa: E731
+    def fmt(v, spec):  # a missing value as "-" in the column's width
+        width = re.sub(r"\D*(\d+).*", r"\1", spec)
+        return format(v, spec) if v is not None else format("-", ">" + width)
     print(f"{'kernel':44s} {'us':>8s} {'DRAM GB':>8s} {'need GB':>8s} {'TB/s':>5s} "
           f"{'DRAM%':>5s} {'SM%':>5s} {'issue%':>6s} {'occ%':>9s} {'regs':>4s} {'L2hit':>5s}  "
           "top stalls (warps per issue)")

@@ -64,3 +64,21 @@ def test_a_report_without_kernels_is_an_error(tmp_path):
     report.write_text("==PROF== nothing\n")
     with pytest.raises(ValueError, match="no ncu raw CSV header"):
         pk.summarize(str(report))
+
+
+def test_summary_of_a_real_h100_report(tmp_path):
+    # Columns and units as `ncu --import R --csv --page raw` wrote them for
+    # rmsnorm_bwd_h11008 and its _reduce on an H100 (2026-12-05), cut to the
+    # metrics the summary reads: a wrong metric name shows as a missing value.
+    report = os.path.join(REPO, "test", "python", "fixtures", "ncu_raw_h100.csv")
+    launched = tmp_path / "launched.txt"
+    launched.write_text("norms:rmsnorm_bwd_h11008:16384x11008: bytes 924429312\n")
+    row, reduce = pk.summarize(report, str(launched))
+    assert row["kernel"] == "rmsnorm_bwd_h11008" and reduce["kernel"].endswith("_reduce")
+    assert row["us"] == pytest.approx(361.0, abs=0.1)
+    assert row["dram_gb"] == pytest.approx(0.914, abs=0.001)
+    assert row["need_gb"] == pytest.approx(0.924, abs=0.001)
+    assert row["dram_pct"] == pytest.approx(75.5, abs=0.1)
+    assert row["regs"] == 107 and row["occ_max"] == 25
+    assert None not in (row["sm_pct"], row["issue"], row["occ"], row["l2"])
+    assert row["stalls"].startswith("long_scoreboard")
