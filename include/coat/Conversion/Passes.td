@@ -945,10 +945,7 @@ def CoatLowerLinear : Pass<"coat-lower-linear", "::mlir::ModuleOp"> {
     Option<"tileN", "tile-n", "int64_t", /*default=*/"256",
            "Output columns per tile (wgmma N: multiple of 16, <= 256)">,
     Option<"stages", "stages", "int64_t", /*default=*/"4",
-           "Shared-memory pipeline depth over K (>= 2), or 0: per kernel, "
-           "the most stages (up to 8) that fit beside its epilogue (6 for "
-           "128x128 block-scaled tiles, 4 for 128x256 ones; on an H100 the "
-           "block-scaled kernels ran 0.95-1.00x with 6)">,
+           "Shared-memory pipeline depth over K (>= 2)">,
     Option<"warpgroups", "warpgroups", "int64_t", /*default=*/"2",
            "Consumer warpgroups (128 threads each) issuing wgmma">,
     Option<"warpSpecialize", "warp-specialize", "bool", /*default=*/"true",

@@ -104,10 +104,6 @@ constexpr int64_t kWgmmaExtraRegisters = 26;
 constexpr int64_t kConsumerExtraRegisters = 24;
 static_assert(kScaleBlock == kTileK, "one ring stage per K scale block");
 
-/// The deepest ring `stages=0` picks: past it a stage only adds latency
-/// the ring already hides.
-constexpr int64_t kMaxStages = 8;
-
 /// The kernel's tiling and schedule (the pass options).
 struct GemmShape {
   int64_t tileM, tileN, stages, warpgroups; ///< warpgroups issuing wgmma

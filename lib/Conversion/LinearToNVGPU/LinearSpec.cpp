@@ -313,8 +313,8 @@ LogicalResult LinearLowering::checkOptions(Operation *anchor) {
     return fail("block-tile-m (" + Twine(blockTileM) +
                 ") must be 0 (tile-m) or a positive multiple of 64 * "
                 "warpgroups and at most 256 (a TMA box)");
-  if (g.stages != 0 && g.stages < 2)
-    return fail("stages must be 0 (as many as fit) or >= 2");
+  if (g.stages < 2)
+    return fail("stages must be >= 2");
   if (g.groupM < 1)
     return fail("group-m must be >= 1");
   if (g.threads() > 1024)
@@ -434,13 +434,6 @@ FailureOr<LinearPlan> LinearLowering::analyzeLinear(func::FuncOp fn,
                           "column blocks (")
            << blockCols << " " << outputDtype(*problem)
            << " columns): tile-n = " << shape.tileN << " is not a multiple";
-  // stages=0: the deepest ring that fits beside the epilogue (a 128x128
-  // block-scaled tile takes 32 KiB a stage, a 128x256 one 48 KiB).
-  if (shape.stages == 0) {
-    shape.stages = kMaxStages;
-    while (shape.stages > 2 && shape.sharedBytes() > kSharedBytesPerBlock)
-      --shape.stages;
-  }
   // epilogue=auto prefers a staged block, but not at the price of the ring:
   // where the block does not fit beside the stages, fragments are stored
   // directly.

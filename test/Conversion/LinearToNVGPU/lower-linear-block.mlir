@@ -26,8 +26,8 @@
 // FALLBACK-LABEL: gpu.func @block_fwd(
 // FALLBACK-SAME: epilogue = "direct"
 // FALLBACK-SAME: shared_bytes = 230512
-// By default the staged 128x128 kernel keeps 4 stages (stages=0 would
-// give it the 6 of 32 KiB that fit beside its staging block).
+// By default the staged 128x128 kernel keeps 4 stages of 32 KiB (6 would
+// fit beside its staging block, and ran 0.95-1.00x as fast on an H100).
 // RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear)' \
 // RUN:   | FileCheck %s --check-prefix=AUTO
 // AUTO-LABEL: gpu.func @block_fwd(

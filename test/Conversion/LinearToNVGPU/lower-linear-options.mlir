@@ -6,7 +6,6 @@
 // RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{stages=6 epilogue=direct})' 2>&1 | FileCheck %s --check-prefix=SMEM
 // RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-m=256 warpgroups=2 stages=2})' 2>&1 | FileCheck %s --check-prefix=REGS
 // RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{stages=1})' 2>&1 | FileCheck %s --check-prefix=STAGES
-// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{stages=0})' | FileCheck %s --check-prefix=FIT
 // RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{block-tile-n=176})' 2>&1 | FileCheck %s --check-prefix=BLOCKN
 // RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{block-tile-n=256})' 2>&1 | FileCheck %s --check-prefix=BLOCKREGS
 // RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{block-tile-m=96})' 2>&1 | FileCheck %s --check-prefix=BLOCKM
@@ -16,13 +15,13 @@
 // As in every kernel lowering, options are checked without a spec too (at
 // the module then).
 // RUN: echo 'module {}' | not coat-opt --pass-pipeline='builtin.module(coat-lower-linear{stages=1})' 2>&1 | FileCheck %s --check-prefix=NOSPEC
-// NOSPEC: error: coat-lower-linear: stages must be 0 (as many as fit) or >= 2
+// NOSPEC: error: coat-lower-linear: stages must be >= 2
 
 // TILEM: lower-linear-options.mlir:[[@LINE+9]]:1: error: coat-lower-linear: tile-m (96) must be a positive multiple of 64 * warpgroups
 // TILEN: lower-linear-options.mlir:[[@LINE+10]]:8: error: 'coat.linear' op coat-lower-linear: tile-n (136) must be a multiple of 16 in [16, 256]
 // SMEM: error: 'coat.linear' op coat-lower-linear: 128x256 tiles with 6 stages need 296032 bytes of shared memory, more than Hopper's 227 KiB per block
 // REGS: lower-linear-options.mlir:[[@LINE+8]]:8: error: 'coat.linear' op coat-lower-linear: warpgroups = 2 leaves 232 registers per consumer thread, too few for 256 accumulators
-// STAGES: error: coat-lower-linear: stages must be 0 (as many as fit) or >= 2
+// STAGES: error: coat-lower-linear: stages must be >= 2
 // BLOCKN: lower-linear-options.mlir:[[@LINE+14]]:8: error: 'coat.linear' op coat-lower-linear: block-tile-n (176) must be a multiple of 16 whose tiles span at most two 128-column weight blocks (<= 128 + gcd(block-tile-n, 128))
 // BLOCKREGS: lower-linear-options.mlir:[[@LINE+13]]:8: error: 'coat.linear' op coat-lower-linear: a block-scaled kernel with tile-m = 128, tile-n = 256, warpgroups = 2 has 232 registers per consumer thread, too few for 128 accumulators and 128 partial sums
 // BLOCKM: lower-linear-options.mlir:[[@LINE+2]]:1: error: coat-lower-linear: block-tile-m (96) must be 0 (tile-m) or a positive multiple of 64 * warpgroups and at most 256
@@ -59,13 +58,3 @@ func.func @block(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<128>>,
 // m-block (its per-m-block promotion spilled accumulators).
 // RUN: not coat-opt %s --pass-pipeline='builtin.module(coat-lower-linear{tile-m=128 warpgroups=1 warp-specialize=false})' 2>&1 | FileCheck %s --check-prefix=PLAINREGS
 // PLAINREGS: error: 'coat.linear' op coat-lower-linear: a block-scaled kernel with tile-m = 128, tile-n = 128, warpgroups = 1 has 255 registers per consumer thread, too few for 128 accumulators and 128 partial sums (without warp specialization, one partial per m-block)
-
-// stages=0: each kernel takes the deepest ring (at most 8) that fits beside
-// its staged epilogue: 4 stages of 48 KiB for a 128x256 tile, 6 of 32 KiB
-// for the 128x128 block-scaled one.
-// FIT-LABEL: gpu.func @fwd(
-// FIT-SAME: stages = 4
-// FIT-SAME: shared_bytes = 215040
-// FIT-LABEL: gpu.func @block(
-// FIT-SAME: stages = 6
-// FIT-SAME: shared_bytes = 215040
