@@ -11,9 +11,10 @@ e.g. examples/llama_mlp/mlp_block.mlir) are model-level programs, not kernel
 specs: coat-mixed-granularity and coat-group-scaling resolve them (the
 granularity chosen for each quantized value is printed),
 coat-recompute-activations derives activations again in the backward
-rather than keep them, coat-outline-kernels cuts them into kernel specs (the launch sequence is printed; the specs are
-written to `<out>/<name>/kernels.mlir`), and those are compiled like any other
-example.
+rather than keep them, coat-outline-kernels cuts them into kernel specs (the launch sequence is
+printed; the outlined program is written to `<out>/<name>/program.mlir`), and
+coat-compile-artifact compiles those like any other example, with the
+program's launch plan.
 """
 import argparse
 import concurrent.futures

@@ -1,9 +1,7 @@
 // Kernel specs of COAT's per-tensor FP8 linear layer (COAT.md §3.2, §4.1):
 // C[M, N] = (A[M, K] . B[N, K]^T) * s_A * s_B (+ bias), both operands K-major.
-// One lowering serves every kind and FP8 format pair. Lower with
-//   coat-opt examples/linear/fp8_linear.mlir --pass-pipeline='builtin.module(
-//     coat-lower-linear, coat-gpu-to-binary{format=bin},
-//     coat-export-binaries{dir=OUT}, coat-export-manifest{dir=OUT})'
+// One lowering serves every kind and FP8 format pair. Compile with
+//   coat-opt examples/linear/fp8_linear.mlir --coat-compile-artifact=dir=OUT
 
 // Forward Y = X . W^T: E4M3 x E4M3 -> bf16 (the QKV/O/down projections).
 func.func @coat_fp8_linear_fwd(%x: !coat.qtensor<?x?xf8E4M3FN, per_tensor>,

@@ -2,7 +2,7 @@
 holds the FP8 formats' facts on the Python side.
 
 FP8 facts come from the manifest when it has a ``formats`` section (written by
-``coat-export-manifest`` from ``coat/Numerics/Fp8.h``, see docs/manifest.md);
+``coat-compile-artifact`` from ``coat/Numerics/Fp8.h``, see docs/manifest.md);
 ``FALLBACK_FP8`` mirrors that header for code that runs before any manifest is
 loaded, and ``test/python/test_dtypes.py`` checks the mirror against the header
 so the two cannot drift.

@@ -10,7 +10,7 @@ dynamic extent ``?``: one compiled program serves every batch shape.
 
 Inputs carry their roles (``coat.weight``, ``coat.gradient``) and gradients
 say what they are the gradient of (``coat.grad_of``), so the launch plan that
-``coat-export-programs`` writes tells an executor which backward output
+``coat-compile-artifact`` writes tells an executor which backward output
 belongs to which input.
 """
 

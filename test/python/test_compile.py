@@ -83,33 +83,41 @@ def test_input_nested_too_deep_for_the_parser_is_refused(tmp_path):
     assert "brackets nest deeper than 1024 levels" in e.value.diagnostics
 
 
-def test_gpu_passes_get_the_occupancy_hints_under_the_callers_options(tmp_path):
-    # The stand-in records each pipeline; the GPU runs carry the hints, an
-    # option of the same key given by the caller replaces its hint, and the
-    # CPU run (no ptxas to check them against) carries none.
-    log = tmp_path / "pipelines"
-    tool = fake_tool(tmp_path, f"""for a in "$@"; do case "$a" in --pass-pipeline=*) echo "$a" >> {log};; esac; done
+def test_one_coat_opt_run_gets_every_option(tmp_path):
+    # The stand-in records its argv: one run, the program passes in front of
+    # coat-compile-artifact for a program, each lowering's options as one
+    # string (the occupancy hints are the pass's own, test/Conversion/Export),
+    # and the artifact's identity.
+    log = tmp_path / "argv"
+    tool = fake_tool(tmp_path, f"""for a in "$@"; do echo "$a" >> {log}; done
         exit 0
         """)
-    from coat.toolchain import Toolchain
+    from coat.toolchain import PROGRAM_PASSES, Toolchain, source_key
 
     src = tmp_path / "in.mlir"
     src.write_text("module {}\n")
     with pytest.raises(coat.CompileError, match="wrote no manifest.json"):
-        Toolchain(coat_opt=tool).compile_file(
+        Toolchain(coat_opt=tool).compile_program(
             src, tmp_path / "out", lower_options="min-ctas=0 block-size=256",
-            activation_options="tile=32")
-    gpu, *rest = [p for p in log.read_text().splitlines()]
-    # Key by key: the bf16 parameters' hint stays unless it is given too.
-    assert "coat-lower-optimizer{target=gpu min-ctas=0 bf16-min-ctas=6 block-size=256}" in gpu
-    assert "coat-lower-activations{target=gpu flat-min-ctas=6 tile=32}" in gpu
-    assert all("min-ctas" not in p for p in rest if "target=cpu" in p)
+            activation_options="tile=32", gpu=False)
+    argv = log.read_text().splitlines()
+    assert argv[argv.index(PROGRAM_PASSES[0]):][:len(PROGRAM_PASSES)] == list(PROGRAM_PASSES)
+    artifact, = [a for a in argv if a.startswith("--coat-compile-artifact=")]
+    assert f"dir={{{(tmp_path / 'out').resolve()}}}" in artifact
+    assert "optimizer={min-ctas=0 block-size=256}" in artifact
+    assert "activations={tile=32}" in artifact and "gpu=false" in artifact
+    key = source_key("module {}\n", lower_options="min-ctas=0 block-size=256",
+                     activation_options="tile=32", gpu=False)
+    assert f"source-key={key}" in artifact
 
 
-def test_merge_pass_options_replaces_by_key():
-    from coat.toolchain import merge_pass_options
+def test_source_key_tells_configurations_apart():
+    from coat.toolchain import source_key
 
-    assert merge_pass_options("min-ctas=5", "") == "min-ctas=5"
-    assert merge_pass_options("min-ctas=5", "min-ctas=3 block-size=64") == \
-        "min-ctas=3 block-size=64"
-    assert merge_pass_options("a=1 b=2", "c=3") == "a=1 b=2 c=3"
+    base = source_key("text")
+    assert base == source_key("text") and len(base) == 64
+    assert len({base, source_key("text2"), source_key("text", program=False),
+                source_key("text", norm_options="column-sums=separate"),
+                source_key("text", chip="sm_100a")}) == 5
+    with pytest.raises(TypeError, match="unknown compile option"):
+        source_key("text", tile=3)

@@ -113,61 +113,6 @@ def CoatExpandFp8Conversions : Pass<"coat-expand-fp8-conversions"> {
                            "::mlir::math::MathDialect"];
 }
 
-def CoatExportManifest : Pass<"coat-export-manifest", "::mlir::ModuleOp"> {
-  let summary = "Writes the kernels' coat.kernel records to manifest.json";
-  let description = [{
-    Collects the `coat.kernel` dictionaries that lowerings attach to the
-    kernels they generate (in `gpu.module`s and at module level for the CPU)
-    and merges them into `<dir>/manifest.json` (format: `docs/manifest.md`).
-    Entries of the same kernel from a GPU and a CPU run are combined, so one
-    manifest describes both twins.
-  }];
-  let options = [
-    Option<"dir", "dir", "std::string", /*default=*/"\".\"",
-           "Directory that holds manifest.json">,
-    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90a\"",
-           "Target chip recorded when no #nvvm.target is attached yet">,
-    Option<"features", "features", "std::string", /*default=*/"\"+ptx80\"",
-           "Target features recorded when no #nvvm.target is attached yet">,
-  ];
-}
-
-def CoatExportPrograms : Pass<"coat-export-programs", "::mlir::ModuleOp"> {
-  let summary = "Writes the launch plans of outlined programs to manifest.json";
-  let description = [{
-    For each function that `coat-outline-kernels` cut into kernel calls
-    (marked `coat.program`), records in `<dir>/manifest.json` under
-    `programs` what an executor needs to run it (docs/manifest.md,
-    "Programs"): a table of the program's values with their types, the
-    inputs and their roles (`coat.weight`, `coat.gradient`), the calls in
-    order with the values they read and write, each marked `forward` or
-    `backward` (whether it depends on an incoming gradient), the outputs,
-    and the values the forward keeps for the backward. The kernels of every
-    called spec must already be in the manifest with bindings for all their
-    arguments; a call that none describes is an error at the call. With
-    `strip`, the programs are then erased (leaving the specs to compile);
-    with an empty `dir` nothing is written.
-  }];
-  let options = [
-    Option<"dir", "dir", "std::string", /*default=*/"\"\"",
-           "Directory that holds manifest.json (empty: write nothing)">,
-    Option<"strip", "strip", "bool", /*default=*/"false",
-           "Erase the programs afterwards">,
-  ];
-}
-
-def CoatExportBinaries : Pass<"coat-export-binaries", "::mlir::ModuleOp"> {
-  let summary = "Writes the objects of gpu.binary ops to files";
-  let description = [{
-    For each `gpu.binary @name`, writes its object to `<dir>/<name>.ptx`
-    (assembly) or `<dir>/<name>.cubin` (binary) or `<dir>/<name>.fatbin`.
-  }];
-  let options = [
-    Option<"dir", "dir", "std::string", /*default=*/"\".\"",
-           "Output directory">,
-  ];
-}
-
 //===----------------------------------------------------------------------===//
 // FP8 to NVVM (owned with lib/Conversion/Fp8ToNVVM)
 //===----------------------------------------------------------------------===//

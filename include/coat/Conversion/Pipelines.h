@@ -3,6 +3,7 @@
 #ifndef COAT_CONVERSION_PIPELINES_H
 #define COAT_CONVERSION_PIPELINES_H
 
+#include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassOptions.h"
 
 namespace mlir {
@@ -38,7 +39,16 @@ struct GpuToBinaryOptions : PassPipelineOptions<GpuToBinaryOptions> {
 void buildGpuToBinaryPipeline(OpPassManager &pm,
                               const GpuToBinaryOptions &options);
 
-/// Registers `coat-gpu-to-binary` with the global pass registry.
+/// The same without the serialization: every gpu.module ends in the
+/// LLVM/NVVM dialects with its #nvvm.target attached (`format` unused).
+void buildGpuToNVVMPipeline(OpPassManager &pm,
+                            const GpuToBinaryOptions &options);
+
+#define GEN_PASS_DECL
+#include "coat/Conversion/PipelinePasses.h.inc"
+
+/// Registers `coat-gpu-to-binary` and the passes of PipelinePasses.td with
+/// the global pass registry.
 void registerCoatPipelines();
 
 } // namespace coat

@@ -27,8 +27,8 @@
 
 using namespace mlir;
 
-void mlir::coat::buildGpuToBinaryPipeline(OpPassManager &pm,
-                                          const GpuToBinaryOptions &options) {
+void mlir::coat::buildGpuToNVVMPipeline(OpPassManager &pm,
+                                        const GpuToBinaryOptions &options) {
   GpuNVVMAttachTargetOptions target;
   target.chip = options.chip;
   target.features = options.features;
@@ -63,14 +63,24 @@ void mlir::coat::buildGpuToBinaryPipeline(OpPassManager &pm,
   CoatDropSpillingMinCtasOptions caps;
   caps.toolkit = options.toolkit;
   gpm.addPass(createCoatDropSpillingMinCtas(caps));
+}
 
+void mlir::coat::buildGpuToBinaryPipeline(OpPassManager &pm,
+                                          const GpuToBinaryOptions &options) {
+  buildGpuToNVVMPipeline(pm, options);
   GpuModuleToBinaryPassOptions binary;
   binary.compilationTarget = options.format;
   binary.toolkitPath = options.toolkit;
   pm.addPass(createGpuModuleToBinaryPass(binary));
 }
 
+namespace mlir::coat {
+#define GEN_PASS_REGISTRATION
+#include "coat/Conversion/PipelinePasses.h.inc"
+} // namespace mlir::coat
+
 void mlir::coat::registerCoatPipelines() {
+  registerCoatPipelinePasses();
   PassPipelineRegistration<GpuToBinaryOptions>(
       "coat-gpu-to-binary",
       "Lowers gpu.module kernels written in arith/math/vector/memref/scf/gpu "

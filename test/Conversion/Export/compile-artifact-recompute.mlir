@@ -5,9 +5,7 @@
 // RUN: rm -rf %t && mkdir -p %t
 // RUN: coat-opt %s -coat-mixed-granularity -coat-group-scaling -coat-recompute-activations -coat-outline-kernels -o %t/program.mlir
 // RUN: FileCheck %s --check-prefix=OUTLINED < %t/program.mlir
-// RUN: coat-opt %t/program.mlir -coat-export-programs=strip \
-// RUN:   | coat-opt --pass-pipeline='builtin.module(coat-lower-pointwise{target=cpu},coat-lower-activations{target=cpu},coat-export-manifest{dir=%t})' -o /dev/null
-// RUN: coat-opt %t/program.mlir -coat-export-programs=dir=%t -o /dev/null
+// RUN: coat-opt %t/program.mlir --pass-pipeline='builtin.module(coat-compile-artifact{dir=%t gpu=false})' -o /dev/null
 // RUN: FileCheck %s --check-prefix=PLAN < %t/manifest.json
 
 // OUTLINED-COUNT-1: func.func @glu_k{{[0-9]+}}_silu(

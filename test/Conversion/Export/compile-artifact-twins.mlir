@@ -1,12 +1,18 @@
-// coat-export-manifest: the GPU kernel and its CPU twin share one manifest
-// entry, exported by two runs. Objects merge key by key, so what only the
-// GPU record says (its launch, its row prefetch) survives the CPU export
-// that follows, and the CPU export adds its section without dropping the
-// GPU one.
+// coat-compile-artifact: the GPU kernel and its CPU twin share one manifest
+// entry. Objects merge key by key, so what only the GPU record says (its
+// launch, its row prefetch) survives the CPU twin's record, which adds its
+// section without dropping the GPU one. The PTX is written beside the
+// manifest (cubin=false: no ptxas) and the CPU twins' LLVM IR too.
 // RUN: rm -rf %t && mkdir -p %t
-// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-norms{target=gpu},coat-export-manifest{dir=%t})' -o /dev/null
-// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-lower-norms{target=cpu},coat-export-manifest{dir=%t})' -o /dev/null
+// RUN: coat-opt %s --pass-pipeline='builtin.module(coat-compile-artifact{dir=%t cubin=false})' -o /dev/null
 // RUN: FileCheck %s < %t/manifest.json
+// RUN: FileCheck %s --check-prefix=PTX < %t/coat_norm_kernels.ptx
+// RUN: FileCheck %s --check-prefix=LL < %t/coat_cpu.ll
+// RUN: not ls %t/coat_norm_kernels.cubin
+
+// PTX: .target sm_90a
+// PTX: .entry lnw_bwd(
+// LL: define void @lnw_bwd(
 
 // CHECK: "config": {
 // CHECK: "column_sums": "shared",
@@ -15,7 +21,8 @@
 // CHECK: "cpu": {
 // CHECK-NEXT: "library": "coat_cpu.so",
 // CHECK: "gpu": {
-// CHECK-NEXT: "cubin": "coat_norm_kernels.cubin",
+// CHECK-NEXT: "module": "coat_norm_kernels",
+// CHECK-NEXT: "ptx": "coat_norm_kernels.ptx"
 // CHECK: "launch": {
 // CHECK: "shared_bytes": 41024
 // CHECK: "name": "lnw_bwd",

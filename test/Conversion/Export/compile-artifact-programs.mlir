@@ -1,23 +1,24 @@
-// coat-export-programs: the launch plan of an outlined program, checked
-// against the kernels already in the manifest.
-// RUN: rm -rf %t && mkdir -p %t/empty
+// coat-compile-artifact on an outlined program: the launch plan, checked
+// against the kernels the same run produced, beside them in one manifest;
+// the module (the outlined program) comes out as it went in.
+// RUN: rm -rf %t && mkdir -p %t
 // RUN: coat-opt %s -coat-mixed-granularity -coat-group-scaling -coat-outline-kernels -o %t/program.mlir
-// RUN: coat-opt %t/program.mlir -coat-export-programs=strip | FileCheck %s --check-prefix=STRIP
-// RUN: not coat-opt %t/program.mlir -coat-export-programs=dir=%t 2>&1 | FileCheck %s --check-prefix=NOMANIFEST
-// RUN: echo '{"format": "coat-manifest", "version": 1, "kernels": []}' > %t/empty/manifest.json
-// RUN: not coat-opt %t/program.mlir -coat-export-programs=dir=%t/empty 2>&1 | FileCheck %s --check-prefix=NOKERNEL
-// RUN: coat-opt %t/program.mlir -coat-export-programs=strip \
-// RUN:   | coat-opt --pass-pipeline='builtin.module(coat-lower-pointwise{target=cpu},coat-lower-activations{target=cpu},coat-export-manifest{dir=%t})' -o /dev/null
-// RUN: coat-opt %t/program.mlir -coat-export-programs=dir=%t -o /dev/null
+// RUN: coat-opt %t/program.mlir --pass-pipeline='builtin.module(coat-compile-artifact{dir=%t gpu=false source-key=k123})' -o %t/after.mlir
+// RUN: diff %t/program.mlir %t/after.mlir
 // RUN: FileCheck %s --check-prefix=PLAN < %t/manifest.json
+// RUN: FileCheck %s --check-prefix=KEY < %t/manifest.json
 
-// STRIP-NOT: coat.program
-// STRIP: func.func @act_k0_quantize_per_group
-// STRIP-NOT: call @
-
-// NOMANIFEST: coat-export-programs: cannot read '{{.*}}manifest.json': compile the program's kernel specs into it first
-
-// NOKERNEL: error: coat-export-programs: no kernel in the manifest runs @act_k0_quantize_per_group
+// The FP8 facts of coat/Numerics/Fp8.h, for readers that must not restate
+// them; the source key as given; no GPU target without GPU kernels.
+// KEY: "formats": {
+// KEY-NEXT: "e4m3": {
+// KEY: "has_infinity": false,
+// KEY-NEXT: "mantissa_bits": 3,
+// KEY-NEXT: "max_finite": 448,
+// KEY: "e5m2": {
+// KEY: "max_finite": 57344,
+// KEY: "source_key": "k123"
+// KEY-NOT: "target"
 
 // The kernels' arguments are bound to their spec's values...
 // PLAN: "name": "act_k1_silu"
