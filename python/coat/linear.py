@@ -13,14 +13,11 @@ forward (E4M3 x E4M3) and backward (E5M2 x E4M3) GEMMs alike.
 
 from __future__ import annotations
 
-from typing import List, Optional
-
-from .runtime import Kernel, Module, load
-from . import _paths
+from . import artifacts
+from .runtime import Kernel
 
 _FORMATS = {"float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
 _OUT = {"bfloat16": "bf16", "float32": "f32"}
-_default: Optional[List[Module]] = None
 
 
 def _format(t, what: str) -> str:
@@ -31,25 +28,11 @@ def _format(t, what: str) -> str:
     return _FORMATS[name]
 
 
-def _modules(module) -> List[Module]:
-    global _default
-    if module is not None:
-        return [module if isinstance(module, Module) else load(module)]
-    if _default is None:
-        _default = []
-        for d in _paths.default_kernel_dirs():
-            try:
-                _default.append(load(d))
-            except Exception:  # a directory without GEMMs is not an error
-                continue
-    return _default
-
-
 def find_kernel(a_format: str, b_format: str, out: str, bias: bool,
                 module=None) -> Kernel:
     """The compiled per-tensor GEMM for these formats; ValueError if none."""
     seen = []
-    for mod in _modules(module):
+    for mod in artifacts.modules(None if module is None else [module]):
         for k in mod.kernels.values():
             c = k.spec.config
             if k.spec.op != "linear" or c.get("scaling") != "per_tensor":

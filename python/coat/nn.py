@@ -1,7 +1,7 @@
 """PyTorch modules whose forward and backward are compiled coat programs.
 
 A module generates its block's program from its config (:mod:`coat.programs`),
-finds or compiles its kernel set (:func:`block_kernels`), and runs the launch
+finds or compiles its kernel set (:func:`coat.artifacts.program`), and runs the launch
 plan the compiler exported (:mod:`coat.executor`) inside a
 ``torch.autograd.Function``: the forward calls, keeping exactly the values
 the plan lists as saved for the backward (FP8 codes and scales where the
@@ -21,70 +21,14 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 import torch
 
-from . import _paths, programs
-from .executor import Program, ProgramError, QTensor, load_programs
+from . import artifacts, programs
+from .executor import Program, ProgramError, QTensor
 
 #: Tokens are padded to a multiple of this: the weight-gradient GEMMs reduce
 #: over tokens and take K in multiples of 16. Zero rows change nothing (every
 #: per-tensor scale is a maximum; a zero row normalises, projects and
 #: back-propagates to zero).
 TOKEN_MULTIPLE = 16
-
-_programs: Dict[str, Program] = {}
-
-
-def cache_dir() -> str:
-    """Where compiled kernel sets are kept: $COAT_KERNEL_CACHE, else
-    ~/.cache/coat-mlir/kernels."""
-    return os.environ.get("COAT_KERNEL_CACHE") or os.path.join(
-        os.path.expanduser("~"), ".cache", "coat-mlir", "kernels")
-
-
-def _holds_program(directory: str, name: str) -> bool:
-    import json
-
-    path = os.path.join(directory, "manifest.json")
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, ValueError):
-        return False
-    return any(p.get("name") == name for p in doc.get("programs", []))
-
-
-def block_kernels(cfg, directory: Optional[str] = None) -> Program:
-    """The compiled program of ``cfg``: from ``directory``, else a folder of
-    $COAT_KERNELS or <build>/demo that holds it, else the cache (compiled
-    there with coat-opt on first use). The GPU host has no LLVM: compile
-    ahead with ``scripts/compile_model.py`` and carry the folder."""
-    name = cfg.name
-    key = f"{directory}:{name}"
-    if key in _programs:
-        return _programs[key]
-    candidates = [directory] if directory else [
-        *_paths.default_kernel_dirs(), os.path.join(cache_dir(), name)]
-    found = next((d for d in candidates if d and _holds_program(d, name)), None)
-    if found is None and directory is None:
-        tool = _paths.find_coat_opt()
-        if tool is None:
-            raise RuntimeError(
-                f"no compiled kernels for {name} (searched {', '.join(candidates)}) and no "
-                "coat-opt to compile them: run scripts/compile_model.py where LLVM is and "
-                "pass its output folder (or put it on COAT_KERNELS)")
-        from .toolchain import Toolchain
-
-        found = os.path.join(cache_dir(), name)
-        os.makedirs(found, exist_ok=True)
-        src = os.path.join(found, f"{name}.mlir")
-        with open(src, "w", encoding="utf-8") as f:
-            f.write(cfg.text())
-        Toolchain(coat_opt=tool).compile_program(src, found)
-    if found is None:
-        raise RuntimeError(f"{directory} holds no compiled program {name}")
-    prog = load_programs(found)[name]
-    _programs[key] = prog
-    return prog
-
 
 class _RunProgram(torch.autograd.Function):
     """Forward calls of a program now, its backward calls in backward()."""
@@ -315,7 +259,7 @@ class MLPBlock(torch.nn.Module):
     @property
     def program(self) -> Program:
         if self._program is None:
-            self._program = block_kernels(self.config, self.kernels)
+            self._program = artifacts.program(self.config, self.kernels)
         return self._program
 
     def extra_repr(self) -> str:
@@ -330,7 +274,7 @@ class MLPBlock(torch.nn.Module):
 
 class _ProgramModule(torch.nn.Module):
     """A module whose forward and backward are one compiled program, found or
-    compiled on first use (:func:`block_kernels`)."""
+    compiled on first use (:func:`coat.artifacts.program`)."""
 
     def __init__(self, config, kernels: Optional[str]):
         super().__init__()
@@ -342,7 +286,7 @@ class _ProgramModule(torch.nn.Module):
     @property
     def program(self) -> Program:
         if self._program is None:
-            self._program = block_kernels(self.config, self.kernels)
+            self._program = artifacts.program(self.config, self.kernels)
         return self._program
 
 
@@ -520,7 +464,7 @@ class DecoderLayer(torch.nn.Module):
     @property
     def programs(self):
         if self._programs is None:
-            self._programs = [block_kernels(c, self.kernels) for c in self.configs]
+            self._programs = [artifacts.program(c, self.kernels) for c in self.configs]
         return self._programs
 
     def extra_repr(self) -> str:

@@ -41,12 +41,11 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import torch
 
-from . import _dist, _dtypes, _paths
+from . import _dist, _dtypes, artifacts
 from ._optim_fsdp import FSDPStorageMixin
 from ._optim_layout import _MOMENTS, _STATE_KEYS, QuantConfig, Rounding, _Bucket, _param_name
 from ._optim_state import StateDictMixin
-from .manifest import ManifestError
-from .runtime import Kernel, Module, load
+from .runtime import Kernel, Module
 
 __all__ = ["FP8AdamW", "QuantConfig"]
 
@@ -255,24 +254,8 @@ class FP8AdamW(StateDictMixin, FSDPStorageMixin, torch.optim.Optimizer):
     def _load_modules(self) -> List[Module]:
         if self._modules is None:
             src = self._kernel_source
-            items: List[Any]
-            if src is None:
-                items = _paths.default_kernel_dirs()
-            elif isinstance(src, (str, os.PathLike, Module)):
-                items = [src]
-            else:
-                items = list(src)
-            mods = []
-            for it in items:
-                if isinstance(it, Module):
-                    mods.append(it)
-                    continue
-                try:
-                    mods.append(load(os.fspath(it)))
-                except ManifestError:
-                    if src is not None:
-                        raise
-            self._modules = mods
+            single = isinstance(src, (str, os.PathLike, Module))
+            self._modules = artifacts.modules([src] if single else src)
         return self._modules
 
     def kernel_for(self, dtype: str, device_kind: str) -> Kernel:

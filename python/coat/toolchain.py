@@ -18,7 +18,7 @@ import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import List, Optional
 
 from . import _paths
 from ._compile_error import CompileError, _describe_exit
@@ -57,14 +57,15 @@ def artifact_options(out: str = "", *, chip: str = "sm_90a", features: str = "+p
 
 
 def source_key(text: str, *, program: bool = True, **options) -> str:
-    """What identifies a compiled artifact: the source text, whether it is a
-    model program (run through PROGRAM_PASSES first), every compile option
-    (``artifact_options``') and this compiler's version. Recorded as the
-    manifest's ``source_key``; :mod:`coat.kernels` finds artifacts by it, so
-    nothing compiled for one configuration serves another."""
+    """What identifies a compiled artifact, in two halves: a hash of the
+    source text, then one of how it was compiled (whether it is a model
+    program run through PROGRAM_PASSES first, every compile option of
+    ``artifact_options`` and this compiler's version). Recorded as the
+    manifest's ``source_key``; :mod:`coat.artifacts` finds artifacts by it,
+    so nothing compiled for one configuration serves another."""
     passes = ",".join(PROGRAM_PASSES) if program else ""
-    what = "\0".join((__version__, passes, artifact_options(**options), text))
-    return hashlib.sha256(what.encode("utf-8")).hexdigest()
+    how = "\0".join((__version__, passes, artifact_options(**options)))
+    return "-".join(hashlib.sha256(s.encode("utf-8")).hexdigest()[:32] for s in (text, how))
 
 
 @dataclass

@@ -5,8 +5,7 @@ garbage, and bitwise comparisons that treat NaN as one value."""
 import ml_dtypes
 import numpy as np
 
-import coat
-from coat import _paths, reference as ref
+from coat import artifacts, reference as ref
 
 try:
     import torch
@@ -26,11 +25,7 @@ def compiled_kernels(ops, *, cpu_twin=True):
     coat searches ($COAT_KERNELS, then the build's demo output), keeping only
     those with a CPU twin unless `cpu_twin` is False."""
     out = []
-    for d in _paths.default_kernel_dirs():
-        try:
-            mod = coat.load(d)
-        except coat.ManifestError:
-            continue
+    for mod in artifacts.modules():
         out += [k for k in mod.kernels.values()
                 if k.spec.op in ops and (k.spec.cpu_symbol or not cpu_twin)]
     return out

@@ -115,7 +115,8 @@ def test_source_key_tells_configurations_apart():
     from coat.toolchain import source_key
 
     base = source_key("text")
-    assert base == source_key("text") and len(base) == 64
+    assert base == source_key("text") and len(base) == 65
+    assert base.split("-")[0] == source_key("text", gpu=False).split("-")[0]
     assert len({base, source_key("text2"), source_key("text", program=False),
                 source_key("text", norm_options="column-sums=separate"),
                 source_key("text", chip="sm_100a")}) == 5

@@ -23,7 +23,7 @@ torch = torch_or_skip()
 
 import coat  # noqa: E402
 import coat.nn as cnn  # noqa: E402
-from coat import llama, programs  # noqa: E402
+from coat import artifacts, llama, programs  # noqa: E402
 
 TOL = 0.2
 TINY = llama.LlamaConfig(vocab=256, hidden=64, ffn=160, layers=2, heads=4, kv_heads=2)
@@ -42,7 +42,7 @@ def cuda_or_skip(cfg):
                   programs.NormLinearConfig(cfg.hidden, (cfg.heads + 2 * cfg.kv_heads) * d,
                                             cfg.eps),
                   programs.LinearResidualConfig(cfg.heads * d, cfg.hidden)):
-            cnn.block_kernels(c)
+            artifacts.program(c)
     except RuntimeError as e:
         pytest.skip(str(e))
 

@@ -51,15 +51,10 @@ def _fsdp2_missing():
 
 
 def _kernels_missing():
-    from coat import _paths
-    import coat
+    from coat import artifacts
 
-    for d in _paths.default_kernel_dirs():
-        try:
-            if coat.load(d).find(op="adamw_step"):
-                return None
-        except coat.ManifestError:
-            pass
+    if any(m.find(op="adamw_step") for m in artifacts.modules()):
+        return None
     return "no compiled adamw_step kernels: run scripts/demo.sh (writes build/demo) or set " \
            "COAT_KERNELS"
 

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import REPO
 
-from coat import _paths
+from coat import _paths, artifacts
 
 
 def _load(name):
@@ -134,6 +134,6 @@ def test_kernels_only_leaves_the_demo_output_out(tmp_path, monkeypatch):
     monkeypatch.setenv("COAT_BUILD_DIR", str(tmp_path / "build"))
     monkeypatch.setenv("COAT_KERNELS", str(variant))
     monkeypatch.delenv("COAT_KERNELS_ONLY", raising=False)
-    assert _paths.default_kernel_dirs()[:2] == [str(variant), str(demo_module)]
+    assert artifacts.search_path()[:2] == [str(variant), str(demo_module)]
     monkeypatch.setenv("COAT_KERNELS_ONLY", "1")
-    assert _paths.default_kernel_dirs() == [str(variant)]
+    assert artifacts.search_path() == [str(variant)]

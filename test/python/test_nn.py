@@ -24,7 +24,7 @@ from conftest import captured_and_eager_steps, torch_or_skip
 torch = torch_or_skip()
 
 import coat.nn as cnn  # noqa: E402
-from coat import _paths, programs  # noqa: E402
+from coat import _paths, artifacts, programs  # noqa: E402
 from coat.executor import ProgramError, QTensor  # noqa: E402
 
 TOL = 0.2
@@ -38,7 +38,7 @@ def cuda_block_or_skip():
     if torch.cuda.get_device_capability() < (9, 0):
         pytest.skip("needs a Hopper GPU (sm_90a)")
     try:
-        cnn.block_kernels(programs.MLPBlockConfig(*DEMO))
+        artifacts.program(programs.MLPBlockConfig(*DEMO))
     except RuntimeError as e:
         pytest.skip(str(e))
     return DEMO
@@ -309,7 +309,7 @@ def test_missing_kernels_name_the_command(monkeypatch, tmp_path):
     monkeypatch.setattr(_paths, "find_coat_opt", lambda: None)
     monkeypatch.setattr(_paths, "build_dirs", lambda: [])
     with pytest.raises(RuntimeError, match="scripts/compile_model.py"):
-        cnn.block_kernels(programs.MLPBlockConfig(48, 96))
+        artifacts.program(programs.MLPBlockConfig(48, 96))
 
 
 def test_plan_without_bindings_is_rejected(cpu_cache, tmp_path):

@@ -11,19 +11,12 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed")
 
-import coat  # noqa: E402
-from coat import _paths  # noqa: E402
+from coat import artifacts  # noqa: E402
 from coat.optim import FP8AdamW  # noqa: E402
 
 
 def compiled_modules():
-    mods = []
-    for d in _paths.default_kernel_dirs():
-        try:
-            mods.append(coat.load(d))
-        except coat.ManifestError:
-            pass
-    return [m for m in mods if m.find(op="adamw_step")]
+    return [m for m in artifacts.modules() if m.find(op="adamw_step")]
 
 
 MODULES = compiled_modules()

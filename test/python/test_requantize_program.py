@@ -6,12 +6,11 @@ this checks what the executor gets from them, through the manifest's
 bindings, against the reference library (CPU twins in CI, the GPU kernels
 where CUDA is available)."""
 
-import os
 
 import numpy as np
 import pytest
 
-from coat import _paths, reference as ref
+from coat import artifacts, reference as ref
 
 if not ref.is_available():
     pytest.skip("libcoat_reference.so is not built", allow_module_level=True)
@@ -22,11 +21,10 @@ from kernel_io import DEVICES, activation, assert_codes_equal, hp_values  # noqa
 
 
 def both_consumers_program():
-    for d in _paths.default_kernel_dirs():
-        if os.path.isfile(os.path.join(d, "manifest.json")):
-            progs = load_programs(d)
-            if "both_consumers" in progs:
-                return progs["both_consumers"]
+    for mod in artifacts.modules():
+        progs = load_programs(mod)
+        if "both_consumers" in progs:
+            return progs["both_consumers"]
     pytest.skip("examples/granularity not compiled (ctest's compile-examples makes it)")
 
 

@@ -1,0 +1,99 @@
+"""coat.artifacts: one finder and one cache for compiled kernels. Programs
+are found by their source key, so a configuration never runs kernels
+compiled for another; a folder that does not load is an error naming it."""
+
+import json
+import os
+import shutil
+
+import pytest
+
+import coat
+from coat import artifacts, programs, toolchain
+from coat.optim import FP8AdamW
+
+TINY = (64, 160)
+
+
+@pytest.fixture
+def block_artifact(cpu_cache, tmp_path):
+    """The TINY MLP block's program, compiled for the CPU into its own folder."""
+    cfg = programs.MLPBlockConfig(*TINY, eps=1e-5)
+    out = tmp_path / "block"
+    out.mkdir()
+    src = out / f"{cfg.name}.mlir"
+    src.write_text(cfg.text())
+    toolchain.Toolchain().compile_program(src, out, gpu=False)
+    return cfg, out
+
+
+def test_a_module_is_loaded_once_until_its_manifest_changes(block_artifact):
+    _, out = block_artifact
+    first = artifacts.module(out)
+    assert artifacts.module(str(out)) is first
+    assert artifacts.module(out / "manifest.json") is first
+    doc = json.loads((out / "manifest.json").read_text())
+    (out / "manifest.json").write_text(json.dumps(doc, indent=1))
+    assert artifacts.module(out) is not first
+
+
+def test_the_artifact_records_the_key_of_what_was_compiled(block_artifact):
+    cfg, out = block_artifact
+    doc = json.loads((out / "manifest.json").read_text())
+    assert doc["source_key"] == toolchain.source_key(cfg.text(), gpu=False)
+
+
+def test_a_folder_is_taken_for_its_text_not_its_options(block_artifact, monkeypatch):
+    # Compiled with gpu=False, not the default options: found when given,
+    # never on the search path.
+    cfg, out = block_artifact
+    assert artifacts.program(cfg, str(out)).module.directory == str(out)
+    monkeypatch.setenv("COAT_KERNELS", str(out))
+    monkeypatch.setenv("COAT_KERNELS_ONLY", "1")
+    assert artifacts._find(toolchain.source_key(cfg.text())) is None
+    other = programs.MLPBlockConfig(*TINY, eps=1e-6)
+    assert other.name == cfg.name
+    with pytest.raises(artifacts.ArtifactNotFound, match="another program text"):
+        artifacts.program(other, str(out))
+
+
+def test_another_epsilon_gets_its_own_kernels(cpu_cache):
+    # Same name (hidden and ffn), other text: found by key, never shared.
+    a = programs.MLPBlockConfig(*TINY, eps=1e-5)
+    b = programs.MLPBlockConfig(*TINY, eps=1e-6)
+    assert a.name == b.name and a.text() != b.text()
+    pa, pb = artifacts.program(a), artifacts.program(b)
+    assert pa.module.directory != pb.module.directory
+    assert artifacts.program(a) is pa
+    for cfg, prog in ((a, pa), (b, pb)):
+        assert prog.module.manifest.raw["source_key"] == toolchain.source_key(cfg.text())
+
+
+def test_a_broken_folder_on_the_search_path_is_an_error(tmp_path, monkeypatch):
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "manifest.json").write_text('{"format": "coat-manifest", "version": 1')
+    monkeypatch.setenv("COAT_KERNELS", str(bad))
+    monkeypatch.setenv("COAT_KERNELS_ONLY", "1")
+    assert artifacts.search_path() == [str(bad)]
+    with pytest.raises(coat.ManifestError, match=str(bad)):
+        artifacts.modules()
+    import torch
+
+    with pytest.raises(coat.ManifestError, match=str(bad)):
+        FP8AdamW([torch.nn.Parameter(torch.zeros(256))]).kernel_for("f32", "cpu")
+    from coat.linear import find_kernel
+
+    with pytest.raises(coat.ManifestError, match=str(bad)):
+        find_kernel("e4m3", "e4m3", "bf16", False)
+
+
+def test_a_folder_of_artifacts_stands_for_its_subfolders(block_artifact, tmp_path, monkeypatch):
+    _, out = block_artifact
+    parent = tmp_path / "many"
+    shutil.copytree(out, parent / "one")
+    (parent / "empty").mkdir()
+    monkeypatch.setenv("COAT_KERNELS", str(parent))
+    monkeypatch.setenv("COAT_KERNELS_ONLY", "1")
+    assert artifacts.search_path() == [os.path.join(str(parent), "one")]
+    assert [m.directory for m in artifacts.modules()] == [os.path.join(str(parent), "one")]
