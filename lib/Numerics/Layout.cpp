@@ -19,6 +19,46 @@ std::string toString(const Scaling &s) {
   return "?";
 }
 
+namespace {
+/// Reads the decimal integer at `text[pos]` (at most 18 digits).
+std::optional<int64_t> readSize(const std::string &text, size_t &pos) {
+  size_t start = pos;
+  int64_t v = 0;
+  while (pos < text.size() && pos - start < 18 && text[pos] >= '0' &&
+         text[pos] <= '9')
+    v = v * 10 + (text[pos++] - '0');
+  if (pos == start)
+    return std::nullopt;
+  return v;
+}
+} // namespace
+
+std::optional<Scaling> parseScaling(const std::string &text) {
+  if (text == "per_tensor")
+    return Scaling::perTensor();
+  size_t open = text.find('<');
+  if (open == std::string::npos || text.back() != '>')
+    return std::nullopt;
+  std::string kind = text.substr(0, open);
+  size_t pos = open + 1;
+  std::optional<int64_t> first = readSize(text, pos);
+  if (!first)
+    return std::nullopt;
+  std::optional<Scaling> out;
+  if (kind == "per_block" && pos < text.size() && text[pos] == 'x') {
+    ++pos;
+    if (std::optional<int64_t> second = readSize(text, pos))
+      out = Scaling::perBlock(*first, *second);
+  } else if (kind == "per_group") {
+    out = Scaling::perGroup(*first);
+  } else if (kind == "flat_group") {
+    out = Scaling::flatGroup(*first);
+  }
+  if (pos + 1 != text.size())
+    return std::nullopt;
+  return out;
+}
+
 std::optional<std::string> verifyScaling(const Scaling &s) {
   switch (s.kind) {
   case ScalingKind::PerTensor:

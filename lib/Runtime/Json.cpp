@@ -3,6 +3,7 @@
 #include "Json.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -154,6 +155,7 @@ private:
     std::string tok = s.substr(start, pos - start);
     out.type = Value::Type::Number;
     out.number = std::strtod(tok.c_str(), nullptr);
+    out.string = std::move(tok);
     return true;
   }
 
@@ -309,6 +311,52 @@ private:
 };
 
 } // namespace
+
+void quote(std::string &out, const std::string &s) {
+  out += '"';
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += char(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += char(c);
+    }
+  }
+  out += '"';
+}
+
+void write(std::string &out, const Value &v) {
+  switch (v.type) {
+  case Value::Type::Null: out += "null"; return;
+  case Value::Type::Bool: out += v.boolean ? "true" : "false"; return;
+  case Value::Type::Number: out += v.string; return;
+  case Value::Type::String: quote(out, v.string); return;
+  case Value::Type::Array:
+    out += '[';
+    for (size_t i = 0; i < v.array.size(); ++i) {
+      if (i)
+        out += ',';
+      write(out, v.array[i]);
+    }
+    out += ']';
+    return;
+  case Value::Type::Object:
+    out += '{';
+    for (size_t i = 0; i < v.object.size(); ++i) {
+      if (i)
+        out += ',';
+      quote(out, v.object[i].first);
+      out += ':';
+      write(out, v.object[i].second);
+    }
+    out += '}';
+    return;
+  }
+}
 
 bool parse(const std::string &text, Value &out, std::string &error) {
   out = Value();

@@ -1,6 +1,6 @@
 //===- Json.h - A minimal JSON reader for the runtime ---------------------===//
 //
-// Just enough JSON (RFC 8259) to read manifest.json without external
+// Just enough JSON (RFC 8259) to read manifest.json (and write parts of it back) without external
 // dependencies and without exceptions (the main build may disable them).
 //
 //===----------------------------------------------------------------------===//
@@ -21,7 +21,8 @@ struct Value {
   Type type = Type::Null;
   bool boolean = false;
   double number = 0;
-  std::string string;
+  std::string string; ///< a string's text; a number's as written
+
   std::vector<Value> array;
   std::vector<std::pair<std::string, Value>> object;
 
@@ -42,6 +43,13 @@ bool parse(const std::string &text, Value &out, std::string &error);
 
 /// "object", "array", ... for messages.
 const char *typeName(Value::Type t);
+
+/// Appends `s` as a JSON string literal.
+void quote(std::string &out, const std::string &s);
+
+/// Appends `v` as compact JSON; numbers as they were written, so a document
+/// passes through unchanged.
+void write(std::string &out, const Value &v);
 
 } // namespace coat::rt::json
 

@@ -1,8 +1,10 @@
-//===- LaunchArgs.cpp - launch-argument packing for manifest kernels ------===//
+//===- LaunchArgs.cpp - launch-argument rules and packing -----------------===//
 //
-// Expands one kernel call into the launch parameters of the memref calling
-// convention (docs/manifest.md). Parsing and validating the manifest itself
-// is ManifestParse.cpp. No CUDA dependency.
+// The rules of one kernel call (docs/manifest.md, "Argument passing"): each
+// buffer's extent, the scalars' conversion, the 2-D shape rules, the grid;
+// and the expansion into the launch parameters of the memref calling
+// convention. The GPU runtime, the CPU twins' callers and the program plans
+// (Plan.cpp) all check launches here. No CUDA dependency.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,45 +14,304 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <optional>
 
 namespace coat::rt {
 
-bool packLaunch(const KernelSpec &kernel, int64_t n, const uint64_t *buffers,
-                int nbuf, const double *scalars, int nscalar,
-                PackedLaunch &out, std::string &error) {
-  const std::string who = "kernel '" + kernel.name + "': ";
-  if (n < 0) {
-    error = who + "n must be >= 0, got " + std::to_string(n);
-    return false;
+namespace {
+
+std::string who(const KernelSpec &kernel) {
+  return "kernel '" + kernel.name + "': ";
+}
+
+/// The shortest decimal text that reads back as `v`.
+std::string formatNumber(double v) {
+  char buf[32];
+  for (int digits = 15; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    if (std::strtod(buf, nullptr) == v)
+      break;
   }
+  return buf;
+}
+
+std::optional<int64_t> lookup(const NamedScalars &named,
+                              const std::string &name) {
+  for (const auto &[key, value] : named)
+    if (key == name)
+      return value;
+  return std::nullopt;
+}
+
+bool isInteger(const std::string &s) {
+  return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+}
+
+/// What an extent is, for messages.
+std::string extentText(const KernelSpec &kernel, const ArgSpec &arg) {
+  auto join = [](const std::vector<std::string> &parts) {
+    std::string out;
+    for (const auto &p : parts)
+      out += (out.empty() ? "" : "*") + p;
+    return out;
+  };
+  if (arg.kind == ArgSpec::Kind::TensorMap)
+    return join(arg.mapDims);
+  switch (arg.extent) {
+  case ArgSpec::Extent::N:
+    return "n";
+  case ArgSpec::Extent::Groups:
+    return "ceil(n / " + std::to_string(kernel.groupSize) + ")";
+  case ArgSpec::Extent::Fixed:
+    return "fixed";
+  case ArgSpec::Extent::Product:
+    return join(arg.extentFactors);
+  }
+  return "?";
+}
+
+bool checkCounts(const KernelSpec &kernel, int nbuf, bool haveBuffers,
+                 int nscalar, bool haveScalars, std::string &error) {
   size_t wantBuf = kernel.numMemrefs(), wantScalar = kernel.numScalars();
-  if (nbuf < 0 || size_t(nbuf) != wantBuf || (nbuf > 0 && !buffers)) {
-    error = who + "expected " + std::to_string(wantBuf) +
+  if (nbuf < 0 || size_t(nbuf) != wantBuf || (nbuf > 0 && !haveBuffers)) {
+    error = who(kernel) + "expected " + std::to_string(wantBuf) +
             " buffer pointers (one per memref argument), got " +
             std::to_string(nbuf);
     return false;
   }
-  if (nscalar < 0 || size_t(nscalar) != wantScalar || (nscalar > 0 && !scalars)) {
-    error = who + "expected " + std::to_string(wantScalar) +
+  if (nscalar < 0 || size_t(nscalar) != wantScalar ||
+      (nscalar > 0 && !haveScalars)) {
+    error = who(kernel) + "expected " + std::to_string(wantScalar) +
             " scalars (one per scalar argument), got " + std::to_string(nscalar);
     return false;
   }
-  int64_t groups = kernel.groupSize > 0 ? (n + kernel.groupSize - 1) / kernel.groupSize : 0;
-  // Scalar values by name (integers only) for products, dims and grid tiles.
-  std::vector<std::pair<std::string, double>> named;
-  {
-    int si = 0;
-    for (const auto &a : kernel.args)
-      if (a.kind == ArgSpec::Kind::Scalar)
-        named.push_back({a.name, scalars[si++]});
+  return true;
+}
+
+} // namespace
+
+bool argumentExtent(const KernelSpec &kernel, const ArgSpec &arg, int64_t n,
+                    const NamedScalars &named, int64_t &out,
+                    std::string &error) {
+  auto value = [&](const std::string &name, int64_t &v) {
+    if (isInteger(name)) {
+      v = std::stoll(name);
+      return true;
+    }
+    std::optional<int64_t> found = lookup(named, name);
+    if (!found) {
+      error = who(kernel) + "the extent of '" + arg.name +
+              "' needs the scalar '" + name + "'";
+      return false;
+    }
+    v = *found;
+    return true;
+  };
+  int64_t groups =
+      kernel.groupSize > 0 ? (n + kernel.groupSize - 1) / kernel.groupSize : 0;
+  if (arg.kind == ArgSpec::Kind::TensorMap) {
+    out = 1;
+    for (const auto &d : arg.mapDims) {
+      int64_t v;
+      if (!value(d, v))
+        return false;
+      out *= v;
+    }
+    return true;
   }
+  switch (arg.extent) {
+  case ArgSpec::Extent::N:
+    out = n;
+    return true;
+  case ArgSpec::Extent::Groups:
+    out = groups;
+    return true;
+  case ArgSpec::Extent::Fixed:
+    out = arg.fixedExtent;
+    return true;
+  case ArgSpec::Extent::Product:
+    break;
+  }
+  out = 1;
+  for (const auto &f : arg.extentFactors) {
+    // "rows/128": ceil(rows / 128), the count of 128-row blocks.
+    size_t slash = f.find('/');
+    int64_t v;
+    if (f == "groups") {
+      v = groups;
+    } else if (!value(f.substr(0, slash), v)) {
+      return false;
+    } else if (slash != std::string::npos) {
+      int64_t d = std::stoll(f.substr(slash + 1));
+      v = v <= 0 ? 0 : (v + d - 1) / d;
+    }
+    out *= v;
+  }
+  return true;
+}
+
+int64_t launchSize(const KernelSpec &kernel, const NamedScalars &named,
+                   const int64_t *numels) {
+  if (std::optional<int64_t> n = lookup(named, "n"))
+    return *n;
+  size_t b = 0;
+  for (const auto &a : kernel.args) {
+    if (a.kind == ArgSpec::Kind::Scalar)
+      continue;
+    if (numels && a.kind == ArgSpec::Kind::Memref &&
+        a.extent == ArgSpec::Extent::N && numels[b] >= 0)
+      return numels[b];
+    ++b;
+  }
+  return lookup(named, "cols").value_or(-1);
+}
+
+bool convertScalars(const KernelSpec &kernel, const double *scalars,
+                    int nscalar, NamedScalars &named, std::string &error) {
+  named.clear();
+  int si = 0;
+  for (const auto &a : kernel.args) {
+    if (a.kind != ArgSpec::Kind::Scalar)
+      continue;
+    if (si >= nscalar)
+      break;
+    double v = scalars[si++];
+    std::string what = who(kernel) + "scalar argument '" + a.name + "'";
+    if (a.dtype == "f32") {
+      if (std::isfinite(v) && !std::isfinite(static_cast<float>(v))) {
+        error = what + " = " + formatNumber(v) + " overflows f32";
+        return false;
+      }
+      continue;
+    }
+    // Integers travel as doubles: an i64 beyond +-2^53 may have been
+    // rounded on the way, so it is refused rather than trusted.
+    double lo = a.dtype == "i32" ? -0x1p31 : -0x1p53;
+    double hi = a.dtype == "i32" ? 0x1p31 - 1 : 0x1p53;
+    what += " (" + a.dtype + ")";
+    if (!(v >= lo && v <= hi)) {
+      error = what + ": " + formatNumber(v) + " out of range [" +
+              formatNumber(lo) + ", " + formatNumber(hi) + "]";
+      return false;
+    }
+    if (std::floor(v) != v) {
+      error = what + " must be an integer, got " + formatNumber(v);
+      return false;
+    }
+    named.push_back({a.name, static_cast<int64_t>(v)});
+  }
+  return true;
+}
+
+bool checkLaunchShape(const KernelSpec &kernel, int64_t n,
+                      const NamedScalars &named, std::string &error) {
+  if (n < 0) {
+    error = who(kernel) + "n must be >= 0, got " + std::to_string(n);
+    return false;
+  }
+  std::optional<int64_t> scalarN = lookup(named, "n");
+  if (scalarN && *scalarN != n) {
+    error = who(kernel) + "scalar argument 'n' = " + std::to_string(*scalarN) +
+            " differs from the launch size n = " + std::to_string(n);
+    return false;
+  }
+  std::optional<int64_t> rows = lookup(named, "rows");
+  std::optional<int64_t> cols = lookup(named, "cols");
+  if (!rows || !cols)
+    return true;
+  int64_t r = *rows, c = *cols;
+  if (r < 0 || c < 0 || (c == 0 ? n != 0 : n % c != 0 || n / c != r)) {
+    error = who(kernel) + "rows * cols = " + std::to_string(r) + " * " +
+            std::to_string(c) + " differs from the launch size n = " +
+            std::to_string(n);
+    return false;
+  }
+  if (kernel.groupSize > 0 && c % kernel.groupSize != 0) {
+    error = who(kernel) + "cols = " + std::to_string(c) +
+            " is not a multiple of the group size " +
+            std::to_string(kernel.groupSize);
+    return false;
+  }
+  if (kernel.maxCols > 0 && c > kernel.maxCols) {
+    error = who(kernel) + "cols = " + std::to_string(c) +
+            " exceeds the kernel's max_cols = " + std::to_string(kernel.maxCols);
+    return false;
+  }
+  return true;
+}
+
+bool checkLaunch(const KernelSpec &kernel, int64_t &n, bool inferN,
+                 const uint64_t *buffers, const int64_t *numels, int nbuf,
+                 double *scalars, int nscalar, std::string &error) {
+  if (!checkCounts(kernel, nbuf, buffers && numels, nscalar, scalars, error))
+    return false;
+  // The scalar "n" is the launch size: when that is inferred, its slot is
+  // filled in below.
+  long slotN = -1;
+  for (size_t i = 0, si = 0; i < kernel.args.size(); ++i)
+    if (kernel.args[i].kind == ArgSpec::Kind::Scalar) {
+      if (kernel.args[i].name == "n")
+        slotN = long(si);
+      ++si;
+    }
+  if (inferN && slotN >= 0)
+    scalars[slotN] = 0;
+  NamedScalars named;
+  if (!convertScalars(kernel, scalars, nscalar, named, error))
+    return false;
+  if (inferN) {
+    for (auto it = named.begin(); it != named.end(); ++it)
+      if (it->first == "n") {
+        named.erase(it);
+        break;
+      }
+    n = launchSize(kernel, named, numels);
+    if (n < 0) {
+      error = who(kernel) + "pass n (no buffer has extent n)";
+      return false;
+    }
+    if (slotN >= 0) {
+      scalars[slotN] = double(n);
+      named.push_back({"n", n});
+    }
+  }
+  if (!checkLaunchShape(kernel, n, named, error))
+    return false;
+  size_t b = 0;
+  for (const auto &a : kernel.args) {
+    if (a.kind == ArgSpec::Kind::Scalar)
+      continue;
+    int64_t extent;
+    if (!argumentExtent(kernel, a, n, named, extent, error))
+      return false;
+    if (numels[b] != extent) {
+      error = who(kernel) + "argument '" + a.name + "': has " +
+              std::to_string(numels[b]) + " elements, expected " +
+              std::to_string(extent) + " (extent " + extentText(kernel, a) +
+              ", n = " + std::to_string(n) + ")";
+      return false;
+    }
+    ++b;
+  }
+  PackedLaunch packed;
+  return packLaunch(kernel, n, buffers, nbuf, scalars, nscalar, packed, error);
+}
+
+bool packLaunch(const KernelSpec &kernel, int64_t n, const uint64_t *buffers,
+                int nbuf, const double *scalars, int nscalar,
+                PackedLaunch &out, std::string &error) {
+  if (n < 0) {
+    error = who(kernel) + "n must be >= 0, got " + std::to_string(n);
+    return false;
+  }
+  if (!checkCounts(kernel, nbuf, buffers, nscalar, scalars, error))
+    return false;
+  NamedScalars named;
+  if (!convertScalars(kernel, scalars, nscalar, named, error) ||
+      !checkLaunchShape(kernel, n, named, error))
+    return false;
   auto scalarValue = [&](const std::string &name) -> int64_t {
-    if (!name.empty() && name[0] >= '0' && name[0] <= '9')
-      return std::stoll(name);
-    for (const auto &kv : named)
-      if (kv.first == name)
-        return int64_t(kv.second);
-    return 0;
+    return isInteger(name) ? std::stoll(name) : lookup(named, name).value_or(0);
   };
   std::array<unsigned, 3> grid = {0, 1, 1};
   uint64_t gridX = 0;
@@ -61,13 +322,14 @@ bool packLaunch(const KernelSpec &kernel, int64_t n, const uint64_t *buffers,
     for (size_t i = 0; i < kernel.gridTiles.size(); ++i) {
       int64_t v = scalarValue(kernel.gridTiles[i].first);
       if (v < 0) {
-        error = who + "scalar '" + kernel.gridTiles[i].first + "' must be >= 0";
+        error = who(kernel) + "scalar '" + kernel.gridTiles[i].first +
+                "' must be >= 0";
         return false;
       }
       uint64_t g = (uint64_t(v) + kernel.gridTiles[i].second - 1) /
                    uint64_t(kernel.gridTiles[i].second);
       if (g > (i == 0 ? uint64_t(std::numeric_limits<int32_t>::max()) : 65535u)) {
-        error = who + "grid dimension " + std::to_string(i) + " too large";
+        error = who(kernel) + "grid dimension " + std::to_string(i) + " too large";
         return false;
       }
       grid[i] = unsigned(g);
@@ -78,15 +340,13 @@ bool packLaunch(const KernelSpec &kernel, int64_t n, const uint64_t *buffers,
         gridX = 0;
   }
   if (gridX > uint64_t(std::numeric_limits<int32_t>::max())) {
-    error = who + "n = " + std::to_string(n) + " needs " + std::to_string(gridX) +
-            " blocks, more than gridDim.x allows";
+    error = who(kernel) + "n = " + std::to_string(n) + " needs " +
+            std::to_string(gridX) + " blocks, more than gridDim.x allows";
     return false;
   }
 
   out = PackedLaunch();
-  out.storage.reserve(wantBuf * 5 + wantScalar);
-  int64_t rows = 0, cols = 0; // 2-D kernels: n is rows * cols
-  bool hasRows = false, hasCols = false;
+  out.storage.reserve(kernel.numMemrefs() * 5 + kernel.numScalars());
   // Parameter i is storage slot `slots[i]` (>= 0) or tensormap -1 - slots[i].
   std::vector<long> slots;
   int bi = 0, si = 0;
@@ -101,15 +361,17 @@ bool packLaunch(const KernelSpec &kernel, int64_t n, const uint64_t *buffers,
       for (size_t d = 0; d < a.mapDims.size(); ++d) {
         int64_t v = scalarValue(a.mapDims[d]);
         if (v <= 0) {
-          error = who + "tensormap '" + a.name + "': dim " + std::to_string(d) +
-                  " ('" + a.mapDims[d] + "') must be > 0, got " + std::to_string(v);
+          error = who(kernel) + "tensormap '" + a.name + "': dim " +
+                  std::to_string(d) + " ('" + a.mapDims[d] +
+                  "') must be > 0, got " + std::to_string(v);
           return false;
         }
         // TMA coordinates are signed 32-bit: a longer dimension has elements
         // no tile can reach.
         if (v > int64_t(std::numeric_limits<int32_t>::max())) {
-          error = who + "tensormap '" + a.name + "': dim " + std::to_string(d) +
-                  " ('" + a.mapDims[d] + "') = " + std::to_string(v) +
+          error = who(kernel) + "tensormap '" + a.name + "': dim " +
+                  std::to_string(d) + " ('" + a.mapDims[d] + "') = " +
+                  std::to_string(v) +
                   " exceeds 2^31 - 1, the largest extent TMA coordinates reach";
           return false;
         }
@@ -121,12 +383,12 @@ bool packLaunch(const KernelSpec &kernel, int64_t n, const uint64_t *buffers,
       }
       for (uint64_t st : req.strides)
         if (st % 16 != 0) {
-          error = who + "tensormap '" + a.name + "': row stride " +
+          error = who(kernel) + "tensormap '" + a.name + "': row stride " +
                   std::to_string(st) + " bytes is not a multiple of 16 (TMA)";
           return false;
         }
       if (req.address == 0 || req.address % kBufferAlignment != 0) {
-        error = who + "buffer for tensormap argument '" + a.name +
+        error = who(kernel) + "buffer for tensormap argument '" + a.name +
                 "' is null or not 16-byte aligned";
         return false;
       }
@@ -139,103 +401,42 @@ bool packLaunch(const KernelSpec &kernel, int64_t n, const uint64_t *buffers,
     if (a.kind == ArgSpec::Kind::Memref) {
       out.bufferSlots.push_back(slots.back());
       uint64_t ptr = buffers[bi++];
-      int64_t extent = a.extent == ArgSpec::Extent::N        ? n
-                       : a.extent == ArgSpec::Extent::Groups ? groups
-                                                             : a.fixedExtent;
-      if (a.extent == ArgSpec::Extent::Product) {
-        extent = 1;
-        for (const auto &f : a.extentFactors) {
-          size_t slash = f.find('/');
-          if (slash == std::string::npos) {
-            extent *= f == "groups" ? groups : scalarValue(f);
-            continue;
-          }
-          int64_t v = scalarValue(f.substr(0, slash));
-          int64_t d = std::stoll(f.substr(slash + 1));
-          extent *= v <= 0 ? 0 : (v + d - 1) / d;
-        }
-      }
+      int64_t extent;
+      if (!argumentExtent(kernel, a, n, named, extent, error))
+        return false;
       if (ptr == 0 && extent > 0) {
-        error = who + "buffer for memref argument '" + a.name + "' is null";
+        error = who(kernel) + "buffer for memref argument '" + a.name + "' is null";
         return false;
       }
       if (ptr % kBufferAlignment != 0) {
         char hex[32];
         std::snprintf(hex, sizeof hex, "0x%llx", (unsigned long long)ptr);
-        error = who + "buffer for memref argument '" + a.name + "' (" + hex +
-                ") is not " + std::to_string(kBufferAlignment) + "-byte aligned";
+        error = who(kernel) + "buffer for memref argument '" + a.name + "' (" +
+                hex + ") is not " + std::to_string(kBufferAlignment) +
+                "-byte aligned";
         return false;
       }
-      out.storage.push_back(ptr);            // allocated
-      out.storage.push_back(ptr);            // aligned
-      out.storage.push_back(0);              // offset
+      out.storage.push_back(ptr);              // allocated
+      out.storage.push_back(ptr);              // aligned
+      out.storage.push_back(0);                // offset
       out.storage.push_back(uint64_t(extent)); // size
-      out.storage.push_back(1);              // stride
+      out.storage.push_back(1);                // stride
+      continue;
+    }
+    // convertScalars checked the value against its dtype.
+    double v = scalars[si++];
+    uint64_t slot = 0;
+    if (a.dtype == "f32") {
+      float f = static_cast<float>(v);
+      std::memcpy(&slot, &f, sizeof f);
+    } else if (a.dtype == "i32") {
+      int32_t i = static_cast<int32_t>(v);
+      std::memcpy(&slot, &i, sizeof i);
     } else {
-      double v = scalars[si++];
-      uint64_t slot = 0;
-      if (a.dtype == "f32") {
-        float f = static_cast<float>(v);
-        if (std::isfinite(v) && !std::isfinite(f)) {
-          error = who + "scalar argument '" + a.name + "' = " + std::to_string(v) +
-                  " overflows f32";
-          return false;
-        }
-        std::memcpy(&slot, &f, sizeof f);
-      } else {
-        // Integers travel as doubles: an i64 beyond +-2^53 may have been
-        // rounded on the way, so it is refused rather than trusted.
-        double lo = a.dtype == "i32" ? -0x1p31 : -0x1p53;
-        double hi = a.dtype == "i32" ? 0x1p31 - 1 : 0x1p53;
-        if (!(v >= lo && v <= hi) || std::floor(v) != v) {
-          error = who + "scalar argument '" + a.name + "' (" + a.dtype +
-                  ") must be an integer in range, got " + std::to_string(v);
-          return false;
-        }
-        if (a.dtype == "i32") {
-          int32_t i = static_cast<int32_t>(v);
-          std::memcpy(&slot, &i, sizeof i);
-        } else {
-          int64_t i = static_cast<int64_t>(v);
-          std::memcpy(&slot, &i, sizeof i);
-        }
-        if (a.name == "rows") {
-          rows = static_cast<int64_t>(v);
-          hasRows = true;
-        }
-        if (a.name == "cols") {
-          cols = static_cast<int64_t>(v);
-          hasCols = true;
-        }
-        if (a.name == "n" && static_cast<int64_t>(v) != n) {
-          error = who + "scalar argument 'n' = " + std::to_string(int64_t(v)) +
-                  " differs from the launch size n = " + std::to_string(n);
-          return false;
-        }
-      }
-      out.storage.push_back(slot);
+      int64_t i = static_cast<int64_t>(v);
+      std::memcpy(&slot, &i, sizeof i);
     }
-  }
-  if (hasRows && hasCols) {
-    bool ok = rows >= 0 && cols >= 0 &&
-              (cols == 0 ? n == 0 : n % cols == 0 && n / cols == rows);
-    if (!ok) {
-      error = who + "rows * cols = " + std::to_string(rows) + " * " +
-              std::to_string(cols) + " differs from the launch size n = " +
-              std::to_string(n);
-      return false;
-    }
-    if (kernel.groupSize > 0 && cols % kernel.groupSize != 0) {
-      error = who + "cols = " + std::to_string(cols) +
-              " is not a multiple of the group size " +
-              std::to_string(kernel.groupSize);
-      return false;
-    }
-    if (kernel.maxCols > 0 && cols > kernel.maxCols) {
-      error = who + "cols = " + std::to_string(cols) +
-              " exceeds the kernel's max_cols = " + std::to_string(kernel.maxCols);
-      return false;
-    }
+    out.storage.push_back(slot);
   }
   out.tensorMapStorage.resize(out.tensorMaps.size());
   out.params.reserve(out.storage.size() + out.tensorMaps.size());

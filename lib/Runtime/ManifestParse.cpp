@@ -1,15 +1,16 @@
 //===- ManifestParse.cpp - manifest.json parsing and validation -----------===//
 //
 // The one reader of docs/manifest.md: every validation rule and its message
-// lives here. The runtime uses the Manifest model directly; the Python package
-// gets the validated, normalized document through coat_manifest.h.
-// Launch-argument packing is LaunchArgs.cpp. No CUDA dependency.
+// lives here and in ProgramParse.cpp (the programs section). The runtime uses
+// the Manifest model directly; the Python package gets the validated,
+// normalized document through coat_manifest.h. Launch-argument rules are
+// LaunchArgs.cpp. No CUDA dependency.
 //
 //===----------------------------------------------------------------------===//
 
 #include "coat/Runtime/Manifest.h"
 
-#include "Json.h"
+#include "ManifestReader.h"
 
 #include <cerrno>
 #include <cmath>
@@ -34,6 +35,13 @@ const KernelSpec *Manifest::find(const std::string &name) const {
   for (const auto &k : kernels)
     if (k.name == name)
       return &k;
+  return nullptr;
+}
+
+const Program *Manifest::findProgram(const std::string &name) const {
+  for (const auto &p : programs)
+    if (p.name == name)
+      return &p;
   return nullptr;
 }
 
@@ -70,61 +78,6 @@ bool readFile(const std::string &path, std::string &out, std::string &error) {
 }
 
 namespace {
-
-/// Reads fields of one JSON object, accumulating the first error with a path
-/// such as "kernels[0].launch.block".
-struct Reader {
-  std::string &error;
-
-  bool fail(const std::string &where, const std::string &what) {
-    if (error.empty())
-      error = "manifest: " + where + ": " + what;
-    return false;
-  }
-
-  const Value *member(const Value &obj, const std::string &where,
-                      const std::string &key, Value::Type type,
-                      bool required) {
-    const Value *v = obj.get(key);
-    if (!v) {
-      if (required)
-        fail(where, "missing required field '" + key + "'");
-      return nullptr;
-    }
-    if (v->type != type) {
-      fail(where + "." + key, std::string("expected ") + json::typeName(type) +
-                                  ", got " + json::typeName(v->type));
-      return nullptr;
-    }
-    return v;
-  }
-
-  bool string(const Value &obj, const std::string &where,
-              const std::string &key, std::string &out, bool required) {
-    const Value *v = member(obj, where, key, Value::Type::String, required);
-    if (v)
-      out = v->string;
-    return v || (!required && !obj.get(key));
-  }
-
-  bool integer(const Value &obj, const std::string &where,
-               const std::string &key, int64_t &out, bool required,
-               int64_t min) {
-    const Value *v = member(obj, where, key, Value::Type::Number, required);
-    if (!v)
-      return !required && !obj.get(key);
-    return toInt(*v, where + "." + key, out, min);
-  }
-
-  bool toInt(const Value &v, const std::string &where, int64_t &out,
-             int64_t min) {
-    if (!v.isNumber() || std::floor(v.number) != v.number ||
-        v.number < double(min) || v.number > 9.0e15)
-      return fail(where, "expected an integer >= " + std::to_string(min));
-    out = static_cast<int64_t>(v.number);
-    return true;
-  }
-};
 
 bool isMemrefDtype(const std::string &d) { return dtypeSize(d) != 0; }
 bool isScalarDtype(const std::string &d) {
@@ -208,10 +161,16 @@ bool parseKernel(Reader &r, const Value &k, const std::string &where,
     return false;
   }
 
+  out.config = "{}";
   if (const Value *cfg = r.member(k, where, "config", Value::Type::Object, false)) {
-    if (!r.integer(*cfg, where + ".config", "group_size", out.groupSize, false, 1) ||
-        !r.integer(*cfg, where + ".config", "max_cols", out.maxCols, false, 1))
+    std::string cw = where + ".config";
+    if (!r.integer(*cfg, cw, "group_size", out.groupSize, false, 1) ||
+        !r.integer(*cfg, cw, "max_cols", out.maxCols, false, 1) ||
+        !r.integer(*cfg, cw, "rows_per_block", out.rowsPerBlock, false, 1) ||
+        !r.string(*cfg, cw, "of", out.of, false))
       return false;
+    out.config.clear();
+    json::write(out.config, *cfg);
   } else if (!r.error.empty()) {
     return false;
   }
@@ -434,10 +393,13 @@ bool parseManifest(const std::string &text, const std::string &directory,
     return r.fail("version", "unsupported manifest version " +
                                  std::to_string(version) + " (this runtime reads 1)");
   out.version = int(version);
+  out.target = "{}";
   if (const Value *t = r.member(doc, "top level", "target", Value::Type::Object, false)) {
     if (!r.string(*t, "target", "chip", out.chip, false) ||
         !r.string(*t, "target", "features", out.features, false))
       return false;
+    out.target.clear();
+    json::write(out.target, *t);
   } else if (!error.empty()) {
     return false;
   }
@@ -460,7 +422,9 @@ bool parseManifest(const std::string &text, const std::string &directory,
                     "duplicate kernel name '" + k.name + "'");
     out.kernels.push_back(std::move(k));
   }
-  return true;
+  if (const Value *p = r.member(doc, "top level", "programs", Value::Type::Array, false))
+    return parsePrograms(r, *p, out);
+  return error.empty();
 }
 
 bool loadManifest(const std::string &path, Manifest &out, std::string &error) {

@@ -54,3 +54,13 @@ TEST(Layout, Names) {
   EXPECT_EQ(toString(Scaling::perBlock(128, 64)), "per_block<128x64>");
   EXPECT_EQ(toString(Scaling::perTensor()), "per_tensor");
 }
+
+TEST(Layout, ParsesTheNamesItPrints) {
+  for (Scaling s : {Scaling::perTensor(), Scaling::perGroup(16),
+                    Scaling::flatGroup(128), Scaling::perBlock(128, 64)})
+    EXPECT_EQ(parseScaling(toString(s)), s) << toString(s);
+  for (const char *bad : {"per_group", "per_group<>", "per_group<16", "per_group<1x2>",
+                          "per_block<128>", "per_block<128x>", "per_tile<4>",
+                          "per_tensor<1>", "flat_group<8>x", ""})
+    EXPECT_FALSE(parseScaling(bad)) << bad;
+}

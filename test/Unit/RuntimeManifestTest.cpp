@@ -283,10 +283,12 @@ TEST(RuntimeManifest, CApiReturnsTheNormalizedDocument) {
   EXPECT_EQ(coat_manifest_abi_version(), COAT_MANIFEST_ABI_VERSION);
   char err[256] = "untouched";
   std::string text = kManifest;
-  char *doc = coat_manifest_normalize(text.data(), text.size(), err, sizeof err);
-  ASSERT_NE(doc, nullptr) << err;
-  std::string d = doc;
-  coat_manifest_free(doc);
+  coat_manifest *m = nullptr;
+  ASSERT_EQ(coat_manifest_open(text.data(), text.size(), &m, err, sizeof err),
+            COAT_MANIFEST_OK)
+      << err;
+  std::string d = coat_manifest_document(m);
+  coat_manifest_close(m);
   EXPECT_EQ(err[0], '\0');
   for (const char *part :
        {"\"version\":1,", "\"chip\":\"sm_90a\"", "\"block\":[256,1,1]",
@@ -294,10 +296,13 @@ TEST(RuntimeManifest, CApiReturnsTheNormalizedDocument) {
         "{\"name\":\"m_scale\",\"kind\":\"memref\",\"dtype\":\"f32\","
         "\"extent\":\"groups\",\"dims\":[],\"box\":[],\"swizzle\":\"none\","
         "\"bind\":[]}",
-        "\"extent\":null"})
+        "\"extent\":null", "\"target\":{\"chip\":\"sm_90a\",\"features\":\"+ptx80\"}",
+        "\"config\":{\"group_size\":128}", "\"programs\":[]"})
     EXPECT_NE(d.find(part), std::string::npos) << part << " in " << d;
 
   text.replace(text.find("\"version\": 1"), 12, "\"version\": 2");
-  EXPECT_EQ(coat_manifest_normalize(text.data(), text.size(), err, 16), nullptr);
+  EXPECT_EQ(coat_manifest_open(text.data(), text.size(), &m, err, 16),
+            COAT_MANIFEST_ERR_MANIFEST);
+  EXPECT_EQ(m, nullptr);
   EXPECT_STREQ(err, "manifest: versi"); // truncated to errlen
 }

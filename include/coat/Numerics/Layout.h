@@ -62,6 +62,10 @@ struct Scaling {
 /// Returns "per_tensor", "per_group<16>", "flat_group<128>", "per_block<128x128>".
 std::string toString(const Scaling &s);
 
+/// The inverse of toString (the form the kernel manifest records), or nothing
+/// for any other text. Sizes are not checked: see verifyScaling.
+std::optional<Scaling> parseScaling(const std::string &text);
+
 /// Checks a granularity on its own (positive sizes). Returns an error message.
 std::optional<std::string> verifyScaling(const Scaling &s);
 

@@ -9,6 +9,8 @@
 #ifndef COAT_RUNTIME_MANIFEST_H
 #define COAT_RUNTIME_MANIFEST_H
 
+#include "coat/Runtime/Program.h"
+
 #include <array>
 #include <cstdint>
 #include <string>
@@ -64,6 +66,9 @@ struct KernelSpec {
   unsigned sharedBytes = 0;
   int64_t groupSize = 0; ///< config.group_size, 0 when absent
   int64_t maxCols = 0;   ///< config.max_cols (widest row), 0 when absent
+  int64_t rowsPerBlock = 1; ///< config.rows_per_block (row teams of a CTA)
+  std::string of;        ///< config.of: the spec whose call this kernel ends
+  std::string config;    ///< the whole config object, as JSON text
   std::vector<ArgSpec> args;
 
   /// Arguments that take one `buffers` entry: memrefs and tensormaps.
@@ -88,11 +93,14 @@ struct Manifest {
   int version = 0;
   std::string chip;
   std::string features;
+  std::string target; ///< the whole target object, as JSON text
   std::vector<Fp8FormatSpec> formats; ///< in document order
   std::string directory; ///< folder the manifest was read from
   std::vector<KernelSpec> kernels;
+  std::vector<Program> programs;
 
   const KernelSpec *find(const std::string &name) const;
+  const Program *findProgram(const std::string &name) const;
 };
 
 /// Size in bytes of one element of a manifest dtype, 0 if unknown.
@@ -146,6 +154,41 @@ struct PackedLaunch {
   std::array<unsigned, 3> block = {1, 1, 1};
   unsigned sharedBytes = 0;
 };
+
+/// Integer scalar arguments of one launch by name.
+using NamedScalars = std::vector<std::pair<std::string, int64_t>>;
+
+/// How many elements buffer argument `arg` of `kernel` takes for a launch
+/// over `n` (docs/manifest.md: a memref's extent, a tensormap's product of
+/// dims). False with `error` when it needs a scalar `named` lacks.
+bool argumentExtent(const KernelSpec &kernel, const ArgSpec &arg, int64_t n,
+                    const NamedScalars &named, int64_t &out, std::string &error);
+
+/// A launch's size when the caller gives none: the scalar `n`, else the size
+/// of the first buffer of extent n (`numels`: per buffer argument, may be
+/// null), else the scalar `cols`; -1 when none applies.
+int64_t launchSize(const KernelSpec &kernel, const NamedScalars &named,
+                   const int64_t *numels);
+
+/// Converts scalar values (`double`s, in argument order) to their dtypes:
+/// integers must be integral and in range (+-2^53 for i64, as doubles carry
+/// them), f32 must not overflow. Fills `named` with the integers.
+bool convertScalars(const KernelSpec &kernel, const double *scalars,
+                    int nscalar, NamedScalars &named, std::string &error);
+
+/// The rules between a launch's size and its scalars: `n` equals it, and
+/// for 2-D kernels rows * cols = n, cols a multiple of config.group_size and
+/// at most config.max_cols.
+bool checkLaunchShape(const KernelSpec &kernel, int64_t n,
+                      const NamedScalars &named, std::string &error);
+
+/// Everything packLaunch checks plus each buffer's size (`numels`, elements)
+/// against its extent: a launch of buffers whose sizes are known (the CPU
+/// twins, an executor's first run). With `inferN`, `n` is launchSize's and
+/// the scalar named "n", if any, is set to it in `scalars`.
+bool checkLaunch(const KernelSpec &kernel, int64_t &n, bool inferN,
+                 const uint64_t *buffers, const int64_t *numels, int nbuf,
+                 double *scalars, int nscalar, std::string &error);
 
 /// Validates a launch of `kernel` over `n` elements and packs its parameters.
 /// `buffers` are the memref arguments' device addresses in manifest order,
