@@ -42,10 +42,9 @@ def buffers(kernel, rows, cols):
     """Arguments of one launch, and the bytes they hold (read + written)."""
     spec, cfg = kernel.spec, kernel.config
     n = rows * cols
-    G = spec.group_size
     args, nbytes = {}, 0
     for a in spec.memrefs:
-        extent = a.extent_for(n, G, {"rows": rows, "cols": cols})
+        extent = a.extent_for(n, {"rows": rows, "cols": cols})
         if a.dtype in DTYPES:
             t = torch.randn(extent, device="cuda").to(DTYPES[a.dtype])
             if a.name in ("scale", "input_scale"):

@@ -297,6 +297,48 @@ bool checkLaunch(const KernelSpec &kernel, int64_t &n, bool inferN,
   return packLaunch(kernel, n, buffers, nbuf, scalars, nscalar, packed, error);
 }
 
+bool launchGrid(const KernelSpec &kernel, int64_t n, const NamedScalars &named,
+                std::array<unsigned, 3> &grid, std::string &error) {
+  if (kernel.gridTiles.empty()) {
+    uint64_t x = (uint64_t(n) + uint64_t(kernel.elementsPerBlock) - 1) /
+                 uint64_t(kernel.elementsPerBlock);
+    if (x > uint64_t(std::numeric_limits<int32_t>::max())) {
+      error = who(kernel) + "n = " + std::to_string(n) + " needs " +
+              std::to_string(x) + " blocks, more than gridDim.x allows";
+      return false;
+    }
+    grid = {unsigned(x), 1, 1};
+    return true;
+  }
+  grid = {1, 1, 1};
+  uint64_t tiles = 1;
+  for (size_t i = 0; i < kernel.gridTiles.size(); ++i) {
+    const auto &[name, tile] = kernel.gridTiles[i];
+    int64_t v = lookup(named, name).value_or(0);
+    if (v < 0) {
+      error = who(kernel) + "scalar '" + name + "' must be >= 0";
+      return false;
+    }
+    uint64_t g = (uint64_t(v) + uint64_t(tile) - 1) / uint64_t(tile);
+    if (g > (i == 0 ? uint64_t(std::numeric_limits<int32_t>::max()) : 65535u)) {
+      error = who(kernel) + "grid dimension " + std::to_string(i) + " too large";
+      return false;
+    }
+    grid[i] = unsigned(g);
+    tiles *= g;
+  }
+  // A persistent kernel strides over its tiles: the runtime launches at most
+  // one CTA per multiprocessor along x.
+  if (kernel.persistent) {
+    if (tiles > uint64_t(std::numeric_limits<int32_t>::max())) {
+      error = who(kernel) + std::to_string(tiles) + " tiles, more than gridDim.x allows";
+      return false;
+    }
+    grid = {unsigned(tiles), 1, 1};
+  }
+  return true;
+}
+
 bool packLaunch(const KernelSpec &kernel, int64_t n, const uint64_t *buffers,
                 int nbuf, const double *scalars, int nscalar,
                 PackedLaunch &out, std::string &error) {
@@ -313,37 +355,9 @@ bool packLaunch(const KernelSpec &kernel, int64_t n, const uint64_t *buffers,
   auto scalarValue = [&](const std::string &name) -> int64_t {
     return isInteger(name) ? std::stoll(name) : lookup(named, name).value_or(0);
   };
-  std::array<unsigned, 3> grid = {0, 1, 1};
-  uint64_t gridX = 0;
-  if (kernel.gridTiles.empty()) {
-    gridX = (uint64_t(n) + uint64_t(kernel.elementsPerBlock) - 1) /
-            uint64_t(kernel.elementsPerBlock);
-  } else {
-    for (size_t i = 0; i < kernel.gridTiles.size(); ++i) {
-      int64_t v = scalarValue(kernel.gridTiles[i].first);
-      if (v < 0) {
-        error = who(kernel) + "scalar '" + kernel.gridTiles[i].first +
-                "' must be >= 0";
-        return false;
-      }
-      uint64_t g = (uint64_t(v) + kernel.gridTiles[i].second - 1) /
-                   uint64_t(kernel.gridTiles[i].second);
-      if (g > (i == 0 ? uint64_t(std::numeric_limits<int32_t>::max()) : 65535u)) {
-        error = who(kernel) + "grid dimension " + std::to_string(i) + " too large";
-        return false;
-      }
-      grid[i] = unsigned(g);
-    }
-    gridX = grid[0];
-    for (unsigned g : grid)
-      if (g == 0)
-        gridX = 0;
-  }
-  if (gridX > uint64_t(std::numeric_limits<int32_t>::max())) {
-    error = who(kernel) + "n = " + std::to_string(n) + " needs " +
-            std::to_string(gridX) + " blocks, more than gridDim.x allows";
+  std::array<unsigned, 3> grid;
+  if (!launchGrid(kernel, n, named, grid, error))
     return false;
-  }
 
   out = PackedLaunch();
   out.storage.reserve(kernel.numMemrefs() * 5 + kernel.numScalars());
@@ -455,8 +469,7 @@ bool packLaunch(const KernelSpec &kernel, int64_t n, const uint64_t *buffers,
     for (size_t k = size_t(slots[i]); k < end; ++k)
       out.params.push_back(&out.storage[k]);
   }
-  out.grid = kernel.gridTiles.empty() ? std::array<unsigned, 3>{unsigned(gridX), 1, 1}
-                                      : grid;
+  out.grid = grid;
   out.block = kernel.block;
   out.sharedBytes = kernel.sharedBytes;
   return true;

@@ -336,6 +336,14 @@ const KernelSpec *findKernel(const coat_manifest *m, const char *name,
   return k;
 }
 
+NamedScalars namedScalars(const char *const *names, const int64_t *values,
+                          int count) {
+  NamedScalars named;
+  for (int i = 0; i < count; ++i)
+    named.push_back({names[i], values[i]});
+  return named;
+}
+
 } // namespace
 
 extern "C" {
@@ -428,11 +436,29 @@ int coat_manifest_extent(const coat_manifest *m, const char *kernel_name,
                 !k ? error : "kernel '" + k->name + "' has no buffer argument '" +
                                  std::string(arg_name ? arg_name : "") + "'",
                 COAT_MANIFEST_ERR_INVALID_VALUE);
-  NamedScalars named;
-  for (int i = 0; i < count; ++i)
-    named.push_back({names[i], values[i]});
+  NamedScalars named = namedScalars(names, values, count);
   if (!argumentExtent(*k, *arg, n, named, *out, error))
     return fail(errbuf, errlen, error, COAT_MANIFEST_ERR_ARGUMENTS);
+  return ok(errbuf, errlen);
+}
+
+int coat_manifest_grid(const coat_manifest *m, const char *kernel_name,
+                       int64_t n, const char *const *names,
+                       const int64_t *values, int count, int64_t grid[3],
+                       char *errbuf, size_t errlen) {
+  std::string error;
+  const KernelSpec *k = findKernel(m, kernel_name, error);
+  if (!k || !grid || (count > 0 && (!names || !values)))
+    return fail(errbuf, errlen, k ? "null grid or scalars" : error,
+                COAT_MANIFEST_ERR_INVALID_VALUE);
+  NamedScalars named = namedScalars(names, values, count);
+  std::array<unsigned, 3> g;
+  if (n < 0 || !launchGrid(*k, n, named, g, error))
+    return fail(errbuf, errlen,
+                n < 0 ? "kernel '" + k->name + "': n must be >= 0" : error,
+                COAT_MANIFEST_ERR_ARGUMENTS);
+  for (int i = 0; i < 3; ++i)
+    grid[i] = g[size_t(i)];
   return ok(errbuf, errlen);
 }
 

@@ -3,11 +3,12 @@
 ``coat-export-programs`` records, for an outlined program, its values and
 their types, the kernel calls in order (each ``forward`` or ``backward``),
 the outputs and the values the forward keeps for the backward; each kernel's
-arguments say which value of its spec they are (``bind``). The executor
-only follows them: it allocates each call's results, binds every kernel
-argument to a buffer or an extent, and launches, on CUDA tensors through the
-GPU runtime or on CPU tensors through the CPU twins. Nothing here knows what
-a norm or a GEMM is.
+arguments say which value of its spec they are (``bind``). The C++ manifest
+reader checks all of it when the manifest is read and makes each call's plan
+for a token count (coat_manifest.h): the buffers to allocate, which buffer
+each kernel argument is, the scalars. The executor only follows the plan: it
+allocates and launches, on CUDA tensors through the GPU runtime or on CPU
+tensors through the CPU twins. Nothing here knows what a norm or a GEMM is.
 
 Every dynamic extent (``-1``) of a program is its token count (batch x
 sequence), taken from the inputs; docs/manifest.md, "Programs".
@@ -16,15 +17,11 @@ sequence), taken from the inputs; docs/manifest.md, "Programs".
 from __future__ import annotations
 
 import dataclasses
-import re
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import _dtypes
+from .manifest import ProgramError
 from .runtime import Kernel, Module, load
-
-
-class ProgramError(ValueError):
-    """Inputs a program cannot take, or a launch plan it cannot follow."""
 
 
 @dataclasses.dataclass
@@ -49,22 +46,9 @@ class ValueType:
     scale_dtype: str = ""
     scale_shape: Tuple[int, ...] = ()
 
-    def resolve(self, shape, tokens: int) -> Tuple[int, ...]:
-        return tuple(tokens if d < 0 else d for d in shape)
-
-    def scale_extents(self, tokens: int) -> Tuple[int, ...]:
-        """The scale tensor's shape; for a dynamic shape derived the way
-        Layout.h derives it (only the kinds activations use)."""
-        if all(d >= 0 for d in self.shape):
-            return self.scale_shape
-        shape = self.resolve(self.shape, tokens)
-        if self.scaling == "per_tensor":
-            return ()
-        m = re.fullmatch(r"per_group<(\d+)>", self.scaling)
-        if m:
-            g = int(m.group(1))
-            return shape[:-1] + (-(-shape[-1] // g),)
-        raise ProgramError(f"no run-time scale shape for {self.scaling} of a dynamic shape")
+    def shape_for(self, tokens: int) -> Tuple[int, ...]:
+        """The shape for ``tokens`` tokens (a qtensor's: its codes')."""
+        return tuple(tokens if d < 0 else d for d in self.shape)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,49 +57,28 @@ class Step:
     phase: str
     operands: Tuple[int, ...]
     results: Tuple[int, ...]
-    kernels: Tuple[Kernel, ...]
-
-
-_REF = re.compile(r"(in|out)(\d+)(?:\.(codes|scale))?$")
-_EXPR = re.compile(r"(rows|cols|numel)\((in|out)(\d+)\)$")
-_CEILDIV = re.compile(r"ceildiv\((.+),(\d+)\)$")
+    kernels: Tuple[Kernel, ...]  # the spec's, then those of config.of
 
 
 class Program:
-    """One program of a compiled module, ready to run."""
+    """One program of a compiled module, ready to run. ``plan``: its entry of
+    the manifest's ``programs``, as the reader validated it."""
 
     def __init__(self, module: Module, plan: Dict[str, Any]):
         self.module = module
         self.name = plan["name"]
-        where = f"program {self.name}"
-        try:
-            self.values = [ValueType(v["kind"], tuple(v["shape"]), v["dtype"],
-                                     v.get("scaling", ""), v.get("scale_dtype", ""),
-                                     tuple(v.get("scale_shape", ())))
-                           for v in plan["values"]]
-            self.inputs = [(i["value"], i["role"], i.get("grad_of")) for i in plan["inputs"]]
-            self.outputs = [(o["value"], o["phase"], o.get("grad_of")) for o in plan["outputs"]]
-            self.saved = tuple(plan["saved"])
-            steps = plan["steps"]
-        except (KeyError, TypeError) as e:
-            raise ProgramError(f"{where}: malformed launch plan ({e})") from None
-        self.steps: List[Step] = []
+        self.values = [ValueType(v["kind"], tuple(v["shape"]), v["dtype"],
+                                 v.get("scaling", ""), v.get("scale_dtype", ""),
+                                 tuple(v.get("scale_shape", ())))
+                       for v in plan["values"]]
+        self.inputs = [(i["value"], i["role"], i["grad_of"]) for i in plan["inputs"]]
+        self.outputs = [(o["value"], o["phase"], o["grad_of"]) for o in plan["outputs"]]
+        self.saved = tuple(plan["saved"])
+        self.steps = [Step(s["spec"], s["phase"], tuple(s["operands"]), tuple(s["results"]),
+                           tuple(module.kernels[k] for k in s["kernels"]))
+                      for s in plan["steps"]]
         self._plans: Dict[Tuple[int, int, str], _StepPlan] = {}
         self._dead: Dict[Optional[str], Dict[int, Tuple[int, ...]]] = {}
-        for s in steps:
-            # The spec's kernel first, then those that finish it (config.of).
-            ks = [k for k in module.kernels.values()
-                  if k.name == s["spec"] or k.config.get("of") == s["spec"]]
-            ks.sort(key=lambda k: k.name != s["spec"])
-            if not ks or ks[0].name != s["spec"]:
-                raise ProgramError(f"{where}: no kernel {s['spec']!r} in {module.manifest.path}")
-            for k in ks:
-                for a in k.spec.args:
-                    if not a.bind:
-                        raise ProgramError(f"{where}: argument {a.name!r} of kernel {k.name} "
-                                           "has no binding (compiled by an older coat-opt?)")
-            self.steps.append(Step(s["spec"], s["phase"], tuple(s["operands"]),
-                                   tuple(s["results"]), tuple(ks)))
 
     def __repr__(self) -> str:
         return f"<coat.Program {self.name}: {len(self.steps)} calls>"
@@ -215,16 +178,16 @@ class Program:
         key = (index, tokens, kind)
         plan = self._plans.get(key)
         if plan is None:
-            plan = self._plan_step(step, tokens, like.device if kind == "cuda" else None)
+            plan = self._plan(index, tokens, like.device if kind == "cuda" else None)
         new = [_empty(shape, dtype, like.device) for shape, dtype in plan.allocs]
         scratch = [_zeros(extent, dtype, like.device) for extent, dtype in plan.scratch]
 
         def resolve(src):
-            where, a, b = src
-            if where == "env":
-                x = env[a]
-                return x.part(b) if b else x
-            return new[a] if where == "new" else scratch[a]
+            where, i, part = src
+            if where == "value":
+                x = env[i]
+                return x.part(part) if part else x
+            return new[i] if where == "alloc" else scratch[i]
 
         stream = None
         if kind == "cuda":
@@ -238,16 +201,15 @@ class Program:
             # First run: check every launch, then keep its launcher.
             runners = []
             for launch in plan.launches:
-                args = {name: _flat(resolve(src)) for name, src in launch.sources}
-                args.update(launch.scalars)
-                n, got_kind, _, buffers, scalars = launch.kernel.bind(
-                    n=launch.n, **{k: v for k, v in args.items() if k != "n"})
+                buffers = [_flat(resolve(src)) for src in launch.sources]
+                n, got_kind, _, scalars = launch.kernel.check(launch.n, buffers,
+                                                              launch.scalars)
                 if got_kind != kind:
                     raise ProgramError(f"program {self.name}: {launch.kernel.name} has "
                                        f"buffers on {got_kind} and {kind}")
                 run = launch.kernel.prepared(n, scalars, kind)
                 run(buffers, stream)
-                runners.append((run, [src for _, src in launch.sources]))
+                runners.append((run, launch.sources))
             plan.runners = runners
             self._plans[key] = plan
         for vid, srcs in plan.results:
@@ -256,147 +218,54 @@ class Program:
             else:
                 env[vid] = QTensor(resolve(srcs[0]), resolve(srcs[1]))
 
-    def _plan_step(self, step: Step, tokens: int, gpu=None) -> "_StepPlan":
-        """Where every argument of the step's launches comes from: an operand
-        (or its codes/scale), a result buffer to allocate, or scratch. `gpu`:
-        the CUDA device the launches run on (None: the CPU twins)."""
-        plan = _StepPlan()
-        # A result part is a buffer bound to an operand (a per-tensor scale
-        # the kernel reads and the result shares) or allocated.
-        parts: Dict[Tuple[int, str], Tuple[str, int, Any]] = {}
-
-        def value_of(kind: str, idx: int):
-            ids = step.operands if kind == "in" else step.results
-            if idx >= len(ids):
-                raise ProgramError(f"program {self.name}: {step.spec} binds {kind}{idx}, the "
-                                   f"call has {len(ids)}")
-            return ids[idx]
-
-        def lookup(ref: str):
-            m = _REF.match(ref)
-            if not m:
-                return None
-            vid = value_of(m.group(1), int(m.group(2)))
-            part = m.group(3) or ""
-            if m.group(1) == "in":
-                if part and self.values[vid].kind != "qtensor":
-                    raise ProgramError(f"program {self.name}: {step.spec} binds {ref}, a "
-                                       "tensor has no parts")
-                return ("env", vid, part)
-            return parts.get((vid, part))
-
-        def shape_of(kind: str, idx: int):
-            vid = value_of(kind, idx)
-            t = self.values[vid]
-            return t.resolve(t.shape, tokens)
-
-        def scalar(expr: str, kernel: Kernel, name: str) -> int:
-            m = _CEILDIV.match(expr)
-            if m:
-                return -(-scalar(m.group(1), kernel, name) // int(m.group(2)))
-            m = _EXPR.match(expr)
-            if m:
-                shape = shape_of(m.group(2), int(m.group(3)))
-                numel = 1
-                for d in shape:
-                    numel *= d
-                if m.group(1) == "numel":
-                    return numel
-                cols = shape[-1] if shape else 1
-                return cols if m.group(1) == "cols" else numel // max(cols, 1)
-            if expr == "free":
-                # The caller's choice, one per step (the norm backward's
-                # partials: its row kernel and its reduction share them).
-                if name not in free:
-                    if "rows" not in scalar_values:
-                        raise ProgramError(f"program {self.name}: kernel {kernel.name} "
-                                           f"leaves {name!r} free before any kernel of "
-                                           "the call bound rows")
-                    free[name] = default_partials(kernel, scalar_values["rows"], gpu)
-                return free[name]
-            raise ProgramError(f"program {self.name}: kernel {kernel.name} argument {name!r}: "
-                               f"unknown binding {expr!r}")
-
-        scratch: Dict[str, int] = {}
-        free: Dict[str, int] = {}
-        for kernel in step.kernels:
-            scalar_values: Dict[str, int] = {}
-            for a in kernel.spec.scalars:
-                scalar_values[a.name] = scalar(a.bind[0], kernel, a.name)
-            sources = []
-            for a in kernel.spec.memrefs:
-                if a.bind == ("scratch",):
-                    if a.name not in scratch:
-                        n = kernel_n(kernel, scalar_values) or 0
-                        scratch[a.name] = len(plan.scratch)
-                        plan.scratch.append((a.extent_for(n, kernel.spec.group_size,
-                                                          scalar_values), a.dtype))
-                    sources.append((a.name, ("scratch", scratch[a.name], None)))
-                    continue
-                src = next((b for b in map(lookup, a.bind) if b is not None), None)
-                for ref in a.bind:
-                    m = _REF.match(ref)
-                    if not m or m.group(1) != "out":
-                        continue
-                    key = (value_of("out", int(m.group(2))), m.group(3) or "")
-                    if key not in parts:
-                        if src is None:
-                            src = ("new", len(plan.allocs), None)
-                            plan.allocs.append(self._part_type(key, tokens))
-                        parts[key] = src
-                if src is None:
-                    raise ProgramError(f"program {self.name}: kernel {kernel.name} argument "
-                                       f"{a.name!r} binds nothing it can find ({a.bind})")
-                sources.append((a.name, src))
-            plan.launches.append(_Launch(kernel, kernel_n(kernel, scalar_values),
-                                         scalar_values, sources))
-        for vid in step.results:
-            t = self.values[vid]
-            want = [""] if t.kind == "tensor" else ["codes", "scale"]
-            missing = [p or "buffer" for p in want if (vid, p) not in parts]
-            if missing:
-                raise ProgramError(f"program {self.name}: {step.spec} wrote no {missing} "
-                                   f"of result {vid}")
-            plan.results.append((vid, [parts[(vid, p)] for p in want]))
-        return plan
-
-    def _part_type(self, key: Tuple[int, str], tokens: int):
-        vid, part = key
-        t = self.values[vid]
-        if t.kind == "tensor" or part == "codes":
-            return t.resolve(t.shape, tokens), _dtypes.torch_dtypes(t.dtype)[0]
-        return t.scale_extents(tokens), _dtypes.torch_dtypes(t.scale_dtype)[0]
+    def _plan(self, index: int, tokens: int, gpu=None) -> "_StepPlan":
+        """The reader's plan of step ``index`` for ``tokens`` tokens. `gpu`:
+        the CUDA device the launches run on (None: the CPU twins), which
+        says how many CTAs of a kernel run at once."""
+        resident = None
+        if gpu is not None:
+            resident = lambda name: self.module[name].resident_blocks(gpu)  # noqa: E731
+        plan = self.module.manifest.reader.plan(self.name, index, tokens, resident)
+        kernels = self.module.kernels
+        return _StepPlan(
+            allocs=[(tuple(a["shape"]), _dtypes.torch_dtypes(a["dtype"])[0])
+                    for a in plan["allocs"]],
+            scratch=[(s["extent"], s["dtype"]) for s in plan["scratch"]],
+            launches=[_Launch(kernels[l["kernel"]], l["n"], l["scalars"],
+                              [tuple(src) for src in l["buffers"]])
+                      for l in plan["launches"]],
+            results=[(r["value"], [tuple(src) for src in r["buffers"]])
+                     for r in plan["results"]])
 
 
 @dataclasses.dataclass
 class _Launch:
     kernel: Kernel
-    n: Optional[int]
-    scalars: Dict[str, int]
-    sources: List[Tuple[str, Tuple[str, int, Any]]]
+    n: int
+    scalars: List[int]  # every scalar argument, in manifest order
+    sources: List[Tuple[str, int, str]]  # per buffer: ("value"|"alloc"|"scratch", index, part)
 
 
 @dataclasses.dataclass
 class _StepPlan:
     """One call's buffers and launches for one token count."""
 
-    allocs: List[Tuple[Tuple[int, ...], Any]] = dataclasses.field(default_factory=list)
-    scratch: List[Tuple[int, str]] = dataclasses.field(default_factory=list)
-    launches: List[_Launch] = dataclasses.field(default_factory=list)
-    results: List[Tuple[int, List[Tuple[str, int, Any]]]] = dataclasses.field(
-        default_factory=list)
+    allocs: List[Tuple[Tuple[int, ...], Any]]
+    scratch: List[Tuple[int, str]]
+    launches: List[_Launch]
+    results: List[Tuple[int, List[Tuple[str, int, str]]]]
     runners: List[Any] = dataclasses.field(default_factory=list)
 
 
-def default_partials(kernel, rows: int, gpu=None) -> int:
+def default_partials(kernel: Kernel, rows: int, gpu=None) -> int:
     """The `partials` of a norm backward's column sums (the rows of its f32
     workspace) for `rows` rows: on the GPU `gpu`, one wave of its row
     kernel's teams (CTAs resident at once times rows_per_block), so that no
-    CTA waits for a second wave; on the CPU 256 per team of a CTA. Any value
-    gives correct sums; the value fixes their order."""
-    per_block = int(kernel.config.get("rows_per_block", 1))
-    ctas = kernel.resident_blocks(gpu) if gpu is not None else 256
-    return max(1, min(rows, ctas * per_block))
+    CTA waits for a second wave; on the CPU a fixed count of teams (the
+    reader's rule, coat_manifest_default_partials). Any value gives correct
+    sums; the value fixes their order."""
+    ctas = kernel.resident_blocks(gpu) if gpu is not None else 0
+    return kernel.spec.reader.default_partials(kernel.name, rows, ctas)
 
 
 def _empty(shape, dtype, device):
@@ -421,17 +290,7 @@ def _current_stream(like) -> int:
     return torch.cuda.current_stream(like.device).cuda_stream
 
 
-def kernel_n(kernel: Kernel, scalars: Dict[str, int]) -> Optional[int]:
-    """The launch's n (docs/manifest.md): the scalar n, else the size of the
-    first extent-n buffer (None lets the kernel take it), else cols."""
-    if "n" in scalars:
-        return scalars["n"]
-    if any(a.extent == "n" for a in kernel.spec.memrefs):
-        return None
-    return scalars.get("cols")
-
-
 def load_programs(module) -> Dict[str, Program]:
     """The programs of a compiled module (a folder, or a loaded Module)."""
     mod = module if isinstance(module, Module) else load(module)
-    return {p["name"]: Program(mod, p) for p in mod.manifest.raw.get("programs", [])}
+    return {p["name"]: Program(mod, p) for p in mod.manifest.programs}

@@ -1,9 +1,12 @@
 """manifest.json (docs/manifest.md) as Python objects.
 
-Parsing and validation are the C++ runtime's (lib/Runtime/ManifestParse.cpp),
-reached through libcoat_manifest.so (coat_manifest.h): it returns the
-validated manifest in a normalized form, from which this module builds its
-dataclasses. Every rule and error message lives there, not here."""
+Parsing, validation and the launch rules are the C++ reader's (lib/Runtime:
+ManifestParse.cpp and ProgramParse.cpp read and check a manifest whole,
+LaunchArgs.cpp holds the launch rules, Plan.cpp the program plans), reached
+through libcoat_manifest.so (coat_manifest.h). It returns the validated
+manifest in a normalized form, from which this module builds its
+dataclasses, and answers extents, grids, launch checks and plans through
+:class:`Reader`. Every rule and error message lives there, not here."""
 
 from __future__ import annotations
 
@@ -12,13 +15,23 @@ import dataclasses
 import json
 import os
 import threading
-from typing import Any, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from . import _dtypes, _paths
 
 
 class ManifestError(ValueError):
     """A manifest that is malformed or that this version cannot read."""
+
+
+class ProgramError(ValueError):
+    """Inputs a program cannot take, or a launch plan it cannot follow."""
+
+
+class ProgramManifestError(ManifestError, ProgramError):
+    """A manifest whose programs section an executor cannot follow (a call
+    of a missing kernel, a binding that does not parse, ...): refused when
+    the manifest is read."""
 
 
 class ManifestLibraryNotFound(FileNotFoundError):
@@ -39,6 +52,9 @@ class ArgSpec:
     # lowered from (docs/manifest.md, "Bindings"): value references for
     # buffers, one extent expression for scalars; () when not recorded.
     bind: Tuple[str, ...] = ()
+    kernel: str = ""  # the kernel it is an argument of
+    reader: Optional["Reader"] = dataclasses.field(default=None, compare=False,
+                                                   repr=False)
 
     @property
     def is_memref(self) -> bool:
@@ -46,26 +62,10 @@ class ArgSpec:
         CUtensorMap from the buffer's address)."""
         return self.kind in ("memref", "tensormap")
 
-    def extent_for(self, n: int, group_size: int, scalars: Optional[Mapping[str, int]] = None) -> int:
-        scalars = dict(scalars or {})
-        scalars.setdefault("n", n)
-        if self.kind == "tensormap":
-            out = 1
-            for d in self.dims:
-                out *= int(d) if isinstance(d, int) else int(scalars[d])
-            return out
-        if self.extent == "n":
-            return n
-        if self.extent == "groups":
-            return -(-n // group_size)
-        if isinstance(self.extent, str):
-            out = 1
-            for f in self.extent.split("*"):
-                name, _, div = f.partition("/")
-                v = -(-n // group_size) if name == "groups" else int(scalars[name])
-                out *= -(-max(v, 0) // int(div)) if div else v
-            return out
-        return int(self.extent)
+    def extent_for(self, n: int, scalars: Optional[Mapping[str, int]] = None) -> int:
+        """The elements this buffer argument takes for a launch over ``n``,
+        given the integer scalars its extent names."""
+        return self.reader.extent(self.kernel, self.name, n, scalars or {})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +85,8 @@ class KernelSpec:
     grid_tiles: Tuple[Tuple[str, int], ...] = ()  # launch.grid_tiles
     # launch.persistent: the runtime launches min(tiles, multiprocessors) CTAs
     persistent: bool = False
+    reader: Optional["Reader"] = dataclasses.field(default=None, compare=False,
+                                                   repr=False)
 
     @property
     def group_size(self) -> int:
@@ -102,14 +104,8 @@ class KernelSpec:
         """gridDim.x, or with launch.grid_tiles the (x, y, z) grid (for a
         persistent kernel: the number of tiles, which the runtime caps at the
         multiprocessor count)."""
-        if self.grid_tiles:
-            sc = dict(scalars or {})
-            sc.setdefault("n", n)
-            g = [-(-int(sc[name]) // tile) for name, tile in self.grid_tiles]
-            if self.persistent:
-                return (g[0] * (g[1] if len(g) > 1 else 1) * (g[2] if len(g) > 2 else 1), 1, 1)
-            return tuple(g + [1] * (3 - len(g)))
-        return -(-n // self.elements_per_block)
+        grid = self.reader.grid(self.name, n, scalars or {})
+        return tuple(grid) if self.grid_tiles else grid[0]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,7 +116,11 @@ class Manifest:
     target: Mapping[str, Any]
     kernels: Tuple[KernelSpec, ...]
     fp8: Mapping[str, _dtypes.Fp8Format]
-    raw: Mapping[str, Any]
+    # The launch plans (docs/manifest.md, "Programs"), normalized:
+    # coat_manifest.h describes the fields; coat.executor runs them.
+    programs: Tuple[Mapping[str, Any], ...] = ()
+    reader: Optional["Reader"] = dataclasses.field(default=None, compare=False,
+                                                   repr=False)
 
     def kernel(self, name: str) -> KernelSpec:
         for k in self.kernels:
@@ -132,10 +132,43 @@ class Manifest:
 
 # ---- the C++ reader (coat_manifest.h) --------------------------------------
 
-ABI_VERSION = 1  # COAT_MANIFEST_ABI_VERSION
+ABI_VERSION = 2  # COAT_MANIFEST_ABI_VERSION
 _ERRLEN = 4096
+_ERR_PROGRAM = 3  # COAT_MANIFEST_ERR_PROGRAM
+_N_FROM_BUFFERS = -2 ** 63  # COAT_MANIFEST_N_FROM_BUFFERS
+_RESIDENT_FN = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_char_p)
 _lib: Optional[ctypes.CDLL] = None
 _lock = threading.Lock()
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    c = ctypes
+    i64p = c.POINTER(c.c_int64)
+    names = c.POINTER(c.c_char_p)
+    err = [c.c_char_p, c.c_size_t]
+    for fn, restype, argtypes in [
+            ("coat_manifest_abi_version", c.c_int, []),
+            ("coat_manifest_open", c.c_int,
+             [c.c_char_p, c.c_size_t, c.POINTER(c.c_void_p)] + err),
+            ("coat_manifest_close", None, [c.c_void_p]),
+            ("coat_manifest_document", c.c_char_p, [c.c_void_p]),
+            # c_void_p, not c_char_p: the pointer goes back to coat_manifest_free.
+            ("coat_manifest_plan", c.c_int,
+             [c.c_void_p, c.c_char_p, c.c_int64, c.c_int64, _RESIDENT_FN, c.c_void_p,
+              c.POINTER(c.c_void_p)] + err),
+            ("coat_manifest_free", None, [c.c_void_p]),
+            ("coat_manifest_check_launch", c.c_int,
+             [c.c_void_p, c.c_char_p, i64p, c.POINTER(c.c_uint64), i64p, c.c_int,
+              c.POINTER(c.c_double), c.c_int] + err),
+            ("coat_manifest_extent", c.c_int,
+             [c.c_void_p, c.c_char_p, c.c_char_p, c.c_int64, names, i64p, c.c_int,
+              i64p] + err),
+            ("coat_manifest_grid", c.c_int,
+             [c.c_void_p, c.c_char_p, c.c_int64, names, i64p, c.c_int, i64p] + err),
+            ("coat_manifest_default_partials", c.c_int,
+             [c.c_void_p, c.c_char_p, c.c_int64, c.c_int64, i64p] + err)]:
+        f = getattr(lib, fn)
+        f.restype, f.argtypes = restype, argtypes
 
 
 def _library() -> ctypes.CDLL:
@@ -149,17 +182,11 @@ def _library() -> ctypes.CDLL:
                 continue
             lib = ctypes.CDLL(cand)
             lib.coat_manifest_abi_version.restype = ctypes.c_int
-            lib.coat_manifest_abi_version.argtypes = []
-            # c_void_p, not c_char_p: the pointer goes back to coat_manifest_free.
-            lib.coat_manifest_normalize.restype = ctypes.c_void_p
-            lib.coat_manifest_normalize.argtypes = [ctypes.c_char_p, ctypes.c_size_t,
-                                                    ctypes.c_char_p, ctypes.c_size_t]
-            lib.coat_manifest_free.restype = None
-            lib.coat_manifest_free.argtypes = [ctypes.c_void_p]
             if lib.coat_manifest_abi_version() != ABI_VERSION:
                 raise ManifestLibraryNotFound(
                     f"{cand}: ABI version {lib.coat_manifest_abi_version()}, "
                     f"expected {ABI_VERSION} (rebuild coat_manifest)")
+            _declare(lib)
             _lib = lib
             return lib
     raise ManifestLibraryNotFound(
@@ -169,18 +196,98 @@ def _library() -> ctypes.CDLL:
         + ", ".join(candidates))
 
 
-def _normalize(text: bytes) -> Mapping[str, Any]:
-    """The C++ reader's validated, normalized document; ManifestError with
-    its message otherwise."""
-    lib = _library()
-    err = ctypes.create_string_buffer(_ERRLEN)
-    ptr = lib.coat_manifest_normalize(text, len(text), err, _ERRLEN)
-    if not ptr:
-        raise ManifestError(err.value.decode("utf-8", "replace"))
-    try:
-        return json.loads(ctypes.string_at(ptr).decode("utf-8", "replace"))
-    finally:
-        lib.coat_manifest_free(ptr)
+def _names(scalars: Mapping[str, int]):
+    keys = list(scalars)
+    names = (ctypes.c_char_p * max(len(keys), 1))(*[k.encode() for k in keys])
+    values = (ctypes.c_int64 * max(len(keys), 1))(*[int(scalars[k]) for k in keys])
+    return names, values, len(keys)
+
+
+class Reader:
+    """One validated manifest in the C++ reader (a coat_manifest handle)."""
+
+    def __init__(self, text: bytes):
+        lib = self._lib = _library()
+        self._handle = ctypes.c_void_p()
+        err = ctypes.create_string_buffer(_ERRLEN)
+        status = lib.coat_manifest_open(text, len(text), ctypes.byref(self._handle), err,
+                                        _ERRLEN)
+        if status:
+            message = err.value.decode("utf-8", "replace")
+            raise (ProgramManifestError if status == _ERR_PROGRAM else ManifestError)(message)
+
+    def __del__(self):
+        if getattr(self, "_handle", None):
+            self._lib.coat_manifest_close(self._handle)
+            self._handle = None
+
+    def document(self) -> Mapping[str, Any]:
+        """The normalized document (coat_manifest.h)."""
+        return json.loads(self._lib.coat_manifest_document(self._handle).decode("utf-8"))
+
+    def _call(self, fn, *args, error=ValueError) -> None:
+        err = ctypes.create_string_buffer(_ERRLEN)
+        if fn(self._handle, *args, err, _ERRLEN):
+            raise error(err.value.decode("utf-8", "replace"))
+
+    def plan(self, program: str, step: int, tokens: int,
+             resident: Optional[Callable[[str], int]] = None) -> Mapping[str, Any]:
+        """The plan of one call for ``tokens`` tokens (coat_manifest.h);
+        ``resident(kernel name)``: the CTAs the GPU holds at once (None: the
+        CPU twins)."""
+        raised: List[BaseException] = []
+
+        def ask(_ctx, name):
+            try:
+                return int(resident(name.decode()))
+            except BaseException as e:  # reported after the call returns
+                raised.append(e)
+                return 0
+
+        callback = _RESIDENT_FN(ask) if resident is not None else _RESIDENT_FN()
+        out = ctypes.c_void_p()
+        try:
+            self._call(self._lib.coat_manifest_plan, program.encode(), step, tokens, callback,
+                       None, ctypes.byref(out), error=ProgramError)
+        except ProgramError:
+            if raised:
+                raise raised[0]
+            raise
+        try:
+            return json.loads(ctypes.string_at(out).decode("utf-8"))
+        finally:
+            self._lib.coat_manifest_free(out)
+
+    def check_launch(self, kernel: str, n: Optional[int], addresses: Sequence[int],
+                     numels: Sequence[int], scalars: List[float]) -> int:
+        """Checks a launch (coat_manifest_check_launch); returns n, taken from
+        the buffers when None, and sets the scalar named n in ``scalars``."""
+        c = ctypes
+        nbuf, nscalar = len(addresses), len(scalars)
+        n_io = c.c_int64(_N_FROM_BUFFERS if n is None else n)
+        sc = (c.c_double * max(nscalar, 1))(*scalars)
+        self._call(self._lib.coat_manifest_check_launch, kernel.encode(), c.byref(n_io),
+                   (c.c_uint64 * max(nbuf, 1))(*addresses),
+                   (c.c_int64 * max(nbuf, 1))(*numels), nbuf, sc, nscalar)
+        scalars[:] = sc[:nscalar]
+        return n_io.value
+
+    def extent(self, kernel: str, arg: str, n: int, scalars: Mapping[str, int]) -> int:
+        out = ctypes.c_int64()
+        self._call(self._lib.coat_manifest_extent, kernel.encode(), arg.encode(), n,
+                   *_names(scalars), ctypes.byref(out))
+        return out.value
+
+    def grid(self, kernel: str, n: int, scalars: Mapping[str, int]) -> Tuple[int, int, int]:
+        out = (ctypes.c_int64 * 3)()
+        self._call(self._lib.coat_manifest_grid, kernel.encode(), n, *_names(scalars), out)
+        return tuple(out)
+
+    def default_partials(self, kernel: str, rows: int, resident_blocks: int = 0) -> int:
+        out = ctypes.c_int64()
+        self._call(self._lib.coat_manifest_default_partials, kernel.encode(), rows,
+                   resident_blocks, ctypes.byref(out))
+        return out.value
 
 
 def _resolve(directory: str, rel: Optional[str]) -> Optional[str]:
@@ -189,38 +296,35 @@ def _resolve(directory: str, rel: Optional[str]) -> Optional[str]:
     return rel if os.path.isabs(rel) else os.path.join(directory, rel)
 
 
-def _arg(a: Mapping[str, Any]) -> ArgSpec:
-    return ArgSpec(name=a["name"], kind=a["kind"], dtype=a["dtype"], extent=a["extent"],
-                   dims=tuple(a["dims"]), box=tuple(a["box"]), swizzle=a["swizzle"],
-                   bind=tuple(a["bind"]))
-
-
-def _kernel(k: Mapping[str, Any], raw: Mapping[str, Any], directory: str) -> KernelSpec:
+def _kernel(k: Mapping[str, Any], directory: str, reader: Reader) -> KernelSpec:
+    args = tuple(ArgSpec(name=a["name"], kind=a["kind"], dtype=a["dtype"], extent=a["extent"],
+                         dims=tuple(a["dims"]), box=tuple(a["box"]), swizzle=a["swizzle"],
+                         bind=tuple(a["bind"]), kernel=k["name"], reader=reader)
+                 for a in k["args"])
     return KernelSpec(
         name=k["name"], op=k["op"], module=k["module"],
         cubin=_resolve(directory, k["cubin"]), ptx=_resolve(directory, k["ptx"]),
         cpu_object=_resolve(directory, k["cpu_object"]), cpu_symbol=k["cpu_symbol"] or None,
-        config=raw.get("config") or {}, block=tuple(k["block"]),
+        config=k["config"], block=tuple(k["block"]),
         elements_per_block=k["elements_per_block"], shared_bytes=k["shared_bytes"],
-        args=tuple(_arg(a) for a in k["args"]),
-        grid_tiles=tuple((name, tile) for name, tile in k["grid_tiles"]),
-        persistent=k["persistent"])
+        args=args, grid_tiles=tuple((name, tile) for name, tile in k["grid_tiles"]),
+        persistent=k["persistent"], reader=reader)
 
 
-def _manifest(norm: Mapping[str, Any], doc: Mapping[str, Any], path: str,
-              directory: str) -> Manifest:
-    # `doc` (the decoded document) supplies what the manifest carries through
-    # unvalidated: config and target objects, programs, and the rest of `raw`.
-    fp8 = dict(_dtypes.FALLBACK_FP8)
+def _manifest(text: bytes, path: str, directory: str) -> Manifest:
+    reader = Reader(text)
+    norm = reader.document()
+    fp8: Dict[str, _dtypes.Fp8Format] = dict(_dtypes.FALLBACK_FP8)
     for name, f in norm["formats"].items():
         fp8[name] = _dtypes.Fp8Format(
             name=name, mlir_type=f["mlir_type"], exponent_bits=f["exponent_bits"],
             mantissa_bits=f["mantissa_bits"], exponent_bias=f["exponent_bias"],
             has_infinity=f["has_infinity"], max_finite=float(f["max_finite"]),
             min_normal=float(f["min_normal"]), min_subnormal=float(f["min_subnormal"]))
-    kernels = tuple(_kernel(k, raw, directory) for k, raw in zip(norm["kernels"], doc["kernels"]))
+    kernels = tuple(_kernel(k, directory, reader) for k in norm["kernels"])
     return Manifest(path=path, directory=directory, version=norm["version"],
-                    target=doc.get("target") or {}, kernels=kernels, fp8=fp8, raw=doc)
+                    target=norm["target"], kernels=kernels, fp8=fp8,
+                    programs=tuple(norm["programs"]), reader=reader)
 
 
 def parse_manifest(doc: Any, path: str = "<memory>", directory: str = ".") -> Manifest:
@@ -229,11 +333,13 @@ def parse_manifest(doc: Any, path: str = "<memory>", directory: str = ".") -> Ma
         text = json.dumps(doc, allow_nan=False).encode("utf-8")
     except (TypeError, ValueError) as e:
         raise ManifestError(f"manifest: top level: not a JSON document ({e})") from None
-    return _manifest(_normalize(text), doc, path, directory)
+    return _manifest(text, path, directory)
 
 
 def load_manifest(path: str) -> Manifest:
-    """Reads ``path`` (a manifest.json, or a folder holding one)."""
+    """Reads ``path`` (a manifest.json, or a folder holding one); a manifest
+    the reader refuses raises ManifestError naming the file, the entry and
+    the reason."""
     if os.path.isdir(path):
         path = os.path.join(path, "manifest.json")
     try:
@@ -242,9 +348,6 @@ def load_manifest(path: str) -> Manifest:
     except OSError as e:
         raise ManifestError(f"cannot read manifest {path}: {e.strerror}") from None
     try:
-        norm = _normalize(text)
+        return _manifest(text, os.path.abspath(path), os.path.dirname(os.path.abspath(path)))
     except ManifestError as e:
-        raise ManifestError(f"{path}: {e}") from None
-    # Valid JSON: the C++ reader accepted it.
-    doc = json.loads(text.decode("utf-8", "replace"))
-    return _manifest(norm, doc, os.path.abspath(path), os.path.dirname(os.path.abspath(path)))
+        raise type(e)(f"{path}: {e}") from None

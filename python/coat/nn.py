@@ -66,7 +66,7 @@ class _RunProgram(torch.autograd.Function):
                                    "output (coat.grad_of)")
             g = grads[ctx.returned.index(grad_of)]
             t = program.values[vid]
-            shape = t.resolve(t.shape, ctx.tokens)
+            shape = t.shape_for(ctx.tokens)
             if g is None:
                 g = torch.zeros(shape, dtype=torch.bfloat16, device=ctx.like.device)
             env[vid] = g.to(torch.bfloat16).contiguous()

@@ -5,6 +5,7 @@ twin's shared library), both with the launch ABI of docs/manifest.md."""
 from __future__ import annotations
 
 import ctypes
+import math
 import operator
 import os
 import threading
@@ -14,8 +15,8 @@ from . import _dtypes, _paths
 from .compiler import link_cpu_object, shared_library_for
 from .manifest import KernelSpec, Manifest, load_manifest
 
-#: Scalars reach a launch as doubles (the runtime checks the same bounds), so
-#: an i64 scalar arrives exactly only within +-2^53.
+#: Scalars reach a launch as doubles (the reader and the runtime refuse
+#: larger ones), so an i64 scalar arrives exactly only within +-2^53.
 I64_SCALAR_LIMIT = 2 ** 53
 
 ALIGNMENT = 16  # bytes, docs/manifest.md
@@ -188,7 +189,8 @@ class Kernel:
     # -- validation --
     def bind(self, n: Optional[int] = None, **kwargs) -> Tuple[int, str, Any, List[Any], List[Any]]:
         """Validates the arguments of a launch. Returns (n, device_kind, device,
-        buffers, scalar values) with buffers and scalars in manifest order."""
+        buffers, scalar values) with buffers and scalars in manifest order;
+        ``n`` defaults to the size of the first buffer of extent n."""
         spec = self.spec
         names = {a.name for a in spec.args}
         unknown = sorted(set(kwargs) - names)
@@ -199,106 +201,46 @@ class Kernel:
                    and not (a.name == "n" and not a.is_memref)]
         if missing:
             raise ValueError(f"{spec.name}: missing argument(s) {', '.join(missing)}")
-        if n is None:
-            first = next((a for a in spec.memrefs if a.extent == "n"), None)
-            if first is None:
-                raise ValueError(f"{spec.name}: pass n= (no memref argument has extent n)")
-            n = _numel(kwargs[first.name], first.name, spec.name)
-        try:
-            n = operator.index(n)
-        except TypeError:
-            raise ValueError(f"{spec.name}: n must be an integer, got {n!r}") from None
-        if n < 0:
-            raise ValueError(f"{spec.name}: n must be >= 0, got {n}")
+        if n is not None:
+            try:
+                n = operator.index(n)
+            except TypeError:
+                raise ValueError(f"{spec.name}: n must be an integer, got {n!r}") from None
+        buffers = [kwargs[a.name] for a in spec.memrefs]
+        # The scalar n is the launch size (filled in by check() when inferred).
+        scalars = [(n or 0) if a.name == "n" else kwargs[a.name] for a in spec.scalars]
+        n, kind, device, scalars = self.check(n, buffers, scalars)
+        return n, kind, device, buffers, scalars
 
-        kind = device = None
-        first_name = None
-        buffers: List[Any] = []
-        sizes: List[Any] = []  # checked once the scalars are known
-        for a in spec.memrefs:
-            x = kwargs[a.name]
-            where = f"{spec.name}: argument '{a.name}'"
-            if _is_torch(x):
-                if x.is_sparse if hasattr(x, "is_sparse") else False:
-                    raise ValueError(f"{where}: sparse tensors are not supported")
-                k, dev = ("cuda" if x.is_cuda else "cpu"), x.device
-                if x.dtype not in _dtypes.torch_dtypes(a.dtype):
-                    raise ValueError(f"{where}: dtype {x.dtype} does not match the manifest's "
-                                     f"{a.dtype} (accepted: {_dtypes.torch_dtypes(a.dtype)})")
-                if not x.is_contiguous():
-                    raise ValueError(f"{where}: tensor is not contiguous")
-                numel, ptr = x.numel(), x.data_ptr()
-            elif _is_numpy(x):
-                k, dev = "cpu", "cpu"
-                if x.dtype not in _dtypes.numpy_dtypes(a.dtype):
-                    raise ValueError(f"{where}: dtype {x.dtype} does not match the manifest's "
-                                     f"{a.dtype} (accepted: "
-                                     f"{[str(d) for d in _dtypes.numpy_dtypes(a.dtype)]})")
-                if not x.flags.c_contiguous:
-                    raise ValueError(f"{where}: array is not contiguous")
-                if not x.flags.writeable:
-                    raise ValueError(f"{where}: array is read-only")
-                numel, ptr = x.size, x.ctypes.data
-            else:
-                raise ValueError(f"{where}: expected a torch tensor or numpy array, "
-                                 f"got {type(x).__name__}")
+    def check(self, n: Optional[int], buffers: Sequence[Any],
+              scalars: Sequence[Any]) -> Tuple[int, str, Any, List[Any]]:
+        """Checks one launch's arguments, in manifest order. What concerns
+        Python objects is checked here (each buffer a contiguous torch tensor
+        or writable numpy array of its argument's dtype, all on one device,
+        16-byte aligned; each scalar a number); the manifest's rules (sizes,
+        scalar ranges, the 2-D rules) by the C++ reader. Returns n (from the
+        buffers when None), the device kind, the device and the scalars as
+        their dtypes take them."""
+        spec = self.spec
+        kind = device = first_name = None
+        addresses, numels = [], []
+        for a, x in zip(spec.memrefs, buffers):
+            k, dev, ptr, numel = _buffer(x, a, f"{spec.name}: argument '{a.name}'")
             if kind is None:
                 kind, device, first_name = k, dev, a.name
             elif (k, str(dev)) != (kind, str(device)):
-                raise ValueError(f"{where}: on {dev}, but '{first_name}' is on {device}")
-            sizes.append((a, where, numel))
-            if ptr % ALIGNMENT:
-                raise ValueError(f"{where}: data pointer {ptr:#x} is not {ALIGNMENT}-byte aligned")
-            buffers.append(x)
-
-        scalars: List[Any] = []
-        for a in spec.scalars:
-            v = n if a.name == "n" else kwargs[a.name]
-            where = f"{spec.name}: scalar argument '{a.name}' ({a.dtype})"
-            if _is_torch(v) or (_is_numpy(v) and getattr(v, "ndim", 0) != 0):
-                raise ValueError(f"{where}: pass a Python number, not a tensor/array")
-            if a.dtype in ("i64", "i32"):
-                try:
-                    iv = operator.index(v)
-                except TypeError:
-                    if isinstance(v, float) and v.is_integer():
-                        iv = int(v)
-                    else:
-                        raise ValueError(f"{where}: expected an integer, got {v!r}") from None
-                lo, hi = ((-2 ** 31, 2 ** 31 - 1) if a.dtype == "i32"
-                          else (-I64_SCALAR_LIMIT, I64_SCALAR_LIMIT))
-                if not lo <= iv <= hi:
-                    raise ValueError(f"{where}: {iv} out of range [{lo}, {hi}]")
-                scalars.append(iv)
-            else:
-                try:
-                    scalars.append(float(v))
-                except (TypeError, ValueError):
-                    raise ValueError(f"{where}: expected a number, got {v!r}") from None
-        named = {a.name: v for a, v in zip(spec.scalars, scalars)}
-        for a, where, numel in sizes:
-            extent = a.extent_for(n, spec.group_size, named)
-            if numel != extent:
-                what = {"n": "n", "groups": f"ceil(n / {spec.group_size})"}.get(
-                    a.extent, a.extent if isinstance(a.extent, str) else
-                    "*".join(map(str, a.dims)) if a.kind == "tensormap" else "fixed")
-                raise ValueError(f"{where}: has {numel} elements, expected {extent} "
-                                 f"(extent {what}, n = {n})")
-        if "rows" in named and "cols" in named:  # 2-D kernels: n = rows * cols
-            rows, cols = named["rows"], named["cols"]
-            if rows < 0 or cols < 0 or rows * cols != n:
-                raise ValueError(f"{spec.name}: rows * cols = {rows} * {cols} differs from "
-                                 f"n = {n}")
-            if spec.group_size and cols % spec.group_size:
-                raise ValueError(f"{spec.name}: cols = {cols} is not a multiple of the group "
-                                 f"size {spec.group_size}")
-            max_cols = spec.config.get("max_cols")
-            if max_cols is not None and cols > max_cols:
-                raise ValueError(f"{spec.name}: cols = {cols} exceeds the kernel's max_cols "
-                                 f"= {max_cols} (compile a kernel for wider rows)")
+                raise ValueError(f"{spec.name}: argument '{a.name}': on {dev}, but "
+                                 f"'{first_name}' is on {device}")
+            addresses.append(ptr)
+            numels.append(numel)
+        values = [_scalar(a, v, f"{spec.name}: scalar argument '{a.name}' ({a.dtype})")
+                  for a, v in zip(spec.scalars, scalars)]
+        n = spec.reader.check_launch(spec.name, n, addresses, numels, values)
+        values = [int(v) if a.dtype in ("i64", "i32") else v
+                  for a, v in zip(spec.scalars, values)]
         if kind is None:
             kind, device = "cpu", "cpu"
-        return n, kind, device, buffers, scalars
+        return n, kind, device, values
 
     # -- launching --
     def launch(self, n: Optional[int] = None, stream=None, **kwargs) -> None:
@@ -395,16 +337,18 @@ class Kernel:
         return self._cpu_fn
 
     def cpu_arguments(self, n: int, buffers, scalars) -> List[Any]:
-        """The expanded C argument list of the CPU twin (for tests/debugging)."""
+        """The expanded C argument list of the CPU twin (for tests/debugging)
+        of a launch over ``n`` whose arguments check() accepted: each buffer's
+        size is its extent."""
         out: List[Any] = []
-        named = {a.name: v for a, v in zip(self.spec.scalars, scalars)}
         bi = si = 0
         for a in self.spec.args:
             if a.is_memref:
                 b = buffers[bi]
                 bi += 1
-                ptr = b.data_ptr() if _is_torch(b) else b.ctypes.data
-                out += [ptr, ptr, 0, a.extent_for(n, self.spec.group_size, named), 1]
+                ptr, size = ((b.data_ptr(), b.numel()) if _is_torch(b)
+                             else (b.ctypes.data, b.size))
+                out += [ptr, ptr, 0, size, 1]
             else:
                 out.append(scalars[si])
                 si += 1
@@ -495,13 +439,54 @@ class Module:
             pass
 
 
-def _numel(x, name: str, kernel: str) -> int:
+def _buffer(x, a, where: str) -> Tuple[str, Any, int, int]:
+    """(device kind, device, data pointer, elements) of one buffer argument:
+    what the launch rules need from a Python object."""
     if _is_torch(x):
-        return x.numel()
-    if _is_numpy(x):
-        return x.size
-    raise ValueError(f"{kernel}: argument '{name}': expected a torch tensor or numpy array, "
-                     f"got {type(x).__name__}")
+        if getattr(x, "is_sparse", False):
+            raise ValueError(f"{where}: sparse tensors are not supported")
+        if x.dtype not in _dtypes.torch_dtypes(a.dtype):
+            raise ValueError(f"{where}: dtype {x.dtype} does not match the manifest's "
+                             f"{a.dtype} (accepted: {_dtypes.torch_dtypes(a.dtype)})")
+        if not x.is_contiguous():
+            raise ValueError(f"{where}: tensor is not contiguous")
+        k, dev, numel, ptr = ("cuda" if x.is_cuda else "cpu"), x.device, x.numel(), x.data_ptr()
+    elif _is_numpy(x):
+        if x.dtype not in _dtypes.numpy_dtypes(a.dtype):
+            raise ValueError(f"{where}: dtype {x.dtype} does not match the manifest's "
+                             f"{a.dtype} (accepted: "
+                             f"{[str(d) for d in _dtypes.numpy_dtypes(a.dtype)]})")
+        if not x.flags.c_contiguous:
+            raise ValueError(f"{where}: array is not contiguous")
+        if not x.flags.writeable:
+            raise ValueError(f"{where}: array is read-only")
+        k, dev, numel, ptr = "cpu", "cpu", x.size, x.ctypes.data
+    else:
+        raise ValueError(f"{where}: expected a torch tensor or numpy array, "
+                         f"got {type(x).__name__}")
+    if ptr % ALIGNMENT:
+        raise ValueError(f"{where}: data pointer {ptr:#x} is not {ALIGNMENT}-byte aligned")
+    return k, dev, ptr, numel
+
+
+def _scalar(a, v, where: str) -> float:
+    """A scalar argument as the double that carries it to the launch."""
+    if _is_torch(v) or (_is_numpy(v) and getattr(v, "ndim", 0) != 0):
+        raise ValueError(f"{where}: pass a Python number, not a tensor/array")
+    if isinstance(v, (str, bytes)):
+        raise ValueError(f"{where}: expected a number, got {v!r}")
+    try:
+        f = float(v)
+    except OverflowError:
+        f = math.copysign(math.inf, v)
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: expected a number, got {v!r}") from None
+    if a.dtype in ("i64", "i32") and not isinstance(v, float) and f != v:
+        # A double holds integers exactly up to 2^53: the reader would check
+        # a rounded value.
+        raise ValueError(f"{where}: {v} out of range (an integer scalar travels as a "
+                         f"double, exact within +-{I64_SCALAR_LIMIT})")
+    return f
 
 
 def load(path: str) -> Module:

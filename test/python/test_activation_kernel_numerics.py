@@ -200,7 +200,7 @@ def test_kernel_matches_reference_library(kernel, case, device):
                          ids=lambda k: k.name)
 def test_launch_rejects_inconsistent_shapes(kernel):
     G = kernel.spec.group_size
-    args = {a.name: empty((a.extent_for(2 * G, G),), a.dtype, "cpu")
+    args = {a.name: empty((a.extent_for(2 * G),), a.dtype, "cpu")
             for a in kernel.spec.memrefs}
     with pytest.raises(ValueError, match="rows \\* cols"):
         kernel.launch(**args, rows=3, cols=G)

@@ -220,7 +220,7 @@ def test_persistent_grid_counts_tiles_and_groups_extent():
     # 3 x 1 tiles, flattened (the runtime caps this at the SM count)
     assert k.grid(200, {"m": 300, "n": 200, "k": 64}) == (3, 1, 1)
     scale = next(a for a in k.args if a.name == "out_scale")
-    assert scale.extent_for(200, k.group_size, {"m": 300, "n": 200}) == 300 * 13
+    assert scale.extent_for(200, {"m": 300, "n": 200}) == 300 * 13
     plain = parse_manifest(gemm_doc(persistent=None)).kernel("gemm_q16")
     assert not plain.persistent and plain.grid(200, {"m": 300, "n": 200}) == (3, 1, 1)
 
@@ -240,7 +240,7 @@ def test_block_scaled_gemm_scale_extents():
                     {"name": "k_blocks", "kind": "scalar", "dtype": "i64"}]
     k = parse_manifest(doc, directory="/d").kernel("gemm_q16")
     scalars = {"m": 300, "n": 200, "k": 1040, "n_blocks": 2, "k_blocks": 9}
-    ext = {a.name: a.extent_for(200, k.group_size, scalars) for a in k.args
+    ext = {a.name: a.extent_for(200, scalars) for a in k.args
            if a.kind == "memref"}
     assert ext == {"out": 300 * 200, "a_scale": 300 * 9, "b_scale": 2 * 9}
 
@@ -280,9 +280,9 @@ def block_quantize_doc(extent="rows/128*cols/128"):
 def test_block_scale_extent_divides_scalars_rounding_up():
     k = parse_manifest(block_quantize_doc(), directory="/d").kernel("qb")
     scale = next(a for a in k.args if a.name == "scale")
-    assert scale.extent_for(257 * 129, 0, {"rows": 257, "cols": 129}) == 3 * 2
-    assert scale.extent_for(256 * 128, 0, {"rows": 256, "cols": 128}) == 2 * 1
-    assert scale.extent_for(0, 0, {"rows": 0, "cols": 128}) == 0
+    assert scale.extent_for(257 * 129, {"rows": 257, "cols": 129}) == 3 * 2
+    assert scale.extent_for(256 * 128, {"rows": 256, "cols": 128}) == 2 * 1
+    assert scale.extent_for(0, {"rows": 0, "cols": 128}) == 0
 
 
 @pytest.mark.parametrize("extent", ["rows/0*cols/128", "rows/x", "groups/128", "depth/128"])

@@ -405,7 +405,7 @@ def test_launch_rejects_rows_wider_than_the_kernel():
         pytest.skip("no narrow rmsnorm kernel compiled")
     k = narrow[0]
     rows, cols = 2, k.config["max_cols"] + G
-    args = {a.name: np.zeros(a.extent_for(rows * cols, G, dict(rows=rows, cols=cols)),
+    args = {a.name: np.zeros(a.extent_for(rows * cols, dict(rows=rows, cols=cols)),
                              {"e4m3": np.uint8, "bf16": ml_dtypes.bfloat16}.get(a.dtype, np.float32))
             for a in k.spec.memrefs}
     with pytest.raises(ValueError, match="max_cols"):

@@ -182,6 +182,13 @@ bool convertScalars(const KernelSpec &kernel, const double *scalars,
 bool checkLaunchShape(const KernelSpec &kernel, int64_t n,
                       const NamedScalars &named, std::string &error);
 
+/// The grid of a launch over `n`: ceil(n / elements_per_block) along x, or
+/// with launch.grid_tiles the tile counts of the named scalars (a persistent
+/// kernel: their product along x, which the runtime caps at the
+/// multiprocessor count).
+bool launchGrid(const KernelSpec &kernel, int64_t n, const NamedScalars &named,
+                std::array<unsigned, 3> &grid, std::string &error);
+
 /// Everything packLaunch checks plus each buffer's size (`numels`, elements)
 /// against its extent: a launch of buffers whose sizes are known (the CPU
 /// twins, an executor's first run). With `inferN`, `n` is launchSize's and

@@ -4,8 +4,8 @@
 // the runtime uses (lib/Runtime: ManifestParse.cpp, ProgramParse.cpp), and
 // answers what other languages (the Python package, through ctypes) would
 // otherwise re-implement: the validated document in a normalized form, the
-// launch plan of a program's call, a launch's argument checks and a buffer's
-// extent. libcoat_manifest.so has no CUDA dependency and is built wherever
+// launch plan of a program's call, a launch's argument checks, a buffer's
+// extent and a launch's grid. libcoat_manifest.so has no CUDA dependency and is built wherever
 // lib/Runtime is. Every call that can fail returns a coat_manifest_status
 // and writes a NUL-terminated message into `errbuf` (truncated to `errlen`
 // bytes).
@@ -130,6 +130,17 @@ COAT_MANIFEST_API int coat_manifest_extent(const coat_manifest *m,
                                            const int64_t *values, int count,
                                            int64_t *out, char *errbuf,
                                            size_t errlen);
+
+/// `grid` = the grid of a launch of `kernel_name` over `n` given the integer
+/// scalars its launch rule names: x = ceil(n / elements_per_block), or the
+/// launch.grid_tiles counts (a persistent kernel: their product along x,
+/// which the runtime caps at the multiprocessor count).
+COAT_MANIFEST_API int coat_manifest_grid(const coat_manifest *m,
+                                         const char *kernel_name, int64_t n,
+                                         const char *const *names,
+                                         const int64_t *values, int count,
+                                         int64_t grid[3], char *errbuf,
+                                         size_t errlen);
 
 /// `*out` = the `partials` of a norm backward over `rows` rows whose row
 /// kernel `kernel_name` has `resident_blocks` CTAs resident at once (0: the
