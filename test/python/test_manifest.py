@@ -289,3 +289,98 @@ def test_block_scale_extent_divides_scalars_rounding_up():
 def test_rejects_bad_block_scale_extents(extent):
     with pytest.raises(ManifestError, match="extent"):
         parse_manifest(block_quantize_doc(extent))
+
+
+def program_doc():
+    with open(os.path.join(FIXTURES, "program_manifest.json")) as f:
+        return json.load(f)
+
+
+def test_programs_come_normalized_from_the_reader():
+    m = parse_manifest(program_doc())
+    (p,) = m.programs
+    assert [s["kernels"] for s in p["steps"]] == [
+        ["p_k0_quantize"], ["p_k1_norm_grad", "p_k1_norm_grad_reduce"]]
+    assert p["inputs"][1] == {"value": 1, "role": "gradient", "grad_of": None}
+    assert m.kernel("p_k1_norm_grad_reduce").config == {"of": "p_k1_norm_grad"}
+
+
+def test_plans_come_from_the_reader():
+    m = parse_manifest(program_doc())
+    plan = m.reader.plan("p", 1, 100, resident=lambda name: 2)
+    assert plan["scratch"] == [{"extent": 4 * 64, "dtype": "f32"}]  # 2 CTAs x 2 rows
+    row, reduce = plan["launches"]
+    assert (row["n"], row["scalars"]) == (6400, [100, 64, 4])
+    assert row["buffers"][:2] == [["value", 2, "codes"], ["value", 2, "scale"]]
+    assert (reduce["n"], reduce["scalars"]) == (64, [64, 4])
+    assert plan["results"] == [{"value": 3, "buffers": [["alloc", 0, ""]]},
+                               {"value": 4, "buffers": [["alloc", 1, ""]]}]
+    assert parse_manifest(program_doc()).reader.plan("p", 1, 100)["launches"][0][
+        "scalars"][2] == 100  # the CPU twins: 256 teams of 2 rows, at most rows
+
+
+def edit(doc, path, value):
+    *keys, last = path
+    for k in keys:
+        doc = doc[k]
+    doc[last] = value
+
+
+@pytest.mark.parametrize("path, value, where, why", [
+    (("programs", 0, "steps", 1, "spec"), "p_k9",
+     "programs[0] ('p').steps[1] ('p_k9')", "no kernel 'p_k9' in the manifest"),
+    (("kernels", 0, "args", 3, "bind"), "rows(in0",
+     "programs[0] ('p').steps[0] ('p_k0_quantize')",
+     "argument 'rows' binds 'rows(in0', not an extent expression"),
+    (("kernels", 1, "args", 2, "bind"), "in1.scale",
+     "programs[0] ('p').steps[1] ('p_k1_norm_grad')",
+     "binds in1.scale, but value 1 is a tensor (it has no parts)"),
+    (("programs", 0, "saved"), [],
+     "programs[0] ('p').steps[1] ('p_k1_norm_grad')",
+     "the backward reads value 2, which the forward does not save"),
+    (("kernels", 1, "config", "max_cols"), 32,
+     "programs[0] ('p').steps[1] ('p_k1_norm_grad')", "exceeds the kernel's max_cols = 32"),
+])
+def test_load_refuses_a_program_it_cannot_follow(tmp_path, path, value, where, why):
+    """A hand-edited plan is refused when the manifest is read, with the
+    file, the entry and the reason: never at the first launch."""
+    from coat.executor import ProgramError, load_programs
+
+    doc = program_doc()
+    edit(doc, path, value)
+    (tmp_path / "manifest.json").write_text(json.dumps(doc))
+    with pytest.raises(ProgramError) as e:
+        load_programs(str(tmp_path))
+    assert isinstance(e.value, ManifestError)
+    assert str(e.value).startswith(f"{tmp_path / 'manifest.json'}: manifest: {where}: ")
+    assert why in str(e.value)
+
+
+def test_load_refuses_truncated_and_stale_manifests(tmp_path):
+    text = json.dumps(program_doc())
+    path = tmp_path / "manifest.json"
+    path.write_text(text[: len(text) // 2])
+    with pytest.raises(ManifestError, match=f"^{path}: manifest: JSON parse error at line 1"):
+        coat.load(str(tmp_path))
+    doc = program_doc()
+    doc["version"] = 0
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ManifestError, match=f"^{path}: manifest: top level.version: "
+                                            "expected an integer >= 1"):
+        coat.load(str(tmp_path))
+
+
+def test_every_compiled_manifest_loads_whole():
+    """The compiled modules found (scripts/demo.sh's, $COAT_KERNELS) pass the
+    reader's checks, programs included, and every call plans."""
+    from coat import _paths
+
+    dirs = [d for d in _paths.default_kernel_dirs()
+            if os.path.isfile(os.path.join(d, "manifest.json"))]
+    if not dirs:
+        pytest.skip("no compiled modules (scripts/demo.sh makes them)")
+    for d in dirs:
+        m = coat.load_manifest(d)
+        for p in m.programs:
+            for i in range(len(p["steps"])):
+                assert m.reader.plan(p["name"], i, 33)["launches"]
