@@ -241,9 +241,9 @@ bool checkLaunchShape(const KernelSpec &kernel, int64_t n,
 }
 
 bool checkLaunch(const KernelSpec &kernel, int64_t &n, bool inferN,
-                 const uint64_t *buffers, const int64_t *numels, int nbuf,
-                 double *scalars, int nscalar, std::string &error) {
-  if (!checkCounts(kernel, nbuf, buffers && numels, nscalar, scalars, error))
+                 const int64_t *numels, int nbuf, double *scalars, int nscalar,
+                 std::string &error) {
+  if (!checkCounts(kernel, nbuf, numels, nscalar, scalars, error))
     return false;
   // The scalar "n" is the launch size: when that is inferred, its slot is
   // filled in below.
@@ -293,8 +293,7 @@ bool checkLaunch(const KernelSpec &kernel, int64_t &n, bool inferN,
     }
     ++b;
   }
-  PackedLaunch packed;
-  return packLaunch(kernel, n, buffers, nbuf, scalars, nscalar, packed, error);
+  return true;
 }
 
 bool launchGrid(const KernelSpec &kernel, int64_t n, const NamedScalars &named,

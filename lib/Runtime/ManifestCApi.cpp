@@ -408,15 +408,15 @@ int coat_manifest_plan(const coat_manifest *m, const char *program,
 void coat_manifest_free(char *text) { std::free(text); }
 
 int coat_manifest_check_launch(const coat_manifest *m, const char *kernel_name,
-                               int64_t *n, const uint64_t *addresses,
-                               const int64_t *numels, int nbuf, double *scalars,
-                               int nscalar, char *errbuf, size_t errlen) {
+                               int64_t *n, const int64_t *numels, int nbuf,
+                               double *scalars, int nscalar, char *errbuf,
+                               size_t errlen) {
   std::string error;
   const KernelSpec *k = findKernel(m, kernel_name, error);
   if (!k || !n)
     return fail(errbuf, errlen, k ? "null n" : error, COAT_MANIFEST_ERR_INVALID_VALUE);
   bool infer = *n == COAT_MANIFEST_N_FROM_BUFFERS;
-  if (!checkLaunch(*k, *n, infer, addresses, numels, nbuf, scalars, nscalar, error))
+  if (!checkLaunch(*k, *n, infer, numels, nbuf, scalars, nscalar, error))
     return fail(errbuf, errlen, error, COAT_MANIFEST_ERR_ARGUMENTS);
   return ok(errbuf, errlen);
 }

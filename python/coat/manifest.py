@@ -158,8 +158,8 @@ def _declare(lib: ctypes.CDLL) -> None:
               c.POINTER(c.c_void_p)] + err),
             ("coat_manifest_free", None, [c.c_void_p]),
             ("coat_manifest_check_launch", c.c_int,
-             [c.c_void_p, c.c_char_p, i64p, c.POINTER(c.c_uint64), i64p, c.c_int,
-              c.POINTER(c.c_double), c.c_int] + err),
+             [c.c_void_p, c.c_char_p, i64p, i64p, c.c_int, c.POINTER(c.c_double),
+              c.c_int] + err),
             ("coat_manifest_extent", c.c_int,
              [c.c_void_p, c.c_char_p, c.c_char_p, c.c_int64, names, i64p, c.c_int,
               i64p] + err),
@@ -258,16 +258,16 @@ class Reader:
         finally:
             self._lib.coat_manifest_free(out)
 
-    def check_launch(self, kernel: str, n: Optional[int], addresses: Sequence[int],
-                     numels: Sequence[int], scalars: List[float]) -> int:
-        """Checks a launch (coat_manifest_check_launch); returns n, taken from
-        the buffers when None, and sets the scalar named n in ``scalars``."""
+    def check_launch(self, kernel: str, n: Optional[int], numels: Sequence[int],
+                     scalars: List[float]) -> int:
+        """Checks a launch's buffer sizes and scalars
+        (coat_manifest_check_launch); returns n, taken from the buffers when
+        None, and sets the scalar named n in ``scalars``."""
         c = ctypes
-        nbuf, nscalar = len(addresses), len(scalars)
+        nbuf, nscalar = len(numels), len(scalars)
         n_io = c.c_int64(_N_FROM_BUFFERS if n is None else n)
         sc = (c.c_double * max(nscalar, 1))(*scalars)
         self._call(self._lib.coat_manifest_check_launch, kernel.encode(), c.byref(n_io),
-                   (c.c_uint64 * max(nbuf, 1))(*addresses),
                    (c.c_int64 * max(nbuf, 1))(*numels), nbuf, sc, nscalar)
         scalars[:] = sc[:nscalar]
         return n_io.value

@@ -223,19 +223,18 @@ class Kernel:
         their dtypes take them."""
         spec = self.spec
         kind = device = first_name = None
-        addresses, numels = [], []
+        numels = []
         for a, x in zip(spec.memrefs, buffers):
-            k, dev, ptr, numel = _buffer(x, a, f"{spec.name}: argument '{a.name}'")
+            k, dev, numel = _buffer(x, a, f"{spec.name}: argument '{a.name}'")
             if kind is None:
                 kind, device, first_name = k, dev, a.name
             elif (k, str(dev)) != (kind, str(device)):
                 raise ValueError(f"{spec.name}: argument '{a.name}': on {dev}, but "
                                  f"'{first_name}' is on {device}")
-            addresses.append(ptr)
             numels.append(numel)
         values = [_scalar(a, v, f"{spec.name}: scalar argument '{a.name}' ({a.dtype})")
                   for a, v in zip(spec.scalars, scalars)]
-        n = spec.reader.check_launch(spec.name, n, addresses, numels, values)
+        n = spec.reader.check_launch(spec.name, n, numels, values)
         values = [int(v) if a.dtype in ("i64", "i32") else v
                   for a, v in zip(spec.scalars, values)]
         if kind is None:
@@ -439,9 +438,9 @@ class Module:
             pass
 
 
-def _buffer(x, a, where: str) -> Tuple[str, Any, int, int]:
-    """(device kind, device, data pointer, elements) of one buffer argument:
-    what the launch rules need from a Python object."""
+def _buffer(x, a, where: str) -> Tuple[str, Any, int]:
+    """(device kind, device, elements) of one buffer argument, a contiguous
+    tensor or array of its dtype whose data is aligned."""
     if _is_torch(x):
         if getattr(x, "is_sparse", False):
             raise ValueError(f"{where}: sparse tensors are not supported")
@@ -466,7 +465,7 @@ def _buffer(x, a, where: str) -> Tuple[str, Any, int, int]:
                          f"got {type(x).__name__}")
     if ptr % ALIGNMENT:
         raise ValueError(f"{where}: data pointer {ptr:#x} is not {ALIGNMENT}-byte aligned")
-    return k, dev, ptr, numel
+    return k, dev, numel
 
 
 def _scalar(a, v, where: str) -> float:

@@ -282,17 +282,16 @@ TEST(RuntimeProgram, CApiPlansAndChecksLaunches) {
   EXPECT_STREQ(buf, "no program named 'q'");
 
   // A CPU twin's launch: n from the first extent-n buffer.
-  uint64_t addrs[3] = {0x1000, 0x2000, 0x3000};
   int64_t sizes[3] = {320, 320, 20};
   double scalars[2] = {5, 64};
   int64_t n = COAT_MANIFEST_N_FROM_BUFFERS;
-  ASSERT_EQ(coat_manifest_check_launch(m, "p_k0_quantize", &n, addrs, sizes, 3,
+  ASSERT_EQ(coat_manifest_check_launch(m, "p_k0_quantize", &n, sizes, 3,
                                        scalars, 2, buf, sizeof buf),
             COAT_MANIFEST_OK)
       << buf;
   EXPECT_EQ(n, 320);
   sizes[2] = 21;
-  EXPECT_EQ(coat_manifest_check_launch(m, "p_k0_quantize", &n, addrs, sizes, 3,
+  EXPECT_EQ(coat_manifest_check_launch(m, "p_k0_quantize", &n, sizes, 3,
                                        scalars, 2, buf, sizeof buf),
             COAT_MANIFEST_ERR_ARGUMENTS);
   EXPECT_STREQ(buf, "kernel 'p_k0_quantize': argument 'scale': has 21 elements, "

@@ -189,13 +189,15 @@ bool checkLaunchShape(const KernelSpec &kernel, int64_t n,
 bool launchGrid(const KernelSpec &kernel, int64_t n, const NamedScalars &named,
                 std::array<unsigned, 3> &grid, std::string &error);
 
-/// Everything packLaunch checks plus each buffer's size (`numels`, elements)
-/// against its extent: a launch of buffers whose sizes are known (the CPU
-/// twins, an executor's first run). With `inferN`, `n` is launchSize's and
-/// the scalar named "n", if any, is set to it in `scalars`.
+/// The rules of a launch on any device: the argument counts, the scalars,
+/// the shape rules and each buffer's size (`numels`, elements) against its
+/// extent, for callers that know the sizes (the CPU twins, an executor's
+/// first run). What only the GPU needs (addresses, grid limits, TMA strides)
+/// is packLaunch's. With `inferN`, `n` is launchSize's and the scalar named
+/// "n", if any, is set to it in `scalars`.
 bool checkLaunch(const KernelSpec &kernel, int64_t &n, bool inferN,
-                 const uint64_t *buffers, const int64_t *numels, int nbuf,
-                 double *scalars, int nscalar, std::string &error);
+                 const int64_t *numels, int nbuf, double *scalars, int nscalar,
+                 std::string &error);
 
 /// Validates a launch of `kernel` over `n` elements and packs its parameters.
 /// `buffers` are the memref arguments' device addresses in manifest order,

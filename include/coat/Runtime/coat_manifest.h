@@ -109,16 +109,18 @@ COAT_MANIFEST_API void coat_manifest_free(char *text);
 /// `*n` for coat_manifest_check_launch: take n from the buffers.
 #define COAT_MANIFEST_N_FROM_BUFFERS INT64_MIN
 
-/// Checks a launch of `kernel_name` over `*n` elements as the runtime does
-/// (coat_rt_check_launch) and each buffer's size: `addresses` and `numels`
-/// (elements) per memref/tensormap argument, `scalars` per scalar argument,
-/// both in manifest order. With `*n` = COAT_MANIFEST_N_FROM_BUFFERS, n is the
-/// size of the first buffer of extent n (else the scalar `cols`), written to
-/// `*n` and to the scalar named "n", if any.
+/// Checks the rules of a launch of `kernel_name` over `*n` elements that hold
+/// on any device (the CPU twins): `numels` (elements) per memref/tensormap
+/// argument against its extent, `scalars` per scalar argument (both in
+/// manifest order) against their dtypes and the 2-D rules. What only the GPU
+/// needs (addresses, grid limits, TMA strides) coat_rt_check_launch adds.
+/// With `*n` = COAT_MANIFEST_N_FROM_BUFFERS, n is the size of the first
+/// buffer of extent n (else the scalar `cols`), written to `*n` and to the
+/// scalar named "n", if any.
 COAT_MANIFEST_API int coat_manifest_check_launch(
     const coat_manifest *m, const char *kernel_name, int64_t *n,
-    const uint64_t *addresses, const int64_t *numels, int nbuf,
-    double *scalars, int nscalar, char *errbuf, size_t errlen);
+    const int64_t *numels, int nbuf, double *scalars, int nscalar,
+    char *errbuf, size_t errlen);
 
 /// `*out` = the elements argument `arg_name` (a memref or tensormap) of
 /// `kernel_name` takes for a launch over `n`, given the integer scalars
