@@ -258,7 +258,7 @@ class Kernel:
     __call__ = launch
 
     def prepared(self, n: int, scalars: Sequence[Any], device_kind: str):
-        """A launcher ``run(buffers, stream)`` for arguments that bind() has
+        """A launcher ``run(buffers, stream)`` for arguments that check() has
         checked once: the executor's cached launch plans call it with
         buffers of the same sizes, dtypes and device. On the GPU the first
         call binds the launch (coat_rt_bind_launch: the arguments checked and
