@@ -218,6 +218,7 @@ std::string normalize(const Manifest &m) {
   field(o, "version", int64_t(m.version));
   field(o, "chip", m.chip);
   field(o, "features", m.features);
+  field(o, "source_key", m.sourceKey);
   o += "\"target\":" + m.target + ",";
   o += "\"formats\":{";
   for (const auto &f : m.formats) {

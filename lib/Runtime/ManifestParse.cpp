@@ -393,6 +393,8 @@ bool parseManifest(const std::string &text, const std::string &directory,
     return r.fail("version", "unsupported manifest version " +
                                  std::to_string(version) + " (this runtime reads 1)");
   out.version = int(version);
+  if (!r.string(doc, "top level", "source_key", out.sourceKey, false))
+    return false;
   out.target = "{}";
   if (const Value *t = r.member(doc, "top level", "target", Value::Type::Object, false)) {
     if (!r.string(*t, "target", "chip", out.chip, false) ||

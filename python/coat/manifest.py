@@ -119,6 +119,9 @@ class Manifest:
     # The launch plans (docs/manifest.md, "Programs"), normalized:
     # coat_manifest.h describes the fields; coat.executor runs them.
     programs: Tuple[Mapping[str, Any], ...] = ()
+    # The normalized document all of the above is built from (with the
+    # source_key the module was compiled from, "" when it says none).
+    raw: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     reader: Optional["Reader"] = dataclasses.field(default=None, compare=False,
                                                    repr=False)
 
@@ -324,7 +327,7 @@ def _manifest(text: bytes, path: str, directory: str) -> Manifest:
     kernels = tuple(_kernel(k, directory, reader) for k in norm["kernels"])
     return Manifest(path=path, directory=directory, version=norm["version"],
                     target=norm["target"], kernels=kernels, fp8=fp8,
-                    programs=tuple(norm["programs"]), reader=reader)
+                    programs=tuple(norm["programs"]), raw=norm, reader=reader)
 
 
 def parse_manifest(doc: Any, path: str = "<memory>", directory: str = ".") -> Manifest:

@@ -373,9 +373,9 @@ def test_load_refuses_truncated_and_stale_manifests(tmp_path):
 def test_every_compiled_manifest_loads_whole():
     """The compiled modules found (scripts/demo.sh's, $COAT_KERNELS) pass the
     reader's checks, programs included, and every call plans."""
-    from coat import _paths
+    from coat import artifacts
 
-    dirs = [d for d in _paths.default_kernel_dirs()
+    dirs = [d for d in artifacts.search_path()
             if os.path.isfile(os.path.join(d, "manifest.json"))]
     if not dirs:
         pytest.skip("no compiled modules (scripts/demo.sh makes them)")

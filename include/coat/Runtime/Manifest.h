@@ -94,6 +94,7 @@ struct Manifest {
   std::string chip;
   std::string features;
   std::string target; ///< the whole target object, as JSON text
+  std::string sourceKey; ///< what the module was compiled from, "" if unsaid
   std::vector<Fp8FormatSpec> formats; ///< in document order
   std::string directory; ///< folder the manifest was read from
   std::vector<KernelSpec> kernels;

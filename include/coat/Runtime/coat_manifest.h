@@ -11,7 +11,8 @@
 // bytes).
 //
 // The normalized document (JSON, version COAT_MANIFEST_ABI_VERSION):
-//   {"version": 1, "chip": "...", "features": "...", "target": {...},
+//   {"version": 1, "chip": "...", "features": "...", "source_key": "...",
+//    "target": {...},
 //    "formats": {"e4m3": {"mlir_type", "exponent_bits", "mantissa_bits",
 //                         "exponent_bias", "has_infinity", "max_finite",
 //                         "min_normal", "min_subnormal"}, ...},
