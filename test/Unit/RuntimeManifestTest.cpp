@@ -297,7 +297,7 @@ TEST(RuntimeManifest, CApiReturnsTheNormalizedDocument) {
         "\"extent\":\"groups\",\"dims\":[],\"box\":[],\"swizzle\":\"none\","
         "\"bind\":[]}",
         "\"extent\":null", "\"target\":{\"chip\":\"sm_90a\",\"features\":\"+ptx80\"}",
-        "\"config\":{\"group_size\":128}", "\"programs\":[]"})
+        "\"config\":{\"group_size\":128}", "\"programs\":[]", "\"source_key\":\"\""})
     EXPECT_NE(d.find(part), std::string::npos) << part << " in " << d;
 
   text.replace(text.find("\"version\": 1"), 12, "\"version\": 2");
