@@ -105,7 +105,7 @@ func.func @forward_only(%gate: !g16, %up: !g16) -> tensor<16x32xbf16> {
 // output, rstd).
 // SAVED: saved activations: 576 bytes, BF16 2080 bytes
 // KEPT: saved activations: 1154 bytes, BF16 2080 bytes
-func.func @norm_linear(%arg0: tensor<16x32xbf16>, %arg1: tensor<32xbf16> {coat.weight}, %arg2: tensor<48x32xbf16> {coat.weight}, %arg3: tensor<16x48xbf16> {coat.gradient}) -> (tensor<16x48xbf16>, tensor<16x32xbf16>, tensor<32xbf16>, tensor<48x32xbf16>) {
+func.func @norm_linear(%arg0: tensor<16x32xbf16>, %arg1: tensor<32xbf16> {coat.weight}, %arg2: tensor<48x32xbf16> {coat.weight}, %arg3: tensor<16x48xbf16> {coat.gradient, coat.grad_of = 0 : i64}) -> (tensor<16x48xbf16>, tensor<16x32xbf16> {coat.grad_of = 0 : i64}, tensor<32xbf16> {coat.grad_of = 1 : i64}, tensor<48x32xbf16> {coat.grad_of = 2 : i64}) {
   %0 = coat.quantize %arg0 : tensor<16x32xbf16> -> !coat.qtensor<16x32xf8E4M3FN, per_group<16>, scale = bf16>
   %result, %rstd = coat.rmsnorm %0, %arg1 eps = 9.99999974E-6 : !coat.qtensor<16x32xf8E4M3FN, per_group<16>, scale = bf16>, tensor<32xbf16> -> tensor<16x32xbf16>, tensor<16xf32>
   %1 = coat.absmax %result, per_group<16> epilogue : tensor<16x32xbf16> -> tensor<16x2xf32>
