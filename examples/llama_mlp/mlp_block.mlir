@@ -23,13 +23,15 @@ func.func @llama_mlp_block(
     %w_gate: tensor<11008x4096xbf16> {coat.weight},  // W_g [F, H]
     %w_up: tensor<11008x4096xbf16> {coat.weight},    // W_u [F, H]
     %w_down: tensor<4096x11008xbf16> {coat.weight},  // W_d [H, F]
-    %dout: tensor<4096x4096xbf16> {coat.gradient})   // dL/dh'' (BF16 total gradient)
+    %dout: tensor<4096x4096xbf16> {coat.gradient, coat.grad_of = 0 : i64}) // dL/dh'' (BF16 total gradient)
     -> (tensor<4096x4096xbf16>,
         !coat.qtensor<4096x4096xf8E4M3FN, per_group<16>, scale = bf16>,
-        tensor<4096x4096xbf16>,
+        tensor<4096x4096xbf16> {coat.grad_of = 0 : i64},
         !coat.qtensor<4096x4096xf8E5M2, per_tensor, scale = bf16>,
-        tensor<4096xbf16>, tensor<11008x4096xbf16>, tensor<11008x4096xbf16>,
-        tensor<4096x11008xbf16>) {
+        tensor<4096xbf16> {coat.grad_of = 1 : i64},
+        tensor<11008x4096xbf16> {coat.grad_of = 2 : i64},
+        tensor<11008x4096xbf16> {coat.grad_of = 3 : i64},
+        tensor<4096x11008xbf16> {coat.grad_of = 4 : i64}) {
   //===--------------------------------------------------------------------===//
   // Forward (COAT.md §3.5, MLPResidual)
   //===--------------------------------------------------------------------===//

@@ -4,6 +4,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -73,6 +74,183 @@ mlir::coat::verifyLayoutLimits(ArrayRef<int64_t> shape,
     n *= d;
   }
   return std::nullopt;
+}
+
+//===----------------------------------------------------------------------===//
+// Program attributes
+//===----------------------------------------------------------------------===//
+//
+// Which result is the gradient of which argument is a fact of the whole
+// signature (at most one gradient per argument, one for every trained
+// weight). The function interface calls these hooks for each argument and
+// result attribute with the function at hand, so every rule is checked
+// wherever a function is verified, and its error names the attribute that
+// is wrong. Checks in the passes that read programs would let a wrong
+// pairing through every pipeline that does not run them.
+
+namespace {
+
+/// The argument and result attributes of a function. The interface checks
+/// that each array holds one dictionary per value only as it goes, after
+/// the hooks for earlier values ran, so out-of-range and non-dictionary
+/// entries read as no attributes here.
+struct Signature {
+  FunctionOpInterface fn;
+
+  DictionaryAttr attrsOf(bool argument, unsigned i) {
+    ArrayAttr all = argument ? fn.getAllArgAttrs() : fn.getAllResultAttrs();
+    return all && i < all.size() ? dyn_cast<DictionaryAttr>(all[i])
+                                 : DictionaryAttr();
+  }
+  bool has(bool argument, unsigned i, StringRef name) {
+    DictionaryAttr attrs = attrsOf(argument, i);
+    return attrs && attrs.get(name);
+  }
+  /// The index named by `coat.grad_of` on an argument or result, if any.
+  std::optional<int64_t> gradOf(bool argument, unsigned i) {
+    DictionaryAttr attrs = attrsOf(argument, i);
+    if (auto g = attrs ? attrs.getAs<IntegerAttr>(kGradOfAttr) : nullptr)
+      return g.getInt();
+    return std::nullopt;
+  }
+  unsigned count(bool argument) {
+    return argument ? fn.getNumArguments() : fn.getNumResults();
+  }
+  Type typeOf(bool argument, unsigned i) {
+    return argument ? fn.getArgumentTypes()[i] : fn.getResultTypes()[i];
+  }
+  /// The first result that is the gradient of argument `arg`.
+  std::optional<unsigned> gradientResult(unsigned arg) {
+    for (unsigned r = 0, e = fn.getNumResults(); r < e; ++r)
+      if (gradOf(/*argument=*/false, r) == int64_t(arg))
+        return r;
+    return std::nullopt;
+  }
+  /// Whether the function holds a backward: an incoming gradient.
+  bool hasBackward() {
+    return llvm::any_of(llvm::seq(fn.getNumArguments()), [&](unsigned i) {
+      return has(/*argument=*/true, i, kGradientAttr);
+    });
+  }
+};
+
+/// Whether `a` and `b` have one shape: a gradient's element type differs
+/// from its value's (bf16 for an FP8 `!coat.qtensor`), its shape does not.
+bool sameShape(Type a, Type b) {
+  auto sa = dyn_cast<ShapedType>(a), sb = dyn_cast<ShapedType>(b);
+  if (!sa || !sb || !sa.hasRank() || !sb.hasRank())
+    return a == b;
+  return sa.getShape() == sb.getShape();
+}
+
+/// Checks `coat.grad_of` on argument or result `index`: it names a result
+/// or argument in range that is not a gradient itself, of the same shape,
+/// and that no earlier argument or result names.
+LogicalResult verifyGradOf(Signature sig, Attribute value, bool onArgument,
+                           unsigned index) {
+  Operation *op = sig.fn;
+  auto g = dyn_cast<IntegerAttr>(value);
+  if (!g)
+    return op->emitError() << "'" << kGradOfAttr
+                           << "' must be an integer attribute";
+  StringRef self = onArgument ? "argument" : "result";
+  StringRef other = onArgument ? "result" : "argument";
+  auto emit = [&]() {
+    return op->emitError() << "'" << kGradOfAttr << "' of " << self << " "
+                           << index << " ";
+  };
+  if (onArgument && !sig.has(/*argument=*/true, index, kGradientAttr))
+    return emit() << "needs '" << kGradientAttr
+                  << "': an argument can only be the incoming gradient of a "
+                     "result";
+  int64_t named = g.getInt();
+  unsigned count = sig.count(!onArgument);
+  if (named < 0 || named >= int64_t(count))
+    return emit() << "names " << other << " " << named << ", but the function "
+                  << "has " << count << " " << other << (count == 1 ? "" : "s");
+  auto target = unsigned(named);
+  // A gradient result names a forward input, an incoming gradient a forward
+  // output.
+  if (onArgument ? sig.gradOf(/*argument=*/false, target).has_value()
+                 : sig.has(/*argument=*/true, target, kGradientAttr))
+    return emit() << "names " << other << " " << target
+                  << ", which is a gradient itself";
+  Type selfType = sig.typeOf(onArgument, index);
+  Type otherType = sig.typeOf(!onArgument, target);
+  if (!sameShape(selfType, otherType))
+    return emit() << "names " << other << " " << target << " of type "
+                  << otherType << ", whose shape differs from the gradient's "
+                  << selfType;
+  for (unsigned i = 0; i < index; ++i)
+    if (sig.gradOf(onArgument, i) == named)
+      return emit() << "names " << other << " " << target << ", as " << self
+                    << " " << i << " does: " << other
+                    << "s have at most one gradient";
+  return success();
+}
+
+} // namespace
+
+LogicalResult CoatDialect::verifyRegionArgAttribute(Operation *op, unsigned,
+                                                    unsigned argIndex,
+                                                    NamedAttribute attr) {
+  StringRef name = attr.getName().strref();
+  if (name != kWeightAttr && name != kFrozenAttr && name != kGradientAttr &&
+      name != kGradOfAttr)
+    return success();
+  auto fn = dyn_cast<FunctionOpInterface>(op);
+  if (!fn)
+    return op->emitError() << "'" << name
+                           << "' is an attribute of function arguments";
+  Signature sig{fn};
+  if (name == kGradOfAttr)
+    return verifyGradOf(sig, attr.getValue(), /*onArgument=*/true, argIndex);
+  if (!isa<UnitAttr>(attr.getValue()))
+    return op->emitError() << "'" << name << "' must be a unit attribute";
+
+  if (name == kWeightAttr) {
+    if (sig.has(/*argument=*/true, argIndex, kGradientAttr))
+      return op->emitError()
+             << "argument " << argIndex << " is both a weight ('" << kWeightAttr
+             << "') and an incoming gradient ('" << kGradientAttr << "')";
+    // A forward alone has no gradients to give.
+    if (sig.hasBackward() &&
+        !sig.has(/*argument=*/true, argIndex, kFrozenAttr) &&
+        !sig.gradientResult(argIndex))
+      return op->emitError()
+             << "weight argument " << argIndex << " has no gradient result ('"
+             << kGradOfAttr << " = " << argIndex << "'); mark it '"
+             << kFrozenAttr << "' if it is not trained";
+  } else if (name == kFrozenAttr) {
+    if (!sig.has(/*argument=*/true, argIndex, kWeightAttr))
+      return op->emitError()
+             << "'" << kFrozenAttr << "' on argument " << argIndex
+             << ", which is not a weight ('" << kWeightAttr << "')";
+    if (std::optional<unsigned> r = sig.gradientResult(argIndex))
+      return op->emitError()
+             << "frozen weight argument " << argIndex << " has a gradient: "
+             << "result " << *r << " ('" << kGradOfAttr << " = " << argIndex
+             << "')";
+  }
+  return success();
+}
+
+LogicalResult CoatDialect::verifyRegionResultAttribute(Operation *op, unsigned,
+                                                       unsigned resultIndex,
+                                                       NamedAttribute attr) {
+  StringRef name = attr.getName().strref();
+  if (name == kWeightAttr || name == kFrozenAttr || name == kGradientAttr)
+    return op->emitError() << "'" << name
+                           << "' is an attribute of function arguments, "
+                              "not results";
+  if (name != kGradOfAttr)
+    return success();
+  auto fn = dyn_cast<FunctionOpInterface>(op);
+  if (!fn)
+    return op->emitError() << "'" << name
+                           << "' is an attribute of function results";
+  return verifyGradOf(Signature{fn}, attr.getValue(), /*onArgument=*/false,
+                      resultIndex);
 }
 
 //===----------------------------------------------------------------------===//

@@ -86,10 +86,19 @@ struct CoatRecomputeActivationsPass
              runsInBackward(user, backward);
     };
 
+    // Weights are parameters, alive in the backward whether it reads them
+    // or not: anchors from the start, never kept (a LayerNorm's bias is
+    // read by the forward only, yet its output can be derived again).
+    llvm::DenseSet<Value> anchors;
+    for (BlockArgument a : fn.getArguments())
+      if (fn.getArgAttr(a.getArgNumber(), kWeightAttr))
+        anchors.insert(a);
+
     // The kept values, in program order: arguments, then op results.
     SmallVector<Value> kept;
     auto considerKept = [&](Value v) {
-      if (!backward.contains(v) && !matchPattern(v, m_Constant()) &&
+      if (!backward.contains(v) && !anchors.contains(v) &&
+          !matchPattern(v, m_Constant()) &&
           llvm::any_of(v.getUsers(), isBackwardUser))
         kept.push_back(v);
     };
@@ -100,16 +109,16 @@ struct CoatRecomputeActivationsPass
         considerKept(r);
 
     // Decide in program order: a value is recomputed when ops that may run
-    // again derive it from constants and values that stay kept (decided
-    // before it); otherwise it stays kept, an anchor for later values.
-    llvm::DenseSet<Value> anchors;
+    // again derive it from constants, weights and values that stay kept
+    // (decided before it); otherwise it stays kept, an anchor for later
+    // values.
     std::function<bool(Value, llvm::SetVector<Operation *> &)> collect =
         [&](Value v, llvm::SetVector<Operation *> &cone) {
           if (anchors.contains(v) || matchPattern(v, m_Constant()))
             return true;
           Operation *def = v.getDefiningOp();
           if (!def)
-            return false; // an argument that is not kept
+            return false; // an activation argument that is not kept
           if (cone.contains(def))
             return true;
           if (!mayRecompute(def) || runsInBackward(def, backward))

@@ -3,13 +3,14 @@
 // %q is computed before the gradient arrives and read after: saved (codes +
 // bf16 group scales). %d is used before only, and returned: not saved. The
 // weight's FP8 copy is saved too, but counted as a weight copy. In BF16 the
-// saved activation is %x itself, once.
+// saved activation is %x itself, once. The weight is frozen: the function
+// computes no gradient for it.
 // CHECK: remark: saved for the backward: '!coat.qtensor<16x32xf8E4M3FN, per_group<16>, scale = bf16>', 576 bytes
 // CHECK-NEXT: %q = coat.quantize
 // CHECK: remark: saved for the backward: '!coat.qtensor<32x8xf8E4M3FN, per_tensor>', 260 bytes (weight copy)
 // CHECK-NOT: saved for the backward
 // CHECK: remark: saved activations: 576 bytes, BF16 1024 bytes (0.56U vs BF16 1.00U, U = 1024 bytes); weight copies kept for the backward: 260 bytes
-func.func @f(%x: tensor<16x32xbf16>, %w: tensor<8x32xbf16> {coat.weight},
+func.func @f(%x: tensor<16x32xbf16>, %w: tensor<8x32xbf16> {coat.weight, coat.frozen},
              %g: tensor<16x32xbf16> {coat.gradient}, %gq: !coat.qtensor<16x8xf8E5M2, per_tensor> {coat.gradient})
     -> (tensor<16x32xbf16>, tensor<16x32xbf16>, tensor<16x32xbf16>) {
   %q = coat.quantize %x : tensor<16x32xbf16> -> !coat.qtensor<16x32xf8E4M3FN, per_group<16>, scale = bf16>

@@ -23,7 +23,39 @@ def Coat_Dialect : Dialect {
     the data, scale, `k` and `c` tensors follow from the type alone.
 
     Ops have value semantics on tensors; lowerings bufferize at the edge.
+
+    ## Model programs
+
+    A model program is a `func.func` holding one block's forward and
+    backward. Discardable attributes on its arguments and results say what
+    each one is:
+
+    - `coat.weight` (unit, argument): a parameter. In a function with a
+      backward (a `coat.gradient` argument), some result must be its
+      gradient, unless the weight is also marked `coat.frozen`.
+    - `coat.frozen` (unit, argument): a `coat.weight` that is not trained;
+      no result may be its gradient.
+    - `coat.gradient` (unit, argument): an incoming gradient; everything that
+      depends on one is the backward.
+    - `coat.grad_of = i` (integer): on a result, the gradient of argument
+      `i`; on a `coat.gradient` argument, the gradient of result `i`. The two
+      have the same shape (the logical shape, for a `!coat.qtensor`), `i` is
+      in range and names no gradient, and no argument or result has two.
+
+    ```mlir
+    func.func @linear(%x: tensor<?x64xbf16>,
+                      %w: tensor<32x64xbf16> {coat.weight},
+                      %w_base: tensor<32x64xbf16> {coat.weight, coat.frozen},
+                      %dy: tensor<?x32xbf16> {coat.gradient, coat.grad_of = 0 : i64})
+        -> (tensor<?x32xbf16>, tensor<?x64xbf16> {coat.grad_of = 0 : i64},
+            tensor<32x64xbf16> {coat.grad_of = 1 : i64})
+    ```
+
+    `coat.program` (unit, on the function) marks a program that
+    `coat-outline-kernels` cut into kernel calls.
   }];
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
   let useDefaultTypePrinterParser = 1;
   let useDefaultAttributePrinterParser = 1;
   let dependentDialects = ["::mlir::tensor::TensorDialect",

@@ -43,13 +43,12 @@ class Recomputable : public TraitBase<ConcreteType, Recomputable> {};
 #include "coat/Dialect/CoatOps.h.inc"
 
 namespace mlir::coat {
-/// Discardable attributes of model programs: `coat.program` marks a program
-/// that coat-outline-kernels cut into kernel calls; function arguments carry
-/// `coat.weight` or `coat.gradient`, and `coat.grad_of = i` pairs a gradient
-/// with the result (on an argument) or the argument (on a result) it is the
-/// gradient of.
+/// Discardable attributes of model programs, described (with their rules)
+/// in the dialect's ODS description and verified by the dialect on function
+/// arguments and results.
 inline constexpr llvm::StringLiteral kProgramAttr = "coat.program";
 inline constexpr llvm::StringLiteral kWeightAttr = "coat.weight";
+inline constexpr llvm::StringLiteral kFrozenAttr = "coat.frozen";
 inline constexpr llvm::StringLiteral kGradientAttr = "coat.gradient";
 inline constexpr llvm::StringLiteral kGradOfAttr = "coat.grad_of";
 /// Marks an op (or the kernel call outlined from it) that recomputes a

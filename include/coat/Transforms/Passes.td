@@ -211,7 +211,9 @@ def CoatRecomputeActivations : Pass<"coat-recompute-activations",
     marked `{coat.gradient}`), the forward values that backward ops read are
     kept between the two. A kept activation (a value of rank 2 or more) is
     derived again in the backward, and no longer kept, when the ops that
-    compute it from constants and values that stay kept may all run again:
+    compute it from constants, weights (`{coat.weight}` arguments, there in
+    the backward whether it reads them or not, such as a LayerNorm's bias)
+    and values that stay kept may all run again:
 
     - ops with the `Coat_Recomputable` trait, memory-bound and deterministic
       (`coat.silu`, `coat.gelu`, `coat.swiglu_mul`, `coat.rmsnorm`,

@@ -1,0 +1,143 @@
+// One case per rule on the program attributes of function arguments and
+// results (coat.weight, coat.frozen, coat.gradient, coat.grad_of).
+// RUN: coat-opt %s -split-input-file -verify-diagnostics
+
+// One past the end: the function has two arguments.
+// expected-error @+1 {{'coat.grad_of' of result 1 names argument 2, but the function has 2 arguments}}
+func.func private @result_grad_of_past_end(%x: tensor<16x32xbf16>,
+    %dy: tensor<16x32xbf16> {coat.gradient})
+    -> (tensor<16x32xbf16>, tensor<16x32xbf16> {coat.grad_of = 2 : i64})
+
+// -----
+
+// expected-error @+1 {{'coat.grad_of' of result 1 names argument -1, but the function has 2 arguments}}
+func.func private @result_grad_of_negative(%x: tensor<16x32xbf16>,
+    %dy: tensor<16x32xbf16> {coat.gradient})
+    -> (tensor<16x32xbf16>, tensor<16x32xbf16> {coat.grad_of = -1 : i64})
+
+// -----
+
+// The gradient of a 64x32 weight has its shape, not the transpose's.
+// expected-error @+1 {{'coat.grad_of' of result 1 names argument 1 of type 'tensor<64x32xbf16>', whose shape differs from the gradient's 'tensor<32x64xbf16>'}}
+func.func private @result_grad_of_shape(%x: tensor<16x32xbf16>,
+    %w: tensor<64x32xbf16> {coat.weight},
+    %dy: tensor<16x64xbf16> {coat.gradient})
+    -> (tensor<16x64xbf16>, tensor<32x64xbf16> {coat.grad_of = 1 : i64})
+
+// -----
+
+// A dynamic extent is part of the shape: ? is not 16.
+// expected-error @+1 {{'coat.grad_of' of result 1 names argument 0 of type 'tensor<?x32xbf16>', whose shape differs from the gradient's 'tensor<16x32xbf16>'}}
+func.func private @result_grad_of_dynamic(%x: tensor<?x32xbf16>,
+    %dy: tensor<?x32xbf16> {coat.gradient})
+    -> (tensor<?x32xbf16>, tensor<16x32xbf16> {coat.grad_of = 0 : i64})
+
+// -----
+
+// A quantized argument's gradient has its logical shape.
+// expected-error @+1 {{'coat.grad_of' of result 1 names argument 0 of type '!coat.qtensor<16x32xf8E4M3FN, per_group<16>>', whose shape differs from the gradient's 'tensor<16x16xbf16>'}}
+func.func private @result_grad_of_qtensor_shape(
+    %xq: !coat.qtensor<16x32xf8E4M3FN, per_group<16>>,
+    %dy: tensor<16x32xbf16> {coat.gradient})
+    -> (tensor<16x32xbf16>, tensor<16x16xbf16> {coat.grad_of = 0 : i64})
+
+// -----
+
+// Two gradients of the gate weight, which has the up weight's shape: the
+// second one is the error.
+// expected-error @+1 {{'coat.grad_of' of result 2 names argument 1, as result 1 does: arguments have at most one gradient}}
+func.func private @result_grad_of_twice(%x: tensor<16x32xbf16>,
+    %w_gate: tensor<64x32xbf16> {coat.weight},
+    %w_up: tensor<64x32xbf16> {coat.weight},
+    %dy: tensor<16x64xbf16> {coat.gradient})
+    -> (tensor<16x64xbf16>, tensor<64x32xbf16> {coat.grad_of = 1 : i64},
+        tensor<64x32xbf16> {coat.grad_of = 1 : i64},
+        tensor<64x32xbf16> {coat.grad_of = 2 : i64})
+
+// -----
+
+// expected-error @+1 {{'coat.grad_of' of result 1 names argument 1, which is a gradient itself}}
+func.func private @result_grad_of_gradient(%x: tensor<16x32xbf16>,
+    %dy: tensor<16x32xbf16> {coat.gradient})
+    -> (tensor<16x32xbf16>, tensor<16x32xbf16> {coat.grad_of = 1 : i64})
+
+// -----
+
+// expected-error @+1 {{'coat.grad_of' must be an integer attribute}}
+func.func private @result_grad_of_not_integer(%x: tensor<16x32xbf16>,
+    %dy: tensor<16x32xbf16> {coat.gradient})
+    -> (tensor<16x32xbf16>, tensor<16x32xbf16> {coat.grad_of = "x"})
+
+// -----
+
+// expected-error @+1 {{'coat.grad_of' of argument 0 needs 'coat.gradient': an argument can only be the incoming gradient of a result}}
+func.func private @argument_grad_of_not_gradient(%x: tensor<16x32xbf16> {coat.grad_of = 0 : i64})
+    -> tensor<16x32xbf16>
+
+// -----
+
+// expected-error @+1 {{'coat.grad_of' of argument 1 names result 1, but the function has 1 result}}
+func.func private @argument_grad_of_past_end(%x: tensor<16x32xbf16>,
+    %dy: tensor<16x32xbf16> {coat.gradient, coat.grad_of = 1 : i64})
+    -> tensor<16x32xbf16>
+
+// -----
+
+// expected-error @+1 {{'coat.grad_of' of argument 1 names result 1, which is a gradient itself}}
+func.func private @argument_grad_of_gradient(%x: tensor<16x32xbf16>,
+    %dy: tensor<16x32xbf16> {coat.gradient, coat.grad_of = 1 : i64})
+    -> (tensor<16x32xbf16>, tensor<16x32xbf16> {coat.grad_of = 0 : i64})
+
+// -----
+
+// expected-error @+1 {{'coat.grad_of' of argument 1 names result 0 of type 'tensor<16x64xbf16>', whose shape differs from the gradient's 'tensor<16x32xbf16>'}}
+func.func private @argument_grad_of_shape(%x: tensor<16x32xbf16>,
+    %dy: tensor<16x32xbf16> {coat.gradient, coat.grad_of = 0 : i64})
+    -> tensor<16x64xbf16>
+
+// -----
+
+// expected-error @+1 {{'coat.grad_of' of argument 2 names result 0, as argument 1 does: results have at most one gradient}}
+func.func private @argument_grad_of_twice(%x: tensor<16x32xbf16>,
+    %dy: tensor<16x32xbf16> {coat.gradient, coat.grad_of = 0 : i64},
+    %dy2: tensor<16x32xbf16> {coat.gradient, coat.grad_of = 0 : i64})
+    -> tensor<16x32xbf16>
+
+// -----
+
+// expected-error @+1 {{weight argument 1 has no gradient result ('coat.grad_of = 1'); mark it 'coat.frozen' if it is not trained}}
+func.func private @weight_without_gradient(%x: tensor<16x32xbf16>,
+    %w: tensor<64x32xbf16> {coat.weight},
+    %dy: tensor<16x64xbf16> {coat.gradient, coat.grad_of = 0 : i64})
+    -> (tensor<16x64xbf16>, tensor<16x32xbf16> {coat.grad_of = 0 : i64})
+
+// -----
+
+// expected-error @+1 {{frozen weight argument 1 has a gradient: result 1 ('coat.grad_of = 1')}}
+func.func private @frozen_with_gradient(%x: tensor<16x32xbf16>,
+    %w: tensor<64x32xbf16> {coat.weight, coat.frozen},
+    %dy: tensor<16x64xbf16> {coat.gradient})
+    -> (tensor<16x64xbf16>, tensor<64x32xbf16> {coat.grad_of = 1 : i64})
+
+// -----
+
+// expected-error @+1 {{'coat.frozen' on argument 0, which is not a weight ('coat.weight')}}
+func.func private @frozen_not_weight(%x: tensor<16x32xbf16> {coat.frozen}) -> tensor<16x32xbf16>
+
+// -----
+
+// expected-error @+1 {{argument 0 is both a weight ('coat.weight') and an incoming gradient ('coat.gradient')}}
+func.func private @weight_and_gradient(%w: tensor<16x32xbf16> {coat.weight, coat.gradient})
+    -> tensor<16x32xbf16>
+
+// -----
+
+// expected-error @+1 {{'coat.weight' must be a unit attribute}}
+func.func private @weight_not_unit(%w: tensor<16x32xbf16> {coat.weight = 1 : i64})
+    -> tensor<16x32xbf16>
+
+// -----
+
+// expected-error @+1 {{'coat.gradient' is an attribute of function arguments, not results}}
+func.func private @gradient_on_result(%x: tensor<16x32xbf16>)
+    -> (tensor<16x32xbf16> {coat.gradient})
