@@ -13,8 +13,8 @@ sources, one of three ways:
 
   python examples/train_llama.py --mode coat --config 100m --steps 1000
   python examples/train_llama.py --mode coat --config 100m --steps 1000 --graph
-  python examples/train_llama.py --mode bf16 --compile --config 100m --steps 40 \
-      --eval-every 0 --profile 5 --log run.json
+  python examples/train_llama.py --mode bf16 --compile --config 100m --steps 60 \
+      --eval-every 0 --profile 10 --log run.json
   python examples/train_llama.py --mode coat --config tiny --steps 2 --device cpu
 
 --graph (bf16 and coat, on CUDA) replays each step's forward and backward
@@ -28,17 +28,17 @@ torch.compile. A compile that fails is reported, not hidden: the traceback
 goes to stderr, the record (--log) holds `error` (phase "compile", the
 exception's type and message) and the exit status is 3.
 
---profile N profiles N steps with torch.profiler after the timing warm-up
-(the first N steps from --warmup-timing with no evaluation inside; they are
-left out of the step time) and stores bench/step_profile.py's summary in
-the record under `profile`: GPU time per step by category (our kernels by
-family, torch GEMMs, attention, torch element-wise by aten op, Triton,
-optimizer, ...), GPU-busy time (the union of the kernels' intervals) against
-wall time, kernels per step. The profiler records the CPU ops too (to know
-which aten op launched a kernel), which slows the host: the profiled wall
-time is above the step time, and `busy_share_of_step` compares the busy
-time with the unprofiled step time. --profile-trace PATH keeps the Chrome
-trace (.gz: gzipped). On a CPU device the CPU ops are the activities.
+--profile N profiles the last N steps with torch.profiler (or the N before
+an evaluation that would fall inside them) and stores bench/step_profile.py's
+summary in the record under `profile`: GPU time per step by category (our
+kernels by family, torch GEMMs, attention, torch element-wise by aten op,
+Triton, optimizer, ...), GPU-busy time (the union of the kernels' intervals)
+against wall time, kernels per step. The step time is that of the steps
+between --warmup-timing and the profiled ones. The profiler records the CPU
+ops too (to know which aten op launched a kernel), which slows the host: the
+profiled wall time is above the step time, and `busy_share_of_step` compares
+the busy time with the unprofiled step time. --profile-trace PATH keeps the
+Chrome trace (.gz: gzipped). On a CPU device the CPU ops are the activities.
 
 On CUDA the record also holds `memory`: allocated bytes at one step
 (--memory-step) between steps, after the forward, after the backward,
@@ -229,27 +229,29 @@ def evaluate(model, held, batch, seq, autocast, device, n_batches) -> float:
 
 
 def profile_window(args) -> tuple[int, int] | None:
-    """The steps [first, end) that --profile N profiles: the first N from
-    --warmup-timing with no evaluation inside (one right after the last
-    profiled step runs once the profiler has stopped)."""
+    """The steps [first, end) that --profile N profiles: the last N, or, where
+    an evaluation would fall inside them, the N before it (an evaluation
+    right after the last profiled step runs once the profiler has stopped).
+    Only steps before the window are timed: Kineto leaves CUPTI attached
+    after a trace unless TEARDOWN_CUPTI=1, which may slow the steps after."""
     n = args.profile
     if not n:
         return None
     if n < 0:
         raise SystemExit("--profile N needs N >= 1")
-    first = args.warmup_timing
+    first = args.steps - n
     if args.eval_every:
         if args.eval_every <= n:
             raise SystemExit(f"--profile {n} needs --eval-every 0 or above {n} "
                              "(no evaluation inside the profiled steps)")
-        for i in range(first, first + n - 1):
+        for i in range(first, args.steps - 1):
             if (i + 1) % args.eval_every == 0:
-                first = i + 1
+                first = i + 1 - n
                 break
-    if first + n > args.steps:
-        raise SystemExit(f"--profile {n} profiles steps {first}..{first + n - 1} "
-                         f"(after --warmup-timing {args.warmup_timing}): needs --steps "
-                         f">= {first + n}")
+    if first < args.warmup_timing:
+        raise SystemExit(f"--profile {n} profiles steps {first}..{first + n - 1}, inside the "
+                         f"timing warm-up (--warmup-timing {args.warmup_timing}): needs more "
+                         "--steps")
     return first, first + n
 
 
@@ -346,7 +348,7 @@ def train(args) -> dict:
         raise SystemExit("--graph and --compile do not go together (capture_step replays "
                          "eager launches)")
     window = profile_window(args)
-    timing_from = window[1] if window else args.warmup_timing
+    timing = True  # until the profiled steps begin
     train_data, held = corpus(args.data)
     model, opt, autocast = build(args.mode, cfg, device, args.lr, args.kernels, args.compile)
     params = sum(p.numel() for p in model.parameters())
@@ -370,6 +372,11 @@ def train(args) -> dict:
     step_times, pending, t_mark, steps_since = [], [], time.perf_counter(), 0
     for step in range(args.steps):
         if window and step == window[0]:
+            if cuda:
+                torch.cuda.synchronize()
+            if steps_since and step - 1 >= args.warmup_timing:  # the steps since the last log
+                step_times.append((time.perf_counter() - t_mark) / steps_since)
+            timing = False
             profiler = StepProfiler(device, step, window[1] - window[0], args.profile_trace)
             profiler.start()
         for g in opt.param_groups:
@@ -414,7 +421,7 @@ def train(args) -> dict:
         if (step + 1) % args.log_every == 0 or last:
             losses = torch.stack(pending).float().cpu().tolist()  # waits for the GPU
             now = time.perf_counter()
-            if step >= timing_from:
+            if timing and step >= args.warmup_timing:
                 step_times.append((now - t_mark) / steps_since)
             t_mark, steps_since = now, 0
             record["train_loss"] += losses
@@ -428,8 +435,6 @@ def train(args) -> dict:
         if profiler and step == window[1] - 1:
             record["profile"] = profiler.stop()
             profiler = None
-            # The profiled steps (and the profiler's own work) are not timed.
-            t_mark, steps_since = time.perf_counter(), 0
         if args.eval_every and ((step + 1) % args.eval_every == 0 or last):
             ev = evaluate(model, held, args.batch, args.seq, autocast, device, args.eval_batches)
             record["held_out"].append((step + 1, ev))
@@ -443,8 +448,8 @@ def train(args) -> dict:
         record["step_time_s"] = st[len(st) // 2]
         record["tokens_per_s"] = tokens_per_step / record["step_time_s"]
     elif window:
-        print(f"{args.mode}: no step after the profiled ones was timed (raise --steps)",
-              flush=True)
+        print(f"{args.mode}: no step between the timing warm-up and the profiled steps was "
+              "timed (raise --steps)", flush=True)
     if "profile" in record and "step_time_s" in record:
         record["profile"]["busy_share_of_step"] = (record["profile"]["busy_ms"]
                                                    / (record["step_time_s"] * 1e3))
@@ -508,7 +513,7 @@ def parse_args(argv=None):
     ap.add_argument("--compile", action="store_true",
                     help="torch.compile the model (bf16, coat; torchao always is)")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
-                    help="profile N steps after the timing warm-up (record: `profile`)")
+                    help="profile the last N steps (record: `profile`)")
     ap.add_argument("--profile-trace", default=None, metavar="PATH",
                     help="keep the profiled steps' Chrome trace here (.gz: gzipped)")
     ap.add_argument("--log", default=None, help="write the run's JSON record here")
