@@ -162,6 +162,8 @@ def detail_lines(records: dict, top: int = 6) -> str:
     lines = []
     for mode, r in records.items():
         p = r.get("profile")
+        if r.get("profile_error"):
+            lines.append(f"- {label(mode, r)}: the profile failed: {r['profile_error']}")
         if not p:
             continue
         ew = ", ".join(f"{op} {ms:.2f}" for op, ms, _ in p["elementwise_ops"][:top])
@@ -173,7 +175,12 @@ def detail_lines(records: dict, top: int = 6) -> str:
 
 
 def profile_report(records: dict) -> str:
-    parts = [profile_table(records), memory_table(records), detail_lines(records)]
+    first = next(iter(records.values()))
+    steps = sorted({r["profile"]["steps"] for r in records.values() if r.get("profile")})
+    head = (f"Profile: {first.get('config')}, {first.get('batch')}x{first.get('seq')} tokens a "
+            f"step, {first.get('device')}, torch {first.get('torch')}; ms per step over the last "
+            f"{'/'.join(map(str, steps)) or '-'} steps of each run.")
+    parts = [head, profile_table(records), memory_table(records), detail_lines(records)]
     return "\n\n".join(p for p in parts if p)
 
 
@@ -232,7 +239,7 @@ def main() -> int:
     except ImportError:
         print("(no matplotlib: no plot)")
     print(text)
-    report = profile_report(records)
+    report = profile_report(records) if args.profile else ""
     if report:
         (out / "profile.md").write_text(report + "\n")
         print()

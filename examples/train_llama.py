@@ -433,7 +433,11 @@ def train(args) -> dict:
             print(f"\r[{bar:<30}] step {step + 1}/{args.steps} loss {losses[-1]:.4f} "
                   f"{tps:,.0f} tok/s", end="\n" if last else "", flush=True)
         if profiler and step == window[1] - 1:
-            record["profile"] = profiler.stop()
+            try:
+                record["profile"] = profiler.stop()
+            except Exception as e:  # noqa: BLE001 - the run's other results still stand
+                traceback.print_exc()
+                record["profile_error"] = f"{type(e).__name__}: {e}"[:500]
             profiler = None
         if args.eval_every and ((step + 1) % args.eval_every == 0 or last):
             ev = evaluate(model, held, args.batch, args.seq, autocast, device, args.eval_batches)

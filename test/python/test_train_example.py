@@ -266,6 +266,34 @@ def test_profile_table_has_a_column_per_category_present(compare):
     assert compare.profile_table({"bf16": {"params": 1}}) == ""
 
 
+def test_profile_report_heads_the_tables(compare):
+    r = {"config": "100m", "batch": 16, "seq": 1024, "device": "NVIDIA H100", "torch": "2.11",
+         "step_time_s": 0.05, "profile": fake_profile(40.0, 60.0, {"torch gemm": 30.0})}
+    failed = {"config": "100m", "profile_error": "JSONDecodeError: bad trace"}
+    text = compare.profile_report({"bf16": r, "coat": failed})
+    assert text.startswith("Profile: 100m, 16x1024 tokens a step, NVIDIA H100, torch 2.11; "
+                           "ms per step over the last 5 steps of each run.")
+    assert "| bf16 | 50.0 |" in text
+    assert "- coat: the profile failed: JSONDecodeError: bad trace" in text
+
+
+def test_a_failed_profile_leaves_the_run_standing(plain_example, tmp_path, monkeypatch):
+    sys.path.insert(0, str(ROOT / "bench"))
+    import step_profile
+
+    def broken(*args, **kwargs):
+        raise ValueError("no trace")
+
+    monkeypatch.setattr(step_profile, "summarize", broken)  # after the profiler has stopped
+    log = tmp_path / "bf16.json"
+    assert plain_example.main(["--mode", "bf16", *TINY_CPU, "--steps", "4", "--eval-every", "0",
+                               "--warmup-timing", "1", "--log-every", "1", "--profile", "1",
+                               "--log", str(log)]) == 0
+    r = json.loads(log.read_text())
+    assert "profile" not in r and r["profile_error"] == "ValueError: no trace"
+    assert len(r["train_loss"]) == 4 and r["step_time_s"] > 0
+
+
 def test_memory_table_reads_the_memory_view(compare):
     g = 2 ** 30
     bf16 = {"peak_memory_bytes": 9 * g, "memory": {
