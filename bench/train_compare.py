@@ -1,39 +1,78 @@
 #!/usr/bin/env python3
-"""Trains the same model the three ways of examples/train_llama.py (BF16,
-COAT, torchao float8) side by side, each in its own process (clean memory
-statistics), same seed and data order; prints one table and writes the loss
-curves as a PNG.
+"""Trains the same model the ways of examples/train_llama.py (BF16, COAT,
+torchao float8, each eager or compiled) side by side, each in its own process
+(clean memory statistics), same seed and data order; prints one table and
+writes the loss curves as a PNG.
 
   python bench/train_compare.py --config 100m --steps 1000 --out DIR
   python bench/train_compare.py --config tinyllama --steps 30 --eval-every 0 --out DIR
   python bench/train_compare.py --modes bf16 coat --graph --config 100m --steps 1000 --out DIR
+  python bench/train_compare.py --modes bf16 bf16-compiled torchao coat coat-compiled \
+      --config 100m --steps 60 --eval-every 0 --warmup-timing 20 --profile 10 --out DIR
 
-Every other option goes to train_llama.py. A mode that cannot run (torchao
-not installed) is reported as such and left out of the table.
+A mode `X-compiled` runs train_llama.py --mode X --compile (torchao is
+always compiled). Every other option goes to train_llama.py. A mode that
+cannot run (torchao not installed) or whose torch.compile fails is reported
+as such, with the reason, and left out of the tables.
+
+--profile N profiles the last N steps of each run (train_llama.py --profile,
+bench/step_profile.py; the step time is measured before them) and prints a
+second table, also written to OUT/profile.md: per mode the step time,
+GPU-busy time against the step time and against the profiled steps' wall
+time, kernels per step and milliseconds per step by category; then the
+memory view of one step (allocated between steps, after the forward, the
+backward and the optimizer step, the step's peak) and the torch element-wise
+time by aten op. --profile-traces keeps each run's Chrome trace as
+OUT/MODE.trace.json.gz.
 """
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "train_llama.py"
+HERE = Path(__file__).resolve().parent
+EXAMPLE = HERE.parent / "examples" / "train_llama.py"
+sys.path.insert(0, str(HERE))
+
+from step_profile import CATEGORIES  # noqa: E402
+
+COMPILED = "-compiled"
 
 
-def run_modes(modes, out: Path, passthrough) -> dict:
-    records = {}
+def mode_args(mode: str) -> list:
+    """train_llama.py's arguments for a mode: `X` or `X-compiled`."""
+    if mode.endswith(COMPILED):
+        return ["--mode", mode[:-len(COMPILED)], "--compile"]
+    return ["--mode", mode]
+
+
+def run_modes(modes, out: Path, passthrough, profile=0, traces=False):
+    """({mode: record} of the runs that finished, {mode: why} of the rest)."""
+    records, failed = {}, {}
     for mode in modes:
         log = out / f"{mode}.json"
-        cmd = [sys.executable, str(EXAMPLE), "--mode", mode, "--log", str(log), *passthrough]
+        if log.exists():
+            log.unlink()  # a failed run must not leave an earlier run's record
+        cmd = [sys.executable, str(EXAMPLE), *mode_args(mode), "--log", str(log), *passthrough]
+        if profile:
+            cmd += ["--profile", str(profile)]
+            if traces:
+                cmd += ["--profile-trace", str(out / f"{mode}.trace.json.gz")]
         print("+", " ".join(cmd), flush=True)
         rc = subprocess.run(cmd).returncode
-        if rc != 0 or not log.exists():
-            print(f"{mode}: failed (exit {rc})", flush=True)
+        record = json.loads(log.read_text()) if log.exists() else None
+        if record is not None and "error" in record:
+            err = record["error"]
+            failed[mode] = f"{err.get('phase', 'run')} failed: {err['type']}: {err['message']}"
+        elif rc != 0 or record is None:
+            failed[mode] = f"failed (exit {rc})"
+        else:
+            records[mode] = record
             continue
-        records[mode] = json.loads(log.read_text())
-    return records
+        print(f"{mode}: {failed[mode]}", flush=True)
+    return records, failed
 
 
 def table(records: dict) -> str:
@@ -49,9 +88,8 @@ def table(records: dict) -> str:
 
     for mode, r in records.items():
         held = r.get("final_held_out")
-        label = mode + (" (graph)" if r.get("graph") else "")
         rows.append(
-            f"| {label} | {r['params'] / 1e6:.1f}M | {r['final_train_loss']:.4f} | "
+            f"| {label(mode, r)} | {r['params'] / 1e6:.1f}M | {r['final_train_loss']:.4f} | "
             + (f"{held:.4f}" if held is not None else "-") + f" | {ratio(r, 'final_held_out')} | "
             + (f"{r['peak_memory_bytes'] / 2**30:.2f}" if "peak_memory_bytes" in r else "-")
             + f" | {ratio(r, 'peak_memory_bytes')} | "
@@ -61,6 +99,89 @@ def table(records: dict) -> str:
             + f" | {ratio(r, 'step_time_s')} | "
             + (f"{r['tokens_per_s']:,.0f}" if "tokens_per_s" in r else "-") + " |")
     return "\n".join(rows)
+
+
+def label(mode: str, r: dict) -> str:
+    return mode + (" (graph)" if r.get("graph") else "")
+
+
+def _cell(v, fmt):
+    return "-" if v is None else fmt.format(v)
+
+
+def profile_table(records: dict) -> str:
+    """Per mode: step time, GPU-busy time, kernels per step and milliseconds
+    per step by category (the categories some run has, in step_profile's
+    order), from the records' `profile`."""
+    prof = {m: r["profile"] for m, r in records.items() if r.get("profile")}
+    if not prof:
+        return ""
+    cats = [c for c in CATEGORIES if any(c in p["categories"] for p in prof.values())]
+    head = ["mode", "step ms", "profiled wall ms", "GPU busy ms", "busy % of step",
+            "busy % of wall", "kernels/step", *[f"{c} ms" for c in cats]]
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for mode, p in prof.items():
+        r = records[mode]
+        step_ms = r["step_time_s"] * 1e3 if "step_time_s" in r else None
+        share = p.get("busy_share_of_step")
+        wall_share = p.get("busy_share")
+        name = label(mode, r) + (" (CPU ops)" if p.get("activity") == "cpu" else "")
+        cells = [name, _cell(step_ms, "{:.1f}"), _cell(p.get("wall_ms"), "{:.1f}"),
+                 f"{p['busy_ms']:.1f}", _cell(None if share is None else 100 * share, "{:.0f}%"),
+                 _cell(None if wall_share is None else 100 * wall_share, "{:.0f}%"),
+                 f"{p['kernels']:.0f}"]
+        cells += [_cell(p["categories"].get(c, {}).get("ms"), "{:.2f}") for c in cats]
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def memory_table(records: dict) -> str:
+    """Allocated GiB at the points of one step (the records' `memory`) and
+    the run's peak."""
+    mem = {m: r["memory"] for m, r in records.items() if r.get("memory")}
+    if not mem:
+        return ""
+    points = (("between_steps", "between steps"), ("after_forward", "after forward"),
+              ("after_backward", "after backward"), ("after_optimizer", "after optimizer"),
+              ("step_peak", "step peak"))
+    head = ["mode", "step", *[f"{name} GiB" for _, name in points], "run peak GiB"]
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    gib = lambda b: None if b is None else b / 2**30  # noqa: E731
+    for mode, m in mem.items():
+        r = records[mode]
+        cells = [label(mode, r), str(m.get("step", "-"))]
+        cells += [_cell(gib(m.get(key + "_bytes")), "{:.2f}") for key, _ in points]
+        cells.append(_cell(gib(r.get("peak_memory_bytes")), "{:.2f}"))
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def detail_lines(records: dict, top: int = 6) -> str:
+    """Per mode, the torch element-wise time by aten op and what `other`
+    holds (ms per step)."""
+    lines = []
+    for mode, r in records.items():
+        p = r.get("profile")
+        if r.get("profile_error"):
+            lines.append(f"- {label(mode, r)}: the profile failed: {r['profile_error']}")
+        if not p:
+            continue
+        ew = ", ".join(f"{op} {ms:.2f}" for op, ms, _ in p["elementwise_ops"][:top])
+        lines.append(f"- {label(mode, r)}: torch elementwise by op: {ew or '-'}")
+        other = p["categories"].get("other")
+        if other:
+            lines.append("  other: " + ", ".join(f"{k} {v:.2f}" for k, v in other["top"][:top]))
+    return "\n".join(lines)
+
+
+def profile_report(records: dict) -> str:
+    first = next(iter(records.values()))
+    steps = sorted({r["profile"]["steps"] for r in records.values() if r.get("profile")})
+    head = (f"Profile: {first.get('config')}, {first.get('batch')}x{first.get('seq')} tokens a "
+            f"step, {first.get('device')}, torch {first.get('torch')}; ms per step over the last "
+            f"{'/'.join(map(str, steps)) or '-'} steps of each run.")
+    parts = [head, profile_table(records), memory_table(records), detail_lines(records)]
+    return "\n\n".join(p for p in parts if p)
 
 
 def plot(records: dict, path: Path) -> None:
@@ -95,22 +216,34 @@ def plot(records: dict, path: Path) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--modes", nargs="+", default=["bf16", "coat", "torchao"])
+    ap.add_argument("--modes", nargs="+", default=["bf16", "coat", "torchao"],
+                    help="bf16, coat, torchao, each optionally -compiled")
     ap.add_argument("--out", required=True)
     ap.add_argument("--plot", default=None, help="PNG path (default OUT/loss.png)")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="profile the last N steps of each run (train_llama.py --profile)")
+    ap.add_argument("--profile-traces", action="store_true",
+                    help="keep each run's trace as OUT/MODE.trace.json.gz")
     args, passthrough = ap.parse_known_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    records = run_modes(args.modes, out, passthrough)
+    records, failed = run_modes(args.modes, out, passthrough, args.profile, args.profile_traces)
+    notes = "\n".join(f"- {mode}: {why}" for mode, why in failed.items())
     if not records:
+        print(notes)
         return 1
-    text = table(records)
+    text = table(records) + (("\n\nNot in the table:\n" + notes) if notes else "")
     (out / "table.md").write_text(text + "\n")
     try:
         plot(records, Path(args.plot) if args.plot else out / "loss.png")
     except ImportError:
         print("(no matplotlib: no plot)")
     print(text)
+    report = profile_report(records) if args.profile else ""
+    if report:
+        (out / "profile.md").write_text(report + "\n")
+        print()
+        print(report)
     return 0 if len(records) == len(args.modes) else 1
 
 

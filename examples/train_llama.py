@@ -13,6 +13,8 @@ sources, one of three ways:
 
   python examples/train_llama.py --mode coat --config 100m --steps 1000
   python examples/train_llama.py --mode coat --config 100m --steps 1000 --graph
+  python examples/train_llama.py --mode bf16 --compile --config 100m --steps 60 \
+      --eval-every 0 --profile 10 --log run.json
   python examples/train_llama.py --mode coat --config tiny --steps 2 --device cpu
 
 --graph (bf16 and coat, on CUDA) replays each step's forward and backward
@@ -20,6 +22,27 @@ from one CUDA graph (coat.nn.capture_step) instead of launching every
 kernel from Python. The backward adds into the gradients the optimizer
 owns (zeroed in place before each replay); the clipping and the optimizer
 step stay eager, so the learning-rate schedule applies as before.
+
+--compile (bf16 and coat; torchao is always compiled) runs the model under
+torch.compile. A compile that fails is reported, not hidden: the traceback
+goes to stderr, the record (--log) holds `error` (phase "compile", the
+exception's type and message) and the exit status is 3.
+
+--profile N profiles the last N steps with torch.profiler (or the N before
+an evaluation that would fall inside them) and stores bench/step_profile.py's
+summary in the record under `profile`: GPU time per step by category (our
+kernels by family, torch GEMMs, attention, torch element-wise by aten op,
+Triton, optimizer, ...), GPU-busy time (the union of the kernels' intervals)
+against wall time, kernels per step. The step time is that of the steps
+between --warmup-timing and the profiled ones. The profiler records the CPU
+ops too (to know which aten op launched a kernel), which slows the host: the
+profiled wall time is above the step time, and `busy_share_of_step` compares
+the busy time with the unprofiled step time. --profile-trace PATH keeps the
+Chrome trace (.gz: gzipped). On a CPU device the CPU ops are the activities.
+
+On CUDA the record also holds `memory`: allocated bytes at one step
+(--memory-step) between steps, after the forward, after the backward,
+after the optimizer step, and that step's peak.
 
 Same seed, same data order for every mode. Prints a progress line with the
 loss and tokens/s, and writes a JSON record of the run (loss curves, held-out
@@ -39,14 +62,18 @@ import hashlib
 import json
 import math
 import os
+import shutil
 import sys
 import sysconfig
+import tempfile
 import time
+import traceback
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "python"))
 
 from coat.llama import LlamaConfig, LlamaForCausalLM  # noqa: E402
 
@@ -95,7 +122,41 @@ def lr_at(step: int, steps: int, lr: float, warmup: int) -> float:
     return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
 
 
-def build(mode: str, cfg: LlamaConfig, device: str, lr: float, kernels: str | None):
+#: The exit status of a run whose torch.compile failed.
+COMPILE_FAILED = 3
+
+
+class CompileError(RuntimeError):
+    """torch.compile cannot run here (or failed: see compile_error())."""
+
+
+def compile_error(exc: BaseException) -> bool:
+    """Whether exc (or an exception it was raised from) is a CompileError or
+    one of Dynamo's (Unsupported, BackendCompilerFailed, which wraps
+    Inductor's, TorchRuntimeError, ...). A run-time error of the compiled
+    model (out of memory, a NaN) is not."""
+    try:
+        from torch._dynamo.exc import TorchDynamoException
+        kinds = (CompileError, TorchDynamoException)
+    except ImportError:
+        kinds = (CompileError,)
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, kinds):
+            return True
+        exc = exc.__cause__
+    return False
+
+
+def compiled(model):
+    if not hasattr(torch, "compile"):
+        raise CompileError(f"torch.compile needs torch 2.0 or later (this is {torch.__version__})")
+    return torch.compile(model)
+
+
+def build(mode: str, cfg: LlamaConfig, device: str, lr: float, kernels: str | None,
+          compile: bool = False):
     model = LlamaForCausalLM(cfg).to(device)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     other = [p for n, p in model.named_parameters() if p.dim() < 2]
@@ -116,10 +177,14 @@ def build(mode: str, cfg: LlamaConfig, device: str, lr: float, kernels: str | No
 
         convert_to_float8_training(model, module_filter_fn=lambda m, fqn: fqn != "lm_head")
         opt = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), fused=True)
-        model = torch.compile(model)
+        model = compiled(model)
         autocast = True
     else:
         raise ValueError(f"unknown mode {mode!r}")
+    if compile and mode != "torchao":
+        # Lazily: Dynamo and Inductor run at the first forward (and the
+        # first evaluation), where compile_error() recognises a failure.
+        model = compiled(model)
     return model, opt, autocast
 
 
@@ -163,13 +228,129 @@ def evaluate(model, held, batch, seq, autocast, device, n_batches) -> float:
     return total / n_batches
 
 
+def profile_window(args) -> tuple[int, int] | None:
+    """The steps [first, end) that --profile N profiles: the last N, or, where
+    an evaluation would fall inside them, the N before it (an evaluation
+    right after the last profiled step runs once the profiler has stopped).
+    Only steps before the window are timed: Kineto leaves CUPTI attached
+    after a trace unless TEARDOWN_CUPTI=1, which may slow the steps after."""
+    n = args.profile
+    if not n:
+        return None
+    if n < 0:
+        raise SystemExit("--profile N needs N >= 1")
+    first = args.steps - n
+    if args.eval_every:
+        if args.eval_every <= n:
+            raise SystemExit(f"--profile {n} needs --eval-every 0 or above {n} "
+                             "(no evaluation inside the profiled steps)")
+        for i in range(first, args.steps - 1):
+            if (i + 1) % args.eval_every == 0:
+                first = i + 1 - n
+                break
+    if first < args.warmup_timing:
+        raise SystemExit(f"--profile {n} profiles steps {first}..{first + n - 1}, inside the "
+                         f"timing warm-up (--warmup-timing {args.warmup_timing}): needs more "
+                         "--steps")
+    return first, first + n
+
+
+class StepProfiler:
+    """torch.profiler over consecutive steps, summarised by
+    bench/step_profile.py. On CUDA it records the kernels (CUDA activity)
+    and the CPU ops, which tell what aten op launched each kernel; shapes
+    are not recorded. On a CPU device the CPU ops are the activities."""
+
+    def __init__(self, device: str, first: int, steps: int, trace: str | None = None):
+        self.cuda = device.startswith("cuda")
+        self.first, self.steps, self.trace = first, steps, trace
+
+    def _sync(self):
+        if self.cuda:
+            torch.cuda.synchronize()
+
+    def start(self):
+        from torch.profiler import ProfilerActivity, profile
+
+        activities = [ProfilerActivity.CPU]
+        if self.cuda:
+            activities.append(ProfilerActivity.CUDA)
+        self.prof = profile(activities=activities, record_shapes=False)
+        self._sync()
+        self.prof.start()
+        self.t0 = time.perf_counter()
+
+    def stop(self) -> dict:
+        self._sync()
+        wall = time.perf_counter() - self.t0
+        self.prof.stop()
+        sys.path.insert(0, str(ROOT / "bench"))
+        import step_profile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "trace.json")
+            self.prof.export_chrome_trace(path)
+            trace = step_profile.load_trace(path)
+            if self.trace:
+                os.makedirs(os.path.dirname(os.path.abspath(self.trace)), exist_ok=True)
+                if self.trace.endswith(".gz"):
+                    import gzip
+
+                    with open(path, "rb") as fin, gzip.open(self.trace, "wb") as fout:
+                        shutil.copyfileobj(fin, fout)
+                else:
+                    shutil.copyfile(path, self.trace)
+        device = "cuda" if self.cuda else "cpu"
+        acts = step_profile.activities_from_trace(trace, device)
+        summary = step_profile.summarize(acts, self.steps, wall_ms=wall * 1e3 / self.steps)
+        summary.update(first_step=self.first, activity=device,
+                       profiler="kineto" if isinstance(trace, dict) else "legacy")
+        if self.trace:
+            summary["trace"] = self.trace
+        if self.cuda and not acts:
+            summary["warning"] = "the trace holds no GPU activity (is CUPTI available?)"
+        return summary
+
+
+class MemoryView:
+    """Allocated CUDA memory at the points of one step and that step's peak.
+    Resetting the peak statistics for the step keeps the peak before it in
+    peak_before (the run's peak is the larger)."""
+
+    def __init__(self):
+        self.points: dict = {}
+        self.peak_before = 0
+
+    def begin(self, step: int):
+        torch.cuda.synchronize()
+        self.peak_before = torch.cuda.max_memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        self.points = {"step": step}
+        self.mark("between_steps")
+
+    def mark(self, point: str) -> int:
+        torch.cuda.synchronize()
+        self.points[point + "_bytes"] = torch.cuda.memory_allocated()
+        return self.points[point + "_bytes"]
+
+    def end(self) -> dict:
+        self.mark("after_optimizer")
+        self.points["step_peak_bytes"] = torch.cuda.max_memory_allocated()
+        return self.points
+
+
 def train(args) -> dict:
     cfg = CONFIGS[args.config]
     torch.manual_seed(args.seed)
     device = args.device
     cuda = device.startswith("cuda")
+    if args.graph and args.compile:
+        raise SystemExit("--graph and --compile do not go together (capture_step replays "
+                         "eager launches)")
+    window = profile_window(args)
+    timing = True  # until the profiled steps begin
     train_data, held = corpus(args.data)
-    model, opt, autocast = build(args.mode, cfg, device, args.lr, args.kernels)
+    model, opt, autocast = build(args.mode, cfg, device, args.lr, args.kernels, args.compile)
     params = sum(p.numel() for p in model.parameters())
     gen = torch.Generator().manual_seed(args.seed)
     tokens_per_step = args.batch * args.seq
@@ -185,34 +366,53 @@ def train(args) -> dict:
           f"{tokens_per_step} tokens/step, {args.steps} steps on {record['device']}",
           flush=True)
     record["graph"] = args.graph
+    record["compile"] = args.compile or args.mode == "torchao"
     graphed = graphed_forward_backward(model, train_data, args, autocast) if args.graph else None
+    profiler = memory = None
     step_times, pending, t_mark, steps_since = [], [], time.perf_counter(), 0
     for step in range(args.steps):
+        if window and step == window[0]:
+            if cuda:
+                torch.cuda.synchronize()
+            if steps_since and step - 1 >= args.warmup_timing:  # the steps since the last log
+                step_times.append((time.perf_counter() - t_mark) / steps_since)
+            timing = False
+            profiler = StepProfiler(device, step, window[1] - window[0], args.profile_trace)
+            profiler.start()
         for g in opt.param_groups:
             g["lr"] = lr_at(step, args.steps, args.lr, args.warmup)
         x, y = batches(train_data, args.batch, args.seq, gen)
+        measure = cuda and step == args.memory_step
+        if measure:
+            memory = MemoryView()
         if graphed:
             # The captured backward adds into the gradient tensors the
             # optimizer reads (FP8AdamW's are views of its flat buffer): zero
             # them in place, copy the batch into the captured inputs, replay.
+            if measure:
+                memory.begin(step)
             opt.zero_grad(set_to_none=False)
             graphed.x.copy_(x, non_blocking=True)
             graphed.y.copy_(y, non_blocking=True)
             loss = graphed.step.replay().clone()
+            if measure:
+                memory.mark("after_backward")
         else:
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-            measure = cuda and step == args.memory_step
             if measure:
-                torch.cuda.synchronize()
-                before = torch.cuda.memory_allocated()
+                memory.begin(step)
             with torch.autocast(device.split(":")[0], torch.bfloat16, enabled=autocast):
                 loss = model(x, y)
             if measure:
-                torch.cuda.synchronize()
-                record["forward_retained_bytes"] = torch.cuda.memory_allocated() - before
+                record["forward_retained_bytes"] = (memory.mark("after_forward")
+                                                    - memory.points["between_steps_bytes"])
             loss.backward()
+            if measure:
+                memory.mark("after_backward")
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        if measure:
+            record["memory"] = memory.end()
         if not graphed:
             opt.zero_grad(set_to_none=True)
         pending.append(loss.detach())
@@ -221,7 +421,7 @@ def train(args) -> dict:
         if (step + 1) % args.log_every == 0 or last:
             losses = torch.stack(pending).float().cpu().tolist()  # waits for the GPU
             now = time.perf_counter()
-            if step >= args.warmup_timing:
+            if timing and step >= args.warmup_timing:
                 step_times.append((now - t_mark) / steps_since)
             t_mark, steps_since = now, 0
             record["train_loss"] += losses
@@ -232,20 +432,36 @@ def train(args) -> dict:
             bar = "#" * int(30 * (step + 1) / args.steps)
             print(f"\r[{bar:<30}] step {step + 1}/{args.steps} loss {losses[-1]:.4f} "
                   f"{tps:,.0f} tok/s", end="\n" if last else "", flush=True)
+        if profiler and step == window[1] - 1:
+            try:
+                record["profile"] = profiler.stop()
+            except Exception as e:  # noqa: BLE001 - the run's other results still stand
+                traceback.print_exc()
+                record["profile_error"] = f"{type(e).__name__}: {e}"[:500]
+            profiler = None
         if args.eval_every and ((step + 1) % args.eval_every == 0 or last):
             ev = evaluate(model, held, args.batch, args.seq, autocast, device, args.eval_batches)
             record["held_out"].append((step + 1, ev))
             if not last:
                 print(f"\n  held-out loss {ev:.4f}", flush=True)
     if cuda:
-        record["peak_memory_bytes"] = torch.cuda.max_memory_allocated()
+        record["peak_memory_bytes"] = max(torch.cuda.max_memory_allocated(),
+                                          memory.peak_before if memory else 0)
     if step_times:
         st = sorted(step_times)
         record["step_time_s"] = st[len(st) // 2]
         record["tokens_per_s"] = tokens_per_step / record["step_time_s"]
+    elif window:
+        print(f"{args.mode}: no step between the timing warm-up and the profiled steps was "
+              "timed (raise --steps)", flush=True)
+    if "profile" in record and "step_time_s" in record:
+        record["profile"]["busy_share_of_step"] = (record["profile"]["busy_ms"]
+                                                   / (record["step_time_s"] * 1e3))
     if "forward_retained_bytes" in record:
         u = tokens_per_step * cfg.hidden * 2  # COAT's unit: one bf16 B x S x H tensor
         record["forward_retained_per_layer_U"] = record["forward_retained_bytes"] / cfg.layers / u
+    if record["compile"]:
+        record.update(compile_stats())
     if record["held_out"]:
         record["final_held_out"] = record["held_out"][-1][1]
     tail = record["train_loss"][-min(50, len(record["train_loss"])):]
@@ -254,7 +470,26 @@ def train(args) -> dict:
           + (f", held-out {record['final_held_out']:.4f}" if record["held_out"] else "")
           + (f", peak {record['peak_memory_bytes'] / 2**30:.2f} GiB" if cuda else "")
           + (f", {record['step_time_s'] * 1e3:.1f} ms/step" if step_times else ""), flush=True)
+    if "profile" in record:
+        sys.path.insert(0, str(ROOT / "bench"))
+        import step_profile
+
+        print(step_profile.format_summary(record["profile"]), flush=True)
     return record
+
+
+def compile_stats() -> dict:
+    """Dynamo's graph breaks (count and the commonest reasons) and the
+    graphs it compiled, where this torch keeps them."""
+    try:
+        from torch._dynamo.utils import counters
+    except ImportError:
+        return {}
+    breaks = counters.get("graph_break", {})
+    top = sorted(breaks.items(), key=lambda kv: -kv[1])[:5]
+    return {"compile_graph_breaks": sum(breaks.values()),
+            "compile_graph_break_reasons": [[str(k)[:200], v] for k, v in top],
+            "compile_unique_graphs": counters.get("stats", {}).get("unique_graphs")}
 
 
 def parse_args(argv=None):
@@ -279,17 +514,43 @@ def parse_args(argv=None):
                     help="the step whose forward is measured (memory kept for backward)")
     ap.add_argument("--graph", action="store_true",
                     help="replay each step's forward and backward from a CUDA graph")
+    ap.add_argument("--compile", action="store_true",
+                    help="torch.compile the model (bf16, coat; torchao always is)")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="profile the last N steps (record: `profile`)")
+    ap.add_argument("--profile-trace", default=None, metavar="PATH",
+                    help="keep the profiled steps' Chrome trace here (.gz: gzipped)")
     ap.add_argument("--log", default=None, help="write the run's JSON record here")
     return ap.parse_args(argv)
 
 
+def write_record(record: dict, path: str | None) -> None:
+    if not path:
+        return
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(record, f)
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
-    record = train(args)
-    if args.log:
-        os.makedirs(os.path.dirname(os.path.abspath(args.log)), exist_ok=True)
-        with open(args.log, "w", encoding="utf-8") as f:
-            json.dump(record, f)
+    try:
+        record = train(args)
+    except Exception as e:  # noqa: BLE001 - only a compile failure is handled here
+        if not compile_error(e):
+            raise
+        traceback.print_exc()
+        message = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        record = {"mode": args.mode, "config": args.config, "batch": args.batch,
+                  "seq": args.seq, "steps": args.steps, "seed": args.seed,
+                  "graph": args.graph, "compile": True, "torch": torch.__version__,
+                  "error": {"phase": "compile", "type": type(e).__name__,
+                            "message": message[:500]}}
+        write_record(record, args.log)
+        print(f"{args.mode}: torch.compile failed: {type(e).__name__}: {message[:300]}",
+              file=sys.stderr, flush=True)
+        return COMPILE_FAILED
+    write_record(record, args.log)
     return 0
 
 

@@ -1,14 +1,17 @@
 """examples/train_llama.py and bench/train_compare.py on CPU tensors with the
 tiny config (CPU twins of the compiled programs): every mode that runs here
-trains a few steps, writes its record, and the comparison table reads it.
+trains a few steps, writes its record, and the comparison table reads it;
+--profile profiles CPU ops there, --compile's failure is a record and an exit
+status, and train_compare's profile and memory tables read made-up records.
 On a GPU host, --graph is checked against eager steps of the 100m config
-(whose layer programs scripts/demo.sh compiles). The GPU run is
-docs/training.md's."""
+(whose layer programs scripts/demo.sh compiles), and --profile must find our
+kernels and torch's in the trace. The GPU run is docs/training.md's."""
 
 import importlib.util
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -31,6 +34,17 @@ def load(path: Path, name: str):
 @pytest.fixture(scope="module")
 def example(cpu_cache):
     return load(ROOT / "examples" / "train_llama.py", "train_llama")
+
+
+@pytest.fixture(scope="module")
+def plain_example():
+    """The example for bf16 runs and its pure parts (no kernels needed)."""
+    return load(ROOT / "examples" / "train_llama.py", "train_llama_plain")
+
+
+@pytest.fixture(scope="module")
+def compare():
+    return load(ROOT / "bench" / "train_compare.py", "train_compare")
 
 
 @pytest.fixture(scope="module")
@@ -115,3 +129,236 @@ def test_compare_table_reports_ratios_to_bf16():
     assert rows[3].startswith("| coat |")
     cells = [c.strip() for c in rows[3].split("|")]
     assert cells[5] == "1.010" and cells[7] == "0.500" and cells[10] == "0.750", cells
+
+
+TINY_CPU = ["--config", "tiny", "--device", "cpu", "--batch", "2", "--seq", "32",
+            "--eval-batches", "1", "--lr", "3e-3"]
+
+
+def run_profiled(example, tmp_path, mode):
+    log = tmp_path / f"{mode}.json"
+    trace = tmp_path / f"{mode}.trace.json.gz"
+    rc = example.main(["--mode", mode, *TINY_CPU, "--steps", "8", "--eval-every", "4",
+                       "--log-every", "2", "--warmup-timing", "1", "--profile", "2",
+                       "--profile-trace", str(trace), "--log", str(log)])
+    assert rc == 0
+    return json.loads(log.read_text()), trace
+
+
+def test_profile_on_cpu_records_ops_by_category(plain_example, tmp_path):
+    r, trace = run_profiled(plain_example, tmp_path, "bf16")
+    p = r["profile"]
+    assert p["activity"] == "cpu" and p["steps"] == 2 and p["first_step"] == 6
+    assert p["kernels"] > 0 and 0 < p["busy_ms"] <= p["gpu_ms"] + 1e-6
+    assert p["wall_ms"] > 0 and 0 < p["busy_share"] and p["busy_share_of_step"] > 0
+    assert p["categories"]["torch gemm"]["ms"] > 0
+    assert any(op.startswith("aten::") for op, _, _ in p["elementwise_ops"])
+    assert trace.exists() and p["trace"] == str(trace)
+    # Steps 1-5 are timed, the last two profiled; both evaluations run.
+    assert r["step_time_s"] > 0 and [s for s, _ in r["held_out"]] == [4, 8]
+    assert len(r["train_loss"]) == 8 and "memory" not in r  # CUDA only
+
+
+def test_profile_on_cpu_sees_the_coat_programs(example, tmp_path):
+    try:
+        r, _ = run_profiled(example, tmp_path, "coat")
+    except RuntimeError as e:
+        if "FP8AdamW" in str(e) or "adamw" in str(e).lower():
+            pytest.skip(f"no optimizer kernels: {e}")
+        raise
+    assert r["profile"]["categories"] and r["profile"]["kernels"] > 0
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--profile", "4", "--eval-every", "4"], "--eval-every 0 or above 4"),
+    (["--profile", "4", "--steps", "5", "--warmup-timing", "2"], "inside the timing warm-up"),
+    (["--profile", "-1"], "N >= 1"),
+])
+def test_profile_window_is_checked_before_training(plain_example, extra, message):
+    args = ["--mode", "bf16", *TINY_CPU, "--steps", "10", "--eval-every", "0", *extra]
+    with pytest.raises(SystemExit, match=message):
+        plain_example.main(args)
+
+
+def test_profile_window_is_the_last_steps_before_an_evaluation(plain_example):
+    def window(*argv):
+        return plain_example.profile_window(plain_example.parse_args(list(argv)))
+
+    # The last 5 steps; the evaluation after the last one runs after them.
+    assert window("--steps", "100", "--profile", "5", "--eval-every", "20") == (95, 100)
+    # An evaluation after step 99 would fall inside 97..101: the 5 before it.
+    assert window("--steps", "102", "--profile", "5", "--eval-every", "20") == (95, 100)
+    assert window("--steps", "102", "--profile", "5", "--eval-every", "0") == (97, 102)
+    assert window() is None
+
+
+def test_compile_failure_is_a_record_and_an_exit_status(plain_example, tmp_path, capsys):
+    if hasattr(torch, "compile"):
+        pytest.skip("this torch has torch.compile (its failures: test_compile_error_*)")
+    log = tmp_path / "bf16-compiled.json"
+    rc = plain_example.main(["--mode", "bf16", *TINY_CPU, "--steps", "2", "--eval-every", "0",
+                             "--compile", "--log", str(log)])
+    assert rc == plain_example.COMPILE_FAILED == 3
+    r = json.loads(log.read_text())
+    assert r["compile"] and r["error"]["phase"] == "compile"
+    assert r["error"]["type"] == "CompileError" and "torch 2.0" in r["error"]["message"]
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "bf16: torch.compile failed: CompileError" in err
+
+
+def test_compile_error_recognises_compile_failures_only(plain_example):
+    ce = plain_example.compile_error
+    assert ce(plain_example.CompileError("no"))
+    assert not ce(RuntimeError("CUDA out of memory"))
+    try:
+        try:
+            raise plain_example.CompileError("inner")
+        except plain_example.CompileError as inner:
+            raise RuntimeError("outer") from inner
+    except RuntimeError as e:
+        assert ce(e)
+    dynamo = pytest.importorskip("torch._dynamo.exc")
+    assert ce(dynamo.Unsupported("graph break in a ctypes call"))
+
+
+def test_graph_and_compile_do_not_go_together(plain_example):
+    with pytest.raises(SystemExit, match="--graph and --compile"):
+        plain_example.main(["--mode", "bf16", *TINY_CPU, "--steps", "1", "--eval-every", "0",
+                            "--graph", "--compile"])
+
+
+def test_compiled_modes_run_the_example_with_compile(compare):
+    assert compare.mode_args("coat") == ["--mode", "coat"]
+    assert compare.mode_args("bf16-compiled") == ["--mode", "bf16", "--compile"]
+    assert compare.mode_args("coat-compiled") == ["--mode", "coat", "--compile"]
+
+
+def fake_profile(busy, wall, cats, ew=()):
+    return {"steps": 5, "kernels": 1234.0, "gpu_ms": busy * 1.1, "busy_ms": busy,
+            "wall_ms": wall, "busy_share": busy / wall, "activity": "cuda",
+            "categories": {c: {"ms": ms, "count": 1.0, "top": [[c + "-k", ms]]}
+                           for c, ms in cats.items()},
+            "elementwise_ops": [list(e) for e in ew]}
+
+
+def test_profile_table_has_a_column_per_category_present(compare):
+    bf16 = {"params": 1e8, "step_time_s": 0.050, "graph": False,
+            "profile": fake_profile(45.0, 60.0, {"torch gemm": 30.0, "attention": 5.0,
+                                                 "torch elementwise": 10.0},
+                                    [("aten::mul", 4.0, 96), ("aten::add", 2.5, 64)])}
+    bf16["profile"]["busy_share_of_step"] = 0.9
+    coat = {"params": 1e8, "step_time_s": 0.055, "graph": False,
+            "profile": fake_profile(30.0, 80.0, {"coat gemm": 20.0, "coat quantize": 6.0,
+                                                 "attention": 5.0, "other": 0.5})}
+    text = compare.profile_table({"bf16": bf16, "coat-compiled": coat, "torchao": {"x": 1}})
+    rows = [[c.strip() for c in row.strip("|").split("|")] for row in text.splitlines()]
+    assert rows[0] == ["mode", "step ms", "profiled wall ms", "GPU busy ms", "busy % of step",
+                       "busy % of wall", "kernels/step", "coat gemm ms", "coat quantize ms",
+                       "torch gemm ms", "attention ms", "torch elementwise ms", "other ms"]
+    assert rows[2] == ["bf16", "50.0", "60.0", "45.0", "90%", "75%", "1234", "-", "-",
+                       "30.00", "5.00", "10.00", "-"]
+    assert rows[3][:7] == ["coat-compiled", "55.0", "80.0", "30.0", "-", "38%", "1234"]
+    assert rows[3][7:] == ["20.00", "6.00", "-", "5.00", "-", "0.50"]
+    assert len(rows) == 4  # a record without a profile has no row
+    details = compare.detail_lines({"bf16": bf16, "coat": coat})
+    assert "- bf16: torch elementwise by op: aten::mul 4.00, aten::add 2.50" in details
+    assert "  other: other-k 0.50" in details
+    assert compare.profile_table({"bf16": {"params": 1}}) == ""
+
+
+def test_profile_report_heads_the_tables(compare):
+    r = {"config": "100m", "batch": 16, "seq": 1024, "device": "NVIDIA H100", "torch": "2.11",
+         "step_time_s": 0.05, "profile": fake_profile(40.0, 60.0, {"torch gemm": 30.0})}
+    failed = {"config": "100m", "profile_error": "JSONDecodeError: bad trace"}
+    text = compare.profile_report({"bf16": r, "coat": failed})
+    assert text.startswith("Profile: 100m, 16x1024 tokens a step, NVIDIA H100, torch 2.11; "
+                           "ms per step over the last 5 steps of each run.")
+    assert "| bf16 | 50.0 |" in text
+    assert "- coat: the profile failed: JSONDecodeError: bad trace" in text
+
+
+def test_a_failed_profile_leaves_the_run_standing(plain_example, tmp_path, monkeypatch):
+    sys.path.insert(0, str(ROOT / "bench"))
+    import step_profile
+
+    def broken(*args, **kwargs):
+        raise ValueError("no trace")
+
+    monkeypatch.setattr(step_profile, "summarize", broken)  # after the profiler has stopped
+    log = tmp_path / "bf16.json"
+    assert plain_example.main(["--mode", "bf16", *TINY_CPU, "--steps", "4", "--eval-every", "0",
+                               "--warmup-timing", "1", "--log-every", "1", "--profile", "1",
+                               "--log", str(log)]) == 0
+    r = json.loads(log.read_text())
+    assert "profile" not in r and r["profile_error"] == "ValueError: no trace"
+    assert len(r["train_loss"]) == 4 and r["step_time_s"] > 0
+
+
+def test_memory_table_reads_the_memory_view(compare):
+    g = 2 ** 30
+    bf16 = {"peak_memory_bytes": 9 * g, "memory": {
+        "step": 3, "between_steps_bytes": 2 * g, "after_forward_bytes": 6 * g,
+        "after_backward_bytes": 3 * g, "after_optimizer_bytes": 2.5 * g,
+        "step_peak_bytes": 8 * g}}
+    graph = {"graph": True, "peak_memory_bytes": 5 * g, "memory": {
+        "step": 3, "between_steps_bytes": g, "after_backward_bytes": 2 * g,
+        "after_optimizer_bytes": g, "step_peak_bytes": 4 * g}}
+    rows = compare.memory_table({"bf16": bf16, "coat": graph}).splitlines()
+    assert rows[0].startswith("| mode | step | between steps GiB | after forward GiB |")
+    assert rows[2] == "| bf16 | 3 | 2.00 | 6.00 | 3.00 | 2.50 | 8.00 | 9.00 |"
+    assert rows[3] == "| coat (graph) | 3 | 1.00 | - | 2.00 | 1.00 | 4.00 | 5.00 |"
+
+
+def test_run_modes_reports_failed_runs_with_their_reason(compare, tmp_path, monkeypatch):
+    """A compile failure's record names it; a crash without a record is its
+    exit status; a stale record of an earlier run is not read."""
+    (tmp_path / "coat.json").write_text(json.dumps({"final_train_loss": 1.0}))  # stale
+    calls = []
+
+    def fake_run(cmd):
+        calls.append(cmd)
+        log = Path(cmd[cmd.index("--log") + 1])
+        if "--compile" in cmd:
+            log.write_text(json.dumps({"mode": "coat", "compile": True, "error": {
+                "phase": "compile", "type": "Unsupported", "message": "ctypes call"}}))
+            return SimpleNamespace(returncode=3)
+        if cmd[cmd.index("--mode") + 1] == "coat":
+            return SimpleNamespace(returncode=1)
+        log.write_text(json.dumps({"mode": "bf16", "final_train_loss": 1.0}))
+        return SimpleNamespace(returncode=0)
+
+    monkeypatch.setattr(compare.subprocess, "run", fake_run)
+    records, failed = compare.run_modes(["bf16", "coat", "coat-compiled"], tmp_path,
+                                        ["--steps", "3"], profile=4, traces=True)
+    assert list(records) == ["bf16"]
+    assert failed == {"coat": "failed (exit 1)",
+                      "coat-compiled": "compile failed: Unsupported: ctypes call"}
+    assert calls[2][calls[2].index("--profile") + 1] == "4"
+    assert calls[2][-1].endswith("coat-compiled.trace.json.gz")
+
+
+@pytest.mark.parametrize("mode,ours", [("bf16", False), ("coat", True)])
+def test_profile_finds_the_kernels_on_gpu(gpu_example, tmp_path, mode, ours):
+    """The trace holds our kernels (launched through the driver API) and
+    torch's, sorted into their categories; the memory view is taken."""
+    log = tmp_path / f"{mode}.json"
+    gpu_example.main(["--mode", mode, "--config", "100m", "--device", "cuda", "--steps", "6",
+                      "--batch", "2", "--seq", "128", "--eval-every", "0", "--log-every", "1",
+                      "--warmup-timing", "2", "--memory-step", "1", "--profile", "2",
+                      "--log", str(log)])
+    r = json.loads(log.read_text())
+    p = r["profile"]
+    assert p["activity"] == "cuda" and "warning" not in p and p["kernels"] > 0
+    assert 0 < p["busy_ms"] <= p["wall_ms"] and p["busy_ms"] <= p["gpu_ms"] + 1e-6
+    cats = p["categories"]
+    assert "attention" in cats and "torch elementwise" in cats
+    if ours:
+        assert {"coat gemm", "coat quantize", "coat norms", "coat flow",
+                "coat optimizer"} <= set(cats)
+    else:
+        assert "torch gemm" in cats and "torch optimizer" in cats
+        assert not any(c.startswith("coat") for c in cats)
+    m = r["memory"]
+    assert m["step"] == 1
+    assert m["between_steps_bytes"] < m["after_forward_bytes"] <= m["step_peak_bytes"]
+    assert r["peak_memory_bytes"] >= m["step_peak_bytes"]
