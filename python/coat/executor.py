@@ -1,6 +1,6 @@
 """Runs a compiled program from its launch plan (manifest ``programs``).
 
-``coat-export-programs`` records, for an outlined program, its values and
+``coat-compile-artifact`` records, for an outlined program, its values and
 their types, the kernel calls in order (each ``forward`` or ``backward``),
 the outputs and the values the forward keeps for the backward; each kernel's
 arguments say which value of its spec they are (``bind``). The C++ manifest
