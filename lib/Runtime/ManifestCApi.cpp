@@ -9,6 +9,7 @@
 
 #include "coat/Runtime/coat_manifest.h"
 
+#include "ErrorBuffer.h"
 #include "Json.h"
 
 #include "coat/Runtime/Manifest.h"
@@ -309,12 +310,7 @@ std::string planJson(const Manifest &m, const StepPlan &plan) {
 }
 
 int fail(char *errbuf, size_t errlen, const std::string &msg, int status) {
-  if (errbuf && errlen > 0) {
-    size_t n = msg.size() < errlen - 1 ? msg.size() : errlen - 1;
-    std::memcpy(errbuf, msg.data(), n);
-    errbuf[n] = '\0';
-  }
-  return status;
+  return coat::rt::reportStatus(errbuf, errlen, status, msg);
 }
 
 int ok(char *errbuf, size_t errlen) {

@@ -9,6 +9,8 @@
 #include "coat/Runtime/coat_runtime.h"
 #include "coat/Runtime/Manifest.h"
 
+#include "ErrorBuffer.h"
+
 #include <cuda.h>
 
 #include <algorithm>
@@ -71,18 +73,11 @@ struct coat_rt_bound_launch {
 namespace {
 
 int setError(char *errbuf, size_t errlen, int status, const std::string &msg) {
-  if (errbuf && errlen > 0) {
-    size_t len = msg.size() < errlen - 1 ? msg.size() : errlen - 1;
-    std::memcpy(errbuf, msg.data(), len);
-    errbuf[len] = '\0';
-  }
-  return status;
+  return coat::rt::reportStatus(errbuf, errlen, status, msg);
 }
 
 int ok(char *errbuf, size_t errlen) {
-  if (errbuf && errlen > 0)
-    errbuf[0] = '\0';
-  return COAT_RT_OK;
+  return coat::rt::reportStatus(errbuf, errlen, COAT_RT_OK, "");
 }
 
 /// Makes sure a context is current; retains device 0's primary context if not.
