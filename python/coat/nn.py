@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 import torch
 
-from . import artifacts, programs
+from . import _torch_ops, artifacts, programs
 from .executor import Program, ProgramError, QTensor
 
 #: Tokens are padded to a multiple of this: the weight-gradient GEMMs reduce
@@ -30,58 +30,81 @@ from .executor import Program, ProgramError, QTensor
 #: back-propagates to zero).
 TOKEN_MULTIPLE = 16
 
+def forward_inputs(program: Program) -> List[int]:
+    """The value ids of a program's forward inputs, in call order."""
+    return [v for v, role, _ in program.inputs if role != "gradient"]
+
+
+def returned_outputs(program: Program) -> List[int]:
+    """The indices (into ``program.outputs``) of the outputs a forward
+    returns: its tensors (a qtensor output stays inside the program)."""
+    return [i for i, (v, phase, _) in enumerate(program.outputs)
+            if phase == "forward" and program.values[v].kind == "tensor"]
+
+
+def run_forward(program: Program, module_name: str, inputs):
+    """The forward calls on ``inputs``: (returned tensors, the values the plan
+    saves for the backward by id, the token count)."""
+    env = dict(zip(forward_inputs(program), inputs))
+    program.check_inputs(env)
+    tokens = program.tokens_of(env)
+    program.run(env, "forward", tokens, drop_dead=True)
+    outs = [env[program.outputs[i][0]] for i in returned_outputs(program)]
+    for o in outs:
+        _check_finite(o, f"{module_name} forward output", "forward")
+    # Only what the launch plan saves survives the forward.
+    return outs, {v: env[v] for v in program.saved}, tokens
+
+
+def run_backward(program: Program, module_name: str, kept: Dict[int, Any], grads,
+                 tokens: int, device) -> List[Optional[torch.Tensor]]:
+    """The backward calls from the saved values ``kept`` (consumed: each is
+    freed after its last reader) and the gradients of the returned outputs
+    (None: zero); the gradient of each forward input, None where the
+    program computes none."""
+    returned = returned_outputs(program)
+    env = dict(kept)
+    for vid, role, grad_of in program.inputs:
+        if role != "gradient":
+            continue
+        if grad_of is None or grad_of not in returned:
+            raise ProgramError(f"{program.name}: gradient input {vid} names no returned "
+                               "output (coat.grad_of)")
+        g = grads[returned.index(grad_of)]
+        if g is None:
+            g = torch.zeros(program.values[vid].shape_for(tokens), dtype=torch.bfloat16,
+                            device=device)
+        env[vid] = g.to(torch.bfloat16).contiguous()
+    kept.clear()
+    program.run(env, "backward", tokens, drop_dead=True)
+    position = {v: i for i, v in enumerate(forward_inputs(program))}
+    out: List[Optional[torch.Tensor]] = [None] * len(position)
+    for vid, phase, grad_of in program.outputs:
+        if phase == "backward" and grad_of is not None:
+            x = env[vid]
+            if isinstance(x, QTensor):
+                continue
+            _check_finite(x, f"{module_name} gradient of input {grad_of}", "backward")
+            out[position[program.inputs[grad_of][0]]] = x
+    return out
+
+
 class _RunProgram(torch.autograd.Function):
-    """Forward calls of a program now, its backward calls in backward()."""
+    """Forward calls of a program now, its backward calls in backward(), for
+    a torch without custom operators (torch.library.custom_op, 2.4 on);
+    otherwise :mod:`coat._torch_ops` runs programs."""
 
     @staticmethod
     def forward(ctx, program: Program, module_name: str, *inputs):
-        fwd_ids = [v for v, role, _ in program.inputs if role != "gradient"]
-        env = dict(zip(fwd_ids, inputs))
-        program.check_inputs(env)
-        tokens = program.tokens_of(env)
-        program.run(env, "forward", tokens, drop_dead=True)
-        returned = [(i, v) for i, (v, phase, _) in enumerate(program.outputs)
-                    if phase == "forward" and program.values[v].kind == "tensor"]
+        outs, kept, tokens = run_forward(program, module_name, inputs)
         ctx.program, ctx.tokens, ctx.module_name = program, tokens, module_name
-        ctx.returned = [i for i, _ in returned]
-        # Only what the launch plan saves survives the forward.
-        ctx.kept = {v: env[v] for v in program.saved}
-        ctx.like = inputs[0]
-        outs = tuple(env[v] for _, v in returned)
-        for o in outs:
-            _check_finite(o, f"{module_name} forward output", "forward")
-        return outs
+        ctx.kept, ctx.device = kept, inputs[0].device
+        return tuple(outs)
 
     @staticmethod
     def backward(ctx, *grads):
-        program: Program = ctx.program
-        # The run owns the saved values now: each is freed after its last
-        # reader, not when the backward returns.
-        env, ctx.kept = dict(ctx.kept), None
-        for vid, role, grad_of in program.inputs:
-            if role != "gradient":
-                continue
-            if grad_of is None or grad_of not in ctx.returned:
-                raise ProgramError(f"{program.name}: gradient input {vid} names no returned "
-                                   "output (coat.grad_of)")
-            g = grads[ctx.returned.index(grad_of)]
-            t = program.values[vid]
-            shape = t.shape_for(ctx.tokens)
-            if g is None:
-                g = torch.zeros(shape, dtype=torch.bfloat16, device=ctx.like.device)
-            env[vid] = g.to(torch.bfloat16).contiguous()
-        program.run(env, "backward", ctx.tokens, drop_dead=True)
-        fwd_ids = [v for v, role, _ in program.inputs if role != "gradient"]
-        position = {v: i for i, v in enumerate(fwd_ids)}
-        out = [None] * len(position)
-        for vid, phase, grad_of in program.outputs:
-            if phase == "backward" and grad_of is not None:
-                x = env[vid]
-                if isinstance(x, QTensor):
-                    continue
-                _check_finite(x, f"{ctx.module_name} gradient of input {grad_of}",
-                              "backward")
-                out[position[program.inputs[grad_of][0]]] = x
+        kept, ctx.kept = ctx.kept, None
+        out = run_backward(ctx.program, ctx.module_name, kept, grads, ctx.tokens, ctx.device)
         return (None, None, *out)
 
 
@@ -121,6 +144,11 @@ def _check_finite(x: torch.Tensor, what: str, phase: str) -> None:
     if _captured_flags is not None:  # inside capture_step: never synchronise
         _captured_flags.append((f"{what} ({tuple(x.shape)} {x.dtype})",
                                 torch.isfinite(x).all()))
+        return
+    if x.is_cuda and torch.cuda.is_current_stream_capturing():
+        # Another capture (torch.compile's CUDA graphs) replays without
+        # Python: no flag of it could be read, and reading one now would
+        # synchronise inside the capture.
         return
     if phase == "forward" and _pending_phase == "backward":
         check_finite()
@@ -226,7 +254,49 @@ class _Weight(torch.nn.Module):
         self.weight = torch.nn.Parameter(torch.empty(*shape))
 
 
-class MLPBlock(torch.nn.Module):
+class _ProgramModule(torch.nn.Module):
+    """A module whose forward and backward are compiled programs (one for
+    most, three for a decoder layer), found or compiled on first use
+    (:func:`coat.artifacts.program`)."""
+
+    def __init__(self, configs, kernels: Optional[str]):
+        super().__init__()
+        for c in configs:
+            c.check()
+        self.configs = list(configs)
+        self.kernels = kernels
+        self._programs: Optional[List[Program]] = None
+        # The custom operators' keys, made here so that a compiled forward
+        # reads them as constants (coat._torch_ops).
+        self._op_keys = [_torch_ops.register(c, kernels) for c in self.configs] \
+            if _torch_ops.AVAILABLE else []
+
+    @property
+    def config(self):
+        return self.configs[0]
+
+    @property
+    def programs(self) -> List[Program]:
+        if self._programs is None:
+            self._programs = [artifacts.program(c, self.kernels) for c in self.configs]
+        return self._programs
+
+    @property
+    def program(self) -> Program:
+        return self.programs[0]
+
+    def run_program(self, index: int, what: str, *inputs: torch.Tensor):
+        """The returned outputs of program ``index`` on ``inputs`` (its forward
+        inputs, in order), differentiable: the custom operator pair that
+        torch.compile and CUDA graphs take as opaque calls, or, on a torch
+        without custom operators, an autograd Function. ``what`` names the
+        call in errors."""
+        if _torch_ops.AVAILABLE:
+            return _torch_ops.run(self._op_keys[index], what, inputs)
+        return _RunProgram.apply(self.programs[index], what, *inputs)
+
+
+class MLPBlock(_ProgramModule):
     """``h + W_down(silu(W_gate n) * (W_up n))`` with ``n = rmsnorm(h)``,
     COAT's MLP block (COAT.md §3.5-3.6), as one compiled program.
 
@@ -239,55 +309,27 @@ class MLPBlock(torch.nn.Module):
 
     def __init__(self, hidden: int, ffn: int, eps: float = 1e-5, *,
                  kernels: Optional[str] = None, dtype=torch.float32, device=None):
-        super().__init__()
-        self.config = programs.MLPBlockConfig(hidden=hidden, ffn=ffn, eps=eps)
-        self.config.check()
-        self.kernels = kernels
+        super().__init__([programs.MLPBlockConfig(hidden=hidden, ffn=ffn, eps=eps)], kernels)
         self.norm = _Weight(hidden)
         self.gate_proj = _Weight(ffn, hidden)
         self.up_proj = _Weight(ffn, hidden)
         self.down_proj = _Weight(hidden, ffn)
         self.to(dtype=dtype, device=device)
         self.reset_parameters()
-        self._program: Optional[Program] = None
 
     def reset_parameters(self) -> None:
         torch.nn.init.ones_(self.norm.weight)
         for p in (self.gate_proj.weight, self.up_proj.weight, self.down_proj.weight):
             torch.nn.init.normal_(p, std=p.shape[1] ** -0.5)
 
-    @property
-    def program(self) -> Program:
-        if self._program is None:
-            self._program = artifacts.program(self.config, self.kernels)
-        return self._program
-
     def extra_repr(self) -> str:
         c = self.config
         return f"hidden={c.hidden}, ffn={c.ffn}, eps={c.eps}"
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
-        return _apply(self, self.program, h, self.config.hidden,
+        return _apply(self, h, self.config.hidden,
                       self.norm.weight, self.gate_proj.weight, self.up_proj.weight,
                       self.down_proj.weight)
-
-
-class _ProgramModule(torch.nn.Module):
-    """A module whose forward and backward are one compiled program, found or
-    compiled on first use (:func:`coat.artifacts.program`)."""
-
-    def __init__(self, config, kernels: Optional[str]):
-        super().__init__()
-        config.check()
-        self.config = config
-        self.kernels = kernels
-        self._program: Optional[Program] = None
-
-    @property
-    def program(self) -> Program:
-        if self._program is None:
-            self._program = artifacts.program(self.config, self.kernels)
-        return self._program
 
 
 class Linear(_ProgramModule):
@@ -302,7 +344,7 @@ class Linear(_ProgramModule):
         if bias:
             raise ValueError("coat.nn.Linear: a bias is not supported (add it outside, or "
                              "leave the layer in high precision)")
-        super().__init__(programs.LinearConfig(in_features, out_features), kernels)
+        super().__init__([programs.LinearConfig(in_features, out_features)], kernels)
         self.in_features, self.out_features = in_features, out_features
         self.weight = torch.nn.Parameter(torch.empty(out_features, in_features, device=device,
                                                      dtype=dtype))
@@ -312,7 +354,7 @@ class Linear(_ProgramModule):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias=False"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return _apply(self, self.program, x, self.in_features, self.weight)
+        return _apply(self, x, self.in_features, self.weight)
 
 
 class RMSNorm(_ProgramModule):
@@ -321,7 +363,7 @@ class RMSNorm(_ProgramModule):
 
     def __init__(self, hidden: int, eps: float = 1e-5, *, kernels: Optional[str] = None,
                  device=None, dtype=torch.float32):
-        super().__init__(programs.NormConfig(hidden, "rmsnorm", eps=eps), kernels)
+        super().__init__([programs.NormConfig(hidden, "rmsnorm", eps=eps)], kernels)
         self.hidden, self.eps = hidden, eps
         self.weight = torch.nn.Parameter(torch.ones(hidden, device=device, dtype=dtype))
 
@@ -329,7 +371,7 @@ class RMSNorm(_ProgramModule):
         return f"{self.hidden}, eps={self.eps}"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return _apply(self, self.program, x, self.hidden, self.weight)
+        return _apply(self, x, self.hidden, self.weight)
 
 
 class LayerNorm(_ProgramModule):
@@ -338,7 +380,8 @@ class LayerNorm(_ProgramModule):
 
     def __init__(self, hidden: int, eps: float = 1e-5, bias: bool = True, *,
                  kernels: Optional[str] = None, device=None, dtype=torch.float32):
-        super().__init__(programs.NormConfig(hidden, "layernorm", bias=bias, eps=eps), kernels)
+        super().__init__([programs.NormConfig(hidden, "layernorm", bias=bias, eps=eps)],
+                         kernels)
         self.hidden, self.eps = hidden, eps
         self.weight = torch.nn.Parameter(torch.ones(hidden, device=device, dtype=dtype))
         self.bias = (torch.nn.Parameter(torch.zeros(hidden, device=device, dtype=dtype))
@@ -349,7 +392,7 @@ class LayerNorm(_ProgramModule):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         ws = (self.weight,) if self.bias is None else (self.weight, self.bias)
-        return _apply(self, self.program, x, self.hidden, *ws)
+        return _apply(self, x, self.hidden, *ws)
 
 
 def _module_name(module: torch.nn.Module) -> str:
@@ -362,7 +405,7 @@ def _check_devices(module: torch.nn.Module, x: torch.Tensor, name: str) -> None:
             raise ValueError(f"{name}: input on {x.device}, parameters on {p.device}")
 
 
-def _apply(module: torch.nn.Module, program: Program, x: torch.Tensor, features: int,
+def _apply(module: "_ProgramModule", x: torch.Tensor, features: int,
            *weights: torch.Tensor) -> torch.Tensor:
     """Runs a one-input program on ``x`` [..., features] (the leading extents
     are the tokens) with the module's weights read as bf16; the result has
@@ -373,7 +416,7 @@ def _apply(module: torch.nn.Module, program: Program, x: torch.Tensor, features:
     tokens = x.numel() // max(x.shape[-1], 1)
     m = _tokens_2d(x, features, name)
     ws = [w.to(torch.bfloat16).contiguous() for w in weights]
-    (y,) = _RunProgram.apply(program, name, m, *ws)
+    (y,) = module.run_program(0, name, m, *ws)
     return y[:tokens].reshape(*lead, y.shape[-1]).to(x.dtype)
 
 
@@ -402,7 +445,7 @@ class _Projections(torch.nn.Module):
             self.add_module(name, holder)
 
 
-class DecoderLayer(torch.nn.Module):
+class DecoderLayer(_ProgramModule):
     """A Llama decoder layer as three compiled programs around BF16 attention
     (COAT keeps the attention core in BF16):
 
@@ -422,12 +465,10 @@ class DecoderLayer(torch.nn.Module):
     def __init__(self, hidden: int, ffn: int, heads: int, kv_heads: int, eps: float = 1e-5,
                  *, weights: Optional[Dict[str, torch.nn.Parameter]] = None,
                  kernels: Optional[str] = None, device=None, dtype=torch.float32):
-        super().__init__()
         name = type(self).__name__
         try:
-            self.configs = programs.decoder_layer_configs(hidden, ffn, heads, kv_heads, eps)
-            for c in self.configs:
-                c.check()
+            super().__init__(programs.decoder_layer_configs(hidden, ffn, heads, kv_heads, eps),
+                             kernels)
         except ValueError as e:
             raise ValueError(f"{name}: {e}") from None
         d = hidden // heads
@@ -458,14 +499,6 @@ class DecoderLayer(torch.nn.Module):
         self.input_layernorm.weight = weights["input_layernorm"]
         self.post_attention_layernorm = _Projections()
         self.post_attention_layernorm.weight = weights["post_attention_layernorm"]
-        self.kernels = kernels
-        self._programs = None
-
-    @property
-    def programs(self):
-        if self._programs is None:
-            self._programs = [artifacts.program(c, self.kernels) for c in self.configs]
-        return self._programs
 
     def extra_repr(self) -> str:
         return (f"hidden={self.hidden}, ffn={self.ffn}, heads={self.heads}, "
@@ -481,24 +514,23 @@ class DecoderLayer(torch.nn.Module):
         b, s, _ = x.shape
         tokens = b * s
         at, mlp = self.self_attn, self.mlp
-        p_in, p_out, p_mlp = self.programs
         bf = torch.bfloat16
         h = _tokens_2d(x, self.hidden, name)
         w_qkv = torch.cat([at.q_proj.weight, at.k_proj.weight, at.v_proj.weight]).to(bf)
-        (qkv,) = _RunProgram.apply(p_in, f"{name} attention input", h,
-                                   self.input_layernorm.weight.to(bf), w_qkv)
+        (qkv,) = self.run_program(0, f"{name} attention input", h,
+                                  self.input_layernorm.weight.to(bf), w_qkv)
         q_n = self.heads * (self.hidden // self.heads)
         kv_n = (qkv.shape[1] - q_n) // 2
         q, k, v = qkv[:tokens].view(b, s, -1).split([q_n, kv_n, kv_n], dim=-1)
         a = attention_core(q, k, v, cos, sin, self.heads, self.kv_heads)
         a = _tokens_2d(a, q_n, name)
-        (h,) = _RunProgram.apply(p_out, f"{name} attention output", h, a,
-                                 at.o_proj.weight.to(bf).contiguous())
-        (h,) = _RunProgram.apply(p_mlp, f"{name} MLP", h,
-                                 self.post_attention_layernorm.weight.to(bf).contiguous(),
-                                 mlp.gate_proj.weight.to(bf).contiguous(),
-                                 mlp.up_proj.weight.to(bf).contiguous(),
-                                 mlp.down_proj.weight.to(bf).contiguous())
+        (h,) = self.run_program(1, f"{name} attention output", h, a,
+                                at.o_proj.weight.to(bf).contiguous())
+        (h,) = self.run_program(2, f"{name} MLP", h,
+                                self.post_attention_layernorm.weight.to(bf).contiguous(),
+                                mlp.gate_proj.weight.to(bf).contiguous(),
+                                mlp.up_proj.weight.to(bf).contiguous(),
+                                mlp.down_proj.weight.to(bf).contiguous())
         return h[:tokens].view(b, s, self.hidden).to(x.dtype)
 
 
