@@ -18,6 +18,7 @@ run eagerly even inside a compiled graph.
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -26,8 +27,11 @@ import torch
 from . import _dtypes
 from .executor import Program, ProgramError, QTensor
 
-#: Whether this torch has torch.library.custom_op (2.4 on).
-AVAILABLE = hasattr(torch, "library") and hasattr(torch.library, "custom_op")
+#: Whether programs run as custom operators: this torch has
+#: torch.library.custom_op (2.4 on), unless COAT_TORCH_OPS=0 asks for the
+#: autograd Function (which torch.compile cannot trace).
+AVAILABLE = (hasattr(torch, "library") and hasattr(torch.library, "custom_op")
+             and os.environ.get("COAT_TORCH_OPS", "1") != "0")
 
 
 class _Layout:

@@ -17,7 +17,7 @@ Tensors may be on the GPU (compiled kernels) or the CPU (their CPU twins).
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional
 
 import torch
 
@@ -113,66 +113,91 @@ class NonFiniteError(FloatingPointError):
     inputs); the message names the module and the value."""
 
 
-# Finiteness flags of the outputs of the current step, not yet looked at:
-# (what, 0-d bool tensor). Reading a flag waits for the GPU, so the flags of
-# a whole step are read together, at the next step's first forward (or by
-# check_finite()): one synchronisation a step instead of one per output.
-_pending: List[Tuple[str, torch.Tensor]] = []
+class _StepFlags:
+    """One device's finiteness flags: a slot per checked value (by name),
+    ANDed with each check and read and reset together. The slots live in one
+    buffer made before any capture, and a check writes its slot in place, so
+    checks inside a CUDA graph (capture_step's, torch.compile's) allocate
+    nothing that outlives them and replay as kernels of the graph."""
+
+    CAPACITY = 1 << 16
+
+    def __init__(self, device: torch.device):
+        self.ok = torch.ones(self.CAPACITY, dtype=torch.bool, device=device)
+        self.slots: Dict[str, int] = {}
+        self.names: List[str] = []
+
+    def record(self, what: str, x: torch.Tensor) -> None:
+        i = self.slots.get(what)
+        if i is None:
+            if len(self.names) == self.CAPACITY:
+                raise RuntimeError(f"coat.nn: more than {self.CAPACITY} checked values")
+            i = self.slots[what] = len(self.names)
+            self.names.append(what)
+        self.ok[i:i + 1].logical_and_(torch.isfinite(x).all())
+
+    def check(self) -> None:
+        if not self.names:
+            return
+        ok = self.ok[:len(self.names)]
+        bad = (~ok).nonzero()  # the one synchronisation
+        ok.fill_(True)
+        if bad.numel():
+            raise NonFiniteError(f"{self.names[int(bad[0, 0])]}: non-finite values (NaN/Inf)")
+
+
+# Reading a flag waits for the GPU, so the flags of a whole step are read
+# together, at the next step's first forward (or by check_finite()): one
+# synchronisation a step instead of one per output.
+_flags: Dict[torch.device, _StepFlags] = {}
 _pending_phase = ""
+
+
+def _flags_for(device: torch.device) -> _StepFlags:
+    flags = _flags.get(device)
+    if flags is None:
+        flags = _flags[device] = _StepFlags(device)
+    return flags
 
 
 def check_finite() -> None:
     """Raises NonFiniteError naming the first module output or gradient that
     held a NaN or Inf since the last check; a training loop may call it after
     backward() to stop at the step itself. The next step's first forward of
-    a compiled block calls it too. COAT_CHECK_FINITE=0 turns checks off."""
-    global _pending
-    if not _pending:
-        return
-    todo, _pending = _pending, []
-    flags = torch.stack([f for _, f in todo])
-    if bool(flags.all()):
-        return
-    first = int((~flags).nonzero()[0, 0])
-    raise NonFiniteError(f"{todo[first][0]}: non-finite values (NaN/Inf)")
+    a compiled block calls it too, except in a step replayed from a CUDA
+    graph of torch.compile (mode="reduce-overhead"), where no Python runs:
+    call it there. COAT_CHECK_FINITE=0 turns checks off."""
+    for flags in list(_flags.values()):
+        flags.check()
 
 
 def _check_finite(x: torch.Tensor, what: str, phase: str) -> None:
     global _pending_phase
     if not _CHECK_FINITE:
         return
-    if _captured_flags is not None:  # inside capture_step: never synchronise
-        _captured_flags.append((f"{what} ({tuple(x.shape)} {x.dtype})",
-                                torch.isfinite(x).all()))
+    what = f"{what} ({tuple(x.shape)} {x.dtype})"
+    if not x.is_cuda:
+        if not torch.isfinite(x).all():  # no GPU to keep waiting: tell at once
+            raise NonFiniteError(f"{what}: non-finite values (NaN/Inf)")
         return
-    if x.is_cuda and torch.cuda.is_current_stream_capturing():
-        # Another capture (torch.compile's CUDA graphs) replays without
-        # Python: no flag of it could be read, and reading one now would
-        # synchronise inside the capture.
-        return
-    if phase == "forward" and _pending_phase == "backward":
+    # Inside a capture nothing may synchronise: the flags are read after.
+    if phase == "forward" and _pending_phase == "backward" and \
+            not torch.cuda.is_current_stream_capturing():
         check_finite()
     _pending_phase = phase
-    if x.is_cuda:
-        _pending.append((f"{what} ({tuple(x.shape)} {x.dtype})", torch.isfinite(x).all()))
-    elif not torch.isfinite(x).all():  # no GPU to keep waiting: tell at once
-        raise NonFiniteError(f"{what} ({tuple(x.shape)} {x.dtype}): non-finite values "
-                             "(NaN/Inf)")
+    _flags_for(x.device).record(what, x)
 
 
 # Checking costs one reduction per output; COAT_CHECK_FINITE=0 turns it off.
 _CHECK_FINITE = os.environ.get("COAT_CHECK_FINITE", "1") != "0"
-# The flags of the step capture_step is capturing (None otherwise).
-_captured_flags: Optional[List[Tuple[str, torch.Tensor]]] = None
 
 
 class GraphedStep:
     """A step captured in a CUDA graph by capture_step()."""
 
-    def __init__(self, graph: "torch.cuda.CUDAGraph", flags, result: Any):
+    def __init__(self, graph: "torch.cuda.CUDAGraph", result: Any):
         self.graph = graph
         self.result = result
-        self._flags = flags
 
     def replay(self) -> Any:
         """Runs the step again on the data now in the tensors it was
@@ -183,9 +208,7 @@ class GraphedStep:
         if _CHECK_FINITE:
             check_finite()
         self.graph.replay()
-        if _CHECK_FINITE:
-            _pending.extend(self._flags)
-            _pending_phase = "backward"
+        _pending_phase = "backward"
         return self.result
 
 
@@ -210,7 +233,7 @@ def capture_step(step: Callable[[], Any], reset_grads: Iterable[torch.Tensor] = 
     them: pass no `reset_grads`, so the captured backward adds into them,
     and call ``optimizer.zero_grad(set_to_none=False)`` before each
     replay."""
-    global _captured_flags, _pending_phase
+    global _pending_phase
     from .optim import owns_grad
 
     if warmup < 1:
@@ -225,7 +248,7 @@ def capture_step(step: Callable[[], Any], reset_grads: Iterable[torch.Tensor] = 
                          "optimizer.zero_grad(set_to_none=False) before each replay")
     if not torch.cuda.is_available():
         raise RuntimeError("capture_step needs CUDA")
-    if _captured_flags is not None:
+    if torch.cuda.is_current_stream_capturing():
         raise RuntimeError("capture_step is already capturing a step")
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -237,15 +260,10 @@ def capture_step(step: Callable[[], Any], reset_grads: Iterable[torch.Tensor] = 
     for t in reset_grads:
         t.grad = None
     graph = torch.cuda.CUDAGraph()
-    _captured_flags = []
-    try:
-        with torch.cuda.graph(graph):
-            result = step()
-        flags = _captured_flags
-    finally:
-        _captured_flags = None
+    with torch.cuda.graph(graph):
+        result = step()
     _pending_phase = ""
-    return GraphedStep(graph, flags, result)
+    return GraphedStep(graph, result)
 
 
 class _Weight(torch.nn.Module):
@@ -270,6 +288,9 @@ class _ProgramModule(torch.nn.Module):
         # reads them as constants (coat._torch_ops).
         self._op_keys = [_torch_ops.register(c, kernels) for c in self.configs] \
             if _torch_ops.AVAILABLE else []
+        # The flags outlive any CUDA graph, so they are made before one.
+        if torch.cuda.is_available() and _CHECK_FINITE:
+            _flags_for(torch.device("cuda", torch.cuda.current_device()))
 
     @property
     def config(self):
