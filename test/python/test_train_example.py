@@ -349,7 +349,8 @@ def test_profile_finds_the_kernels_on_gpu(gpu_example, tmp_path, mode, ours):
     r = json.loads(log.read_text())
     p = r["profile"]
     assert p["activity"] == "cuda" and "warning" not in p and p["kernels"] > 0
-    assert 0 < p["busy_ms"] <= p["wall_ms"] and p["busy_ms"] <= p["gpu_ms"] + 1e-6
+    # (both rounded to 0.1 us in the record)
+    assert 0 < p["busy_ms"] <= p["wall_ms"] and p["busy_ms"] <= p["gpu_ms"] + 1e-3
     cats = p["categories"]
     assert "attention" in cats and "torch elementwise" in cats
     if ours:
