@@ -149,7 +149,7 @@ def test_profile_on_cpu_records_ops_by_category(plain_example, tmp_path):
     r, trace = run_profiled(plain_example, tmp_path, "bf16")
     p = r["profile"]
     assert p["activity"] == "cpu" and p["steps"] == 2 and p["first_step"] == 6
-    assert p["kernels"] > 0 and 0 < p["busy_ms"] <= p["gpu_ms"] + 1e-6
+    assert p["kernels"] > 0 and 0 < p["busy_ms"] <= p["gpu_ms"] + 1e-3
     assert p["wall_ms"] > 0 and 0 < p["busy_share"] and p["busy_share_of_step"] > 0
     assert p["categories"]["torch gemm"]["ms"] > 0
     assert any(op.startswith("aten::") for op, _, _ in p["elementwise_ops"])
