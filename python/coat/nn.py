@@ -124,17 +124,18 @@ class _StepFlags:
 
     def __init__(self, device: torch.device):
         self.ok = torch.ones(self.CAPACITY, dtype=torch.bool, device=device)
-        self.slots: Dict[str, int] = {}
+        self.slots: Dict[str, torch.Tensor] = {}  # name -> its element of ok
         self.names: List[str] = []
 
     def record(self, what: str, x: torch.Tensor) -> None:
-        i = self.slots.get(what)
-        if i is None:
-            if len(self.names) == self.CAPACITY:
+        slot = self.slots.get(what)
+        if slot is None:
+            i = len(self.names)
+            if i == self.CAPACITY:
                 raise RuntimeError(f"coat.nn: more than {self.CAPACITY} checked values")
-            i = self.slots[what] = len(self.names)
+            slot = self.slots[what] = self.ok[i:i + 1]
             self.names.append(what)
-        self.ok[i:i + 1].logical_and_(torch.isfinite(x).all())
+        slot.logical_and_(torch.isfinite(x).all())
 
     def check(self) -> None:
         if not self.names:
