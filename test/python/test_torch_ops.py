@@ -139,8 +139,13 @@ def test_a_converted_model_compiles(mode):
     for _ in range(3):  # CUDA graphs are recorded after warm-up runs
         loss, got = loss_and_grads(model, tokens, compiled)
     assert abs(loss.item() - want_loss.item()) <= 1e-2 * abs(want_loss.item())
+    # Inductor fuses the torch code around the programs (RoPE, casts) and
+    # rounds differently in bf16; the programs quantize the gradients that
+    # reach them to E5M2 (2 mantissa bits), where such differences move
+    # codes. Measured: the q projection's gradient the lowest, cosine 0.988
+    # (H100, both modes); a miswired gradient would be near 0.
     for name, g in got.items():
-        assert cosine(g, want[name]) >= 0.99, name
+        assert cosine(g, want[name]) >= 0.98, name
 
 
 def test_bad_input_names_the_layer_under_compile():
