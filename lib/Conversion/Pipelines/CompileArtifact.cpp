@@ -278,12 +278,13 @@ LogicalResult CoatCompileArtifactPass::compileGpu(ModuleOp lowered,
     // The PTX is the text the serializer hands ptxas: one lowering, one
     // LLVM code generation for both files.
     std::string ptx;
-    gpu::TargetOptions options(
-        toolkit, {}, "", "",
-        cubin ? gpu::CompilationTarget::Binary
-              : gpu::CompilationTarget::Assembly,
-        [&]() { return &symbols; }, {}, {}, {},
-        [&](StringRef isa) { ptx = isa.str(); });
+    // TargetOptions keeps function_refs: the callables must outlive it.
+    auto symbolTable = [&]() { return &symbols; };
+    auto keepPtx = [&](StringRef isa) { ptx = isa.str(); };
+    gpu::TargetOptions options(toolkit, {}, "", "",
+                               cubin ? gpu::CompilationTarget::Binary
+                                     : gpu::CompilationTarget::Assembly,
+                               symbolTable, {}, {}, {}, keepPtx);
     std::optional<SmallVector<char, 0>> object =
         cast<gpu::TargetAttrInterface>(target).serializeToObject(gm, options);
     if (!object)
