@@ -1,5 +1,7 @@
 """Compiled programs as torch custom operators, so that torch.compile and
-CUDA graphs take a program call as one opaque op.
+its CUDA graphs take a program call as one opaque op (coat.nn's modules call
+them under torch.compile; eager calls take the autograd Function, which runs
+the same code without the operators' dispatch cost).
 
 Two operators serve every program: ``coat::program_forward(key, what,
 inputs)`` returns the program's returned outputs followed by the values its
@@ -9,11 +11,11 @@ grads)`` returns the gradients the program computes, in input order.
 ``key`` names a program config registered by :func:`register` when its
 module is built (the config's source key and kernel folder), so a compiled
 graph holds it as a constant and the program is found, or compiled, when an
-operator first runs; ``what`` names the call in errors. Fake implementations give shapes and
-dtypes from the launch plan's value types (every ``-1`` is the token
-count), the autograd formula saves what the plan saves, and neither op
-mutates its arguments. Kernels launch on torch's current stream: the ops
-run eagerly even inside a compiled graph.
+operator first runs; ``what`` names the call in errors. Fake
+implementations give shapes and dtypes from the launch plan's value types
+(every ``-1`` is the token count), the autograd formula saves what the plan
+saves, and neither op mutates its arguments. Kernels launch on torch's
+current stream, so a CUDA graph of the step captures them.
 """
 
 from __future__ import annotations
@@ -27,9 +29,9 @@ import torch
 from . import _dtypes
 from .executor import Program, ProgramError, QTensor
 
-#: Whether programs run as custom operators: this torch has
-#: torch.library.custom_op (2.4 on), unless COAT_TORCH_OPS=0 asks for the
-#: autograd Function (which torch.compile cannot trace).
+#: Whether the operators exist: this torch has torch.library.custom_op (2.4
+#: on), unless COAT_TORCH_OPS=0 keeps programs in the autograd Function
+#: (which torch.compile cannot trace).
 AVAILABLE = (hasattr(torch, "library") and hasattr(torch.library, "custom_op")
              and os.environ.get("COAT_TORCH_OPS", "1") != "0")
 

@@ -90,17 +90,19 @@ LogicalResult writeFile(Operation *op, StringRef dir, StringRef name,
   return success();
 }
 
-/// The kernel-spec functions of `module` (all but its programs), cloned into
-/// a module nested at its end, where a dynamic pipeline may lower them.
+/// Everything in `module` but its programs (the kernel specs, and whatever
+/// else the lowerings take), cloned into a module nested at its end, where a
+/// dynamic pipeline may lower them.
 ModuleOp cloneSpecs(ModuleOp module) {
+  SmallVector<Operation *> specs;
+  for (Operation &op : module.getBody()->getOperations())
+    if (!op.hasAttr(kProgramAttr))
+      specs.push_back(&op);
   OpBuilder builder = OpBuilder::atBlockEnd(module.getBody());
   auto nested = ModuleOp::create(builder, module.getLoc());
   builder.setInsertionPointToStart(nested.getBody());
-  for (Operation &op : module.getBody()->getOperations()) {
-    auto fn = dyn_cast<func::FuncOp>(op);
-    if (fn && !fn->hasAttr(kProgramAttr))
-      builder.clone(op);
-  }
+  for (Operation *op : specs)
+    builder.clone(*op);
   return nested;
 }
 
