@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer target (build-fuzz/: the whole project with ASan, UBSan,
 # assertions and coverage) and fuzzes the compiler for SECONDS (default 60):
-# parse + verify, then the model pipeline and the CPU kernel lowerings
+# parse + verify, then the model pipeline (and, for a program it outlines,
+# coat-compile-artifact for the CPU), the CPU and the GPU kernel lowerings
 # (tools/coat-fuzz). The seed corpus is every .mlir input under test/ and
 # examples/, one split-input-file case per seed; the dictionary holds the
 # dialect's op, type and attribute keywords, read from its ODS files.
@@ -55,6 +56,13 @@ grows() {
 grows llama_mlp/mlp_block.mlir model
 grows flow/norms.mlir cpu
 grows flow/norms.mlir gpu
+# The outlined MLP block's artifact is written (the pass leaves the module
+# as it was, so it is checked for running and succeeding, not growing).
+out=$(COAT_FUZZ_VERBOSE=1 "$build/bin/coat-fuzz" "$root/examples/llama_mlp/mlp_block.mlir" 2>&1)
+if ! grep -qE "^coat-fuzz: artifact: " <<<"$out"; then
+  echo "coat-fuzz: the artifact stage did not compile the outlined examples/llama_mlp/mlp_block.mlir" >&2
+  exit 1
+fi
 echo "coat-fuzz: $(ls "$work/seeds" | wc -l) seeds, $(wc -l <"$work/coat.dict") dictionary entries, ${secs}s"
 cd "$work"
 # Progress lines (NEW, REDUCE, pulse) and the recommended dictionary are

@@ -23,6 +23,9 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -67,9 +70,25 @@ constexpr const char *kGpuPipelines[] = {
     "coat-lower-norms{target=gpu row-prefetch=true column-sums=shared},"
     "nvvm-attach-target{chip=sm_90a},gpu.module(coat-lower-fp8-to-nvvm)"};
 
+/// The folder the artifact stage writes into, one per process; each run
+/// removes what it wrote.
+std::string artifactDir() {
+  llvm::SmallString<128> path;
+  llvm::sys::path::system_temp_directory(/*ErasedOnReboot=*/true, path);
+  llvm::sys::path::append(path, "coat-fuzz-artifact-" +
+                                    std::to_string(llvm::sys::Process::getProcessId()));
+  return std::string(path);
+}
+
 struct Fuzzer {
   DialectRegistry registry;
   MLIRContext context;
+  /// An outlined program's artifact: its specs lowered for the CPU in
+  /// clones, the launch plans described against their records, the LLVM IR
+  /// translated and everything written (coat-compile-artifact).
+  const std::string artifactFolder = artifactDir();
+  const std::string artifactPipeline =
+      "coat-compile-artifact{gpu=false dir={" + artifactFolder + "}}";
 
   Fuzzer() : context(MLIRContext::Threading::DISABLED) {
     registerAllPasses();
@@ -85,7 +104,7 @@ struct Fuzzer {
   /// before and after (scripts/fuzz.sh checks that the pipelines do work).
   const bool verbose = std::getenv("COAT_FUZZ_VERBOSE") != nullptr;
 
-  void run(ModuleOp module, llvm::StringRef name, const char *pipeline) {
+  bool run(ModuleOp module, llvm::StringRef name, llvm::StringRef pipeline) {
     PassManager pm(&context);
     if (failed(parsePassPipeline(pipeline, pm, llvm::errs()))) {
       llvm::errs() << "coat-fuzz: bad built-in pipeline " << pipeline << "\n";
@@ -96,6 +115,14 @@ struct Fuzzer {
     if (verbose)
       llvm::errs() << "coat-fuzz: " << name << (ok ? "" : " (failed)") << ": "
                    << before << " -> " << countOps(module) << " ops\n";
+    return ok;
+  }
+
+  static bool holdsProgram(ModuleOp module) {
+    for (Operation &op : module.getBody()->getOperations())
+      if (op.hasAttr("coat.program"))
+        return true;
+    return false;
   }
 
   static int64_t countOps(ModuleOp module) {
@@ -116,7 +143,10 @@ struct Fuzzer {
       return;
     OwningOpRef<ModuleOp> copy = parsed->clone();
     OwningOpRef<ModuleOp> gpuCopy = parsed->clone();
-    run(*parsed, "model", kModelPipeline);
+    if (run(*parsed, "model", kModelPipeline) && holdsProgram(*parsed)) {
+      run(*parsed, "artifact", artifactPipeline);
+      llvm::sys::fs::remove_directories(artifactFolder);
+    }
     run(*copy, "cpu", kCpuPipeline);
     run(*gpuCopy, "gpu", kGpuPipelines[text.size() % std::size(kGpuPipelines)]);
   }
