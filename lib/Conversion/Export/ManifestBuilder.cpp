@@ -82,9 +82,8 @@ std::optional<llvm::json::Object> typeJson(Type t) {
   return std::nullopt;
 }
 
-/// The manifest's kernel records by name, and which spec each runs.
+/// Which spec each of the manifest's kernel records runs.
 struct KernelIndex {
-  llvm::StringMap<const llvm::json::Object *> byName;
   llvm::StringMap<SmallVector<const llvm::json::Object *>> bySpec;
 
   explicit KernelIndex(const llvm::json::Array &kernels) {
@@ -95,7 +94,6 @@ struct KernelIndex {
       std::optional<StringRef> name = o->getString("name");
       if (!name)
         continue;
-      byName[*name] = o;
       // A spec's own kernel has its name; further kernels (the dweight
       // reduction of a norm backward) say `of` which spec they finish.
       std::optional<StringRef> of;
