@@ -1,6 +1,7 @@
 //===- CoatOps.cpp - coat operations --------------------------------------===//
 
 #include "coat/Dialect/CoatDialect.h"
+#include "coat/Numerics/ColumnSums.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Matchers.h"
@@ -633,6 +634,29 @@ LogicalResult LinearOp::verify() {
              << lhs.getElementType() << ", got " << q.getElementType();
   }
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// BiasGradOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult BiasGradOp::verify() {
+  auto dy = cast<ShapedType>(getGrad().getType());
+  if (dy.getRank() != 2)
+    return emitOpError("grad must be 2-D [tokens, features], got ") << dy;
+  return verifyChannelVector(*this, "dbias",
+                             cast<ShapedType>(getDbias().getType()),
+                             dy.getShape());
+}
+
+bool BiasGradOp::canFuseMaxima(AbsMaxOp maxima) {
+  if (maxima.getInput() != getGrad() || maxima.getEpilogue())
+    return false;
+  ::coat::Scaling s = maxima.getScaling().getValue();
+  Type elem = cast<ShapedType>(getGrad().getType()).getElementType();
+  return s.kind == ::coat::ScalingKind::PerGroup &&
+         ::coat::columnSumFusesMaxima(s.groupSize,
+                                      elem.getIntOrFloatBitWidth() / 8);
 }
 
 //===----------------------------------------------------------------------===//

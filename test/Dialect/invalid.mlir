@@ -426,6 +426,62 @@ func.func @linear_bias_length(%x: !coat.qtensor<128x256xf8E4M3FN, per_tensor>, %
 
 // -----
 
+func.func @linear_bias_rank(%x: !coat.qtensor<128x256xf8E4M3FN, per_tensor>, %w: !coat.qtensor<512x256xf8E4M3FN, per_tensor>, %b: tensor<1x512xbf16>) {
+  // expected-error @+1 {{bias must be 1-D of length 512, got 'tensor<1x512xbf16>'}}
+  %0 = coat.linear forward %x, %w bias %b : !coat.qtensor<128x256xf8E4M3FN, per_tensor>, !coat.qtensor<512x256xf8E4M3FN, per_tensor>, tensor<1x512xbf16> -> tensor<128x512xbf16>
+  return
+}
+
+// -----
+
+func.func @linear_bias_unresolved_length(%x: !coat.unresolved<?x256xbf16>, %w: !coat.unresolved<512x256xbf16>, %b: tensor<256xbf16>) {
+  // expected-error @+1 {{bias must be 1-D of length 512, got 'tensor<256xbf16>'}}
+  %0 = coat.linear forward %x, %w bias %b : !coat.unresolved<?x256xbf16>, !coat.unresolved<512x256xbf16>, tensor<256xbf16> -> tensor<?x512xbf16>
+  return
+}
+
+// -----
+
+func.func @linear_bias_type(%x: !coat.qtensor<128x256xf8E4M3FN, per_tensor>, %w: !coat.qtensor<512x256xf8E4M3FN, per_tensor>, %b: tensor<512xf16>) {
+  // expected-error @+1 {{operand #2 must be ranked tensor of 32-bit float or bfloat16 type values}}
+  %0 = coat.linear forward %x, %w bias %b : !coat.qtensor<128x256xf8E4M3FN, per_tensor>, !coat.qtensor<512x256xf8E4M3FN, per_tensor>, tensor<512xf16> -> tensor<128x512xbf16>
+  return
+}
+
+// -----
+
+func.func @bias_grad_rank(%dy: tensor<4x8x32xbf16>) {
+  // expected-error @+1 {{grad must be 2-D [tokens, features], got 'tensor<4x8x32xbf16>'}}
+  %0 = coat.bias_grad %dy : tensor<4x8x32xbf16> -> tensor<32xbf16>
+  return
+}
+
+// -----
+
+func.func @bias_grad_length(%dy: tensor<?x32xbf16>) {
+  // expected-error @+1 {{dbias must be 1-D of the innermost extent 32, got 'tensor<16xbf16>'}}
+  %0 = coat.bias_grad %dy : tensor<?x32xbf16> -> tensor<16xbf16>
+  return
+}
+
+// -----
+
+func.func @bias_grad_result_rank(%dy: tensor<?x32xbf16>) {
+  // expected-error @+1 {{dbias must be 1-D of the innermost extent 32, got 'tensor<1x32xbf16>'}}
+  %0 = coat.bias_grad %dy : tensor<?x32xbf16> -> tensor<1x32xbf16>
+  return
+}
+
+// -----
+
+func.func @bias_grad_result_type(%dy: tensor<?x32xbf16>) {
+  // expected-error @+1 {{result #0 must be ranked tensor of 32-bit float or bfloat16 type values}}
+  %0 = coat.bias_grad %dy : tensor<?x32xbf16> -> tensor<32xf16>
+  return
+}
+
+// -----
+
 func.func @linear_quantized_kind(%dy: !coat.qtensor<128x512xf8E5M2, per_tensor>, %wt: !coat.qtensor<256x512xf8E4M3FN, per_tensor>) {
   // expected-error @+1 {{a quantized result needs kind forward with per_tensor operands}}
   %0 = coat.linear dgrad %dy, %wt : !coat.qtensor<128x512xf8E5M2, per_tensor>, !coat.qtensor<256x512xf8E4M3FN, per_tensor> -> !coat.qtensor<128x256xf8E5M2, per_group<16>>

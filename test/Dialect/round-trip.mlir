@@ -173,6 +173,26 @@ func.func @linear(%x: !coat.qtensor<128x256xf8E4M3FN, per_tensor>,
   return %0, %1, %2, %3, %4, %5, %6 : tensor<128x512xbf16>, tensor<128x512xf32>, !coat.qtensor<128x512xf8E4M3FN, per_group<16>, scale = bf16>, tensor<128x512xbf16>, tensor<128x256xbf16>, tensor<512x256xbf16>, tensor<512x256xf32>
 }
 
+// A bf16 bias (a model's), also in front of a 1x16 FP8 result, and its
+// gradient over a dynamic token extent.
+// CHECK-LABEL: func.func @bias
+// CHECK: coat.linear forward %{{.*}}, %{{.*}} bias %{{.*}} : !coat.qtensor<?x256xf8E4M3FN, per_tensor>, !coat.qtensor<512x256xf8E4M3FN, per_tensor>, tensor<512xbf16> -> tensor<?x512xbf16>
+// CHECK: coat.linear forward %{{.*}}, %{{.*}} bias %{{.*}} : !coat.unresolved<?x256xbf16>, !coat.unresolved<512x256xbf16>, tensor<512xbf16> -> !coat.qtensor<?x512xf8E4M3FN, per_group<16>, scale = bf16>
+// CHECK: coat.bias_grad %{{.*}} : tensor<?x512xbf16> -> tensor<512xbf16>
+// CHECK: coat.bias_grad %{{.*}} : tensor<100x48xf32> -> tensor<48xf32>
+func.func @bias(%x: !coat.qtensor<?x256xf8E4M3FN, per_tensor>,
+                %w: !coat.qtensor<512x256xf8E4M3FN, per_tensor>,
+                %xu: !coat.unresolved<?x256xbf16>, %wu: !coat.unresolved<512x256xbf16>,
+                %b: tensor<512xbf16>, %dy: tensor<?x512xbf16>, %dyf: tensor<100x48xf32>)
+    -> (tensor<?x512xbf16>, !coat.qtensor<?x512xf8E4M3FN, per_group<16>, scale = bf16>,
+        tensor<512xbf16>, tensor<48xf32>) {
+  %0 = coat.linear forward %x, %w bias %b : !coat.qtensor<?x256xf8E4M3FN, per_tensor>, !coat.qtensor<512x256xf8E4M3FN, per_tensor>, tensor<512xbf16> -> tensor<?x512xbf16>
+  %1 = coat.linear forward %xu, %wu bias %b : !coat.unresolved<?x256xbf16>, !coat.unresolved<512x256xbf16>, tensor<512xbf16> -> !coat.qtensor<?x512xf8E4M3FN, per_group<16>, scale = bf16>
+  %2 = coat.bias_grad %dy : tensor<?x512xbf16> -> tensor<512xbf16>
+  %3 = coat.bias_grad %dyf : tensor<100x48xf32> -> tensor<48xf32>
+  return %0, %1, %2, %3 : tensor<?x512xbf16>, !coat.qtensor<?x512xf8E4M3FN, per_group<16>, scale = bf16>, tensor<512xbf16>, tensor<48xf32>
+}
+
 // CHECK-LABEL: func.func @activations
 // CHECK: coat.silu %{{.*}} : !coat.qtensor<128x512xf8E4M3FN, per_group<16>, scale = bf16> -> !coat.qtensor<128x512xf8E4M3FN, per_group<16>, scale = bf16>
 // CHECK: coat.silu_grad %{{.*}}, %{{.*}} : !coat.qtensor<128x512xf8E4M3FN, per_group<16>, scale = bf16>, tensor<128x512xbf16> -> tensor<128x512xbf16>{{$}}

@@ -468,6 +468,50 @@ def Coat_LinearOp : Coat_Op<"linear", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Coat_BiasGradOp : Coat_Op<"bias_grad", [Pure]> {
+  let summary = "Gradient of a linear layer's bias: dy summed over tokens";
+  let description = [{
+    `db[o] = Σ_t dy[t, o]` for the output gradient `dy` `[T, O]` of a
+    `coat.linear forward` with a bias, accumulated in f32 from the
+    high-precision `dy` (not its FP8 copy) and rounded once to the result
+    type (f32 or bf16, usually the bias's).
+
+    The sum is deterministic: it adds in a fixed order that depends on the
+    shape alone (`coat/Numerics/ColumnSums.h`: partials of strided rows,
+    then strided runs over the partials), so a GPU kernel, its CPU twin and
+    the reference library agree bit for bit on any GPU. It takes two
+    launches (`coat-lower-bias-grad`): a bandwidth-bound kernel where each
+    thread adds one 16-byte column vector over the rows of its partial into
+    an f32 workspace, then a small one that adds the workspace rows.
+
+    The first kernel reads all of `dy`, so it also takes the one other read
+    of `dy` that has the same shape: the 1xG maxima (`coat.absmax`, not
+    `epilogue`) that `coat-outline-kernels` gives a gradient entering the
+    program, for the per-tensor scale of its E5M2 copy. The outliner puts
+    both ops in one kernel where `canFuseMaxima` holds, so an incoming
+    gradient is read once for both. A `dy` that a coat op produces has its
+    maxima in that producer's epilogue instead (`coat-group-scaling`); the
+    producers' kernels are element-wise or row-wise and hold no column
+    accumulators, so there the bias gradient is one more read of `dy`.
+
+    ```mlir
+    %db = coat.bias_grad %dy : tensor<?x512xbf16> -> tensor<512xbf16>
+    ```
+  }];
+  let arguments = (ins Coat_HighPrecisionTensor:$grad);
+  let results = (outs RankedTensorOf<[F32, BF16]>:$dbias);
+  let assemblyFormat = "$grad attr-dict `:` type($grad) `->` type($dbias)";
+  let extraClassDeclaration = [{
+    /// Whether the bias-gradient kernel can also write `maxima`, a
+    /// `coat.absmax` of this op's input that no producer computes: a
+    /// per_group<G> whose groups the kernel's lanes can combine
+    /// (coat::columnSumFusesMaxima). coat-outline-kernels fuses exactly
+    /// these, and coat-lower-bias-grad lowers them.
+    bool canFuseMaxima(AbsMaxOp maxima);
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // FP8 precision flow: non-linear layers (COAT.md §3.4)
 //===----------------------------------------------------------------------===//
