@@ -343,4 +343,21 @@ int32_t coat_ref_residual_add_fwd(const float *residual, const float *branch,
                                    *fmt, sum_bf16, codes, scales));
 }
 
+void coat_ref_linear_bias_epilogue(const float *acc, int64_t rows,
+                                   int64_t cols, float scale,
+                                   const float *bias, float *out) {
+  linearBiasEpilogue(acc, rows, cols, scale, bias, out);
+}
+int32_t coat_ref_bias_grad(const float *dy, int64_t rows, int64_t cols,
+                           int64_t partials, float *db) {
+  if (rows < 0 || cols < 0 || partials < 1)
+    return fail("bias_grad: rows " + std::to_string(rows) + ", cols " +
+                std::to_string(cols) + ", partials " +
+                std::to_string(partials) +
+                ": extents must be >= 0 and partials >= 1");
+  biasGradient(dy, rows, cols, partials, db);
+  lastError.clear();
+  return 0;
+}
+
 } // extern "C"

@@ -20,7 +20,7 @@ import numpy as np
 
 from ._paths import REPO_DIR, build_dirs
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 LIBRARY_NAME = "libcoat_reference.so"
 
 # Ids of ReferenceCApi.h.
@@ -84,6 +84,8 @@ _SIGNATURES = {
     "coat_ref_layernorm_fwd": (None, [_p, _p, _p, _i64, _i64, _f32, _p, _p, _p]),
     "coat_ref_layernorm_bwd": (None, [_p, _p, _p, _i64, _i64, _f32, _p, _p, _p]),
     "coat_ref_residual_add_fwd": (_i32, [_p, _p, _i64, _i64, _i64, _i32, _p, _p, _p]),
+    "coat_ref_linear_bias_epilogue": (None, [_p, _i64, _i64, _f32, _p, _p]),
+    "coat_ref_bias_grad": (_i32, [_p, _i64, _i64, _i64, _p]),
 }
 
 
@@ -113,13 +115,15 @@ def load(path: Optional[str] = None) -> ctypes.CDLL:
     for cand in library_candidates(path):
         if os.path.isfile(cand):
             lib = ctypes.CDLL(cand)
+            # The version first: an older library lacks the newer symbols.
+            lib.coat_ref_abi_version.restype = _i32
+            if lib.coat_ref_abi_version() != ABI_VERSION:
+                raise ReferenceError(
+                    f"{cand}: ABI version {lib.coat_ref_abi_version()}, expected {ABI_VERSION}")
             for name, (restype, argtypes) in _SIGNATURES.items():
                 fn = getattr(lib, name)
                 fn.restype = restype
                 fn.argtypes = argtypes
-            if lib.coat_ref_abi_version() != ABI_VERSION:
-                raise ReferenceError(
-                    f"{cand}: ABI version {lib.coat_ref_abi_version()}, expected {ABI_VERSION}")
             _lib = lib
             return lib
     raise LibraryNotFound("libcoat_reference.so not found; build it with "
@@ -554,3 +558,32 @@ def residual_add_bwd(a, b) -> np.ndarray:
     with np.errstate(over="ignore"):  # overflow to inf is the answer
         return np.add(a, b, dtype=np.float32)
 
+
+
+# --------------------------------------------------------------------------
+# Linear layers with a bias (coat.linear forward, coat.bias_grad)
+# --------------------------------------------------------------------------
+
+def linear_bias_epilogue(acc, scale: float, bias) -> np.ndarray:
+    """``acc * scale + bias`` in f32, each operation rounded: what a forward
+    GEMM with a bias holds before it rounds to bf16 or quantizes 1x16.
+    ``acc`` is the [rows, cols] f32 accumulator, ``bias`` has ``cols``
+    entries."""
+    acc, bias = _f32(acc), _f32(bias)
+    rows, cols = _rows(acc)
+    if bias.size != cols:
+        raise ValueError(f"bias has {bias.size} entries, the accumulator {cols} columns")
+    out = np.empty_like(acc)
+    load().coat_ref_linear_bias_epilogue(_ptr(acc), rows, cols, float(scale), _ptr(bias),
+                                         _ptr(out))
+    return out
+
+
+def bias_grad(dy, partials: int) -> np.ndarray:
+    """The f32 column sums of ``dy`` [rows, cols] in the kernels' order
+    (coat/Numerics/ColumnSums.h) with ``partials`` partial sums."""
+    dy = _f32(dy)
+    rows, cols = _rows(dy)
+    db = np.empty(cols, dtype=np.float32)
+    _check(load().coat_ref_bias_grad(_ptr(dy), rows, cols, int(partials), _ptr(db)))
+    return db

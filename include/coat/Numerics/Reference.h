@@ -270,6 +270,26 @@ residualAddForward(const float *residual, const float *branch, int64_t rows,
                    int64_t cols, int64_t groupSize, Fp8Format format,
                    uint16_t *sumBf16, uint8_t *codes, float *scales);
 
+//===----------------------------------------------------------------------===//
+// Linear layers with a bias (coat.linear forward, coat.bias_grad)
+//===----------------------------------------------------------------------===//
+
+/// The epilogue of a per-tensor forward GEMM with a bias: `out[r, c] =
+/// acc[r, c] * scale + bias[c]`, a product then a sum, each rounded to f32
+/// (no fused multiply-add), where `acc` is the f32 accumulator A·B and
+/// `scale` = s_A * s_B. The kernel then rounds `out` to bf16, or quantizes it
+/// 1x16 (quantize per_group<16>, bf16 scales, eps 1e-10): the bias is in the
+/// values the group maxima are taken of.
+void linearBiasEpilogue(const float *acc, int64_t rows, int64_t cols,
+                        float scale, const float *bias, float *out);
+
+/// `db[c] = sum over rows r of dy[r, c]` of a row-major [rows, cols] tensor,
+/// in f32 in the order of coat/Numerics/ColumnSums.h with `partials`
+/// partial sums (any positive count; the kernels take ceil(rows /
+/// rows_per_partial)). NaN and infinities propagate as IEEE sums do.
+void biasGradient(const float *dy, int64_t rows, int64_t cols,
+                  int64_t partials, float *db);
+
 } // namespace coat::ref
 
 #endif // COAT_NUMERICS_REFERENCE_H

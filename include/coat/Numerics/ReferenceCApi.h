@@ -17,7 +17,7 @@ extern "C" {
 #endif
 
 /* Bumped whenever a signature below changes. */
-#define COAT_REF_ABI_VERSION 2
+#define COAT_REF_ABI_VERSION 3
 
 /* FP8 formats. */
 #define COAT_REF_E4M3 0
@@ -135,6 +135,14 @@ int32_t coat_ref_residual_add_fwd(const float *residual, const float *branch,
                                   int64_t group_size, int32_t format,
                                   uint16_t *sum_bf16, uint8_t *codes,
                                   float *scales);
+
+/* --- Linear layers with a bias (coat.linear forward, coat.bias_grad). --- */
+void coat_ref_linear_bias_epilogue(const float *acc, int64_t rows,
+                                   int64_t cols, float scale,
+                                   const float *bias, float *out);
+/* Fails (1) for partials < 1 or negative extents. */
+int32_t coat_ref_bias_grad(const float *dy, int64_t rows, int64_t cols,
+                           int64_t partials, float *db);
 
 #ifdef __cplusplus
 }
