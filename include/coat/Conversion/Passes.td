@@ -481,6 +481,74 @@ def CoatLowerReduceScales : Pass<"coat-lower-reduce-scales", "::mlir::ModuleOp">
 }
 
 //===----------------------------------------------------------------------===//
+// Bias gradients (owned with lib/Conversion/BiasGradToKernels)
+//===----------------------------------------------------------------------===//
+
+def CoatLowerBiasGrad : Pass<"coat-lower-bias-grad", "::mlir::ModuleOp"> {
+  let summary = "Lowers coat.bias_grad kernel specs to a deterministic "
+                "two-level column sum";
+  let description = [{
+    A kernel-spec function holding one `coat.bias_grad` of a 2-D `[rows,
+    cols]` argument (bf16, f16 or f32; dynamic extents allowed), perhaps
+    with `coat.absmax` `per_group<G>` maxima of the same argument (what
+    `coat-outline-kernels` puts beside it for a gradient entering a
+    program; `coat.bias_grad`'s `canFuseMaxima` says which G), and
+    returning their results, becomes two kernels (`target=gpu`: in
+    `gpu.module @coat_bias_grad_kernels`; `target=cpu`: twins with the
+    same ABI):
+
+    | kernel | `op` | arguments |
+    |---|---|---|
+    | `<name>` | `bias_grad` | dy, [absmax], dbias_partial, rows, cols, partials |
+    | `<name>_reduce` | `bias_grad_reduce` | dbias_partial, dbias, cols, partials |
+
+    Every sum is f32 and its order is fixed by the shape alone
+    (`coat/Numerics/ColumnSums.h`): partial p adds rows p, p + partials, ...
+    into row p of the f32 workspace `dbias_partial` (`partials x cols`,
+    `partials = ceil(rows / rows-per-partial)`, bound by the manifest); the
+    reduction adds the partials in 8 strided runs, then the runs in order,
+    and rounds once to the result type. GPU, CPU twin and the reference
+    library (`coat_ref_bias_grad`) therefore agree bit for bit, on any GPU
+    and under any schedule; no atomics.
+
+    GPU: in `<name>` a thread takes one 16-byte vector of a row (V = 8
+    bf16/f16 or 4 f32 columns) over its partial's rows, `rows-in-flight`
+    rows' loads issued before their additions, so a warp reads 512
+    contiguous bytes of each row; CTAs are `block-size` threads, grid x over
+    the partials and y over the columns. With maxima, the G / V lanes of a
+    group combine each row's maximum (NaN skipped, as every absmax kernel
+    does) with shuffles and one of them stores it. `<name>_reduce`: 32
+    columns a CTA, a warp per strided run, the runs combined through
+    workgroup memory. At the default 32 rows a partial the workspace is
+    1/16 of a bf16 `dy`, written once and read once.
+
+    ```mlir
+    func.func @db(%dy: tensor<?x512xbf16>) -> (tensor<?x32xf32>, tensor<512xbf16>) {
+      %m = coat.absmax %dy, per_group<16> : tensor<?x512xbf16> -> tensor<?x32xf32>
+      %db = coat.bias_grad %dy : tensor<?x512xbf16> -> tensor<512xbf16>
+      return %m, %db : tensor<?x32xf32>, tensor<512xbf16>
+    }
+    ```
+  }];
+  let options = [
+    KernelTargetOption,
+    Option<"blockSize", "block-size", "int64_t", /*default=*/"128",
+           "Threads per CTA of the partial-sum kernel (multiple of 32, <= "
+           "1024)">,
+    Option<"rowsPerPartial", "rows-per-partial", "int64_t", /*default=*/"32",
+           "Rows each partial sum takes: partials = ceil(rows / this); it "
+           "fixes the order of the sums, so it is recorded in the manifest">,
+    Option<"rowsInFlight", "rows-in-flight", "int64_t", /*default=*/"8",
+           "GPU: rows whose loads a thread issues before adding them, 1 to "
+           "32 (the order of the additions does not change)">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
+    "::mlir::gpu::GPUDialect", "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect", "::mlir::vector::VectorDialect"];
+}
+
+//===----------------------------------------------------------------------===//
 // Pointwise precision-flow kernels (owned with lib/Conversion/FlowToKernels)
 //===----------------------------------------------------------------------===//
 

@@ -145,6 +145,7 @@ struct CoatCompileArtifactPass
                     {t, gpuTarget ? hinted(kActivationHints, activationOptions)
                                   : ""}),
         withOptions("coat-lower-reduce-scales", {t}),
+        withOptions("coat-lower-bias-grad", {t}),
         withOptions("coat-lower-linear", {t, linearOptions})};
     // What coat-gpu-to-binary does first on the GPU, before the LLVM
     // conversions that drop the records.
