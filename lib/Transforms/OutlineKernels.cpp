@@ -61,10 +61,29 @@ DisassembleOp groupScalesOf(ReduceScalesOp r) {
   return d;
 }
 
+/// The op whose kernel also takes `op` because both read the same tensor
+/// whole: a bias gradient and the maxima of its input that no producer
+/// computes (a gradient entering the program), in either order; or null.
+Operation *sharesReadWith(Operation *op) {
+  if (auto g = dyn_cast<BiasGradOp>(op)) {
+    for (Operation *user : g.getGrad().getUsers())
+      if (auto a = dyn_cast<AbsMaxOp>(user); a && g.canFuseMaxima(a))
+        return a;
+  } else if (auto a = dyn_cast<AbsMaxOp>(op)) {
+    for (Operation *user : a.getInput().getUsers())
+      if (auto g = dyn_cast<BiasGradOp>(user); g && g.canFuseMaxima(a))
+        return g;
+  }
+  return nullptr;
+}
+
 /// Whether `first` and `second` (in that order) are the two ops of one
 /// kernel: a quantize and its transposed copy, a requantize's dequantize
-/// and quantize, group scales and the scale kernel reading them.
+/// and quantize, group scales and the scale kernel reading them, a bias
+/// gradient and the maxima of the same input.
 bool isOneKernel(Operation *first, Operation *second) {
+  if (sharesReadWith(second) == first)
+    return true;
   if (auto t = dyn_cast<TransposeOp>(second))
     return t.getInput().getDefiningOp() == first && isa<QuantizeOp>(first);
   if (auto d = dyn_cast<DequantizeOp>(first))
@@ -75,8 +94,11 @@ bool isOneKernel(Operation *first, Operation *second) {
 }
 
 /// A short, readable name for the kernel a group becomes.
-std::string kernelSuffix(Operation *root) {
+std::string kernelSuffix(const KernelGroup &group) {
+  Operation *root = group.root;
   std::string name = root->getName().stripDialect().str();
+  if (group.ops.size() == 2 && sharesReadWith(root) == group.ops.back())
+    return "absmax_bias_grad";
   if (auto linear = dyn_cast<LinearOp>(root))
     name += "_" + stringifyLinearKind(linear.getKind()).str();
   if (auto q = dyn_cast<QuantizeOp>(root)) {
@@ -197,6 +219,13 @@ struct CoatOutlineKernelsPass
           continue;
         }
       }
+      // A bias gradient and the maxima of the same gradient: one read.
+      if (Operation *partner = sharesReadWith(&op);
+          partner && groupOf.count(partner) &&
+          groups[groupOf[partner]].ops.size() == 1) {
+        join(&op, groupOf[partner]);
+        continue;
+      }
       // A transposed copy comes from the read that makes the row-major one.
       if (auto t = dyn_cast<TransposeOp>(op)) {
         Operation *producer = t.getInput().getDefiningOp();
@@ -274,7 +303,7 @@ struct CoatOutlineKernelsPass
     auto spec = func::FuncOp::create(
         b, group.root->getLoc(),
         (fn.getSymName() + "_k" + Twine(index) + "_" +
-         kernelSuffix(group.root))
+         kernelSuffix(group))
             .str(),
         type);
     Block *body = spec.addEntryBlock();

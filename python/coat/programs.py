@@ -42,6 +42,26 @@ def _q(*dims, fmt="f8E4M3FN", scaling="per_tensor"):
             f"x{fmt}, {scaling}, scale = bf16>")
 
 
+class _Bias:
+    """The text a linear layer's optional bias adds to a program: the
+    argument ``name`` ([out] bf16, a weight) right after the layer's weight,
+    the ``bias`` operand of its forward GEMM, the gradient ``d<name>``
+    (``coat.bias_grad`` of the layer's output gradient ``dy``: [T, out]) and
+    its result, the gradient of argument ``grad_of``. Without a bias every
+    piece is empty, so the program is the bias-free one byte for byte."""
+
+    def __init__(self, on: bool, name: str, dy: str, tokens, out: int, grad_of: int,
+                 indent: str = "    "):
+        grad = "%d" + name[1:]
+        self.arg = f"\n{indent}{name}: {_t(out)} {{coat.weight}}," if on else ""
+        self.operand = f" bias {name}" if on else ""
+        self.type = f", {_t(out)}" if on else ""
+        self.grad = (f"\n  {grad} = coat.bias_grad {dy} : {_t(tokens, out)} -> {_t(out)}"
+                     if on else "")
+        self.result = f", {_t(out)} {{coat.grad_of = {grad_of} : i64}}" if on else ""
+        self.returned = f", {grad}" if on else ""
+
+
 @dataclass(frozen=True)
 class MLPBlockConfig:
     """A Llama MLP block: RMSNorm, gate/up projections, SiLU, SwiGLU
@@ -66,48 +86,52 @@ class MLPBlockConfig:
 @dataclass(frozen=True)
 class NormLinearConfig:
     """RMSNorm then one projection: an attention block's input side, with
-    q, k and v as one GEMM over their stacked weights (``out`` rows)."""
+    q, k and v as one GEMM over their stacked weights (``out`` rows).
+    ``bias``: the projection adds a bias (Qwen2's q/k/v biases)."""
 
     hidden: int
     out: int
     eps: float = 1e-5
     group_size: int = 16
+    bias: bool = False
 
     def check(self) -> None:
         _check_features("NormLinearConfig", self.group_size, hidden=self.hidden, out=self.out)
 
     @property
     def name(self) -> str:
-        return f"coat_norm_linear_h{self.hidden}_o{self.out}"
+        return f"coat_norm_linear_h{self.hidden}_o{self.out}{'_b' if self.bias else ''}"
 
     def text(self) -> str:
-        """Arguments: the stream h, the norm weight, W (out x hidden), the
-        gradient of the projection. Results: the projection (forward), the
-        gradient of h through the norm and the two weight gradients."""
+        """Arguments: the stream h, the norm weight, W (out x hidden), with
+        ``bias`` the bias (out), the gradient of the projection. Results:
+        the projection (forward), the gradient of h through the norm, the
+        two weight gradients and the bias gradient."""
         self.check()
         T, H, O = TOKENS, self.hidden, self.out
+        b = _Bias(self.bias, "%b", "%dy", T, O, grad_of=3)
         return f"""\
 func.func @{self.name}(
     %h: {_t(T, H)},
     %w_norm: {_t(H)} {{coat.weight}},
-    %w: {_t(O, H)} {{coat.weight}},
+    %w: {_t(O, H)} {{coat.weight}},{b.arg}
     %dy: {_t(T, O)} {{coat.gradient, coat.grad_of = 0 : i64}})
     -> ({_t(T, O)}, {_t(T, H)} {{coat.grad_of = 0 : i64}},
-        {_t(H)} {{coat.grad_of = 1 : i64}}, {_t(O, H)} {{coat.grad_of = 2 : i64}}) {{
+        {_t(H)} {{coat.grad_of = 1 : i64}}, {_t(O, H)} {{coat.grad_of = 2 : i64}}{b.result}) {{
   %h_q = coat.quantize_auto %h : {_t(T, H)} -> {_u(T, H)}
   %ln, %rstd, %ln_t = coat.rmsnorm %h_q, %w_norm eps = {self.eps:e}
       : {_u(T, H)}, {_t(H)} -> {_q(T, H)}, {_t(T, dtype="f32")}, {_q(H, T)}
   %w_q = coat.quantize_auto %w : {_t(O, H)} -> {_u(O, H)}
-  %y = coat.linear forward %ln, %w_q : {_q(T, H)}, {_u(O, H)} -> {_t(T, O)}
+  %y = coat.linear forward %ln, %w_q{b.operand} : {_q(T, H)}, {_u(O, H)}{b.type} -> {_t(T, O)}
 
   %dy_q = coat.quantize_auto %dy : {_t(T, O)} -> {_u(T, O)}
   %dy_t = coat.transpose %dy_q : {_u(T, O)} -> {_u(O, T)}
   %w_t = coat.transpose %w_q : {_u(O, H)} -> {_u(H, O)}
   %dln = coat.linear dgrad %dy_q, %w_t : {_u(T, O)}, {_u(H, O)} -> {_t(T, H)}
-  %dw = coat.linear wgrad %dy_t, %ln_t : {_u(O, T)}, {_q(H, T)} -> {_t(O, H)}
+  %dw = coat.linear wgrad %dy_t, %ln_t : {_u(O, T)}, {_q(H, T)} -> {_t(O, H)}{b.grad}
   %dh, %dw_norm = coat.rmsnorm_grad %h_q, %w_norm, %rstd, %dln
       : {_u(T, H)}, {_t(H)}, {_t(T, dtype="f32")}, {_t(T, H)} -> {_t(T, H)}, {_t(H)}
-  return %y, %dh, %dw_norm, %dw : {_t(T, O)}, {_t(T, H)}, {_t(H)}, {_t(O, H)}
+  return %y, %dh, %dw_norm, %dw{b.returned} : {_t(T, O)}, {_t(T, H)}, {_t(H)}, {_t(O, H)}{b.type}
 }}
 """
 
@@ -115,11 +139,12 @@ func.func @{self.name}(
 @dataclass(frozen=True)
 class LinearResidualConfig:
     """One projection added to the residual stream: an attention block's
-    output side (``h + W_o a``)."""
+    output side (``h + W_o a``, ``+ b`` with ``bias``)."""
 
     inner: int
     hidden: int
     group_size: int = 16
+    bias: bool = False
 
     def check(self) -> None:
         _check_features("LinearResidualConfig", self.group_size, inner=self.inner,
@@ -127,29 +152,31 @@ class LinearResidualConfig:
 
     @property
     def name(self) -> str:
-        return f"coat_linear_residual_i{self.inner}_h{self.hidden}"
+        return f"coat_linear_residual_i{self.inner}_h{self.hidden}{'_b' if self.bias else ''}"
 
     def text(self) -> str:
         """Arguments: the stream h, the projection's input a, W (hidden x
-        inner), the gradient of the new stream. Results: the new stream
-        (forward), the gradients of h (the incoming one: the residual passes
-        it through), of a and of W."""
+        inner), with ``bias`` the bias (hidden), the gradient of the new
+        stream. Results: the new stream (forward), the gradients of h (the
+        incoming one: the residual passes it through), of a, of W and of
+        the bias."""
         self.check()
         T, H, I = TOKENS, self.hidden, self.inner
         g = f"per_group<{self.group_size}>"
+        b = _Bias(self.bias, "%b", "%dout", T, H, grad_of=3)
         return f"""\
 func.func @{self.name}(
     %h: {_t(T, H)},
     %a: {_t(T, I)},
-    %w: {_t(H, I)} {{coat.weight}},
+    %w: {_t(H, I)} {{coat.weight}},{b.arg}
     %dout: {_t(T, H)} {{coat.gradient, coat.grad_of = 0 : i64}})
     -> ({_t(T, H)}, {_q(T, H, scaling=g)},
         {_t(T, H)} {{coat.grad_of = 0 : i64}}, {_t(T, I)} {{coat.grad_of = 1 : i64}},
-        {_t(H, I)} {{coat.grad_of = 2 : i64}}) {{
+        {_t(H, I)} {{coat.grad_of = 2 : i64}}{b.result}) {{
   %a_q = coat.quantize_auto %a : {_t(T, I)} -> {_u(T, I)}
   %a_t = coat.transpose %a_q : {_u(T, I)} -> {_u(I, T)}
   %w_q = coat.quantize_auto %w : {_t(H, I)} -> {_u(H, I)}
-  %o = coat.linear forward %a_q, %w_q : {_u(T, I)}, {_u(H, I)} -> {_t(T, H)}
+  %o = coat.linear forward %a_q, %w_q{b.operand} : {_u(T, I)}, {_u(H, I)}{b.type} -> {_t(T, H)}
   %h_out, %h_out_q = coat.residual_add %h, %o : {_t(T, H)}, {_t(T, H)}
       -> {_t(T, H)}, {_q(T, H, scaling=g)}
 
@@ -157,9 +184,9 @@ func.func @{self.name}(
   %dout_t = coat.transpose %dout_q : {_u(T, H)} -> {_u(H, T)}
   %w_t = coat.transpose %w_q : {_u(H, I)} -> {_u(I, H)}
   %da = coat.linear dgrad %dout_q, %w_t : {_u(T, H)}, {_u(I, H)} -> {_t(T, I)}
-  %dw = coat.linear wgrad %dout_t, %a_t : {_u(H, T)}, {_u(I, T)} -> {_t(H, I)}
-  return %h_out, %h_out_q, %dout, %da, %dw
-      : {_t(T, H)}, {_q(T, H, scaling=g)}, {_t(T, H)}, {_t(T, I)}, {_t(H, I)}
+  %dw = coat.linear wgrad %dout_t, %a_t : {_u(H, T)}, {_u(I, T)} -> {_t(H, I)}{b.grad}
+  return %h_out, %h_out_q, %dout, %da, %dw{b.returned}
+      : {_t(T, H)}, {_q(T, H, scaling=g)}, {_t(T, H)}, {_t(T, I)}, {_t(H, I)}{b.type}
 }}
 """
 
@@ -238,45 +265,160 @@ func.func @{cfg.name}(
 
 
 @dataclass(frozen=True)
+class GeluMLPConfig:
+    """A non-gated MLP block (GPT-NeoX, GPT-2): LayerNorm (weight and bias,
+    ``norm="layernorm"``) or RMSNorm (weight), the up projection, exact GELU,
+    the down projection, residual add; with ``bias`` both projections add a
+    bias. The up projection's output is quantized 1x16 in its GEMM's
+    epilogue, after the bias (the GELU reads it), and the GELU writes the
+    per-tensor copy the down projection reads (COAT.md §3.5)."""
+
+    hidden: int
+    ffn: int
+    norm: str = "layernorm"
+    bias: bool = True
+    eps: float = 1e-5
+    group_size: int = 16
+
+    def check(self) -> None:
+        _check_features("GeluMLPConfig", self.group_size, hidden=self.hidden, ffn=self.ffn)
+        if self.norm not in ("layernorm", "rmsnorm"):
+            raise ValueError(f"GeluMLPConfig: norm {self.norm!r} is not layernorm or rmsnorm")
+
+    @property
+    def name(self) -> str:
+        norm = "ln" if self.norm == "layernorm" else "rms"
+        return f"coat_gelu_mlp_{norm}_h{self.hidden}_f{self.ffn}{'_b' if self.bias else ''}"
+
+    def text(self) -> str:
+        """Arguments: the residual stream h (T x H bf16), the norm weight
+        (and LayerNorm bias), W_up (F x H) (and its bias, F), W_down (H x F)
+        (and its bias, H), the incoming gradient of the new stream. Results:
+        the new stream and its 1x16 E4M3 copy (forward), then the gradient
+        of h and its per-tensor E5M2 copy, and the gradient of every weight
+        and bias in argument order (backward)."""
+        self.check()
+        T, H, F = TOKENS, self.hidden, self.ffn
+        t, u, q = _t, _u, _q
+        g = f"per_group<{self.group_size}>"
+        layer = self.norm == "layernorm"
+        # Arguments after h: the norm's, then each projection's weight and
+        # bias; every one of them gets a gradient, in that order.
+        weights = [("%w_norm", t(H))] + ([("%b_norm", t(H))] if layer else [])
+        up_at = len(weights) + 1
+        weights.append(("%w_up", t(F, H)))
+        down_at = up_at + 1 + self.bias
+        b_up = _Bias(self.bias, "%b_up", "%dup", T, F, grad_of=up_at + 1)
+        b_down = _Bias(self.bias, "%b_down", "%dout", T, H, grad_of=down_at + 1)
+        f32 = t(T, dtype="f32")
+        if layer:
+            norm = f"""\
+  %ln, %mean, %rstd, %ln_t = coat.layernorm %h_q weight %w_norm bias %b_norm eps = {self.eps:e}
+      : {u(T, H)}, {t(H)}, {t(H)} -> {q(T, H)}, {f32}, {f32}, {q(H, T)}"""
+            norm_grad = f"""\
+  %dx_norm, %dw_norm, %db_norm = coat.layernorm_grad %h_q, %mean, %rstd, %dln weight %w_norm
+      : {u(T, H)}, {f32}, {f32}, {t(T, H)}, {t(H)} -> {t(T, H)}, {t(H)}, {t(H)}"""
+            norm_grads = ["%dw_norm", "%db_norm"]
+        else:
+            norm = f"""\
+  %ln, %rstd, %ln_t = coat.rmsnorm %h_q, %w_norm eps = {self.eps:e}
+      : {u(T, H)}, {t(H)} -> {q(T, H)}, {f32}, {q(H, T)}"""
+            norm_grad = f"""\
+  %dx_norm, %dw_norm = coat.rmsnorm_grad %h_q, %w_norm, %rstd, %dln
+      : {u(T, H)}, {t(H)}, {f32}, {t(T, H)} -> {t(T, H)}, {t(H)}"""
+            norm_grads = ["%dw_norm"]
+        args = "".join(f"\n    {n}: {ty} {{coat.weight}}," for n, ty in weights)
+        grads = [(n, ty, i + 1) for i, (n, ty) in enumerate(weights[:-1])]
+        grad_results = "".join(f",\n        {ty} {{coat.grad_of = {i} : i64}}"
+                               for _, ty, i in grads)
+        returned = ", ".join(norm_grads)
+        types = ", ".join(ty for _, ty, _ in grads)
+        return f"""\
+func.func @{self.name}(
+    %h: {t(T, H)},{args}{b_up.arg}
+    %w_down: {t(H, F)} {{coat.weight}},{b_down.arg}
+    %dout: {t(T, H)} {{coat.gradient, coat.grad_of = 0 : i64}})
+    -> ({t(T, H)}, {q(T, H, scaling=g)},
+        {t(T, H)} {{coat.grad_of = 0 : i64}}, {q(T, H, fmt="f8E5M2")}{grad_results},
+        {t(F, H)} {{coat.grad_of = {up_at} : i64}}{b_up.result},
+        {t(H, F)} {{coat.grad_of = {down_at} : i64}}{b_down.result}) {{
+  %h_q = coat.quantize_auto %h : {t(T, H)} -> {u(T, H)}
+{norm}
+  %wu_q = coat.quantize_auto %w_up : {t(F, H)} -> {u(F, H)}
+  %wd_q = coat.quantize_auto %w_down : {t(H, F)} -> {u(H, F)}
+  %up = coat.linear forward %ln, %wu_q{b_up.operand} : {q(T, H)}, {u(F, H)}{b_up.type} -> {t(T, F)}
+  %up_q = coat.quantize_auto %up : {t(T, F)} -> {u(T, F)}
+  %act, %act_t = coat.gelu %up_q : {u(T, F)} -> {q(T, F)}, {q(F, T)}
+  %down = coat.linear forward %act, %wd_q{b_down.operand} : {q(T, F)}, {u(H, F)}{b_down.type} -> {t(T, H)}
+  %h_out, %h_out_q = coat.residual_add %h, %down : {t(T, H)}, {t(T, H)}
+      -> {t(T, H)}, {q(T, H, scaling=g)}
+
+  %dout_q = coat.quantize_auto %dout : {t(T, H)} -> {u(T, H)}
+  %dout_t = coat.transpose %dout_q : {u(T, H)} -> {u(H, T)}
+  %wd_t = coat.transpose %wd_q : {u(H, F)} -> {u(F, H)}
+  %dact = coat.linear dgrad %dout_q, %wd_t : {u(T, H)}, {u(F, H)} -> {t(T, F)}
+  %dw_down = coat.linear wgrad %dout_t, %act_t : {u(H, T)}, {q(F, T)} -> {t(H, F)}{b_down.grad}
+  %dup = coat.gelu_grad %up_q, %dact : {u(T, F)}, {t(T, F)} -> {t(T, F)}
+  %dup_q = coat.quantize_auto %dup : {t(T, F)} -> {u(T, F)}
+  %dup_t = coat.transpose %dup_q : {u(T, F)} -> {u(F, T)}
+  %wu_t = coat.transpose %wu_q : {u(F, H)} -> {u(H, F)}
+  %dln = coat.linear dgrad %dup_q, %wu_t : {u(T, F)}, {u(H, F)} -> {t(T, H)}
+  %dw_up = coat.linear wgrad %dup_t, %ln_t : {u(F, T)}, {q(H, T)} -> {t(F, H)}{b_up.grad}
+{norm_grad}
+  %dh, %dh_q = coat.residual_add_grad %dout, %dx_norm : {t(T, H)}, {t(T, H)}
+      -> {t(T, H)}, {q(T, H, fmt="f8E5M2")}
+  return %h_out, %h_out_q, %dh, %dh_q, {returned}, %dw_up{b_up.returned}, %dw_down{b_down.returned}
+      : {t(T, H)}, {q(T, H, scaling=g)}, {t(T, H)}, {q(T, H, fmt="f8E5M2")},
+        {types}, {t(F, H)}{b_up.type}, {t(H, F)}{b_down.type}
+}}
+"""
+
+
+@dataclass(frozen=True)
 class LinearConfig:
-    """``y = x W^T``, bias-free: per-tensor E4M3 operands forward, E5M2
-    output gradient, dgrad and wgrad as FP8 GEMMs; the input is kept for
-    the backward as its FP8 transpose only."""
+    """``y = x W^T`` (``+ b`` with ``bias``): per-tensor E4M3 operands
+    forward, E5M2 output gradient, dgrad and wgrad as FP8 GEMMs; the input
+    is kept for the backward as its FP8 transpose only. The bias is added
+    in the GEMM's epilogue and its gradient summed in the kernel that reads
+    dy for its scale (coat.bias_grad)."""
 
     inner: int
     out: int
     group_size: int = 16
+    bias: bool = False
 
     def check(self) -> None:
         _check_features("LinearConfig", self.group_size, inner=self.inner, out=self.out)
 
     @property
     def name(self) -> str:
-        return f"coat_linear_i{self.inner}_o{self.out}"
+        return f"coat_linear_i{self.inner}_o{self.out}{'_b' if self.bias else ''}"
 
     def text(self) -> str:
-        """Arguments: x (T x inner), W (out x inner), the gradient of y.
-        Results: y (forward), the gradients of x and W (backward)."""
+        """Arguments: x (T x inner), W (out x inner), with ``bias`` the bias
+        (out), the gradient of y. Results: y (forward), the gradients of x,
+        W and the bias (backward)."""
         self.check()
         T, I, O = TOKENS, self.inner, self.out
+        b = _Bias(self.bias, "%b", "%dy", T, O, grad_of=2)
         return f"""\
 func.func @{self.name}(
     %x: {_t(T, I)},
-    %w: {_t(O, I)} {{coat.weight}},
+    %w: {_t(O, I)} {{coat.weight}},{b.arg}
     %dy: {_t(T, O)} {{coat.gradient, coat.grad_of = 0 : i64}})
     -> ({_t(T, O)}, {_t(T, I)} {{coat.grad_of = 0 : i64}},
-        {_t(O, I)} {{coat.grad_of = 1 : i64}}) {{
+        {_t(O, I)} {{coat.grad_of = 1 : i64}}{b.result}) {{
   %x_q = coat.quantize_auto %x : {_t(T, I)} -> {_u(T, I)}
   %x_t = coat.transpose %x_q : {_u(T, I)} -> {_u(I, T)}
   %w_q = coat.quantize_auto %w : {_t(O, I)} -> {_u(O, I)}
-  %y = coat.linear forward %x_q, %w_q : {_u(T, I)}, {_u(O, I)} -> {_t(T, O)}
+  %y = coat.linear forward %x_q, %w_q{b.operand} : {_u(T, I)}, {_u(O, I)}{b.type} -> {_t(T, O)}
 
   %dy_q = coat.quantize_auto %dy : {_t(T, O)} -> {_u(T, O)}
   %dy_t = coat.transpose %dy_q : {_u(T, O)} -> {_u(O, T)}
   %w_t = coat.transpose %w_q : {_u(O, I)} -> {_u(I, O)}
   %dx = coat.linear dgrad %dy_q, %w_t : {_u(T, O)}, {_u(I, O)} -> {_t(T, I)}
-  %dw = coat.linear wgrad %dy_t, %x_t : {_u(O, T)}, {_u(I, T)} -> {_t(O, I)}
-  return %y, %dx, %dw : {_t(T, O)}, {_t(T, I)}, {_t(O, I)}
+  %dw = coat.linear wgrad %dy_t, %x_t : {_u(O, T)}, {_u(I, T)} -> {_t(O, I)}{b.grad}
+  return %y, %dx, %dw{b.returned} : {_t(T, O)}, {_t(T, I)}, {_t(O, I)}{b.type}
 }}
 """
 

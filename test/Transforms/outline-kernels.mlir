@@ -189,3 +189,75 @@ func.func @other_format(%x: tensor<64x128xbf16>)
   return %t, %g : !coat.qtensor<64x128xf8E5M2, per_tensor, scale = bf16>,
       !coat.qtensor<64x128xf8E4M3FN, per_group<16>, scale = bf16>
 }
+
+// -----
+
+// The bias gradient of an incoming gradient is summed in the kernel that
+// reads it for its maxima (one read of dy); the scale and the E5M2 copies
+// follow as for any argument.
+// CHECK-LABEL: func.func @linear_bias_k0_absmax_bias_grad(
+// CHECK-SAME: %[[DY:.*]]: tensor<?x64xbf16>) -> (tensor<?x4xf32>, tensor<64xbf16>)
+// CHECK-NEXT: %[[M:.*]] = coat.absmax %[[DY]], per_group<16> : tensor<?x64xbf16> -> tensor<?x4xf32>
+// CHECK-NEXT: %[[DB:.*]] = coat.bias_grad %[[DY]] : tensor<?x64xbf16> -> tensor<64xbf16>
+// CHECK-NEXT: return %[[M]], %[[DB]]
+// CHECK-NOT: func.func @linear_bias_k{{[0-9]+}}_bias_grad(
+// CHECK-LABEL: func.func @linear_bias(
+// CHECK-NEXT: %[[K0:.*]]:2 = call @linear_bias_k0_absmax_bias_grad(%arg0)
+// CHECK-NEXT: %[[S:.*]] = call @linear_bias_k1_scale_from_maxima(%[[K0]]#0)
+// CHECK-NEXT: %[[Q:.*]]:2 = call @linear_bias_k2_quantize_per_tensor_transpose(%arg0, %[[S]])
+// CHECK-NEXT: return %[[Q]]#0, %[[Q]]#1, %[[K0]]#1
+func.func @linear_bias(%dy: tensor<?x64xbf16> {coat.gradient})
+    -> (!coat.qtensor<?x64xf8E5M2, per_tensor, scale = bf16>,
+        !coat.qtensor<64x?xf8E5M2, per_tensor, scale = bf16>, tensor<64xbf16>) {
+  %q = coat.quantize %dy : tensor<?x64xbf16> -> !coat.qtensor<?x64xf8E5M2, per_tensor, scale = bf16>
+  %t = coat.transpose %q : !coat.qtensor<?x64xf8E5M2, per_tensor, scale = bf16> -> !coat.qtensor<64x?xf8E5M2, per_tensor, scale = bf16>
+  %db = coat.bias_grad %dy : tensor<?x64xbf16> -> tensor<64xbf16>
+  return %q, %t, %db : !coat.qtensor<?x64xf8E5M2, per_tensor, scale = bf16>,
+      !coat.qtensor<64x?xf8E5M2, per_tensor, scale = bf16>, tensor<64xbf16>
+}
+
+// -----
+
+// A gradient that a coat op produces has its maxima in that op's kernel:
+// its bias gradient is a kernel of its own.
+// CHECK-LABEL: func.func @produced_k0_residual_add_grad(
+// CHECK: coat.absmax %{{.*}}, per_group<16> epilogue
+// CHECK-LABEL: func.func @produced_k1_bias_grad(
+// CHECK-NEXT: coat.bias_grad %arg0 : tensor<?x64xbf16> -> tensor<64xf32>
+// CHECK-NEXT: return
+// CHECK-LABEL: func.func @produced(
+// CHECK-NEXT: %[[G:.*]]:2 = call @produced_k0_residual_add_grad(%arg0, %arg1)
+// CHECK-NEXT: call @produced_k1_bias_grad(%[[G]]#0)
+func.func @produced(%a: tensor<?x64xbf16>, %b: tensor<?x64xbf16>)
+    -> (!coat.qtensor<?x64xf8E5M2, per_tensor, scale = bf16>, tensor<64xf32>) {
+  %g = coat.residual_add_grad %a, %b : tensor<?x64xbf16>, tensor<?x64xbf16> -> tensor<?x64xbf16>
+  %db = coat.bias_grad %g : tensor<?x64xbf16> -> tensor<64xf32>
+  %q = coat.quantize %g : tensor<?x64xbf16> -> !coat.qtensor<?x64xf8E5M2, per_tensor, scale = bf16>
+  return %q, %db : !coat.qtensor<?x64xf8E5M2, per_tensor, scale = bf16>, tensor<64xf32>
+}
+
+// -----
+
+// Maxima and a bias gradient of one argument are one kernel spec already,
+// in either order; maxima the kernel cannot take (whole 48-column rows:
+// six 16-byte loads a group) stay apart.
+// CHECK-LABEL: func.func @fused_spec(
+// CHECK-NEXT: coat.bias_grad
+// CHECK-NEXT: coat.absmax
+// CHECK-NEXT: return
+// CHECK-LABEL: func.func @unfusable_k0_absmax(
+// CHECK-LABEL: func.func @unfusable_k1_bias_grad(
+// CHECK-LABEL: func.func @unfusable(
+// CHECK-NEXT: call @unfusable_k0_absmax
+// CHECK-NEXT: call @unfusable_k1_bias_grad
+func.func @fused_spec(%dy: tensor<?x64xbf16>) -> (tensor<64xbf16>, tensor<?x4xf32>) {
+  %db = coat.bias_grad %dy : tensor<?x64xbf16> -> tensor<64xbf16>
+  %m = coat.absmax %dy, per_group<16> : tensor<?x64xbf16> -> tensor<?x4xf32>
+  return %db, %m : tensor<64xbf16>, tensor<?x4xf32>
+}
+
+func.func @unfusable(%dy: tensor<?x48xbf16>) -> (tensor<?x1xf32>, tensor<48xbf16>) {
+  %m = coat.absmax %dy, per_group<48> : tensor<?x48xbf16> -> tensor<?x1xf32>
+  %db = coat.bias_grad %dy : tensor<?x48xbf16> -> tensor<48xbf16>
+  return %m, %db : tensor<?x1xf32>, tensor<48xbf16>
+}
