@@ -23,6 +23,16 @@ func.func @coat_fp8_linear_fwd_bias(%x: !coat.qtensor<?x?xf8E4M3FN, per_tensor>,
   return %y : tensor<?x?xbf16>
 }
 
+// A model's bf16 bias (Qwen2's q/k/v, GPT-2's projections).
+func.func @coat_fp8_linear_fwd_bias_bf16(%x: !coat.qtensor<?x?xf8E4M3FN, per_tensor>,
+                                         %w: !coat.qtensor<?x?xf8E4M3FN, per_tensor>,
+                                         %b: tensor<?xbf16>) -> tensor<?x?xbf16> {
+  %y = coat.linear forward %x, %w bias %b
+         : !coat.qtensor<?x?xf8E4M3FN, per_tensor>,
+           !coat.qtensor<?x?xf8E4M3FN, per_tensor>, tensor<?xbf16> -> tensor<?x?xbf16>
+  return %y : tensor<?x?xbf16>
+}
+
 // Forward with the output quantized 1x16 in the epilogue (gate/up, §3.5).
 func.func @coat_fp8_linear_fwd_q16(%x: !coat.qtensor<?x?xf8E4M3FN, per_tensor>,
                                    %w: !coat.qtensor<?x?xf8E4M3FN, per_tensor>)
@@ -30,6 +40,19 @@ func.func @coat_fp8_linear_fwd_q16(%x: !coat.qtensor<?x?xf8E4M3FN, per_tensor>,
   %y = coat.linear forward %x, %w
          : !coat.qtensor<?x?xf8E4M3FN, per_tensor>,
            !coat.qtensor<?x?xf8E4M3FN, per_tensor>
+         -> !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>
+  return %y : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>
+}
+
+// The same with a bf16 bias, added before the group maxima (a GELU MLP's up
+// projection).
+func.func @coat_fp8_linear_fwd_q16_bias(%x: !coat.qtensor<?x?xf8E4M3FN, per_tensor>,
+                                        %w: !coat.qtensor<?x?xf8E4M3FN, per_tensor>,
+                                        %b: tensor<?xbf16>)
+    -> !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16> {
+  %y = coat.linear forward %x, %w bias %b
+         : !coat.qtensor<?x?xf8E4M3FN, per_tensor>,
+           !coat.qtensor<?x?xf8E4M3FN, per_tensor>, tensor<?xbf16>
          -> !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>
   return %y : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>
 }

@@ -3,7 +3,9 @@ compiled by ctest's compile-examples) against a float64 reference that
 decodes the FP8 operands with the reference library: every kind and output
 (bf16, f32, 1x16 FP8 codes + bf16 scales), bias, block scaling, on ragged
 shapes and adversarial operands (zeros, the largest codes, one-row and
-one-column problems). The twin sums in f32 in K order, so it must match the
+one-column problems); the bias epilogue also bit for bit against the
+reference library where the sums are exact, NaN and infinite biases
+included. The twin sums in f32 in K order, so it must match the
 exact sum to f32 rounding of the sum; the GPU tests (test_linear_gpu.py)
 check the kernels against the same decoded math."""
 
@@ -16,7 +18,7 @@ import pytest
 import coat
 from coat import _paths, reference as ref
 from conftest import REPO
-from kernel_io import compiled_kernels
+from kernel_io import assert_codes_equal, assert_values_equal, compiled_kernels
 
 if not ref.is_available():
     pytest.skip("libcoat_reference.so is not built", allow_module_level=True)
@@ -99,8 +101,9 @@ def test_tma_epilogue_twin_writes_out_as_a_buffer(tmp_path):
     mapped = [mod[k.name] for k in mod.manifest.kernels
               if k.op == "linear" and any(a.name == "out" and a.kind == "tensormap"
                                           for a in k.args)]
-    # Every bf16/f32 result: per-tensor and block-scaled, with and without bias.
-    assert len(mapped) == 8, [k.spec.name for k in mapped]
+    # Every bf16/f32 result: per-tensor and block-scaled, with and without
+    # (f32 or bf16) bias.
+    assert len(mapped) == 9, [k.spec.name for k in mapped]
     for kernel in mapped:
         check_twin(kernel, (33, 48, 40), "random")
 
@@ -144,3 +147,64 @@ def check_twin(kernel, shape, case):
     bad = np.abs(got - want) > tol
     assert not bad.any(), (f"{bad.sum()} of {m * n} differ beyond f32 summation error, first "
                            f"{np.argwhere(bad)[0]}: {got[bad][0]!r} vs {want[bad][0]!r}")
+
+
+# --- The bias epilogue, bit for bit -----------------------------------------
+
+BIAS_KERNELS = [k for k in KERNELS
+                if k.config["bias"] and k.config["scaling"] == "per_tensor"]
+
+
+def exact_operands(rng, m, n, k):
+    """E4M3 codes of small multiples of 1/2: every product and partial sum
+    is exact in f32, so the accumulator is the same in any order."""
+    a = rng.integers(-4, 5, (m, k)).astype(np.float32) / 2
+    b = rng.integers(-4, 5, (n, k)).astype(np.float32) / 2
+    return ref.fp8_encode(a, "e4m3"), ref.fp8_encode(b, "e4m3"), a @ b.T
+
+
+def adversarial_bias(rng, n, dtype):
+    bias = (rng.standard_normal(n) * 8).astype(np.float32)
+    bias[:: 7] = 0
+    bias[1:: 11] = np.inf
+    bias[2:: 13] = -np.inf
+    bias[3:: 17] = np.nan
+    bias[4:: 19] = 3e38  # the sum may overflow to inf
+    return ref.bf16_round(bias) if dtype == "bf16" else bias
+
+
+@pytest.mark.parametrize("shape", [(1, 16, 16), (33, 48, 40), (130, 80, 272)],
+                         ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("kernel", BIAS_KERNELS, ids=lambda k: k.spec.name)
+def test_bias_epilogue_matches_reference_library(kernel, shape):
+    """acc * (s_A * s_B) + bias in f32 (the library's linear_bias_epilogue),
+    then one bf16 rounding, or the 1x16 quantization of those values (the
+    library's quantize per_group<16>, bf16 scales): the bias is added before
+    the group maxima."""
+    m, n, k = shape
+    cfg = kernel.config
+    rng = np.random.default_rng(m + n + k)
+    a, b, acc = exact_operands(rng, m, n, k)
+    sa, sb = np.float32(0.37), np.float32(1.9)
+    bdtype = next(x.dtype for x in kernel.spec.args if x.name == "bias")
+    bias = adversarial_bias(rng, n, bdtype)
+    args = dict(a=a.reshape(-1), b=b.reshape(-1), m=m, n=n, k=k,
+                a_scale=np.array([sa]), b_scale=np.array([sb]),
+                bias=bias.astype(ml_dtypes.bfloat16 if bdtype == "bf16" else np.float32))
+    with np.errstate(over="ignore"):
+        want = ref.linear_bias_epilogue(acc, sa * sb, bias)
+    if cfg["out"] in FP8MAX:
+        out = np.full(m * n, 0x55, np.uint8)
+        scale = np.full(m * -(-n // 16), np.nan, ml_dtypes.bfloat16)
+        kernel.launch(out=out, out_scale=scale, **args)
+        codes, scales = ref.quantize_per_group(want, 16, cfg["out"], bf16_scale=True)
+        assert_codes_equal(out, codes, cfg["out"], "codes")
+        np.testing.assert_array_equal(scale.astype(np.float32).reshape(-1),
+                                      scales.reshape(-1))
+        return
+    dtype = np.float32 if cfg["out"] == "f32" else ml_dtypes.bfloat16
+    out = np.full(m * n, np.nan, dtype)
+    kernel.launch(out=out, **args)
+    if cfg["out"] == "bf16":
+        want = ref.bf16_round(want)
+    assert_values_equal(out.astype(np.float32), want, "outputs")

@@ -212,15 +212,69 @@ def test_matches_torch_scaled_mm(kernels, kind, fa, fb, out, m, n, k):
                                    atol=1e-2 * want.float().abs().max().item())
 
 
+def bias_arg(kern, bias):
+    """`bias` in the dtype of the kernel's bias argument (a model's is bf16)."""
+    return bias.bfloat16() if as_dtype(kern, "bias") == "bf16" else bias.float()
+
+
 @pytest.mark.parametrize("m,n,k", [(128, 256, 128), (300, 200, 256), (257, 333, 4112)])
 def test_bias_added_in_f32(kernels, m, n, k):
     torch.manual_seed(11 + m)
     a8, sa = quantize(torch.randn(m, k, device="cuda"))
     b8, sb = quantize(torch.randn(n, k, device="cuda"))
     bias = torch.randn(n, device="cuda") * 4.0
-    ref = reference(a8, b8, sa, sb, bias)
     for kern in pick(kernels, kind="forward", bias=True, out="bf16"):
-        check_close(kern, launch(kern, a8, b8, sa, sb, bias=bias), ref, f"bias {m}x{n}x{k}")
+        b = bias_arg(kern, bias)
+        check_close(kern, launch(kern, a8, b8, sa, sb, bias=b),
+                    reference(a8, b8, sa, sb, b), f"bias {m}x{n}x{k}")
+
+
+@pytest.mark.parametrize("m,n,k", [(128, 256, 256), (300, 208, 512), (257, 336, 4112),
+                                   (1, 16, 16)])
+def test_bias_epilogue_bit_exact_on_exact_sums(kernels, m, n, k):
+    """Small-integer operands make the accumulator exact in any order, so
+    with a bias (zeros, infinities, NaN and a sum that overflows among
+    random values) the outputs must be the reference library's bit for bit:
+    acc * (s_A * s_B) + bias in f32 (coat_ref_linear_bias_epilogue), rounded
+    to bf16, or quantized 1x16 (bias before the group maxima)."""
+    from coat import reference as cref
+
+    if not cref.is_available():
+        pytest.skip("libcoat_reference.so is not built (COAT_REFERENCE_LIB)")
+    torch.manual_seed(17 + m + n)
+    a8 = torch.randint(-3, 4, (m, k), device="cuda").float().to(FP8["e4m3"])
+    b8 = torch.randint(-2, 3, (n, k), device="cuda").float().to(FP8["e4m3"])
+    acc = (a8.float() @ b8.float().t()).cpu().numpy()
+    sa = torch.tensor([0.375], device="cuda")
+    sb = torch.tensor([1.875], device="cuda")
+    bias = torch.randn(n) * 8
+    bias[::7] = 0
+    bias[1::11] = float("inf")
+    bias[2::13] = -float("inf")
+    bias[3::17] = float("nan")
+    bias[4::19] = 3e38
+    for kern in pick(kernels, kind="forward", bias=True):
+        c = kern.spec.config
+        if c["out"] not in ("bf16", "e4m3"):
+            continue
+        b = bias_arg(kern, bias)
+        want = cref.linear_bias_epilogue(acc, 0.375 * 1.875, b.float().numpy())
+        got = launch(kern, a8, b8, sa, sb, bias=b.cuda())
+        what = f"{tag(kern)} {m}x{n}x{k}"
+        if c["out"] == "bf16":
+            want = torch.from_numpy(want).bfloat16().float()
+            got = got.float().cpu()
+            same = (got == want) | (got.isnan() & want.isnan())
+            assert same.all(), f"{what}: {int((~same).sum())} outputs differ"
+            continue
+        codes, scales = got
+        q, s = cref.quantize_per_group(want, 16, "e4m3", bf16_scale=True)
+        assert torch.equal(scales.float().cpu(), torch.from_numpy(s).float()), \
+            f"{what}: group scales differ"
+        got_codes = codes.cpu().view(torch.uint8).numpy().reshape(-1)
+        nan = (q.reshape(-1) & 0x7F) == 0x7F
+        assert ((got_codes & 0x7F) == 0x7F).tolist() == nan.tolist(), f"{what}: NaN codes differ"
+        assert (got_codes[~nan] == q.reshape(-1)[~nan]).all(), f"{what}: codes differ"
 
 
 @pytest.mark.parametrize("kind,fa,fb,out", VARIANTS)
@@ -302,7 +356,7 @@ def test_quantized_output_bit_exact_on_exact_sums(kernels, m, n, k):
     one = torch.ones(1, device="cuda")
     acc = a8.float() @ b8.float().t()
     q_ref, s_ref, _ = quantize_groups_reference(acc)
-    for kern in pick(kernels, kind="forward", out="e4m3"):
+    for kern in pick(kernels, kind="forward", out="e4m3", bias=False):
         codes, scales = launch(kern, a8, b8, one, one)
         assert torch.equal(scales, s_ref), (
             f"{tag(kern)} {m}x{n}x{k}: {int((scales != s_ref).sum())} group scales differ")
@@ -323,7 +377,7 @@ def test_quantized_output_dequantizes_to_reference(kernels, m, n, k):
     b8, sb = quantize(torch.randn(n, k, device="cuda") * 0.1)
     ref = reference(a8, b8, sa, sb)
     _, _, s32 = quantize_groups_reference(ref)
-    for kern in pick(kernels, kind="forward", out="e4m3"):
+    for kern in pick(kernels, kind="forward", out="e4m3", bias=False):
         codes, scales = launch(kern, a8, b8, sa, sb)
         assert not torch.isnan(scales.float()).any(), f"{tag(kern)}: unwritten scales"
         assert not torch.isnan(codes.float()).any(), f"{tag(kern)}: unwritten or NaN codes"
@@ -350,7 +404,7 @@ def test_quantized_output_zeros_and_saturation(kernels):
     one = torch.ones(1, device="cuda")
     acc = a8.float() @ b8.float().t()
     q_ref, s_ref, _ = quantize_groups_reference(acc)
-    for kern in pick(kernels, kind="forward", out="e4m3"):
+    for kern in pick(kernels, kind="forward", out="e4m3", bias=False):
         codes, scales = launch(kern, a8, b8, one, one)
         assert torch.equal(scales, s_ref), f"{tag(kern)}: scales differ"
         assert torch.equal(codes.float(), q_ref), f"{tag(kern)}: codes differ"
