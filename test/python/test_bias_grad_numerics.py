@@ -23,7 +23,7 @@ if not ref.is_available():
     pytest.skip("libcoat_reference.so is not built", allow_module_level=True)
 
 from kernel_io import (DEVICES, activation, assert_values_equal, compiled_kernels,  # noqa: E402
-                       hp_array, hp_values, sync, torch)
+                       hp_array, hp_values, sync)
 
 KERNELS = compiled_kernels(("bias_grad",))
 pytestmark = pytest.mark.skipif(
