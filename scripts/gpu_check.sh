@@ -15,8 +15,9 @@
 # occupancy, stall reasons); the report goes to $COAT_PROFILE_DIR.
 #
 # --sanitize reruns the GPU numerics tests of every kernel family (optimizer,
-# quantize, scales, flow, norms, GEMM per-tensor and block-scaled) on their
-# ragged and 1-row/1-element shapes under compute-sanitizer's memcheck,
+# quantize, scales, flow, norms, bias gradients, GEMM per-tensor and
+# block-scaled) on their ragged and 1-row/1-element shapes under
+# compute-sanitizer's memcheck,
 # racecheck and initcheck; any report fails the run. Torch's caching
 # allocator is off there, so that every tensor is its own allocation and an
 # access past its end is seen. COAT_SANITIZE_TOOLS picks and orders the tools.
@@ -93,7 +94,8 @@ if [ $sanitize = 1 ]; then
   # ragged shapes, one input case each (the accesses do not depend on values).
   files=()
   for f in adamw_kernel_numerics activation_kernel_numerics scale_kernel_numerics \
-           flow_kernel_numerics norm_kernel_numerics linear_gpu large_tensors; do
+           flow_kernel_numerics norm_kernel_numerics bias_grad_numerics linear_gpu \
+           large_tensors; do
     files+=("$t/test_$f.py")
   done
   # GEMMs: the adversarial and written-only-inside cases, and the formula

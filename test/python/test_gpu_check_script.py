@@ -72,7 +72,8 @@ def test_sanitize_runs_each_tool_over_every_family(tmp_path):
     assert tools == ["memcheck", "racecheck", "initcheck"]
     for c in cmds:
         assert "PYTORCH_NO_CUDA_MEMORY_CACHING=1" in c and "--error-exitcode" in c
-        for family in ("adamw", "activation", "scale", "flow", "norm", "linear_gpu"):
+        for family in ("adamw", "activation", "scale", "flow", "norm", "bias_grad",
+                       "linear_gpu"):
             assert f"test_{family}" in c
     with_tests = _dry_run("--sanitize", "--bench", "--dry-run", str(tmp_path))
     assert [_what(c) for c in with_tests][:1] == ["pytest"]
