@@ -17,8 +17,8 @@
 # --sanitize reruns the GPU numerics tests of every kernel family (optimizer,
 # quantize, scales, flow, norms, bias gradients, GEMM per-tensor and
 # block-scaled) on their ragged and 1-row/1-element shapes under
-# compute-sanitizer's memcheck,
-# racecheck and initcheck; any report fails the run. Torch's caching
+# compute-sanitizer's memcheck, racecheck and initcheck; any report fails
+# the run. Torch's caching
 # allocator is off there, so that every tensor is its own allocation and an
 # access past its end is seen. COAT_SANITIZE_TOOLS picks and orders the tools.
 #
