@@ -268,6 +268,8 @@ def run_backward(kernel, device, shape, case, seed):
     args["rstd"] = hp_array(rstd, "f32", device)
     args["dy"] = hp_array(dy, gdt, device)
     args["dx"] = garbage(shape, cfg["dx"], device)
+    if cfg["epilogue_absmax"]:
+        args["absmax"] = garbage((rows, cols // G), "f32", device)
     rargs = None
     if w is not None:
         args["dweight_partial"] = garbage((partials, cols), "f32", device)
@@ -292,6 +294,8 @@ def run_backward(kernel, device, shape, case, seed):
                   + rstd[:, None] * (np.abs(xh) * c1[:, None] + c2[:, None]
                                      + 8 * U * (np.abs(wdy) + np.abs(xh) * dot[:, None])))
     assert_close(dx, round_to(want_dx, cfg["dx"]), dx_tol, "dx")
+    if cfg["epilogue_absmax"]:
+        check_partial_maxima(hp_values(args["absmax"], "f32"), dx, rows, cols)
     if w is None:
         return
     with np.errstate(over="ignore", invalid="ignore"):
