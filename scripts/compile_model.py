@@ -5,7 +5,8 @@ for coat.nn on a GPU host without it:
   .venv/bin/python scripts/compile_model.py --hidden 1024 --ffn 2816 --out DIR
   .venv/bin/python scripts/compile_model.py --hidden 1024 --ffn 2816 --heads 16 --out DIR
 
-writes DIR/<program name>/ (PTX, cubin, CPU twins, manifest.json with the
+writes DIR/<program name>/ (or <program name>-<hash> for a second config of
+the same name, e.g. another eps) (PTX, cubin, CPU twins, manifest.json with the
 program's launch plan) for the MLP block, and with --heads for the whole
 decoder layer (attention input and output programs too). With
 --hf-config, the programs of a Hugging Face model's decoder layers, read from
@@ -73,13 +74,19 @@ def main() -> int:
     else:
         configs = [programs.MLPBlockConfig(hidden=args.hidden, ffn=args.ffn, eps=args.eps)]
     tools = toolchain.Toolchain(coat_opt=args.coat_opt)
-    seen = set()
+    seen, used = set(), set()
     for cfg in configs:
         if cfg in seen:
             continue
         seen.add(cfg)
         cfg.check()
-        out = Path(args.out) / cfg.name
+        # Configs of one name may differ (another eps): each its own folder
+        # (coat.artifacts finds programs by content, not by folder name).
+        folder = cfg.name
+        if folder in used:
+            folder += "-" + toolchain.source_key(cfg.text()).split("-")[0][:8]
+        used.add(folder)
+        out = Path(args.out) / folder
         out.mkdir(parents=True, exist_ok=True)
         src = out / f"{cfg.name}.mlir"
         src.write_text(cfg.text())
