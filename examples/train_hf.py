@@ -3,8 +3,11 @@
 or converted by COAT, on byte-level tokens of the Python standard library's
 sources (examples/train_llama.py's corpus, seed and held-out split):
 
-  bf16   the model as built, Trainer(bf16=True): autocast, fused AdamW
+  bf16   the model as built, Trainer(bf16=True): autocast, torch's fused AdamW
   coat   coat.convert(model) + coat.optim.FP8AdamW passed to the Trainer
+
+(--optim picks either optimizer for either mode; the parameter groups are
+the same: weight decay on matrices only).
 
   python examples/train_hf.py --mode coat --family llama --steps 300 --log coat.json
   python examples/train_hf.py --mode bf16 --family llama --steps 300 --log bf16.json
@@ -108,29 +111,32 @@ def train(args) -> dict:
     train_bytes, held_bytes = corpus(args.data)
     train_set = Windows(train_bytes, args.seq, args.steps * args.batch, args.seed)
     held_set = Windows(held_bytes, args.seq, args.eval_batches * args.batch, args.seed + 1)
-    optimizers = (None, None)
-    extra = {"optim": "adamw_torch_fused"}
     if args.mode == "coat":
         import coat
 
         coat.convert(model, kernels=args.kernels)
         print(model.coat_report)
-        decay = [p for p in model.parameters() if p.dim() >= 2]
-        other = [p for p in model.parameters() if p.dim() < 2]
-        opt = coat.optim.FP8AdamW([{"params": decay, "weight_decay": 0.1},
-                                   {"params": other, "weight_decay": 0.0}],
-                                  lr=args.lr, betas=(0.9, 0.95))
-        optimizers, extra = (opt, None), {}
+    # One parameter grouping for both optimizers: no decay on norms.
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    other = [p for p in model.parameters() if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": 0.1}, {"params": other, "weight_decay": 0.0}]
+    optim = args.optim or ("fp8adamw" if args.mode == "coat" else "adamw")
+    if optim == "fp8adamw":
+        import coat
+
+        opt = coat.optim.FP8AdamW(groups, lr=args.lr, betas=(0.9, 0.95))
+    else:
+        opt = torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.95), fused=True)
     targs = transformers.TrainingArguments(
         output_dir=args.out, per_device_train_batch_size=args.batch,
         per_device_eval_batch_size=args.batch, max_steps=args.steps, learning_rate=args.lr,
         lr_scheduler_type="cosine", warmup_steps=args.warmup, weight_decay=0.1,
         adam_beta1=0.9, adam_beta2=0.95, max_grad_norm=1.0, bf16=True,
         logging_steps=args.log_every, save_strategy="no", report_to=[], seed=args.seed,
-        dataloader_drop_last=True, **extra)
+        dataloader_drop_last=True)
     timer = step_timer(args.warmup_timing)
     trainer = transformers.Trainer(model=model, args=targs, train_dataset=train_set,
-                                   eval_dataset=held_set, optimizers=optimizers,
+                                   eval_dataset=held_set, optimizers=(opt, None),
                                    callbacks=[timer])
     torch.cuda.reset_peak_memory_stats()
     trainer.train()
@@ -138,7 +144,7 @@ def train(args) -> dict:
     held = trainer.evaluate()["eval_loss"]
     step = sorted(timer.times)[len(timer.times) // 2] if timer.times else float("nan")
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
-    return {"mode": args.mode, "family": args.family, "size": args.size,
+    return {"mode": args.mode, "optimizer": optim, "family": args.family, "size": args.size,
             "steps": args.steps, "batch": args.batch, "seq": args.seq,
             "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
             "transformers": transformers.__version__,
@@ -151,6 +157,8 @@ def train(args) -> dict:
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mode", choices=("bf16", "coat"), default="coat")
+    ap.add_argument("--optim", choices=("adamw", "fp8adamw"), default=None,
+                    help="default: fp8adamw for coat, torch's fused AdamW for bf16")
     ap.add_argument("--family", choices=FAMILIES, default="llama")
     ap.add_argument("--size", choices=sorted(SIZES), default="100m")
     ap.add_argument("--steps", type=int, default=300)
