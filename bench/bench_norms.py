@@ -129,6 +129,9 @@ def setup(k, rows, cols, partials):
     args["dy"] = dy
     args["dx"] = torch.empty(rows, cols, dtype=DTYPES[cfg["dx"]], device=dev)
     nbytes += 2 * n * SIZE[cfg["grad"]] + 4 * rows * (2 if layer else 1)
+    if cfg.get("epilogue_absmax"):
+        args["absmax"] = torch.empty(rows, cols // G, device=dev)
+        nbytes += 4 * n // G
     scalars = dict(rows=rows, cols=cols)
     red = None
     if w is not None:

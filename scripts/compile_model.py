@@ -5,13 +5,21 @@ for coat.nn on a GPU host without it:
   .venv/bin/python scripts/compile_model.py --hidden 1024 --ffn 2816 --out DIR
   .venv/bin/python scripts/compile_model.py --hidden 1024 --ffn 2816 --heads 16 --out DIR
 
-writes DIR/<program name>/ (PTX, cubin, CPU twins, manifest.json with the
+writes DIR/<program name>/ (or <program name>-<hash> for a second config of
+the same name, e.g. another eps) (PTX, cubin, CPU twins, manifest.json with the
 program's launch plan) for the MLP block, and with --heads for the whole
-decoder layer (attention input and output programs too). Put DIR on
+decoder layer (attention input and output programs too). With
+--hf-config, the programs of a Hugging Face model's decoder layers, read from
+its config.json (or a JSON object of several named configs):
+
+  .venv/bin/python scripts/compile_model.py --hf-config config.json --out DIR
+
+Put DIR on
 COAT_KERNELS there (coat.nn searches its sub-folders), or pass a folder as
 MLPBlock(..., kernels=...).
 """
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -20,10 +28,32 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
 from coat import programs, toolchain  # noqa: E402
 
 
+def hf_configs(path: str, ap: argparse.ArgumentParser):
+    """The program configs of the decoder layers of the config(s) in
+    ``path``: one config.json, or an object whose values are configs (keys
+    starting with "_" are comments)."""
+    from coat.hf.families import UnsupportedLayer, spec_from_config
+    from coat.hf.layer import layer_programs
+
+    with open(path) as f:
+        data = json.load(f)
+    named = {"": data} if "model_type" in data else {
+        k: v for k, v in data.items() if not k.startswith("_")}
+    out = []
+    for name, cfg in named.items():
+        try:
+            out += layer_programs(spec_from_config(cfg))
+        except UnsupportedLayer as e:
+            ap.error(f"{path}{' ' + name if name else ''}: {e}")
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--hidden", type=int, required=True)
-    ap.add_argument("--ffn", type=int, required=True)
+    ap.add_argument("--hidden", type=int)
+    ap.add_argument("--ffn", type=int)
+    ap.add_argument("--hf-config", default=None, metavar="JSON",
+                    help="a transformers config.json, or an object of named configs")
     ap.add_argument("--eps", type=float, default=1e-5)
     ap.add_argument("--heads", type=int, default=None,
                     help="also the attention programs of a decoder layer")
@@ -31,7 +61,11 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--coat-opt", default=None)
     args = ap.parse_args()
-    if args.heads:
+    if args.hf_config:
+        configs = hf_configs(args.hf_config, ap)
+    elif args.hidden is None or args.ffn is None:
+        ap.error("--hidden and --ffn (or --hf-config) are required")
+    elif args.heads:
         try:
             configs = programs.decoder_layer_configs(args.hidden, args.ffn, args.heads,
                                                      args.kv_heads or args.heads, args.eps)
@@ -40,9 +74,19 @@ def main() -> int:
     else:
         configs = [programs.MLPBlockConfig(hidden=args.hidden, ffn=args.ffn, eps=args.eps)]
     tools = toolchain.Toolchain(coat_opt=args.coat_opt)
+    seen, used = set(), set()
     for cfg in configs:
+        if cfg in seen:
+            continue
+        seen.add(cfg)
         cfg.check()
-        out = Path(args.out) / cfg.name
+        # Configs of one name may differ (another eps): each its own folder
+        # (coat.artifacts finds programs by content, not by folder name).
+        folder = cfg.name
+        if folder in used:
+            folder += "-" + toolchain.source_key(cfg.text()).split("-")[0][:8]
+        used.add(folder)
+        out = Path(args.out) / folder
         out.mkdir(parents=True, exist_ok=True)
         src = out / f"{cfg.name}.mlir"
         src.write_text(cfg.text())

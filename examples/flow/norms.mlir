@@ -11,7 +11,8 @@
 // cols that is a multiple of 16 up to its max_cols (the `coat.max_cols`
 // attribute, else coat-lower-norms' max-cols = 16384), which also picks
 // how many threads share a row. The `_h1024`/`_h4096`/`_h8192`/`_h11008` variants are
-// the same kernels tuned for narrower rows (a row per warp at 1024).
+// the same kernels tuned for narrower rows (a row per warp at 1024); the
+// `_absmax` backward also writes the partial maxima of dx.
 
 // Llama RMSNorm forward (§3.5 MLPResidual step 1, after coat-group-scaling).
 func.func @rmsnorm_fwd(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>,
@@ -30,6 +31,18 @@ func.func @rmsnorm_bwd(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf
       : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, tensor<?xbf16>, tensor<?xf32>, tensor<?x?xbf16>
       -> tensor<?x?xbf16>, tensor<?xbf16>
   return %dx, %dw : tensor<?x?xbf16>, tensor<?xbf16>
+}
+
+// RMSNorm backward whose dx feeds a per-tensor quantize (a norm after a
+// projection, OLMo2's): the partial maxima of dx come from its epilogue.
+func.func @rmsnorm_bwd_absmax(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>,
+    %w: tensor<?xbf16>, %rstd: tensor<?xf32>, %dy: tensor<?x?xbf16>)
+    -> (tensor<?x?xbf16>, tensor<?xbf16>, tensor<?x?xf32>) {
+  %dx, %dw = coat.rmsnorm_grad %x, %w, %rstd, %dy
+      : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, tensor<?xbf16>, tensor<?xf32>, tensor<?x?xbf16>
+      -> tensor<?x?xbf16>, tensor<?xbf16>
+  %m = coat.absmax %dx, per_group<16> epilogue : tensor<?x?xbf16> -> tensor<?x?xf32>
+  return %dx, %dw, %m : tensor<?x?xbf16>, tensor<?xbf16>, tensor<?x?xf32>
 }
 
 // OLMo's non-affine LayerNorm forward (f32 values, as COAT stores them).

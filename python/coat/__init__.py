@@ -10,7 +10,7 @@ from .manifest import ManifestError, load_manifest
 from .runtime import Kernel, Module, RuntimeError_ as CoatRuntimeError, load
 
 __all__ = ["compile", "load", "CompileError", "ManifestError", "CoatRuntimeError", "Module",
-           "Kernel", "load_manifest", "optim", "linear", "nn", "llama", "programs", "executor",
+           "Kernel", "load_manifest", "optim", "linear", "nn", "hf", "llama", "programs", "executor",
            "convert"]
 
 
@@ -19,7 +19,7 @@ def __getattr__(name):
         from .nn import convert
 
         return convert
-    if name in ("optim", "linear", "nn", "llama"):  # need torch; keep `import coat` torch-free
+    if name in ("optim", "linear", "nn", "llama", "hf"):  # need torch; keep `import coat` torch-free
         import importlib
 
         return importlib.import_module("." + name, __name__)

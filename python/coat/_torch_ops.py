@@ -40,7 +40,7 @@ class _Layout:
     """How a program's values travel through the two operators."""
 
     def __init__(self, program: Program):
-        from .nn import forward_inputs, returned_outputs
+        from .nn._autograd import forward_inputs, returned_outputs
 
         self.program = program
         self.inputs = inputs = forward_inputs(program)
@@ -154,7 +154,7 @@ def _unaliased(out: List[torch.Tensor], args: Sequence[torch.Tensor]) -> List[to
 if AVAILABLE:
     @torch.library.custom_op("coat::program_forward", mutates_args=())
     def program_forward(key: str, what: str, inputs: List[torch.Tensor]) -> List[torch.Tensor]:
-        from .nn import run_forward
+        from .nn._autograd import run_forward
 
         program, layout = _lookup(key)
         outs, kept, _ = run_forward(program, what, inputs)
@@ -171,7 +171,7 @@ if AVAILABLE:
     @torch.library.custom_op("coat::program_backward", mutates_args=())
     def program_backward(key: str, what: str, saved: List[torch.Tensor],
                          grads: List[torch.Tensor]) -> List[torch.Tensor]:
-        from .nn import run_backward
+        from .nn._autograd import run_backward
 
         program, layout = _lookup(key)
         kept = layout.unflatten_saved(saved)

@@ -498,3 +498,150 @@ def decoder_layer_configs(hidden: int, ffn: int, heads: int, kv_heads: int,
     return (NormLinearConfig(hidden, (heads + 2 * kv_heads) * d, eps),
             LinearResidualConfig(heads * d, hidden),
             MLPBlockConfig(hidden, ffn, eps))
+
+
+@dataclass(frozen=True)
+class LinearNormResidualConfig:
+    """One projection, normalised, added to the residual stream
+    (``h + rmsnorm(W a)``): the attention output of a block that normalises
+    after each sublayer (OLMo2)."""
+
+    inner: int
+    hidden: int
+    eps: float = 1e-5
+    group_size: int = 16
+
+    def check(self) -> None:
+        _check_features("LinearNormResidualConfig", self.group_size, inner=self.inner,
+                        hidden=self.hidden)
+
+    @property
+    def name(self) -> str:
+        return f"coat_linear_norm_residual_i{self.inner}_h{self.hidden}"
+
+    def text(self) -> str:
+        """Arguments: the stream h, the projection's input a, W (hidden x
+        inner), the norm weight, the gradient of the new stream. Results:
+        the new stream (forward), the gradients of h, a, W and the norm
+        weight."""
+        self.check()
+        T, H, I = TOKENS, self.hidden, self.inner
+        g = f"per_group<{self.group_size}>"
+        f32 = _t(T, dtype="f32")
+        return f"""\
+func.func @{self.name}(
+    %h: {_t(T, H)},
+    %a: {_t(T, I)},
+    %w: {_t(H, I)} {{coat.weight}},
+    %w_norm: {_t(H)} {{coat.weight}},
+    %dout: {_t(T, H)} {{coat.gradient, coat.grad_of = 0 : i64}})
+    -> ({_t(T, H)}, {_q(T, H, scaling=g)},
+        {_t(T, H)} {{coat.grad_of = 0 : i64}}, {_t(T, I)} {{coat.grad_of = 1 : i64}},
+        {_t(H, I)} {{coat.grad_of = 2 : i64}}, {_t(H)} {{coat.grad_of = 3 : i64}}) {{
+  %a_q = coat.quantize_auto %a : {_t(T, I)} -> {_u(T, I)}
+  %a_t = coat.transpose %a_q : {_u(T, I)} -> {_u(I, T)}
+  %w_q = coat.quantize_auto %w : {_t(H, I)} -> {_u(H, I)}
+  %o = coat.linear forward %a_q, %w_q : {_u(T, I)}, {_u(H, I)} -> {_t(T, H)}
+  %o_q = coat.quantize_auto %o : {_t(T, H)} -> {_u(T, H)}
+  %n, %rstd = coat.rmsnorm %o_q, %w_norm eps = {self.eps:e}
+      : {_u(T, H)}, {_t(H)} -> {_t(T, H)}, {f32}
+  %h_out, %h_out_q = coat.residual_add %h, %n : {_t(T, H)}, {_t(T, H)}
+      -> {_t(T, H)}, {_q(T, H, scaling=g)}
+
+  %do, %dw_norm = coat.rmsnorm_grad %o_q, %w_norm, %rstd, %dout
+      : {_u(T, H)}, {_t(H)}, {f32}, {_t(T, H)} -> {_t(T, H)}, {_t(H)}
+  %do_q = coat.quantize_auto %do : {_t(T, H)} -> {_u(T, H)}
+  %do_t = coat.transpose %do_q : {_u(T, H)} -> {_u(H, T)}
+  %w_t = coat.transpose %w_q : {_u(H, I)} -> {_u(I, H)}
+  %da = coat.linear dgrad %do_q, %w_t : {_u(T, H)}, {_u(I, H)} -> {_t(T, I)}
+  %dw = coat.linear wgrad %do_t, %a_t : {_u(H, T)}, {_u(I, T)} -> {_t(H, I)}
+  return %h_out, %h_out_q, %dout, %da, %dw, %dw_norm
+      : {_t(T, H)}, {_q(T, H, scaling=g)}, {_t(T, H)}, {_t(T, I)}, {_t(H, I)}, {_t(H)}
+}}
+"""
+
+
+@dataclass(frozen=True)
+class PostNormMLPConfig:
+    """A SwiGLU MLP normalised after it (``h + rmsnorm(W_down(silu(W_gate h)
+    * W_up h))``): the MLP of a block that normalises after each sublayer
+    (OLMo2)."""
+
+    hidden: int
+    ffn: int
+    eps: float = 1e-5
+    group_size: int = 16
+
+    def check(self) -> None:
+        _check_features("PostNormMLPConfig", self.group_size, hidden=self.hidden,
+                        ffn=self.ffn)
+
+    @property
+    def name(self) -> str:
+        return f"coat_postnorm_mlp_h{self.hidden}_f{self.ffn}"
+
+    def text(self) -> str:
+        """Arguments: the stream h, W_gate and W_up (F x H), W_down (H x F),
+        the norm weight, the gradient of the new stream. Results: the new
+        stream (forward), the gradients of h and of the four weights."""
+        self.check()
+        T, H, F = TOKENS, self.hidden, self.ffn
+        t, u, q = _t, _u, _q
+        g = f"per_group<{self.group_size}>"
+        f32 = t(T, dtype="f32")
+        return f"""\
+func.func @{self.name}(
+    %h: {t(T, H)},
+    %w_gate: {t(F, H)} {{coat.weight}},
+    %w_up: {t(F, H)} {{coat.weight}},
+    %w_down: {t(H, F)} {{coat.weight}},
+    %w_norm: {t(H)} {{coat.weight}},
+    %dout: {t(T, H)} {{coat.gradient, coat.grad_of = 0 : i64}})
+    -> ({t(T, H)}, {q(T, H, scaling=g)}, {t(T, H)} {{coat.grad_of = 0 : i64}},
+        {t(F, H)} {{coat.grad_of = 1 : i64}}, {t(F, H)} {{coat.grad_of = 2 : i64}},
+        {t(H, F)} {{coat.grad_of = 3 : i64}}, {t(H)} {{coat.grad_of = 4 : i64}}) {{
+  %h_q = coat.quantize_auto %h : {t(T, H)} -> {u(T, H)}
+  %h_t = coat.transpose %h_q : {u(T, H)} -> {u(H, T)}
+  %wg_q = coat.quantize_auto %w_gate : {t(F, H)} -> {u(F, H)}
+  %wu_q = coat.quantize_auto %w_up : {t(F, H)} -> {u(F, H)}
+  %wd_q = coat.quantize_auto %w_down : {t(H, F)} -> {u(H, F)}
+  %gate = coat.linear forward %h_q, %wg_q : {u(T, H)}, {u(F, H)} -> {t(T, F)}
+  %up = coat.linear forward %h_q, %wu_q : {u(T, H)}, {u(F, H)} -> {t(T, F)}
+  %gate_q = coat.quantize_auto %gate : {t(T, F)} -> {u(T, F)}
+  %up_q = coat.quantize_auto %up : {t(T, F)} -> {u(T, F)}
+  %act = coat.silu %gate_q : {u(T, F)} -> {q(T, F, scaling=g)}
+  %m, %m_t = coat.swiglu_mul %act, %up_q : {q(T, F, scaling=g)}, {u(T, F)}
+      -> {q(T, F)}, {q(F, T)}
+  %down = coat.linear forward %m, %wd_q : {q(T, F)}, {u(H, F)} -> {t(T, H)}
+  %down_q = coat.quantize_auto %down : {t(T, H)} -> {u(T, H)}
+  %n, %rstd = coat.rmsnorm %down_q, %w_norm eps = {self.eps:e}
+      : {u(T, H)}, {t(H)} -> {t(T, H)}, {f32}
+  %h_out, %h_out_q = coat.residual_add %h, %n : {t(T, H)}, {t(T, H)}
+      -> {t(T, H)}, {q(T, H, scaling=g)}
+
+  %ddown, %dw_norm = coat.rmsnorm_grad %down_q, %w_norm, %rstd, %dout
+      : {u(T, H)}, {t(H)}, {f32}, {t(T, H)} -> {t(T, H)}, {t(H)}
+  %ddown_q = coat.quantize_auto %ddown : {t(T, H)} -> {u(T, H)}
+  %ddown_t = coat.transpose %ddown_q : {u(T, H)} -> {u(H, T)}
+  %wd_t = coat.transpose %wd_q : {u(H, F)} -> {u(F, H)}
+  %dm = coat.linear dgrad %ddown_q, %wd_t : {u(T, H)}, {u(F, H)} -> {t(T, F)}
+  %dw_down = coat.linear wgrad %ddown_t, %m_t : {u(H, T)}, {q(F, T)} -> {t(H, F)}
+  %dact, %dup = coat.swiglu_mul_grad %act, %up_q, %dm
+      : {q(T, F, scaling=g)}, {u(T, F)}, {t(T, F)} -> {t(T, F)}, {t(T, F)}
+  %dgate = coat.silu_grad %gate_q, %dact : {u(T, F)}, {t(T, F)} -> {t(T, F)}
+  %dgate_q = coat.quantize_auto %dgate : {t(T, F)} -> {u(T, F)}
+  %dgate_t = coat.transpose %dgate_q : {u(T, F)} -> {u(F, T)}
+  %dup_q = coat.quantize_auto %dup : {t(T, F)} -> {u(T, F)}
+  %dup_t = coat.transpose %dup_q : {u(T, F)} -> {u(F, T)}
+  %wg_t = coat.transpose %wg_q : {u(F, H)} -> {u(H, F)}
+  %wu_t = coat.transpose %wu_q : {u(F, H)} -> {u(H, F)}
+  %dx_gate = coat.linear dgrad %dgate_q, %wg_t : {u(T, F)}, {u(H, F)} -> {t(T, H)}
+  %dw_gate = coat.linear wgrad %dgate_t, %h_t : {u(F, T)}, {u(H, T)} -> {t(F, H)}
+  %dx_up = coat.linear dgrad %dup_q, %wu_t : {u(T, F)}, {u(H, F)} -> {t(T, H)}
+  %dw_up = coat.linear wgrad %dup_t, %h_t : {u(F, T)}, {u(H, T)} -> {t(F, H)}
+  %dx = coat.residual_add_grad %dx_gate, %dx_up : {t(T, H)}, {t(T, H)} -> {t(T, H)}
+  %dh = coat.residual_add_grad %dout, %dx : {t(T, H)}, {t(T, H)} -> {t(T, H)}
+  return %h_out, %h_out_q, %dh, %dw_gate, %dw_up, %dw_down, %dw_norm
+      : {t(T, H)}, {q(T, H, scaling=g)}, {t(T, H)}, {t(F, H)}, {t(F, H)}, {t(H, F)}, {t(H)}
+}}
+"""

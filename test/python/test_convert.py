@@ -186,7 +186,7 @@ def test_convert_refuses_what_it_cannot_take(cpu_cache):
     with pytest.raises(ValueError, match=r"coat.convert: model.layers.0: .*hidden = 72"):
         coat.convert(llama.LlamaForCausalLM(odd))
 
-    with pytest.raises(ValueError, match="no Llama decoder layer"):
+    with pytest.raises(ValueError, match="no decoder layer found"):
         coat.convert(torch.nn.Sequential(torch.nn.Linear(16, 16)))
 
 
@@ -225,3 +225,33 @@ def test_attention_keeps_no_view_of_the_fused_projection(monkeypatch):
     fused = qkv.storage().data_ptr()
     assert [t.storage().data_ptr() == fused for t in seen] == [False] * 3
     assert qkv.grad is not None and torch.isfinite(qkv.grad.float()).all()
+
+
+def test_filter_fn_keeps_layers_and_the_report_says_why(cpu_cache):
+    model = llama.LlamaForCausalLM(TINY)
+    model.extra = torch.nn.Linear(8, 8)
+    coat.convert(model, filter_fn=lambda fqn, mod: fqn not in ("model.layers.1", "extra"))
+    report = model.coat_report
+    assert list(report.converted) == ["model.layers.0"]
+    assert report.converted["model.layers.0"].startswith("Llama layer, 3 programs")
+    assert report.kept["model.layers.1"] == "filter_fn"
+    assert report.kept["extra"] == "filter_fn"
+    assert report.kept["lm_head"].startswith("keep=")
+    assert isinstance(model.model.layers[0], cnn.DecoderLayer)
+    assert type(model.model.layers[1]) is llama.DecoderLayer
+    assert "kept (filter_fn)" in str(report)
+
+
+def test_norm_eps_is_read_under_either_name(cpu_cache):
+    model = llama.LlamaForCausalLM(TINY)
+    for layer in model.model.layers:
+        for norm in (layer.input_layernorm, layer.post_attention_layernorm):
+            del norm.eps
+            norm.variance_epsilon = 1e-6
+    coat.convert(model)
+    assert all(layer.configs[0].eps == 1e-6 for layer in model.model.layers)
+
+    model = llama.LlamaForCausalLM(TINY)
+    model.model.layers[0].post_attention_layernorm.eps = 1e-6
+    with pytest.raises(ValueError, match=r"model.layers.0: the two norms have different eps"):
+        coat.convert(model)

@@ -162,8 +162,9 @@ def depth_kernel(cols):
     return G + cols // G + 10 + 4
 
 
-def stat_bounds(x, cols, layer, d):
-    """Bounds on the errors of mean and rstd of sums `d` additions deep:
+def stat_bounds(x, cols, layer, d, eps):
+    """Bounds on the errors of mean and rstd of sums `d` additions deep
+    (the kernel's `eps`, f32):
     (exact mean, exact rstd (f64), |mean error|, |rstd error|). The mean's
     error e enters the variance as e^2; drstd = rstd^3/2 * dvar."""
     x64 = x.astype(np.float64)
@@ -174,7 +175,7 @@ def stat_bounds(x, cols, layer, d):
         var = ((x64 - mean[:, None]) ** 2).mean(axis=1)
         var_err = (d * U + 4 * U) * var + (2 * m_err) ** 2 + 2 * m_err * np.abs(
             x64 - mean[:, None]).mean(axis=1)
-        rstd = 1 / np.sqrt(var + np.float64(np.float32(1e-5)))
+        rstd = 1 / np.sqrt(var + np.float64(eps))
         r_err = 0.5 * rstd ** 3 * var_err + 4 * U * rstd
     return mean, rstd, m_err, r_err
 
@@ -214,8 +215,9 @@ def run_forward(kernel, device, shape, case, seed):
     layer = not rms
     # The statistics: within the kernel's own bound of the exact (f64)
     # values, and within both bounds of the library's.
-    exact_mean, exact_rstd, m_err_k, r_err_k = stat_bounds(x, cols, layer, depth_kernel(cols))
-    _, _, m_err, r_err = stat_bounds(x, cols, layer, depth(cols))
+    exact_mean, exact_rstd, m_err_k, r_err_k = stat_bounds(x, cols, layer, depth_kernel(cols),
+                                                           eps)
+    _, _, m_err, r_err = stat_bounds(x, cols, layer, depth(cols), eps)
     # (Rows whose f32 sums overflow are compared with the library only.)
     with np.errstate(over="ignore", invalid="ignore"):
         sums_fit = np.sum(np.abs(x.astype(np.float64)) ** 2, axis=1) < 1e38
@@ -268,6 +270,8 @@ def run_backward(kernel, device, shape, case, seed):
     args["rstd"] = hp_array(rstd, "f32", device)
     args["dy"] = hp_array(dy, gdt, device)
     args["dx"] = garbage(shape, cfg["dx"], device)
+    if cfg["epilogue_absmax"]:
+        args["absmax"] = garbage((rows, cols // G), "f32", device)
     rargs = None
     if w is not None:
         args["dweight_partial"] = garbage((partials, cols), "f32", device)
@@ -292,6 +296,8 @@ def run_backward(kernel, device, shape, case, seed):
                   + rstd[:, None] * (np.abs(xh) * c1[:, None] + c2[:, None]
                                      + 8 * U * (np.abs(wdy) + np.abs(xh) * dot[:, None])))
     assert_close(dx, round_to(want_dx, cfg["dx"]), dx_tol, "dx")
+    if cfg["epilogue_absmax"]:
+        check_partial_maxima(hp_values(args["absmax"], "f32"), dx, rows, cols)
     if w is None:
         return
     with np.errstate(over="ignore", invalid="ignore"):
@@ -363,6 +369,8 @@ def test_column_sums_are_deterministic_and_match_the_cpu_twin(kernel):
             args["mean"] = hp_array(mean, "f32", device)
         if kernel.config["bias"]:
             args["dbias_partial"] = garbage((partials, cols), "f32", device)
+        if kernel.config["epilogue_absmax"]:
+            args["absmax"] = garbage((rows, cols // G), "f32", device)
         dw = garbage((cols,), wdt, device)
         rargs = dict(dweight_partial=args["dweight_partial"], dweight=dw)
         if kernel.config["bias"]:

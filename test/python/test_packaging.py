@@ -50,7 +50,13 @@ def test_pyproject_names_the_package_and_the_entry_point():
     project = data["project"]
     assert project["name"] == "coat-mlir"
     assert project["scripts"] == {"coat": "coat.cli:main"}
-    assert data["tool"]["setuptools"]["packages"] == ["coat"]
+    # Every sub-package is listed (setuptools installs only those named).
+    pkg_root = os.path.join(REPO, "python")
+    subpackages = sorted(
+        os.path.relpath(d, pkg_root).replace(os.sep, ".")
+        for d, _, files in os.walk(os.path.join(pkg_root, "coat"))
+        if "__init__.py" in files)
+    assert sorted(data["tool"]["setuptools"]["packages"]) == subpackages
     # The version has one source, read by setuptools without importing coat.
     assert project["dynamic"] == ["version"]
     assert data["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "coat._version.__version__"}

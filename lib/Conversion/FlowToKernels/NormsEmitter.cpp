@@ -145,6 +145,9 @@ private:
   Value maxAbsElements(GroupVec v);
   /// GPU: the maximum of `v` over the lanes sharing this slot's group.
   Value groupMaxOverLanes(Value v);
+  /// The fused coat.absmax epilogue: the group maximum of |y| (as stored,
+  /// in the output type) written to `absmax`.
+  void storeEpilogueMax(const Slot &s, Value y);
   /// Lanes sharing a group (1 unless slots are narrower than groups).
   int64_t lanesPerGroup() const { return spec.groupSize / width; }
   Value rowRstd(Value sumSquares);
@@ -498,6 +501,29 @@ SmallVector<Value> NormEmitter::teamSum(ValueRange values) {
   return out;
 }
 
+void NormEmitter::storeEpilogueMax(const Slot &s, Value y) {
+  // Rounding is monotonic, so the maximum of the stored values is the
+  // rounded maximum: the partial maxima match what was written.
+  Value m = maxAbsElements(y);
+  Value storer = s.valid;
+  if (onGpu && lanesPerGroup() > 1) {
+    m = groupMaxOverLanes(m);
+    storer = andI(storer, arith::CmpIOp::create(
+                              b, arith::CmpIPredicate::eq,
+                              arith::RemUIOp::create(
+                                  b, teamThread, cidx(lanesPerGroup())),
+                              cidx(0)));
+  }
+  if (!spec.outType.isF32())
+    m = arith::ExtFOp::create(
+        b, b.getF32Type(),
+        arith::TruncFOp::create(b, spec.outType, m).getResult());
+  emitIfThen(b, storer, [&] {
+    memref::StoreOp::create(b, m, args.lookup("absmax"),
+                            ValueRange{addI(mulI(row, groups), s.group)});
+  });
+}
+
 void NormEmitter::emitForwardRow() {
   Value zero = cf32(0.0);
   Value mean;
@@ -530,28 +556,8 @@ void NormEmitter::emitForwardRow() {
       storeGroupStaged(args.lookup("y"), spec.outType, s, y);
     else
       storeGroup(args.lookup("y"), spec.outType, elementIndex(s), s.valid, y);
-    if (spec.epilogueMax) {
-      // Rounding is monotonic, so the maximum of the stored values is the
-      // rounded maximum: the partial maxima match what was written.
-      Value m = maxAbsElements(y);
-      Value storer = s.valid;
-      if (onGpu && lanesPerGroup() > 1) {
-        m = groupMaxOverLanes(m);
-        storer = andI(storer, arith::CmpIOp::create(
-                                  b, arith::CmpIPredicate::eq,
-                                  arith::RemUIOp::create(
-                                      b, teamThread, cidx(lanesPerGroup())),
-                                  cidx(0)));
-      }
-      if (!spec.outType.isF32())
-        m = arith::ExtFOp::create(
-            b, b.getF32Type(),
-            arith::TruncFOp::create(b, spec.outType, m).getResult());
-      emitIfThen(b, storer, [&] {
-        memref::StoreOp::create(b, m, args.lookup("absmax"),
-                                ValueRange{addI(mulI(row, groups), s.group)});
-      });
-    }
+    if (spec.epilogueMax)
+      storeEpilogueMax(s, y);
     return SmallVector<Value>{};
   });
 
@@ -650,6 +656,8 @@ SmallVector<Value> NormEmitter::emitBackwardRow(ValueRange accs,
     Value dx = arith::MulFOp::create(
         b, arith::SubFOp::create(b, weighted(s, dy), correction), splat(rstd));
     storeGroup(args.lookup("dx"), spec.outType, elementIndex(s), s.valid, dx);
+    if (spec.epilogueMax)
+      storeEpilogueMax(s, dx);
     if (!inRow)
       return SmallVector<Value>{};
     if (!onGpu) {

@@ -89,6 +89,8 @@ SmallVector<AbiArg> buildRowAbi(MLIRContext *ctx, const NormPlan &plan) {
     abi.push_back(buf("rstd", f32, "rows"));
     abi.push_back(buf("dy", s.gradType, "n"));
     abi.push_back(buf("dx", s.outType, "n"));
+    if (s.epilogueMax)
+      abi.push_back(buf("absmax", f32, "groups"));
     if (plan.sumsInRowKernel())
       appendWorkspaces(ctx, s, abi);
   }
@@ -155,9 +157,8 @@ SmallVector<NamedAttribute> rowConfig(MLIRContext *ctx, const NormPlan &plan) {
     c.push_back(b.getNamedAttr("grad", str(manifestDtype(spec.gradType))));
   if (plan.columnSums())
     c.push_back(b.getNamedAttr("column_sums", str(columnSumsName(plan.sums))));
-  else
-    c.push_back(
-        b.getNamedAttr("epilogue_absmax", b.getBoolAttr(spec.epilogueMax)));
+  c.push_back(
+      b.getNamedAttr("epilogue_absmax", b.getBoolAttr(spec.epilogueMax)));
   return c;
 }
 
@@ -207,10 +208,10 @@ FailureOr<NormSpec> NormsLowering::analyzeNorm(func::FuncOp fn,
   auto shapeError = [&] {
     return fn.emitError("kernel-spec function @")
            << fn.getSymName()
-           << " must hold one coat.rmsnorm, coat.layernorm (optionally "
-              "followed by a coat.absmax ... epilogue of its result), "
-              "coat.rmsnorm_grad or coat.layernorm_grad, and return all "
-              "their results in order";
+           << " must hold one coat.rmsnorm, coat.layernorm, "
+              "coat.rmsnorm_grad or coat.layernorm_grad (optionally "
+              "followed by a coat.absmax ... epilogue of its first result), "
+              "and return all their results in order";
   };
   if (ops.empty() || ops.size() > 2)
     return shapeError();
@@ -293,7 +294,7 @@ FailureOr<NormSpec> NormsLowering::analyzeNorm(func::FuncOp fn,
 
   if (ops.size() == 2) {
     auto absmax = dyn_cast<AbsMaxOp>(ops[1]);
-    if (!absmax || spec.backward || absmax.getInput() != out)
+    if (!absmax || absmax.getInput() != out)
       return shapeError();
     if (!absmax.getEpilogue())
       return absmax.emitError("only a coat.absmax marked `epilogue` is fused "

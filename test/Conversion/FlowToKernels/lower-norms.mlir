@@ -136,3 +136,30 @@ func.func @ln_bwd_wide(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf
 // CPU-SAME: %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64)
 // CPU-LABEL: func.func @ln_bwd_wide_reduce(
 // CPU-NOT: gpu.
+
+// A backward whose dx feeds a per-tensor quantize (a norm after a
+// projection) takes the partial maxima of dx in its row kernel, bound to its
+// third result, written after dx.
+// GPU-LABEL: gpu.func @rms_bwd_absmax(
+// GPU-SAME: {bind = ["out0"], dtype = "bf16", extent = "n", kind = "memref", name = "dx"}, {bind = ["out2"], dtype = "f32", extent = "groups", kind = "memref", name = "absmax"}
+// GPU-SAME: epilogue_absmax = true
+// GPU-SAME: op = "rmsnorm_grad"
+// GPU: vector.store {{.*}} : memref<?xi16>, vector<16xi16>
+// GPU: arith.maxnumf
+// GPU: memref.store {{.*}} : memref<?xf32>
+// GPU-LABEL: gpu.func @rms_bwd_absmax_reduce(
+// CPU-LABEL: func.func @rms_bwd_absmax(
+// CPU-SAME: name = "absmax"
+// CPU-SAME: epilogue_absmax = true
+// CPU: arith.maxnumf
+// CPU: memref.store {{.*}} : memref<?xf32>
+func.func @rms_bwd_absmax(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>,
+    %w: tensor<?xbf16>, %rstd: tensor<?xf32>, %dy: tensor<?x?xbf16>)
+    -> (tensor<?x?xbf16>, tensor<?xbf16>, tensor<?x?xf32>)
+    attributes {coat.max_cols = 1024 : i64} {
+  %dx, %dw = coat.rmsnorm_grad %x, %w, %rstd, %dy
+      : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, tensor<?xbf16>, tensor<?xf32>, tensor<?x?xbf16>
+      -> tensor<?x?xbf16>, tensor<?xbf16>
+  %m = coat.absmax %dx, per_group<16> epilogue : tensor<?x?xbf16> -> tensor<?x?xf32>
+  return %dx, %dw, %m : tensor<?x?xbf16>, tensor<?xbf16>, tensor<?x?xf32>
+}

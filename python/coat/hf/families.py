@@ -1,0 +1,249 @@
+"""What coat.convert reads from a Hugging Face decoder layer: the family's
+structure and every hyperparameter the compiled programs depend on, taken
+from the modules themselves (and their config), never assumed.
+
+A layer is accepted only when each part is one whose numerics the programs
+reproduce: a known decoder-layer class, RMSNorm classes that compute
+``weight * x / rms(x)`` (Gemma's ``1 + weight`` would not), a SwiGLU MLP with
+SiLU. Anything else raises :class:`UnsupportedLayer` naming the module and
+the missing feature, so nothing silently keeps BF16 or runs with the wrong
+hyperparameters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+#: Decoder-layer classes by family. Their attention, MLP and norms are
+#: checked part by part below; the class name only admits the layout.
+PRE_NORM_LAYERS = {
+    "LlamaDecoderLayer": "Llama",
+    "MistralDecoderLayer": "Mistral",
+    "Qwen2DecoderLayer": "Qwen2",
+    "Qwen3DecoderLayer": "Qwen3",
+}
+POST_NORM_LAYERS = {"Olmo2DecoderLayer": "OLMo2"}
+
+#: RMSNorm classes computing ``weight * (x / sqrt(mean(x^2) + eps))``
+#: (OLMo2 multiplies before the cast back, Llama after: both are the same
+#: function of the bf16 input up to that rounding).
+RMS_NORMS = {"LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm", "Qwen3RMSNorm", "Olmo2RMSNorm",
+             "RMSNorm"}
+
+#: Features a decoder layer may have that no program expresses, by the
+#: attribute that reveals them.
+_UNSUPPORTED_FEATURES = {
+    "block_sparse_moe": "mixture-of-experts MLP",
+    "experts": "mixture-of-experts MLP",
+    "cross_attn": "cross-attention",
+    "encoder_attn": "cross-attention",
+    "crossattention": "cross-attention",
+}
+
+
+class UnsupportedLayer(ValueError):
+    """A decoder layer (or a part of one) the compiled programs cannot express."""
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """One decoder layer as the programs see it."""
+
+    family: str
+    hidden: int
+    ffn: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    #: eps of the norm before attention (pre-norm) or after it (OLMo2)
+    attn_norm_eps: float
+    mlp_norm_eps: float
+    #: "pre": x + attn(norm(x)); "post" (OLMo2): x + norm(attn(x))
+    norm_placement: str = "pre"
+    #: "none", "head" (Qwen3: RMSNorm over each head) or "full" (OLMo2:
+    #: over the whole q and k projections); applied in the attention core
+    qk_norm: str = "none"
+    #: the projections' biases (Qwen2: q, k and v)
+    qkv_bias: bool = False
+
+    @property
+    def q_features(self) -> int:
+        return self.heads * self.head_dim
+
+    @property
+    def kv_features(self) -> int:
+        return self.kv_heads * self.head_dim
+
+
+def _where(qual: str, path: str) -> str:
+    return f"{qual}.{path}" if qual else path
+
+
+def _linear(qual: str, owner: torch.nn.Module, name: str, *, bias_ok: bool = False):
+    mod = getattr(owner, name, None)
+    where = _where(qual, name)
+    if not isinstance(mod, torch.nn.Linear):
+        raise UnsupportedLayer(f"{where} is {type(mod).__name__}, not a torch.nn.Linear")
+    if mod.bias is not None and not bias_ok:
+        raise UnsupportedLayer(f"{where} has a bias; the compiled programs of this layer take "
+                               "bias-free projections")
+    return mod
+
+
+def norm_eps(qual: str, norm: Optional[torch.nn.Module]) -> float:
+    """The eps of an RMSNorm module, under whichever name its class uses."""
+    if norm is None:
+        raise UnsupportedLayer(f"{qual}: missing")
+    cls = type(norm).__name__
+    if cls not in RMS_NORMS:
+        raise UnsupportedLayer(f"{qual} is {cls}, not an RMSNorm whose numerics the programs "
+                               f"reproduce ({', '.join(sorted(RMS_NORMS))})")
+    eps = None
+    for attr in ("variance_epsilon", "eps", "epsilon"):
+        eps = getattr(norm, attr, None)
+        if eps is not None:
+            break
+    if eps is None:
+        raise UnsupportedLayer(f"{qual} ({cls}) does not say its eps")
+    w = getattr(norm, "weight", None)
+    if not isinstance(w, torch.nn.Parameter) or w.dim() != 1:
+        raise UnsupportedLayer(f"{qual} ({cls}) has no 1-D weight Parameter")
+    if getattr(norm, "bias", None) is not None:
+        raise UnsupportedLayer(f"{qual} ({cls}) has a bias")
+    return float(eps)
+
+
+def _config_value(config, *names):
+    for n in names:
+        v = getattr(config, n, None)
+        if v is not None:
+            return v
+    return None
+
+
+def inspect_layer(qual: str, layer: torch.nn.Module) -> LayerSpec:
+    """The LayerSpec of the Hugging Face decoder layer ``layer`` (named
+    ``qual`` in the model), or UnsupportedLayer saying what is missing."""
+    cls = type(layer).__name__
+    for attr, feature in _UNSUPPORTED_FEATURES.items():
+        if hasattr(layer, attr) or hasattr(getattr(layer, "mlp", None), attr):
+            raise UnsupportedLayer(f"{qual} ({cls}) has a {feature}, which the compiled "
+                                   "programs do not express")
+    if cls in PRE_NORM_LAYERS:
+        family, placement = PRE_NORM_LAYERS[cls], "pre"
+    elif cls in POST_NORM_LAYERS:
+        family, placement = POST_NORM_LAYERS[cls], "post"
+    else:
+        known = sorted(set(PRE_NORM_LAYERS) | set(POST_NORM_LAYERS))
+        raise UnsupportedLayer(f"{qual} is {cls}; coat.convert converts {', '.join(known)} "
+                               "(keep it in high precision with filter_fn)")
+    attn = getattr(layer, "self_attn", None)
+    mlp = getattr(layer, "mlp", None)
+    if attn is None or mlp is None:
+        raise UnsupportedLayer(f"{qual} ({cls}) has no self_attn or mlp")
+    config = getattr(attn, "config", None)
+    at = _where(qual, "self_attn")
+
+    heads = _config_value(config, "num_attention_heads")
+    kv_heads = _config_value(config, "num_key_value_heads") or heads
+    head_dim = getattr(attn, "head_dim", None)
+    if heads is None or head_dim is None:
+        raise UnsupportedLayer(f"{at} does not say its head count and head_dim "
+                               "(config.num_attention_heads, head_dim)")
+    q = _linear(at, attn, "q_proj", bias_ok=True)
+    k = _linear(at, attn, "k_proj", bias_ok=True)
+    v = _linear(at, attn, "v_proj", bias_ok=True)
+    _linear(at, attn, "o_proj")
+    biases = [m.bias is not None for m in (q, k, v)]
+    if any(biases):
+        # Qwen2's q/k/v biases: the programs have no bias add yet.
+        raise UnsupportedLayer(f"{at}: q/k/v projections with biases are not supported yet "
+                               "(keep this layer in high precision with filter_fn)")
+    hidden = q.in_features
+    if q.out_features != heads * head_dim or k.out_features != kv_heads * head_dim or \
+            v.out_features != kv_heads * head_dim:
+        raise UnsupportedLayer(f"{at}: projections {q.out_features}/{k.out_features}/"
+                               f"{v.out_features} rows do not match {heads} heads, "
+                               f"{kv_heads} kv heads of {head_dim}")
+
+    qk_norm = "none"
+    if hasattr(attn, "q_norm") or hasattr(attn, "k_norm"):
+        # Applied by the model's own modules in the attention core: only
+        # their kind matters here.
+        norm_eps(_where(at, "q_norm"), getattr(attn, "q_norm", None))
+        norm_eps(_where(at, "k_norm"), getattr(attn, "k_norm", None))
+        width = attn.q_norm.weight.shape[0]
+        if width == head_dim:
+            qk_norm = "head"
+        elif width == heads * head_dim:
+            qk_norm = "full"
+        else:
+            raise UnsupportedLayer(f"{at}.q_norm normalises {width} features, neither a head "
+                                   f"({head_dim}) nor all of q ({heads * head_dim})")
+
+    ml = _where(qual, "mlp")
+    gate, up, down = (_linear(ml, mlp, n) for n in ("gate_proj", "up_proj", "down_proj"))
+    act = _config_value(getattr(mlp, "config", None) or config, "hidden_act", "hidden_activation")
+    if act not in ("silu", "swish"):
+        raise UnsupportedLayer(f"{ml}: activation {act!r}; the gated MLP program computes "
+                               "silu(gate) * up")
+    ffn = gate.out_features
+    if up.out_features != ffn or gate.in_features != hidden or down.in_features != ffn or \
+            down.out_features != hidden:
+        raise UnsupportedLayer(f"{ml}: projection shapes do not form a {hidden} -> {ffn} -> "
+                               f"{hidden} MLP")
+
+    if placement == "pre":
+        e1 = norm_eps(_where(qual, "input_layernorm"), getattr(layer, "input_layernorm", None))
+        e2 = norm_eps(_where(qual, "post_attention_layernorm"),
+                      getattr(layer, "post_attention_layernorm", None))
+    else:
+        e1 = norm_eps(_where(qual, "post_attention_layernorm"),
+                      getattr(layer, "post_attention_layernorm", None))
+        e2 = norm_eps(_where(qual, "post_feedforward_layernorm"),
+                      getattr(layer, "post_feedforward_layernorm", None))
+    return LayerSpec(family=family, hidden=hidden, ffn=ffn, heads=heads, kv_heads=kv_heads,
+                     head_dim=head_dim, attn_norm_eps=e1, mlp_norm_eps=e2,
+                     norm_placement=placement, qk_norm=qk_norm, qkv_bias=any(biases))
+
+
+#: model_type -> (family, norm placement, QK-norm kind), for configs read
+#: without transformers (ahead-of-time compilation on a host with LLVM).
+CONFIG_FAMILIES = {
+    "llama": ("Llama", "pre", "none"),
+    "mistral": ("Mistral", "pre", "none"),
+    "qwen2": ("Qwen2", "pre", "none"),
+    "qwen3": ("Qwen3", "pre", "head"),
+    "olmo2": ("OLMo2", "post", "full"),
+}
+
+
+def spec_from_config(config) -> LayerSpec:
+    """The LayerSpec every decoder layer of a model with this ``transformers``
+    config (an object or the dict of its config.json) gets, without building
+    the model: what scripts/compile_model.py --hf-config compiles ahead of
+    time. The GPU tests check it against :func:`inspect_layer` of each
+    family's layers."""
+    get = config.get if isinstance(config, dict) else (lambda k, d=None: getattr(config, k, d))
+    model_type = get("model_type")
+    if model_type not in CONFIG_FAMILIES:
+        raise UnsupportedLayer(f"model_type {model_type!r}; coat.convert converts "
+                               f"{', '.join(sorted(CONFIG_FAMILIES))}")
+    family, placement, qk_norm = CONFIG_FAMILIES[model_type]
+    hidden, heads = get("hidden_size"), get("num_attention_heads")
+    kv_heads = get("num_key_value_heads") or heads
+    head_dim = get("head_dim") or hidden // heads
+    if model_type == "qwen2" or get("attention_bias") or get("mlp_bias"):
+        raise UnsupportedLayer(f"{family} config: projections with biases are not supported "
+                               "yet")
+    act = get("hidden_act")
+    if act not in ("silu", "swish"):
+        raise UnsupportedLayer(f"{family} config: activation {act!r}; the gated MLP program "
+                               "computes silu(gate) * up")
+    eps = float(get("rms_norm_eps"))
+    return LayerSpec(family=family, hidden=hidden, ffn=get("intermediate_size"), heads=heads,
+                     kv_heads=kv_heads, head_dim=head_dim, attn_norm_eps=eps, mlp_norm_eps=eps,
+                     norm_placement=placement, qk_norm=qk_norm)

@@ -1,0 +1,155 @@
+"""A Hugging Face decoder layer converted in place: its norms and
+projections run as compiled programs, its attention core stays the model's
+own (rotary tables from the model's rotary module, its attention function,
+masks, grouped queries, QK-norm, sliding windows, KV cache), in BF16 as in
+COAT.
+
+The converted layer adopts the original layer's children under their own
+names, so parameter names, buffers, the state_dict, ``save_pretrained`` and
+an optimizer built afterwards see the same model; only ``forward`` changes.
+It takes the installed ``transformers``' decoder-layer call signature.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from typing import List, Optional
+
+import torch
+
+from .. import programs
+from ..nn.modules import _ProgramModule, _check_devices, _module_name, _tokens_2d
+from .families import LayerSpec
+
+try:  # gradient checkpointing is enabled through this base class
+    from transformers.modeling_layers import GradientCheckpointingLayer as _LayerBase
+except Exception:  # noqa: BLE001 - transformers absent or older: plain modules
+    _LayerBase = torch.nn.Module
+
+
+def layer_programs(spec: LayerSpec) -> List[object]:
+    """The program configs of a layer: the attention input (norm and the
+    stacked q/k/v projection), the attention output (o-projection and the
+    residual) and the MLP block."""
+    qkv = spec.q_features + 2 * spec.kv_features
+    if spec.norm_placement == "pre":
+        return [programs.NormLinearConfig(spec.hidden, qkv, spec.attn_norm_eps),
+                programs.LinearResidualConfig(spec.q_features, spec.hidden),
+                programs.MLPBlockConfig(spec.hidden, spec.ffn, spec.mlp_norm_eps)]
+    return [programs.LinearConfig(spec.hidden, qkv),
+            programs.LinearNormResidualConfig(spec.q_features, spec.hidden, spec.attn_norm_eps),
+            programs.PostNormMLPConfig(spec.hidden, spec.ffn, spec.mlp_norm_eps)]
+
+
+def _returns_tuple(layer: torch.nn.Module) -> bool:
+    """Whether the installed transformers' layer returns a tuple (older
+    releases) or the hidden states alone (5.x)."""
+    ret = inspect.signature(type(layer).forward).return_annotation
+    if ret is inspect.Signature.empty:
+        return True
+    return "tuple" in str(ret).lower()
+
+
+class DecoderLayer(_ProgramModule, _LayerBase):
+    """A converted Hugging Face decoder layer (Llama, Mistral, Qwen3, OLMo2)."""
+
+    def __init__(self, layer: torch.nn.Module, spec: LayerSpec, *, qual: str = "",
+                 kernels: Optional[str] = None):
+        _ProgramModule.__init__(self, layer_programs(spec), kernels)
+        for name, child in layer.named_children():
+            self.add_module(name, child)
+        self.spec = spec
+        self.tuple_output = _returns_tuple(layer)
+        self._coat_name = qual
+        self._family_module = sys.modules[type(layer.self_attn).__module__]
+        # What the model may read from its layers (e.g. the mask kind).
+        for attr in ("attention_type", "layer_idx"):
+            if hasattr(layer, attr):
+                setattr(self, attr, getattr(layer, attr))
+
+    def extra_repr(self) -> str:
+        s = self.spec
+        return (f"family={s.family}, hidden={s.hidden}, ffn={s.ffn}, heads={s.heads}, "
+                f"kv_heads={s.kv_heads}, head_dim={s.head_dim}, qk_norm={s.qk_norm}")
+
+    # -- the attention core: the model's own code path -------------------
+    def _attention(self, qkv: torch.Tensor, b: int, s: int, position_embeddings,
+                   attention_mask, past_key_values, kwargs) -> torch.Tensor:
+        spec, attn = self.spec, self.self_attn
+        d = spec.head_dim
+        q, k, v = qkv.view(b, s, -1).split([spec.q_features, spec.kv_features,
+                                            spec.kv_features], dim=-1)
+        if spec.qk_norm == "full":
+            q, k = attn.q_norm(q), attn.k_norm(k)
+        q, k, v = (t.reshape(b, s, -1, d) for t in (q, k, v))
+        if spec.qk_norm == "head":
+            q, k = attn.q_norm(q), attn.k_norm(k)
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+        cos, sin = position_embeddings
+        dtype = v.dtype
+        q, k = self._family_module.apply_rotary_pos_emb(q, k, cos, sin)
+        q, k = q.to(dtype), k.to(dtype)  # rotated in the tables' precision
+        if past_key_values is not None:
+            k, v = past_key_values.update(k, v, attn.layer_idx)
+        from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+        interface = ALL_ATTENTION_FUNCTIONS.get_interface(
+            attn.config._attn_implementation, self._family_module.eager_attention_forward)
+        extra = {}
+        window = getattr(attn, "sliding_window", None)
+        if window is None and spec.family == "Mistral":
+            window = getattr(attn.config, "sliding_window", None)
+        if window is not None:
+            extra["sliding_window"] = window
+        out, _ = interface(attn, q, k, v, attention_mask,
+                           dropout=attn.attention_dropout if self.training else 0.0,
+                           scaling=attn.scaling, **extra, **kwargs)
+        return out.reshape(b, s, -1)
+
+    def forward(self, hidden_states: torch.Tensor, attention_mask=None, position_ids=None,
+                past_key_values=None, use_cache: bool = False, position_embeddings=None,
+                **kwargs):
+        name = _module_name(self)
+        x = hidden_states
+        if x.dim() != 3:
+            raise ValueError(f"{name}: hidden_states must be [batch, seq, hidden], got "
+                             f"{tuple(x.shape)}")
+        if position_embeddings is None:
+            raise ValueError(f"{name}: called without position_embeddings (the model's rotary "
+                             "tables); this transformers release computes them in the model")
+        if kwargs.get("output_attentions"):
+            raise ValueError(f"{name}: output_attentions is not available from a converted "
+                             "layer")
+        kwargs.pop("output_attentions", None)
+        _check_devices(self, x, name)
+        spec, attn, mlp = self.spec, self.self_attn, self.mlp
+        b, s, _ = x.shape
+        tokens = b * s
+        bf = torch.bfloat16
+
+        def w(mod):
+            return mod.weight.to(bf).contiguous()
+
+        h = _tokens_2d(x, spec.hidden, name)
+        w_qkv = torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight]).to(bf)
+        if spec.norm_placement == "pre":
+            (qkv,) = self.run_program(0, f"{name} attention input", h,
+                                      w(self.input_layernorm), w_qkv)
+        else:
+            (qkv,) = self.run_program(0, f"{name} attention input", h, w_qkv)
+        a = self._attention(qkv[:tokens], b, s, position_embeddings, attention_mask,
+                            past_key_values, kwargs)
+        a = _tokens_2d(a, spec.q_features, name)
+        mlp_ws = (w(mlp.gate_proj), w(mlp.up_proj), w(mlp.down_proj))
+        if spec.norm_placement == "pre":
+            (h,) = self.run_program(1, f"{name} attention output", h, a, w(attn.o_proj))
+            (h,) = self.run_program(2, f"{name} MLP", h, w(self.post_attention_layernorm),
+                                    *mlp_ws)
+        else:
+            (h,) = self.run_program(1, f"{name} attention output", h, a, w(attn.o_proj),
+                                    w(self.post_attention_layernorm))
+            (h,) = self.run_program(2, f"{name} MLP", h, *mlp_ws,
+                                    w(self.post_feedforward_layernorm))
+        out = h[:tokens].view(b, s, spec.hidden).to(x.dtype)
+        return (out,) if self.tuple_output else out

@@ -1,0 +1,89 @@
+"""A compiled program under autograd: its forward calls now, its backward
+calls when autograd asks, keeping exactly the values the launch plan saves."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+import torch
+
+from ..executor import Program, ProgramError, QTensor
+from .finite import check as _check_finite
+
+def forward_inputs(program: Program) -> List[int]:
+    """The value ids of a program's forward inputs, in call order."""
+    return [v for v, role, _ in program.inputs if role != "gradient"]
+
+
+def returned_outputs(program: Program) -> List[int]:
+    """The indices (into ``program.outputs``) of the outputs a forward
+    returns: its tensors (a qtensor output stays inside the program)."""
+    return [i for i, (v, phase, _) in enumerate(program.outputs)
+            if phase == "forward" and program.values[v].kind == "tensor"]
+
+
+def run_forward(program: Program, module_name: str, inputs):
+    """The forward calls on ``inputs``: (returned tensors, the values the plan
+    saves for the backward by id, the token count)."""
+    env = dict(zip(forward_inputs(program), inputs))
+    program.check_inputs(env)
+    tokens = program.tokens_of(env)
+    program.run(env, "forward", tokens, drop_dead=True)
+    outs = [env[program.outputs[i][0]] for i in returned_outputs(program)]
+    for o in outs:
+        _check_finite(o, f"{module_name} forward output", "forward")
+    # Only what the launch plan saves survives the forward.
+    return outs, {v: env[v] for v in program.saved}, tokens
+
+
+def run_backward(program: Program, module_name: str, kept: Dict[int, Any], grads,
+                 tokens: int, device) -> List[Optional[torch.Tensor]]:
+    """The backward calls from the saved values ``kept`` (consumed: each is
+    freed after its last reader) and the gradients of the returned outputs
+    (None: zero); the gradient of each forward input, None where the
+    program computes none."""
+    returned = returned_outputs(program)
+    env = dict(kept)
+    for vid, role, grad_of in program.inputs:
+        if role != "gradient":
+            continue
+        if grad_of is None or grad_of not in returned:
+            raise ProgramError(f"{program.name}: gradient input {vid} names no returned "
+                               "output (coat.grad_of)")
+        g = grads[returned.index(grad_of)]
+        if g is None:
+            g = torch.zeros(program.values[vid].shape_for(tokens), dtype=torch.bfloat16,
+                            device=device)
+        env[vid] = g.to(torch.bfloat16).contiguous()
+    kept.clear()
+    program.run(env, "backward", tokens, drop_dead=True)
+    position = {v: i for i, v in enumerate(forward_inputs(program))}
+    out: List[Optional[torch.Tensor]] = [None] * len(position)
+    for vid, phase, grad_of in program.outputs:
+        if phase == "backward" and grad_of is not None:
+            x = env[vid]
+            if isinstance(x, QTensor):
+                continue
+            _check_finite(x, f"{module_name} gradient of input {grad_of}", "backward")
+            out[position[program.inputs[grad_of][0]]] = x
+    return out
+
+
+class _RunProgram(torch.autograd.Function):
+    """Forward calls of a program now, its backward calls in backward(): how
+    programs run eagerly (under torch.compile, :mod:`coat._torch_ops`'s
+    operators run the same code)."""
+
+    @staticmethod
+    def forward(ctx, program: Program, module_name: str, *inputs):
+        outs, kept, tokens = run_forward(program, module_name, inputs)
+        ctx.program, ctx.tokens, ctx.module_name = program, tokens, module_name
+        ctx.kept, ctx.device = kept, inputs[0].device
+        return tuple(outs)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        kept, ctx.kept = ctx.kept, None
+        out = run_backward(ctx.program, ctx.module_name, kept, grads, ctx.tokens, ctx.device)
+        return (None, None, *out)
+

@@ -1,0 +1,184 @@
+"""coat.convert: a model's decoder layers, replaced in place by layers whose
+norms and projections run as compiled programs.
+
+Two kinds of layer are recognised: Hugging Face decoder layers of the
+families :mod:`coat.hf.families` knows, and Llama-layout layers of plain
+PyTorch models such as :mod:`coat.llama`'s (``self_attn.{q,k,v,o}_proj``,
+``mlp.{gate,up,down}_proj``, ``input_layernorm``,
+``post_attention_layernorm``, the attention's head counts as attributes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Dict, Optional
+
+import torch
+
+from .decoder import DecoderLayer, _Projections
+from .modules import _ProgramModule
+
+#: Modules :func:`convert` leaves in high precision unless told otherwise:
+#: the embedding, the final norm and the LM head (as in COAT).
+KEEP_HIGH_PRECISION = ("embed_tokens", "norm", "lm_head")
+
+FilterFn = Callable[[str, torch.nn.Module], bool]
+
+
+@dataclass
+class ConversionReport:
+    """What :func:`convert` did: each converted layer (by name) with what it
+    runs, and each layer or module left in high precision with the reason."""
+
+    converted: Dict[str, str] = field(default_factory=dict)
+    kept: Dict[str, str] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        lines = [f"converted {len(self.converted)} layer(s), kept {len(self.kept)} in high "
+                 "precision"]
+        lines += [f"  {name}: {what}" for name, what in self.converted.items()]
+        lines += [f"  {name}: kept ({why})" for name, why in self.kept.items()]
+        return "\n".join(lines)
+
+
+def _is_hf(module: torch.nn.Module) -> bool:
+    return type(module).__module__.startswith("transformers.")
+
+
+def _is_layer_candidate(module: torch.nn.Module) -> bool:
+    """A decoder layer (converted, or refused with a reason): a module with
+    an attention and an MLP (or a mixture of experts) as children."""
+    if isinstance(module, _ProgramModule):
+        return False
+    names = set(dict(module.named_children()))
+    has_attn = bool(names & {"self_attn", "attention", "attn"})
+    has_ffn = bool(names & {"mlp", "block_sparse_moe", "feed_forward"})
+    return has_attn and has_ffn
+
+
+def _llama_layer(qual: str, mod: torch.nn.Module, kernels) -> DecoderLayer:
+    """A plain-PyTorch Llama-layout layer as a coat.nn.DecoderLayer around
+    the same Parameters."""
+    for part in ("self_attn", "mlp", "input_layernorm", "post_attention_layernorm"):
+        if not hasattr(mod, part):
+            raise ValueError(f"coat.convert: {qual} ({type(mod).__name__}) has no {part}: "
+                             "not a Llama decoder layer")
+    at, mlp = mod.self_attn, mod.mlp
+
+    def weight(owner, path):
+        sub = getattr(owner, path.rpartition(".")[2], None)
+        w = getattr(sub, "weight", None)
+        where = f"{qual}.{path}" if qual else path
+        if not isinstance(w, torch.nn.Parameter):
+            raise ValueError(f"coat.convert: {where} has no weight Parameter")
+        if getattr(sub, "bias", None) is not None:
+            raise ValueError(f"coat.convert: {where} has a bias; the compiled layer "
+                             "takes bias-free projections and norms")
+        return w
+
+    weights = {a: weight(at, f"self_attn.{a}") for a in ("q_proj", "k_proj", "v_proj",
+                                                          "o_proj")}
+    weights.update({a: weight(mlp, f"mlp.{a}") for a in ("gate_proj", "up_proj",
+                                                          "down_proj")})
+    weights["input_layernorm"] = weight(mod, "input_layernorm")
+    weights["post_attention_layernorm"] = weight(mod, "post_attention_layernorm")
+    heads = getattr(at, "heads", None) or getattr(at, "num_heads", None)
+    kv_heads = (getattr(at, "kv_heads", None) or getattr(at, "num_key_value_heads", None)
+                or heads)
+    if heads is None:
+        raise ValueError(f"coat.convert: {qual}.self_attn does not say its head count "
+                         "(heads or num_heads)")
+    eps = {}
+    for norm in ("input_layernorm", "post_attention_layernorm"):
+        n = getattr(mod, norm)
+        e = getattr(n, "variance_epsilon", None) or getattr(n, "eps", None)
+        if e is None:
+            raise ValueError(f"coat.convert: {qual}.{norm} does not say its eps")
+        eps[norm] = float(e)
+    if eps["input_layernorm"] != eps["post_attention_layernorm"]:
+        raise ValueError(f"coat.convert: {qual}: the two norms have different eps "
+                         f"({eps['input_layernorm']}, {eps['post_attention_layernorm']})")
+    hidden = weights["q_proj"].shape[1]
+    try:
+        return DecoderLayer(hidden, weights["gate_proj"].shape[0], heads, kv_heads,
+                            eps["input_layernorm"], weights=weights, kernels=kernels)
+    except ValueError as e:
+        raise ValueError(f"coat.convert: {qual}: {e}") from None
+
+
+def _hf_layer(qual: str, mod: torch.nn.Module, kernels):
+    from ..hf.families import UnsupportedLayer, inspect_layer
+    from ..hf.layer import DecoderLayer as HFDecoderLayer
+
+    try:
+        spec = inspect_layer(qual, mod)
+        return HFDecoderLayer(mod, spec, qual=qual, kernels=kernels)
+    except UnsupportedLayer as e:
+        raise ValueError(f"coat.convert: {e}") from None
+    except ValueError as e:
+        raise ValueError(f"coat.convert: {qual}: {e}") from None
+
+
+def _describe(new: torch.nn.Module) -> str:
+    spec = getattr(new, "spec", None)
+    family = spec.family if spec is not None else "Llama"
+    names = ", ".join(c.name for c in new.configs)
+    return f"{family} layer, {len(new.configs)} programs ({names})"
+
+
+def convert(model: torch.nn.Module, *, filter_fn: Optional[FilterFn] = None,
+            keep=KEEP_HIGH_PRECISION, kernels=None) -> torch.nn.Module:
+    """Replaces every decoder layer of ``model`` in place by one whose norms
+    and projections run as compiled COAT programs, keeping parameter names,
+    the state_dict and an optimizer built afterwards unchanged.
+
+    ``filter_fn(fqn, module)`` returning False leaves that decoder layer (or
+    a Linear or norm outside every layer) in high precision by choice.
+    Modules whose last name is in ``keep`` (the embedding, the final norm,
+    the LM head) stay in high precision too. A decoder layer the programs
+    cannot express, or any other Linear or norm not kept by one of those,
+    raises ValueError naming it: nothing silently stays in high precision
+    or runs with the wrong hyperparameters.
+
+    Returns ``model``; ``model.coat_report`` is the ConversionReport."""
+    report = ConversionReport()
+    chosen_out = []
+    for qual, mod in list(model.named_modules()):
+        done = chosen_out + list(report.converted)
+        if any(qual.startswith(c + ".") for c in done) or not _is_layer_candidate(mod):
+            continue
+        if filter_fn is not None and not filter_fn(qual, mod):
+            report.kept[qual] = "filter_fn"
+            chosen_out.append(qual)
+            continue
+        new = _hf_layer(qual, mod, kernels) if _is_hf(mod) else _llama_layer(qual, mod,
+                                                                             kernels)
+        new._coat_name = qual
+        parent_name, _, child = qual.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        setattr(parent, child, new)
+        report.converted[qual] = _describe(new)
+    if not report.converted and not report.kept:
+        raise ValueError("coat.convert: no decoder layer found (a module with self_attn and "
+                         "mlp)")
+    converted = list(report.converted)
+    for qual, mod in model.named_modules():
+        if isinstance(mod, _Projections) or any(
+                qual == c or qual.startswith(c + ".") for c in converted + chosen_out):
+            continue
+        last = qual.rpartition(".")[2]
+        is_norm = (hasattr(mod, "eps") or hasattr(mod, "variance_epsilon")) and \
+            isinstance(getattr(mod, "weight", None), torch.nn.Parameter)
+        if not (isinstance(mod, torch.nn.Linear) or is_norm):
+            continue
+        if last in keep:
+            report.kept[qual] = f"keep={tuple(keep)}"
+        elif filter_fn is not None and not filter_fn(qual, mod):
+            report.kept[qual] = "filter_fn"
+        else:
+            raise ValueError(f"coat.convert: {qual} ({type(mod).__name__}) is outside every "
+                             f"decoder layer and not in keep={tuple(keep)}; add it to keep "
+                             "(or return False for it from filter_fn) to leave it in high "
+                             "precision")
+    model.coat_report = report
+    return model
