@@ -146,6 +146,7 @@ run_bench bench_activations.py requantize --only requantize --shapes 8192x8192 1
 run_bench bench_flow.py silu
 run_bench bench_norms.py rmsnorm
 run_bench bench_scales.py reduce_scales
+run_bench bench_bias_grad.py bias_grad
 if [ -n "$COAT_LINEAR_KERNELS" ]; then run python3 "$root/bench/bench_linear.py"; fi
 if [ -n "$(of_op linear)" ] && [ -n "$(of_op rmsnorm_grad)" ]; then
   run python3 "$root/bench/bench_block.py"

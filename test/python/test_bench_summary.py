@@ -154,8 +154,12 @@ def test_kernel_benchmark_tables_print_with_and_without_an_anchor(capsys):
     scales = _bench("bench_scales")
     scales.print_header()
     scales.print_row("4096x4096/16", 4096 * 256, 0.006, 70.0, 0.007)
+    bias = _bench("bench_bias_grad")
+    bias.print_header()
+    bias.print_row("bias grad", "4096x4096", 0.03, 80.0, 0.035)
     out = capsys.readouterr().out.splitlines()
-    assert sum("1.17x" in line for line in out) == 4  # three tables and the scales row
+    # three tables, the scales row and the bias-gradient row
+    assert sum("1.17x" in line for line in out) == 5
     rows = [line for line in out if line.startswith(("k ", "silu ", "rmsnorm "))]
     assert [line.endswith("(no graph)") for line in rows] == [False, True] + [False] * 4
     # A row without its anchor prints dashes for the anchor's columns.

@@ -36,12 +36,13 @@ def test_every_benchmark_is_reached(tmp_path):
     # of the ops that a benchmark looks for.
     _module(tmp_path, "a_opt", ["adamw_step"])
     _module(tmp_path, "b_act", ["quantize", "silu"])
-    _module(tmp_path, "c_norm", ["rmsnorm", "reduce_scales", "linear", "rmsnorm_grad"])
+    _module(tmp_path, "c_norm", ["rmsnorm", "reduce_scales", "bias_grad", "linear",
+                                 "rmsnorm_grad"])
     _module(tmp_path, "z_other", ["mul"])
     cmds = _dry_run("--bench", "--dry-run", str(tmp_path))
     assert [_what(c) for c in cmds] == ["pytest", "bench_optimizer.py", "bench_activations.py",
                        "bench_flow.py", "bench_norms.py", "bench_scales.py",
-                       "bench_linear.py", "bench_block.py", "bench_fsdp.py", "summary.py"]
+                       "bench_bias_grad.py", "bench_linear.py", "bench_block.py", "bench_fsdp.py", "summary.py"]
     optimizer = cmds[1].split()
     assert optimizer[optimizer.index("--kernels") + 1:] == [str(tmp_path / "a_opt")]
 
