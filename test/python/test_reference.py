@@ -265,3 +265,27 @@ def test_shuffle_rejects_partial_warps():
         ref.shuffle_min(np.ones(48, np.float32))
     # All-NaN lanes: fminf(NaN, 1e9) in the second stage lets the sentinel out.
     assert ref.shuffle_min(np.full(32, np.nan, np.float32)) == np.float32(1e9)
+
+
+# --------------------------------------------------------------------------
+# Linear layers with a bias
+# --------------------------------------------------------------------------
+
+def test_bias_grad_binding():
+    rng = np.random.default_rng(3)
+    dy = rng.standard_normal((37, 48)).astype(np.float32)
+    db = ref.bias_grad(dy, partials=2)
+    assert db.shape == (48,) and db.dtype == np.float32
+    np.testing.assert_allclose(db, dy.astype(np.float64).sum(0), rtol=1e-5, atol=1e-5)
+    # A [tokens, features] tensor of any leading shape: rows multiply out.
+    np.testing.assert_array_equal(ref.bias_grad(dy.reshape(37, 1, 48), 2), db)
+    with pytest.raises(ref.ReferenceError, match="partials >= 1"):
+        ref.bias_grad(dy, partials=0)
+
+
+def test_linear_bias_epilogue_binding():
+    acc = np.arange(6, dtype=np.float32).reshape(2, 3)
+    out = ref.linear_bias_epilogue(acc, 0.5, np.array([1, -1, np.inf], np.float32))
+    np.testing.assert_array_equal(out, [[1, -0.5, np.inf], [2.5, 1, np.inf]])
+    with pytest.raises(ValueError, match="bias has 2 entries, the accumulator 3 columns"):
+        ref.linear_bias_epilogue(acc, 1.0, np.zeros(2, np.float32))
