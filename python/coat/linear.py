@@ -28,10 +28,14 @@ def _format(t, what: str) -> str:
     return _FORMATS[name]
 
 
-def find_kernel(a_format: str, b_format: str, out: str, bias: bool,
+def find_kernel(a_format: str, b_format: str, out: str, bias,
                 module=None) -> Kernel:
-    """The compiled per-tensor GEMM for these formats; ValueError if none."""
-    seen = []
+    """The compiled per-tensor GEMM for these formats; ValueError if none.
+    ``bias``: False, True (any bias dtype) or the bias's dtype ("f32",
+    "bf16"); a bf16 bias also takes a kernel with an f32 bias (the caller
+    widens it, exactly)."""
+    bias_dtypes = {"bf16": ("bf16", "f32")}.get(bias, (bias,)) if isinstance(bias, str) else None
+    seen, found = [], {}
     for mod in artifacts.modules(None if module is None else [module]):
         for k in mod.kernels.values():
             c = k.spec.config
@@ -41,14 +45,23 @@ def find_kernel(a_format: str, b_format: str, out: str, bias: bool,
             # their operands' bf16 scales.
             if any(a.name in ("a_scale", "b_scale") and a.dtype != "f32" for a in k.spec.args):
                 continue
+            kb = next((a.dtype for a in k.spec.args if a.name == "bias"), None)
             seen.append(f"{c.get('a')}x{c.get('b')}->{c.get('out')}"
-                        f"{'+bias' if c.get('bias') else ''}")
-            if (c.get("a"), c.get("b"), c.get("out"), bool(c.get("bias"))) == (
-                    a_format, b_format, out, bias):
+                        f"{f'+bias({kb})' if kb else ''}")
+            if (c.get("a"), c.get("b"), c.get("out"), bool(c.get("bias"))) != (
+                    a_format, b_format, out, bool(bias)):
+                continue
+            if bias_dtypes is None:
                 return k
+            if kb in bias_dtypes:
+                found.setdefault(kb, k)
+    for dtype in bias_dtypes or ():
+        if dtype in found:
+            return found[dtype]
     raise ValueError(
         f"scaled_mm: no compiled GEMM for {a_format} x {b_format} -> {out}"
-        f"{' with bias' if bias else ''}; compiled: {sorted(set(seen)) or 'none'} "
+        f"{f' with bias ({bias})' if isinstance(bias, str) else ' with bias' if bias else ''}"
+        f"; compiled: {sorted(set(seen)) or 'none'} "
         "(compile a coat.linear kernel spec with these types)")
 
 
@@ -79,13 +92,19 @@ def scaled_mm(a, b, scale_a, scale_b, bias=None, out_dtype=None, *, module=None)
         if s.numel() != 1 or s.dtype != torch.float32:
             raise ValueError(f"scaled_mm: {what} must be a one-element float32 tensor "
                              f"(per-tensor scaling), got {tuple(s.shape)} {s.dtype}")
-    if bias is not None and (bias.dim() != 1 or bias.numel() != n):
-        raise ValueError(f"scaled_mm: bias must be 1-D of length {n}")
-    kern = find_kernel(fa, fb, out_name, bias is not None, module)
+    bias_dtype = None
+    if bias is not None:
+        if bias.dim() != 1 or bias.numel() != n:
+            raise ValueError(f"scaled_mm: bias must be 1-D of length {n}")
+        bias_dtype = _OUT.get(str(bias.dtype).replace("torch.", ""))
+        if bias_dtype is None:
+            raise ValueError(f"scaled_mm: bias must be bfloat16 or float32, got {bias.dtype}")
+    kern = find_kernel(fa, fb, out_name, bias_dtype or False, module)
     out = torch.empty((m, n), dtype=out_dtype, device=a.device)
     args = dict(a=a, b=b.t(), out=out, a_scale=scale_a.reshape(1),
                 b_scale=scale_b.reshape(1), m=m, n=n, k=k)
     if bias is not None:
-        args["bias"] = bias.contiguous()
+        want = next(x.dtype for x in kern.spec.args if x.name == "bias")
+        args["bias"] = (bias.float() if want == "f32" else bias).contiguous()
     kern.launch(**args)
     return out

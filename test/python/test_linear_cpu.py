@@ -208,3 +208,23 @@ def test_bias_epilogue_matches_reference_library(kernel, shape):
     if cfg["out"] == "bf16":
         want = ref.bf16_round(want)
     assert_values_equal(out.astype(np.float32), want, "outputs")
+
+
+def test_scaled_mm_picks_a_kernel_for_the_bias_dtype():
+    """coat.linear.scaled_mm looks kernels up by the bias's dtype: a bf16
+    bias takes a bf16-bias kernel, or an f32-bias one (widened exactly); an
+    f32 bias never a bf16-bias kernel."""
+    from coat.linear import find_kernel
+
+    mod = KERNELS[0].module
+
+    def bias_of(k):
+        return next((a.dtype for a in k.spec.args if a.name == "bias"), None)
+
+    assert bias_of(find_kernel("e4m3", "e4m3", "bf16", False, mod)) is None
+    assert bias_of(find_kernel("e4m3", "e4m3", "bf16", "f32", mod)) == "f32"
+    assert bias_of(find_kernel("e4m3", "e4m3", "bf16", "bf16", mod)) == "bf16"
+    assert bias_of(find_kernel("e4m3", "e4m3", "bf16", True, mod)) in ("f32", "bf16")
+    assert bias_of(find_kernel("e4m3", "e4m3", "e4m3", "bf16", mod)) == "bf16"
+    with pytest.raises(ValueError, match=r"e4m3 x e4m3 -> e4m3 with bias \(f32\)"):
+        find_kernel("e4m3", "e4m3", "e4m3", "f32", mod)
