@@ -53,6 +53,7 @@ constexpr const char *kCpuPipeline =
     "coat-fuse-adamw,coat-lower-optimizer{target=cpu},"
     "coat-lower-pointwise{target=cpu},coat-lower-norms{target=cpu},"
     "coat-lower-activations{target=cpu},coat-lower-reduce-scales{target=cpu},"
+    "coat-lower-bias-grad{target=cpu},"
     "coat-lower-linear{target=cpu},coat-expand-shared-divisions,"
     "coat-expand-soft-exp2,coat-expand-fp8-conversions";
 /// The GPU lowerings under one of three option sets, picked by the input's
@@ -62,6 +63,7 @@ constexpr const char *kGpuPipelines[] = {
     "coat-fuse-adamw,coat-lower-optimizer{target=gpu},"
     "coat-lower-pointwise{target=gpu},coat-lower-norms{target=gpu},"
     "coat-lower-activations{target=gpu},coat-lower-reduce-scales{target=gpu},"
+    "coat-lower-bias-grad{target=gpu},"
     "coat-lower-linear{target=gpu},nvvm-attach-target{chip=sm_90a},"
     "coat-verify-nvvm-target,gpu.module(coat-expand-shared-divisions,"
     "coat-expand-soft-exp2,coat-fast-nvvm-math,coat-lower-fp8-to-nvvm)",
