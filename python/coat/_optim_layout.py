@@ -6,7 +6,7 @@ them without importing coat.optim, which imports those modules."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 import torch
 
@@ -97,10 +97,35 @@ class _Bucket:
     offsets: List[int]  # element offset of each tensor in the flat buffers
     numel: int  # padded total = n of the launch
     param: torch.Tensor
-    grad: torch.Tensor
+    # The flat gradient buffer, or None while the bucket holds no gradient
+    # (lazy buckets: allocated at the first gradient of a step, freed by
+    # zero_grad(set_to_none=True) or, stepping in the backward, after the
+    # bucket's launch).
+    grad: Optional[torch.Tensor]
     state: Dict[Tuple[str, str], torch.Tensor]  # (moment, field) -> flat buffer
     # DTensor parameters: their shard layout (None for plain tensors)
     layouts: List[Optional[_dist.ShardLayout]] = dataclasses.field(default_factory=list)
+    index: int = 0  # position among the optimizer's buckets (the seed's offset)
+    # Whether the gradient buffer lives as long as the optimizer (DTensor
+    # buckets, persistent_grads=True) rather than from a step's first
+    # gradient to zero_grad(set_to_none=True).
+    persistent: bool = True
+    # A CUDA graph captured accumulation into the buffer: it is never freed.
+    pinned: bool = False
+    # Stepping in the backward: members whose gradient of this backward has
+    # arrived, and whether the bucket was stepped since the last step().
+    arrived: Set[int] = dataclasses.field(default_factory=set)
+    expected: int = 0  # members with an accumulation hook (that require grad)
+    stepped: bool = False
+
+    @property
+    def padded(self) -> bool:
+        """Whether the flat buffers hold padding (which must stay zero)."""
+        return sum(self.local_numel(i) for i in range(len(self.params))) != self.numel
+
+    @property
+    def grad_bytes(self) -> int:
+        return self.numel * self.param.element_size()
 
     def local_shape(self, i: int) -> Tuple[int, ...]:
         lay = self.layouts[i]
@@ -113,6 +138,8 @@ class _Bucket:
         return n
 
     def grad_view(self, i: int) -> torch.Tensor:
+        if self.grad is None:
+            raise RuntimeError("FP8AdamW: the bucket holds no gradient buffer")
         o = self.offsets[i]
         return self.grad[o:o + self.local_numel(i)].view(self.local_shape(i))
 
@@ -132,3 +159,23 @@ class _Bucket:
 
 def _param_name(index: int, p: torch.Tensor) -> str:
     return f"parameter {index} (shape {tuple(p.shape)})"
+
+
+def split_by_bytes(slots: Sequence[int], element_size: int,
+                   cap_bytes: Optional[int]) -> List[List[int]]:
+    """Consecutive runs of the members (given their padded slot sizes, in
+    elements) whose buffers stay within ``cap_bytes`` per run; a member
+    larger than the cap gets a run of its own. None: one run."""
+    if cap_bytes is None:
+        return [list(range(len(slots)))] if slots else []
+    runs: List[List[int]] = []
+    size = 0
+    for i, n in enumerate(slots):
+        b = n * element_size
+        if runs and size + b <= cap_bytes:
+            runs[-1].append(i)
+            size += b
+        else:
+            runs.append([i])
+            size = b
+    return runs
