@@ -111,14 +111,14 @@ class GradBufferMixin:
         for p in b.params:
             _set_owner(p, self)
         if b.persistent:
-            b.grad = torch.zeros(b.numel, dtype=b.param.dtype, device=b.device)
+            b.set_grad(torch.zeros(b.numel, dtype=b.param.dtype, device=b.device))
             for i, p in enumerate(b.params):
                 if p.grad is not None:
                     o, k = b.offsets[i], b.local_numel(i)
                     b.grad[o:o + k].copy_(_dist.local_tensor(p.grad).reshape(-1))
                 p.grad = b.grad_for(i)
             return
-        b.grad = None
+        b.set_grad(None)
         me = weakref.ref(self)
         for i, p in enumerate(b.params):
             if not p.requires_grad:
@@ -136,7 +136,7 @@ class GradBufferMixin:
         zero (it takes part in the groups' statistics); elements a gradient
         will overwrite need not be."""
         make = torch.zeros if (zero or b.padded) else torch.empty
-        b.grad = make(b.numel, dtype=b.param.dtype, device=b.device)
+        b.set_grad(make(b.numel, dtype=b.param.dtype, device=b.device))
         if _capturing(b.device):
             b.pinned = True
         return b.grad
@@ -146,6 +146,8 @@ class GradBufferMixin:
         g = b.params[i].grad
         if g is None or b.grad is None:
             return False
+        if g is b.views[i]:
+            return True
         if (b.layouts[i] is None) == _dist.is_dtensor(g):
             return False
         lg = _dist.local_tensor(g)
@@ -168,9 +170,9 @@ class GradBufferMixin:
             raise ValueError(f"{_param_name(b.indices[i], p)}: local gradient shard "
                              f"has shape {tuple(lg.shape)}, the parameter's local "
                              f"shard {b.local_shape(i)}")
-        o, k = b.offsets[i], b.local_numel(i)
-        b.grad[o:o + k].copy_(lg.reshape(-1))
-        p.grad = b.grad_for(i)
+        view = b.grad_for(i)
+        _dist.local_tensor(view).copy_(lg)
+        p.grad = view
 
     @torch.no_grad()
     def _attach_grads(self, b: _Bucket) -> None:
@@ -204,7 +206,7 @@ class GradBufferMixin:
             if b.grad is not None:
                 self._zero_kept(b)
             return
-        b.grad = None
+        b.set_grad(None)
         for p in b.params:
             p.grad = None
 

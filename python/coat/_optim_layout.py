@@ -117,6 +117,16 @@ class _Bucket:
     arrived: Set[int] = dataclasses.field(default_factory=set)
     expected: int = 0  # members with an accumulation hook (that require grad)
     stepped: bool = False
+    # What each p.grad is set to while the buffer exists (grad_for), made
+    # once per buffer.
+    views: List[torch.Tensor] = dataclasses.field(default_factory=list)
+
+    def set_grad(self, t: Optional[torch.Tensor]) -> None:
+        """Installs (or, None, drops) the flat gradient buffer and its views."""
+        self.grad = t
+        self.views = []
+        if t is not None:
+            self.views = [self._grad_for(i) for i in range(len(self.params))]
 
     @property
     def padded(self) -> bool:
@@ -150,6 +160,11 @@ class _Bucket:
     def grad_for(self, i: int) -> torch.Tensor:
         """What p.grad is set to: the flat-buffer view, wrapped as a DTensor
         like the parameter for DTensor parameters."""
+        if self.views:
+            return self.views[i]
+        return self._grad_for(i)
+
+    def _grad_for(self, i: int) -> torch.Tensor:
         v = self.grad_view(i)
         lay = self.layouts[i]
         if lay is None:

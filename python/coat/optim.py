@@ -3,7 +3,8 @@
 launch of a compiled ``adamw_step`` kernel (docs/manifest.md).
 
 Layout. Parameters are grouped into buckets by (param group, dtype), split
-into consecutive runs of at most ``bucket_mb`` MiB of gradient. Each bucket
+into consecutive runs of at most ``bucket_mb`` MiB of gradient unless their
+gradient buffers are persistent (DTensors, ``persistent_grads``). Each bucket
 owns one flat buffer per field -- param, grad, m/v codes, m/v scale and, for
 expanded moments, k and c -- with every tensor padded to a multiple of
 ``group_size`` (padding is zero and stays zero; no group straddles tensors),
@@ -108,7 +109,7 @@ class FP8AdamW(GradBufferMixin, StateDictMixin, FSDPStorageMixin, torch.optim.Op
     Memory (docs/training.md, "Memory of a step"). Parameters are split into
     buckets of at most ``bucket_mb`` MiB of gradient (consecutive
     parameters of one group and dtype; None: one bucket per group and
-    dtype), each stepped with one launch. A bucket's gradient buffer exists
+    dtype, as are persistent buffers), each stepped with one launch. A bucket's gradient buffer exists
     only from its first gradient of a step to ``zero_grad(set_to_none=True)``
     unless ``persistent_grads`` (or the parameters are DTensors).
     ``step_in_backward`` steps each bucket inside the backward as soon as
@@ -251,11 +252,14 @@ class FP8AdamW(GradBufferMixin, StateDictMixin, FSDPStorageMixin, torch.optim.Op
             by_kind.setdefault((dtype, layout is not None), []).append((index, p, layout))
         self._steps.append(0)
         self._step_tensors.append(torch.zeros((), dtype=torch.float32))
-        cap = None if self.bucket_mb is None else int(self.bucket_mb * 2**20)
-        for (dtype, _), members in by_kind.items():
+        for (dtype, dist), members in by_kind.items():
             slots = [lay.slot(G) if lay is not None else _round_up(p.numel(), G)
                      for _, p, lay in members]
             size = _dist.local_tensor(members[0][1]).element_size()
+            # Only lazy buffers gain from smaller buckets; persistent ones
+            # (DTensors, persistent_grads) keep one bucket, one launch.
+            lazy = not (dist or self.persistent_grads)
+            cap = int(self.bucket_mb * 2**20) if lazy and self.bucket_mb is not None else None
             for run in split_by_bytes(slots, size, cap):
                 self._build_bucket(gi, dtype, [members[j] for j in run], [slots[j] for j in run])
 

@@ -86,6 +86,10 @@ def test_buckets_are_split_by_size_in_parameter_order():
     assert [b.index for b in opt.buckets] == [0, 1, 2, 3]
     one = FP8AdamW(models()[0].parameters(), kernels=[], bucket_mb=None)
     assert len(one.buckets) == 1
+    # Persistent buffers gain nothing from a split: one bucket, one launch.
+    kept = FP8AdamW(models()[0].parameters(), kernels=[], bucket_mb=SMALL_MB,
+                    persistent_grads=True)
+    assert len(kept.buckets) == 1 and kept.buckets[0].persistent
 
 
 def test_bad_memory_options_raise():
