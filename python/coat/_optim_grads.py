@@ -111,12 +111,13 @@ class GradBufferMixin:
         for p in b.params:
             _set_owner(p, self)
         if b.persistent:
-            b.set_grad(torch.zeros(b.numel, dtype=b.param.dtype, device=b.device))
+            buf = torch.zeros(b.numel, dtype=b.param.dtype, device=b.device)
+            b.set_grad(buf, keep=True)
             for i, p in enumerate(b.params):
                 if p.grad is not None:
                     o, k = b.offsets[i], b.local_numel(i)
-                    b.grad[o:o + k].copy_(_dist.local_tensor(p.grad).reshape(-1))
-                p.grad = b.grad_for(i)
+                    buf[o:o + k].copy_(_dist.local_tensor(p.grad).reshape(-1))
+                p.grad = b.grad_for(i, buf)
             return
         b.set_grad(None)
         me = weakref.ref(self)
@@ -130,34 +131,37 @@ class GradBufferMixin:
             b.expected += 1
 
     # ---- the buffer ------------------------------------------------------------
+    #
+    # A lazy bucket refers to its buffer weakly: the views its parameters'
+    # .grad hold keep it alive. Code that may allocate one holds it in a local
+    # (``buf``) until a view does.
 
     def _alloc_grad(self, b: _Bucket, zero: bool = False) -> torch.Tensor:
         """The bucket's flat gradient buffer, allocated now. Padding must be
         zero (it takes part in the groups' statistics); elements a gradient
-        will overwrite need not be."""
+        will overwrite need not be. A lazy bucket does not hold it: the
+        caller does, until a parameter's .grad views it."""
         make = torch.zeros if (zero or b.padded) else torch.empty
-        b.set_grad(make(b.numel, dtype=b.param.dtype, device=b.device))
+        buf = make(b.numel, dtype=b.param.dtype, device=b.device)
+        b.set_grad(buf, keep=b.persistent)
         if _capturing(b.device):
-            b.pinned = True
-        return b.grad
+            self._pin(b)
+        return buf
+
+    @staticmethod
+    def _pin(b: _Bucket) -> None:
+        """A CUDA graph accumulates into the buffer: keep it at its address."""
+        b.pinned = True
+        b.keep_grad()
 
     @staticmethod
     def _grad_attached(b: _Bucket, i: int) -> bool:
-        g = b.params[i].grad
-        if g is None or b.grad is None:
-            return False
-        if g is b.views[i]:
-            return True
-        if (b.layouts[i] is None) == _dist.is_dtensor(g):
-            return False
-        lg = _dist.local_tensor(g)
-        return (lg.data_ptr() == b.grad.data_ptr() + b.offsets[i] * b.grad.element_size()
-                and tuple(lg.shape) == b.local_shape(i) and lg.dtype == b.grad.dtype
-                and lg.is_contiguous())
+        return b.views_buffer(i)
 
-    def _copy_grad_in(self, b: _Bucket, i: int, g: torch.Tensor) -> None:
+    def _copy_grad_in(self, b: _Bucket, i: int, g: torch.Tensor, buf: torch.Tensor) -> None:
         """Copies parameter i's gradient ``g`` (not the bucket's view) into
-        its slot and makes ``.grad`` the view."""
+        its slot of ``buf`` (the bucket's live buffer) and makes ``.grad``
+        the view."""
         p = b.params[i]
         if g.is_sparse or g.layout != torch.strided:
             raise ValueError(f"{_param_name(b.indices[i], p)}: sparse gradients are "
@@ -170,30 +174,33 @@ class GradBufferMixin:
             raise ValueError(f"{_param_name(b.indices[i], p)}: local gradient shard "
                              f"has shape {tuple(lg.shape)}, the parameter's local "
                              f"shard {b.local_shape(i)}")
-        view = b.grad_for(i)
+        view = b.grad_for(i, buf)
         _dist.local_tensor(view).copy_(lg)
         p.grad = view
+        b.anchor = i
 
     @torch.no_grad()
-    def _attach_grads(self, b: _Bucket) -> None:
+    def _attach_grads(self, b: _Bucket) -> torch.Tensor:
         """Before a launch: the bucket's buffer exists, every p.grad is its
         view again, gradients that were replaced are copied in and the ones
-        that are None are zero."""
-        fresh = b.grad is None
+        that are None are zero. Returns the buffer."""
+        buf = b.grad
+        fresh = buf is None
         zeroed = fresh and (b.padded or any(p.grad is None for p in b.params))
         if fresh:
-            self._alloc_grad(b, zero=zeroed)
+            buf = self._alloc_grad(b, zero=zeroed)
         for i, p in enumerate(b.params):
             if not fresh and self._grad_attached(b, i):
                 continue
             g = p.grad
             if g is not None:
-                self._copy_grad_in(b, i, g)
+                self._copy_grad_in(b, i, g, buf)
                 continue
             if not zeroed:
                 o, k = b.offsets[i], b.local_numel(i)
-                b.grad[o:o + k].zero_()
-            p.grad = b.grad_for(i)
+                buf[o:o + k].zero_()
+            p.grad = b.grad_for(i, buf)
+        return buf
 
     def _keeps_buffer(self, b: _Bucket) -> bool:
         return b.persistent or b.pinned
@@ -203,8 +210,7 @@ class GradBufferMixin:
         """Drops the bucket's gradients: frees a lazy bucket's buffer (and
         sets its parameters' .grad to None); zeroes a kept one in place."""
         if self._keeps_buffer(b):
-            if b.grad is not None:
-                self._zero_kept(b)
+            self._zero_kept(b)
             return
         b.set_grad(None)
         for p in b.params:
@@ -213,10 +219,12 @@ class GradBufferMixin:
     def zero_grad(self, set_to_none: bool = True) -> None:
         """``set_to_none=True`` (the default) frees the gradient buffers and
         sets the parameters' .grad to None; the next backward allocates them
-        again, bucket by bucket. ``set_to_none=False`` zeroes the buffers that
-        exist in place (what a CUDA graph that accumulates into them needs).
-        Persistent buffers (DTensor parameters, ``persistent_grads=True``,
-        buffers a CUDA graph captured) are always zeroed in place."""
+        again, bucket by bucket. (torch's ``Module.zero_grad()`` frees them as
+        well: a buffer lives only as long as some .grad is a view of it.)
+        ``set_to_none=False`` zeroes the buffers that exist in place (what a
+        CUDA graph that accumulates into them needs). Persistent buffers
+        (DTensor parameters, ``persistent_grads=True``, buffers a CUDA graph
+        captured) are always zeroed in place."""
         with torch.no_grad():
             for b in self._buckets:
                 b.arrived.clear()
@@ -230,10 +238,13 @@ class GradBufferMixin:
                             p.grad.zero_()
 
     def _zero_kept(self, b: _Bucket) -> None:
-        b.grad.zero_()
+        buf = b.grad
+        if buf is None:
+            return
+        buf.zero_()
         for i, p in enumerate(b.params):
             if not self._grad_attached(b, i):
-                p.grad = b.grad_for(i)
+                p.grad = b.grad_for(i, buf)
 
     # ---- clipping ------------------------------------------------------------------
 
@@ -243,9 +254,10 @@ class GradBufferMixin:
         the bucket alone; no host synchronisation)."""
         if self.bucket_max_norm is None:
             return
-        norm = torch.linalg.vector_norm(b.grad, 2, dtype=torch.float32)
+        buf = b.grad
+        norm = torch.linalg.vector_norm(buf, 2, dtype=torch.float32)
         coef = torch.clamp(self.bucket_max_norm / (norm + 1e-6), max=1.0)
-        b.grad.mul_(coef)
+        buf.mul_(coef)
 
     # ---- the step in the backward ------------------------------------------------
 
@@ -267,19 +279,22 @@ class GradBufferMixin:
         if p.grad is None:
             return
         stepping = self.step_in_backward and not self._no_step
-        if _capturing(b.device):
+        capturing = _capturing(b.device)
+        if capturing:
             if stepping:
                 raise RuntimeError(
                     "FP8AdamW(step_in_backward=True): a CUDA graph is capturing the backward, "
                     "and a replay would repeat the step's launch with its step count and "
                     "learning rate; capture without step_in_backward (or inside "
                     "optimizer.no_step()) and call step() after each replay")
-            b.pinned = True
         with torch.no_grad():
             if not self._grad_attached(b, i):
-                if b.grad is None:
-                    self._alloc_grad(b)
-                self._copy_grad_in(b, i, p.grad)
+                buf = b.grad
+                if buf is None:
+                    buf = self._alloc_grad(b)
+                self._copy_grad_in(b, i, p.grad, buf)
+        if capturing:
+            self._pin(b)
         if stepping:
             b.arrived.add(i)
             if len(b.arrived) >= b.expected:

@@ -286,7 +286,7 @@ class FP8AdamW(GradBufferMixin, StateDictMixin, FSDPStorageMixin, torch.optim.Op
                                                      dtype=torch.float32, device=dev)
         layouts = [lay for _, _, lay in members]
         b = _Bucket(gi, dtype, dev, [p for _, p, _ in members], [i for i, _, _ in members],
-                    offsets, total, flat_p, None, state, layouts, index=len(self._buckets),
+                    offsets, total, flat_p, state, layouts, index=len(self._buckets),
                     persistent=self.persistent_grads or any(lay is not None for lay in layouts))
         for i, (_, p, lay) in enumerate(members):
             o, k = offsets[i], b.local_numel(i)
@@ -423,7 +423,7 @@ class FP8AdamW(GradBufferMixin, StateDictMixin, FSDPStorageMixin, torch.optim.Op
 
     @torch.no_grad()
     def _launch(self, b: _Bucket, kernel: Kernel) -> None:
-        self._attach_grads(b)
+        buf = self._attach_grads(b)  # noqa: F841 - the buffer, held through the launch
         self._clip(b)
         args = self.launch_arguments(b, self._steps[b.group])
         wanted = {a.name for a in kernel.spec.args}

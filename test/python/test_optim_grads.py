@@ -127,6 +127,27 @@ def test_buffers_appear_bucket_by_bucket_and_go_with_zero_grad():
     assert held(opt) == 0 and all(p.grad is None for p in m.parameters())
 
 
+def test_torch_zero_grad_frees_the_buffers_too():
+    """A lazy buffer lives as long as some .grad views it: torch's
+    Module.zero_grad(set_to_none=True) (what the Hugging Face Trainer
+    calls) frees it as the optimizer's zero_grad does."""
+    m, _ = models()
+    opt = FP8AdamW(m.parameters(), kernels=[], bucket_mb=SMALL_MB)
+    loss_of(m, torch.randn(2, 64)).backward()
+    assert held(opt) == 4
+    m.zero_grad(set_to_none=True)
+    gc.collect()
+    assert held(opt) == 0
+    loss_of(m, torch.randn(2, 64)).backward()
+    assert held(opt) == 4
+    for b in opt.buckets:
+        for i, p in enumerate(b.params):
+            if p.grad is not None:
+                assert p.grad.data_ptr() == b.grad.data_ptr() + 4 * b.offsets[i]
+    m.zero_grad(set_to_none=False)  # zeroed in place: the views stay, so do the buffers
+    assert held(opt) == 4
+
+
 def test_owner_is_the_newest_optimizer_and_hooks_die_with_it():
     m, _ = models()
     old = FP8AdamW(m.parameters(), kernels=[])
