@@ -10,9 +10,11 @@ on torch < 2.1 a post hook of the parameter's AccumulateGrad node) copies
 that gradient into the bucket's buffer -- allocating the buffer at the
 bucket's first gradient of the step -- and makes ``.grad`` the view of it, so
 the tensor the backward produced is freed at once and any later micro-batch
-accumulates into the view in place. ``zero_grad(set_to_none=True)`` frees
-the buffer. With ``step_in_backward`` the bucket is stepped as soon as all
-its parameters' gradients have arrived, and its buffer freed then.
+accumulates into the view in place. The bucket does not hold the buffer:
+those views do (see _Bucket.grad), so ``zero_grad(set_to_none=True)``, the
+optimizer's or torch's ``Module.zero_grad()``, frees it. With
+``step_in_backward`` the bucket is stepped as soon as all its parameters'
+gradients have arrived, and its buffer freed then.
 
 Persistent buckets (DTensor parameters, whose gradients FSDP2 accumulates
 into in place; or ``persistent_grads=True``): the buffer lives as long as the

@@ -15,8 +15,9 @@ Gradients (coat._optim_grads). A bucket's flat grad buffer exists only while
 it holds gradients: a hook after the backward's accumulation copies each
 parameter's gradient into it (allocating it at the bucket's first gradient
 of the step) and makes ``.grad`` its view, so later micro-batches accumulate
-in place and ``step()`` copies nothing; ``zero_grad(set_to_none=True)``
-frees it. Nothing of the gradients is held between steps or during the
+in place and ``step()`` copies nothing. Only those views hold the buffer, so
+``zero_grad(set_to_none=True)`` -- the optimizer's or the model's -- frees
+it. Nothing of the gradients is held between steps or during the
 forward. ``step_in_backward=True`` steps each bucket inside the backward
 once its gradients are complete and frees them right after, so only the
 buckets being filled hold gradients. ``persistent_grads=True`` keeps the
