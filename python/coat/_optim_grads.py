@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import torch
 
@@ -147,14 +147,18 @@ class GradBufferMixin:
         buf = make(b.numel, dtype=b.param.dtype, device=b.device)
         b.set_grad(buf, keep=b.persistent)
         if _capturing(b.device):
-            self._pin(b)
+            self._pin(b, buf)
         return buf
 
     @staticmethod
-    def _pin(b: _Bucket) -> None:
-        """A CUDA graph accumulates into the buffer: keep it at its address."""
+    def _pin(b: _Bucket, buf: Optional[torch.Tensor] = None) -> None:
+        """A CUDA graph accumulates into the buffer (``buf``, or the one its
+        views hold): keep it at its address."""
         b.pinned = True
-        b.keep_grad()
+        if buf is not None:
+            b.set_grad(buf, keep=True)
+        else:
+            b.keep_grad()
 
     @staticmethod
     def _grad_attached(b: _Bucket, i: int) -> bool:

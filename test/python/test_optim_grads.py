@@ -312,3 +312,36 @@ def test_dtensor_parameters_are_refused_with_step_in_backward(monkeypatch):
     monkeypatch.setattr(_dist, "shard_layout", lambda name, t: SimpleNamespace(mesh="mesh"))
     with pytest.raises(ValueError, match="parameter 0 .*step_in_backward takes plain tensors"):
         optim.FP8AdamW([p], kernels=[], step_in_backward=True)
+
+
+def test_a_buffer_a_capture_accumulates_into_is_kept(monkeypatch):
+    """A bucket whose buffer a CUDA graph captured (capture faked: no GPU
+    here) is pinned: held by the optimizer, zeroed in place by zero_grad."""
+    from coat import _optim_grads
+
+    m, _ = models()
+    opt = FP8AdamW(m.parameters(), kernels=[], bucket_mb=SMALL_MB)
+    monkeypatch.setattr(_optim_grads, "_capturing", lambda device: True)
+    loss_of(m, torch.randn(2, 64)).backward()  # allocates while "capturing"
+    assert [b.pinned for b in opt.buckets] == [True] * 4
+    addresses = [b.grad.data_ptr() for b in opt.buckets]
+    monkeypatch.setattr(_optim_grads, "_capturing", lambda device: False)
+    m.zero_grad(set_to_none=True)
+    opt.zero_grad()
+    gc.collect()
+    assert [b.grad.data_ptr() for b in opt.buckets] == addresses
+    assert all(torch.count_nonzero(b.grad) == 0 for b in opt.buckets)
+    loss_of(m, torch.randn(2, 64)).backward()
+    assert [b.grad.data_ptr() for b in opt.buckets] == addresses
+    assert m.layers[0].weight.grad.data_ptr() == addresses[0] + 4 * opt.buckets[0].offsets[1]
+
+
+def test_step_in_backward_refuses_a_capture(monkeypatch):
+    from coat import _optim_grads
+
+    m, _ = models()
+    opt = FP8AdamW(m.parameters(), kernels=[], step_in_backward=True)
+    monkeypatch.setattr(_optim_grads, "_capturing", lambda device: True)
+    with pytest.raises(RuntimeError, match="capturing the backward"):
+        loss_of(m, torch.randn(2, 64)).backward()
+    assert opt.group_steps() == [0]

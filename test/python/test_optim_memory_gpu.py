@@ -148,8 +148,9 @@ def test_step_in_backward_refuses_a_capture():
     from coat.nn import capture_step
 
     model = stack()
-    FP8AdamW(model.parameters(), lr=1e-3, kernels=MODULES, step_in_backward=True)
+    opt = FP8AdamW(model.parameters(), lr=1e-3, kernels=MODULES, step_in_backward=True)
     x = torch.randn(16, WIDTH, device="cuda", dtype=torch.bfloat16)
     with pytest.raises(RuntimeError, match="capturing the backward"):
         # (one warm-up: a second backward without step() would be refused first)
         capture_step(lambda: loss_of(model, x).backward(), warmup=1)
+    assert opt.group_steps() == [1]  # the warm-up's step, not the capture's
