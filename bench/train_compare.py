@@ -249,7 +249,8 @@ def plot(records: dict, path: Path) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--modes", nargs="+", default=["bf16", "coat", "torchao"],
-                    help="bf16, coat, torchao, each optionally -compiled")
+                    help="bf16, coat, torchao, each optionally -compiled; coat-sib: coat "
+                         "stepping in the backward")
     ap.add_argument("--out", required=True)
     ap.add_argument("--plot", default=None, help="PNG path (default OUT/loss.png)")
     ap.add_argument("--profile", type=int, default=0, metavar="N",

@@ -109,10 +109,11 @@ class FP8AdamW(GradBufferMixin, StateDictMixin, FSDPStorageMixin, torch.optim.Op
 
     Memory (docs/training.md, "Memory of a step"). Parameters are split into
     buckets of at most ``bucket_mb`` MiB of gradient (consecutive
-    parameters of one group and dtype; None: one bucket per group and
-    dtype, as are persistent buffers), each stepped with one launch. A bucket's gradient buffer exists
-    only from its first gradient of a step to ``zero_grad(set_to_none=True)``
-    unless ``persistent_grads`` (or the parameters are DTensors).
+    parameters of one group and dtype; None: one bucket per group and dtype,
+    as persistent buffers have), each stepped with one launch. A bucket's
+    gradient buffer exists only from its first gradient of a step to
+    ``zero_grad(set_to_none=True)`` unless ``persistent_grads`` (or the
+    parameters are DTensors).
     ``step_in_backward`` steps each bucket inside the backward as soon as
     its gradients are complete and frees them at once; ``step()`` then steps
     only the buckets the backward did not complete, and ``no_step()`` lets
@@ -390,7 +391,8 @@ class FP8AdamW(GradBufferMixin, StateDictMixin, FSDPStorageMixin, torch.optim.Op
                 self._open_step()
             for b in self._buckets:
                 if b.params and not b.stepped:
-                    self._launch(b, self._cycle[b.index])
+                    kernel = self._cycle.get(b.index) or self._resolve()[b.index]
+                    self._launch(b, kernel)
                     self._release_grads(b)
             self._cycle = None
             for b in self._buckets:
