@@ -15,7 +15,9 @@ writes the loss curves as a PNG.
 
 A mode `X-compiled` runs train_llama.py --mode X --compile (torchao is
 always compiled); `coat-sib` (and `coat-sib-compiled`) runs coat with
---step-in-backward: FP8AdamW steps each bucket inside the backward. Options
+--step-in-backward: FP8AdamW steps each bucket inside the backward;
+`coat-persistent` with --persistent-grads: FP8AdamW's gradient buffers
+allocated once, as before they became lazy (to compare step times). Options
 of one kind of run go to those runs only: --step-in-backward (every coat
 run steps in the backward) and --bucket-mb to coat runs, --torchao-optim to
 torchao runs. Every other option goes to train_llama.py. A mode that
@@ -50,24 +52,33 @@ from step_profile import CATEGORIES  # noqa: E402
 
 COMPILED = "-compiled"
 STEP_IN_BACKWARD = "-sib"
+#: FP8AdamW's gradient buffers as before they became lazy (an A/B of the
+#: step time on one machine).
+PERSISTENT = "-persistent"
+COAT_VARIANTS = {STEP_IN_BACKWARD: "--step-in-backward", PERSISTENT: "--persistent-grads"}
 BASES = ("bf16", "coat", "torchao")
 
 
 def mode_args(mode: str, kind_args: dict | None = None) -> list:
-    """train_llama.py's arguments for a mode: `X`, `X-compiled`, `coat-sib`
-    or `coat-sib-compiled`, then the options of its kind (``kind_args``:
-    {base mode: [options]})."""
+    """train_llama.py's arguments for a mode: `X` or `X-compiled`, where a
+    coat X may be `coat-sib` (stepping in the backward) or
+    `coat-persistent` (persistent gradient buffers), then the options of its
+    kind (``kind_args``: {base mode: [options]})."""
     args = []
     if mode.endswith(COMPILED):
         mode, args = mode[:-len(COMPILED)], ["--compile"]
-    if mode.endswith(STEP_IN_BACKWARD):
-        mode, args = mode[:-len(STEP_IN_BACKWARD)], ["--step-in-backward", *args]
-        if mode != "coat":
-            raise ValueError(f"{mode}{STEP_IN_BACKWARD}: only coat steps in the backward")
+    for suffix, flag in COAT_VARIANTS.items():
+        if mode.endswith(suffix):
+            mode, args = mode[:-len(suffix)], [flag, *args]
+            if mode != "coat":
+                raise ValueError(f"{mode}{suffix}: only coat has {flag}")
+            break
     if mode not in BASES:
         raise ValueError(f"unknown mode {mode!r} (bf16, coat, torchao, each optionally "
-                         f"-compiled; coat-sib)")
+                         f"-compiled; coat-sib, coat-persistent)")
     extra = [a for a in (kind_args or {}).get(mode, []) if a not in args]
+    if "--persistent-grads" in args:  # a persistent run does not step in the backward
+        extra = [a for a in extra if a != "--step-in-backward"]
     return ["--mode", mode, *args, *extra]
 
 
@@ -126,9 +137,10 @@ def table(records: dict) -> str:
 
 
 def label(mode: str, r: dict) -> str:
+    base = mode[:-len(COMPILED)] if mode.endswith(COMPILED) else mode
     notes = [n for n, on in (("graph", r.get("graph")),
                              ("step in backward", r.get("step_in_backward")
-                              and not mode.endswith(STEP_IN_BACKWARD)),
+                              and not base.endswith(STEP_IN_BACKWARD)),
                              (r.get("param_dtype"), r.get("param_dtype") not in (None, "f32")))
              if on]
     return mode + (f" ({', '.join(notes)})" if notes else "")
@@ -250,7 +262,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--modes", nargs="+", default=["bf16", "coat", "torchao"],
                     help="bf16, coat, torchao, each optionally -compiled; coat-sib: coat "
-                         "stepping in the backward")
+                         "stepping in the backward; coat-persistent: persistent gradient "
+                         "buffers")
     ap.add_argument("--out", required=True)
     ap.add_argument("--plot", default=None, help="PNG path (default OUT/loss.png)")
     ap.add_argument("--profile", type=int, default=0, metavar="N",

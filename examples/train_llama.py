@@ -29,7 +29,9 @@ step_in_backward): gradients of the whole model never exist at once. Global
 gradient clipping needs every gradient before the first update, so this
 mode clips each bucket's gradient to the same norm instead (FP8AdamW's
 bucket_max_norm; the record says `clip`). --bucket-mb sets FP8AdamW's bucket
-size (MiB of gradient, `none`: one bucket per parameter group and dtype).
+size (MiB of gradient, `none`: one bucket per parameter group and dtype);
+--persistent-grads keeps FP8AdamW's gradient buffers for the whole run, as
+before they became lazy (one bucket per group and dtype).
 
 --param-dtype bf16 keeps the parameters in bf16 (no f32 master weights; the
 optimizers update bf16 parameters, FP8AdamW rounding them to nearest), the
@@ -212,7 +214,8 @@ def torchao_adamw8bit():
 def build(mode: str, cfg: LlamaConfig, device: str, lr: float, kernels: str | None,
           compile: bool = False, *, param_dtype: str = "f32", step_in_backward: bool = False,
           bucket: float | None | str = "default", graph: bool = False,
-          torchao_optim: str = "adamw", on_device: bool = False):
+          torchao_optim: str = "adamw", on_device: bool = False,
+          persistent_grads: bool = False):
     if on_device and hasattr(torch.device, "__enter__"):  # torch >= 2.0
         with torch.device(device):
             model = LlamaForCausalLM(cfg)
@@ -236,7 +239,7 @@ def build(mode: str, cfg: LlamaConfig, device: str, lr: float, kernels: str | No
         memory = {} if bucket == "default" else {"bucket_mb": bucket}
         if step_in_backward:
             memory.update(step_in_backward=True, bucket_max_norm=CLIP_NORM)
-        if graph:
+        if graph or persistent_grads:
             # A CUDA graph accumulates into fixed addresses: keep the buffers.
             memory["persistent_grads"] = True
         opt = coat.optim.FP8AdamW(groups, lr=lr, betas=(0.9, 0.95), **memory)
@@ -426,6 +429,11 @@ def train(args) -> dict:
                          "no Python, so no step in its backward)")
     if args.bucket_mb != "default" and args.mode != "coat":
         raise SystemExit("--bucket-mb is FP8AdamW's (mode coat)")
+    if args.persistent_grads and args.mode != "coat":
+        raise SystemExit("--persistent-grads is FP8AdamW's (mode coat)")
+    if args.persistent_grads and args.step_in_backward:
+        raise SystemExit("--persistent-grads and --step-in-backward do not go together "
+                         "(stepping in the backward frees each bucket's gradient)")
     if args.torchao_optim != "adamw" and args.mode != "torchao":
         raise SystemExit("--torchao-optim is for mode torchao")
     window = profile_window(args)
@@ -436,7 +444,8 @@ def train(args) -> dict:
                                  step_in_backward=args.step_in_backward,
                                  bucket=args.bucket_mb, graph=args.graph,
                                  torchao_optim=args.torchao_optim,
-                                 on_device=args.config in BUILD_ON_DEVICE)
+                                 on_device=args.config in BUILD_ON_DEVICE,
+                                 persistent_grads=args.persistent_grads)
     params = sum(p.numel() for p in model.parameters())
     gen = torch.Generator().manual_seed(args.seed)
     tokens_per_step = args.batch * args.seq
@@ -459,6 +468,7 @@ def train(args) -> dict:
     if args.mode == "coat":
         record["bucket_mb"] = opt.bucket_mb
         record["optimizer_buckets"] = len(opt.buckets)
+        record["persistent_grads"] = opt.persistent_grads
     if args.mode == "torchao":
         record["torchao_optim"] = args.torchao_optim
     graphed = graphed_forward_backward(model, train_data, args, autocast) if args.graph else None
@@ -621,6 +631,9 @@ def parse_args(argv=None):
     ap.add_argument("--bucket-mb", type=bucket_mb, default="default", metavar="MB",
                     help="coat: FP8AdamW bucket size in MiB of gradient, or none "
                          "(default: FP8AdamW's)")
+    ap.add_argument("--persistent-grads", action="store_true",
+                    help="coat: FP8AdamW's gradient buffers allocated once and kept (as "
+                         "before they became lazy)")
     ap.add_argument("--torchao-optim", choices=("adamw", "adamw8bit"), default="adamw",
                     help="torchao: torch's fused AdamW or torchao's AdamW8bit")
     ap.add_argument("--profile", type=int, default=0, metavar="N",

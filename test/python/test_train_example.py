@@ -244,8 +244,13 @@ def test_step_in_backward_modes_and_options_of_one_kind(compare):
     assert compare.mode_args("torchao", kinds) == ["--mode", "torchao", "--torchao-optim",
                                                    "adamw8bit"]
     assert compare.mode_args("bf16-compiled", kinds) == ["--mode", "bf16", "--compile"]
-    with pytest.raises(ValueError, match="only coat steps in the backward"):
+    assert compare.mode_args("coat-persistent", kinds) == ["--mode", "coat",
+                                                           "--persistent-grads", "--bucket-mb",
+                                                           "64"]
+    with pytest.raises(ValueError, match="only coat has --step-in-backward"):
         compare.mode_args("bf16-sib")
+    with pytest.raises(ValueError, match="only coat has --persistent-grads"):
+        compare.mode_args("torchao-persistent")
     with pytest.raises(ValueError, match="unknown mode"):
         compare.mode_args("fp8")
     assert compare.label("coat", {"step_in_backward": True, "param_dtype": "bf16"}) == \
@@ -274,6 +279,8 @@ def test_seven_b_config_is_llama_2_7b():
     (["--mode", "coat", "--step-in-backward", "--graph"], "do not go together"),
     (["--mode", "bf16", "--bucket-mb", "64"], "FP8AdamW's"),
     (["--mode", "coat", "--torchao-optim", "adamw8bit"], "for mode torchao"),
+    (["--mode", "bf16", "--persistent-grads"], "FP8AdamW's"),
+    (["--mode", "coat", "--persistent-grads", "--step-in-backward"], "do not go together"),
 ])
 def test_memory_options_are_checked_before_training(plain_example, extra, message):
     with pytest.raises(SystemExit, match=message):
