@@ -152,7 +152,9 @@ def bench_llama(dirs, copy_bw, rows, out):
     n = sum(math.prod(s) for s in shapes)
     torch.manual_seed(0)
     params = [torch.nn.Parameter(torch.randn(s, device="cuda") * 0.02) for s in shapes]
-    opt = FP8AdamW(params, lr=1e-3, weight_decay=0.01, kernels=[coat.load(d) for d in dirs])
+    # Persistent gradient buffers: one bucket (one launch), .grad views from the start.
+    opt = FP8AdamW(params, lr=1e-3, weight_decay=0.01, kernels=[coat.load(d) for d in dirs],
+                   persistent_grads=True)
     for p in params:
         p.grad.copy_(torch.randn_like(p) * 1e-3)
     t = measure(opt.step, **STEP)
@@ -186,7 +188,8 @@ def fidelity(dirs, out, steps=100, n=1 << 22):
     a = torch.nn.Parameter(p0.clone())
     b = torch.nn.Parameter(p0.clone())
     opt_a = torch.optim.AdamW([a], lr=1e-3, weight_decay=0.01)
-    opt_b = FP8AdamW([b], lr=1e-3, weight_decay=0.01, kernels=[coat.load(d) for d in dirs])
+    opt_b = FP8AdamW([b], lr=1e-3, weight_decay=0.01, kernels=[coat.load(d) for d in dirs],
+                     persistent_grads=True)
     scale = torch.exp(torch.randn(n, device="cuda") * 2)  # per-coordinate gradient scale
     for t in range(steps):
         g = (torch.randn(n, device="cuda") + 0.1) * scale * 1e-3

@@ -9,9 +9,18 @@ writes the loss curves as a PNG.
   python bench/train_compare.py --modes bf16 coat --graph --config 100m --steps 1000 --out DIR
   python bench/train_compare.py --modes bf16 bf16-compiled torchao coat coat-compiled \
       --config 100m --steps 60 --eval-every 0 --warmup-timing 20 --profile 10 --out DIR
+  python bench/train_compare.py --modes torchao coat coat-sib --config 7b \
+      --param-dtype bf16 --batch 4 --seq 2048 --steps 8 --eval-every 0 \
+      --warmup-timing 3 --log-every 1 --torchao-optim adamw8bit --out DIR
 
 A mode `X-compiled` runs train_llama.py --mode X --compile (torchao is
-always compiled). Every other option goes to train_llama.py. A mode that
+always compiled); `coat-sib` (and `coat-sib-compiled`) runs coat with
+--step-in-backward: FP8AdamW steps each bucket inside the backward;
+`coat-persistent` with --persistent-grads: FP8AdamW's gradient buffers
+allocated once, as before they became lazy (to compare step times). Options
+of one kind of run go to those runs only: --step-in-backward (every coat
+run steps in the backward) and --bucket-mb to coat runs, --torchao-optim to
+torchao runs. Every other option goes to train_llama.py. A mode that
 cannot run (torchao not installed) or whose torch.compile fails is reported
 as such, with the reason, and left out of the tables.
 
@@ -23,8 +32,11 @@ time, kernels per step and milliseconds per step by category; then the
 memory view of one step (allocated between steps, after the forward, the
 backward and the optimizer step, the step's peak) and the torch element-wise
 time by aten op. --profile-traces keeps each run's Chrome trace as
-OUT/MODE.trace.json.gz.
+OUT/MODE.trace.json.gz. Without --profile the memory view is printed (and
+written to OUT/memory.md) on its own.
 """
+
+from __future__ import annotations
 
 import argparse
 import json
@@ -39,23 +51,46 @@ sys.path.insert(0, str(HERE))
 from step_profile import CATEGORIES  # noqa: E402
 
 COMPILED = "-compiled"
+STEP_IN_BACKWARD = "-sib"
+#: FP8AdamW's gradient buffers as before they became lazy (an A/B of the
+#: step time on one machine).
+PERSISTENT = "-persistent"
+COAT_VARIANTS = {STEP_IN_BACKWARD: "--step-in-backward", PERSISTENT: "--persistent-grads"}
+BASES = ("bf16", "coat", "torchao")
 
 
-def mode_args(mode: str) -> list:
-    """train_llama.py's arguments for a mode: `X` or `X-compiled`."""
+def mode_args(mode: str, kind_args: dict | None = None) -> list:
+    """train_llama.py's arguments for a mode: `X` or `X-compiled`, where a
+    coat X may be `coat-sib` (stepping in the backward) or
+    `coat-persistent` (persistent gradient buffers), then the options of its
+    kind (``kind_args``: {base mode: [options]})."""
+    args = []
     if mode.endswith(COMPILED):
-        return ["--mode", mode[:-len(COMPILED)], "--compile"]
-    return ["--mode", mode]
+        mode, args = mode[:-len(COMPILED)], ["--compile"]
+    for suffix, flag in COAT_VARIANTS.items():
+        if mode.endswith(suffix):
+            mode, args = mode[:-len(suffix)], [flag, *args]
+            if mode != "coat":
+                raise ValueError(f"{mode}{suffix}: only coat has {flag}")
+            break
+    if mode not in BASES:
+        raise ValueError(f"unknown mode {mode!r} (bf16, coat, torchao, each optionally "
+                         f"-compiled; coat-sib, coat-persistent)")
+    extra = [a for a in (kind_args or {}).get(mode, []) if a not in args]
+    if "--persistent-grads" in args:  # a persistent run does not step in the backward
+        extra = [a for a in extra if a != "--step-in-backward"]
+    return ["--mode", mode, *args, *extra]
 
 
-def run_modes(modes, out: Path, passthrough, profile=0, traces=False):
+def run_modes(modes, out: Path, passthrough, profile=0, traces=False, kind_args=None):
     """({mode: record} of the runs that finished, {mode: why} of the rest)."""
     records, failed = {}, {}
     for mode in modes:
         log = out / f"{mode}.json"
         if log.exists():
             log.unlink()  # a failed run must not leave an earlier run's record
-        cmd = [sys.executable, str(EXAMPLE), *mode_args(mode), "--log", str(log), *passthrough]
+        cmd = [sys.executable, str(EXAMPLE), *mode_args(mode, kind_args), "--log", str(log),
+               *passthrough]
         if profile:
             cmd += ["--profile", str(profile)]
             if traces:
@@ -102,7 +137,13 @@ def table(records: dict) -> str:
 
 
 def label(mode: str, r: dict) -> str:
-    return mode + (" (graph)" if r.get("graph") else "")
+    base = mode[:-len(COMPILED)] if mode.endswith(COMPILED) else mode
+    notes = [n for n, on in (("graph", r.get("graph")),
+                             ("step in backward", r.get("step_in_backward")
+                              and not base.endswith(STEP_IN_BACKWARD)),
+                             (r.get("param_dtype"), r.get("param_dtype") not in (None, "f32")))
+             if on]
+    return mode + (f" ({', '.join(notes)})" if notes else "")
 
 
 def _cell(v, fmt):
@@ -153,6 +194,9 @@ def memory_table(records: dict) -> str:
         cells += [_cell(gib(m.get(key + "_bytes")), "{:.2f}") for key, _ in points]
         cells.append(_cell(gib(r.get("peak_memory_bytes")), "{:.2f}"))
         rows.append("| " + " | ".join(cells) + " |")
+    if any(records[m].get("step_in_backward") for m in mem):
+        rows.append("\nStepping in the backward, \"after backward\" is after the optimizer "
+                    "step too: it ran inside the backward.")
     return "\n".join(rows)
 
 
@@ -217,17 +261,33 @@ def plot(records: dict, path: Path) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--modes", nargs="+", default=["bf16", "coat", "torchao"],
-                    help="bf16, coat, torchao, each optionally -compiled")
+                    help="bf16, coat, torchao, each optionally -compiled; coat-sib: coat "
+                         "stepping in the backward; coat-persistent: persistent gradient "
+                         "buffers")
     ap.add_argument("--out", required=True)
     ap.add_argument("--plot", default=None, help="PNG path (default OUT/loss.png)")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="profile the last N steps of each run (train_llama.py --profile)")
     ap.add_argument("--profile-traces", action="store_true",
                     help="keep each run's trace as OUT/MODE.trace.json.gz")
+    ap.add_argument("--step-in-backward", action="store_true",
+                    help="coat runs step FP8AdamW inside the backward (as coat-sib)")
+    ap.add_argument("--bucket-mb", default=None, help="coat runs: FP8AdamW's bucket size")
+    ap.add_argument("--torchao-optim", default=None, help="torchao runs: adamw or adamw8bit")
     args, passthrough = ap.parse_known_args()
+    kind_args = {"coat": ((["--step-in-backward"] if args.step_in_backward else [])
+                          + (["--bucket-mb", args.bucket_mb] if args.bucket_mb else [])),
+                 "torchao": ["--torchao-optim", args.torchao_optim] if args.torchao_optim
+                 else []}
+    try:
+        for mode in args.modes:
+            mode_args(mode)
+    except ValueError as e:
+        ap.error(str(e))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    records, failed = run_modes(args.modes, out, passthrough, args.profile, args.profile_traces)
+    records, failed = run_modes(args.modes, out, passthrough, args.profile, args.profile_traces,
+                                kind_args)
     notes = "\n".join(f"- {mode}: {why}" for mode, why in failed.items())
     if not records:
         print(notes)
@@ -244,6 +304,11 @@ def main() -> int:
         (out / "profile.md").write_text(report + "\n")
         print()
         print(report)
+    elif memory_table(records):  # the memory view is taken without the profiler too
+        text = memory_table(records)
+        (out / "memory.md").write_text(text + "\n")
+        print()
+        print(text)
     return 0 if len(records) == len(args.modes) else 1
 
 

@@ -12,9 +12,9 @@ the same: weight decay on matrices only).
   python examples/train_hf.py --mode coat --family llama --steps 300 --log coat.json
   python examples/train_hf.py --mode bf16 --family llama --steps 300 --log bf16.json
 
-The model is built from a config (random weights, nothing downloaded): the
---size 100m shape is examples/train_llama.py's (hidden 1024, 12 layers, 16
-heads, FFN 2816, byte vocabulary), as a --family (llama, mistral, qwen3,
+The model is built from a config (random weights, nothing downloaded): one
+of examples/train_llama.py's --size configs (100m: hidden 1024, 8 layers, 16
+heads, FFN 2816, byte vocabulary) as a --family (llama, mistral, qwen3,
 olmo2) model. Converting takes two lines:
 
     coat.convert(model)
@@ -44,24 +44,22 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
 
-from train_llama import corpus  # noqa: E402
+from train_llama import CONFIGS, corpus  # noqa: E402
 
-SIZES = {
-    "100m": dict(hidden_size=1024, intermediate_size=2816, num_hidden_layers=12,
-                 num_attention_heads=16, num_key_value_heads=16),
-    "tiny": dict(hidden_size=512, intermediate_size=1408, num_hidden_layers=2,
-                 num_attention_heads=8, num_key_value_heads=4),
-}
 FAMILIES = ("llama", "mistral", "qwen3", "olmo2")
 
 
 def model_config(family: str, size: str, seq: int):
+    """train_llama.py's config ``size`` as a transformers config of ``family``."""
     import transformers
 
+    c = CONFIGS[size]
     return transformers.AutoConfig.for_model(
-        family, vocab_size=256, rms_norm_eps=1e-5, hidden_act="silu",
-        max_position_embeddings=seq, tie_word_embeddings=False, use_cache=False,
-        **SIZES[size])
+        family, vocab_size=c.vocab, hidden_size=c.hidden, intermediate_size=c.ffn,
+        num_hidden_layers=c.layers, num_attention_heads=c.heads,
+        num_key_value_heads=c.kv_heads, rms_norm_eps=c.eps,
+        hidden_act="silu", max_position_embeddings=seq, tie_word_embeddings=False,
+        use_cache=False)
 
 
 class Windows(torch.utils.data.Dataset):
@@ -160,7 +158,7 @@ def parse_args(argv=None):
     ap.add_argument("--optim", choices=("adamw", "fp8adamw"), default=None,
                     help="default: fp8adamw for coat, torch's fused AdamW for bf16")
     ap.add_argument("--family", choices=FAMILIES, default="llama")
-    ap.add_argument("--size", choices=sorted(SIZES), default="100m")
+    ap.add_argument("--size", choices=sorted(CONFIGS), default="100m")
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--seq", type=int, default=1024)

@@ -23,6 +23,27 @@ kernel from Python. The backward adds into the gradients the optimizer
 owns (zeroed in place before each replay); the clipping and the optimizer
 step stay eager, so the learning-rate schedule applies as before.
 
+--step-in-backward (coat) steps each FP8AdamW bucket inside the backward as
+soon as its gradients are complete and frees them (coat.optim's
+step_in_backward): gradients of the whole model never exist at once. Global
+gradient clipping needs every gradient before the first update, so this
+mode clips each bucket's gradient to the same norm instead (FP8AdamW's
+bucket_max_norm; the record says `clip`). --bucket-mb sets FP8AdamW's bucket
+size (MiB of gradient, `none`: one bucket per parameter group and dtype);
+--persistent-grads keeps FP8AdamW's gradient buffers for the whole run, as
+before they became lazy (one bucket per group and dtype).
+
+--param-dtype bf16 keeps the parameters in bf16 (no f32 master weights; the
+optimizers update bf16 parameters, FP8AdamW rounding them to nearest), the
+setting of the 7B-shape memory comparison:
+
+  python examples/train_llama.py --mode coat --config 7b --param-dtype bf16 \
+      --batch 4 --seq 2048 --steps 8 --eval-every 0 --warmup-timing 3 \
+      --log-every 1 --step-in-backward
+
+--torchao-optim adamw8bit gives the torchao mode torchao's AdamW8bit instead
+of torch's fused AdamW.
+
 --compile (bf16 and coat; torchao is always compiled) runs the model under
 torch.compile. A compile that fails is reported, not hidden: the traceback
 goes to stderr, the record (--log) holds `error` (phase "compile", the
@@ -42,7 +63,9 @@ Chrome trace (.gz: gzipped). On a CPU device the CPU ops are the activities.
 
 On CUDA the record also holds `memory`: allocated bytes at one step
 (--memory-step) between steps, after the forward, after the backward,
-after the optimizer step, and that step's peak.
+after the optimizer step, and that step's peak. With --step-in-backward
+"after the backward" is after the optimizer step too (it ran inside the
+backward).
 
 Same seed, same data order for every mode. Prints a progress line with the
 loss and tokens/s, and writes a JSON record of the run (loss curves, held-out
@@ -78,13 +101,25 @@ sys.path.insert(0, str(ROOT / "python"))
 from coat.llama import LlamaConfig, LlamaForCausalLM  # noqa: E402
 
 #: Model shapes. 100m: the side-by-side training run; tinyllama: the 1.1B
-#: TinyLlama layout (memory and step time); tiny: CPU smoke runs.
+#: TinyLlama layout (memory and step time); 7b: the Llama-2-7B layout (memory
+#: at scale: one GPU holds it with --param-dtype bf16); tiny: CPU smoke runs.
 CONFIGS = {
     "tiny": LlamaConfig(vocab=256, hidden=64, ffn=160, layers=2, heads=4, kv_heads=2),
     "100m": LlamaConfig(vocab=256, hidden=1024, ffn=2816, layers=8, heads=16, kv_heads=16),
     "tinyllama": LlamaConfig(vocab=32000, hidden=2048, ffn=5632, layers=22, heads=32,
                              kv_heads=4),
+    "7b": LlamaConfig(vocab=32000, hidden=4096, ffn=11008, layers=32, heads=32, kv_heads=32),
 }
+
+#: Configs built directly on the device: initialising 6.7B f32 parameters on
+#: the CPU takes minutes. (Their initial weights then come from the device's
+#: generator, seeded by --seed as well.)
+BUILD_ON_DEVICE = {"7b"}
+
+#: Global gradient-norm clipping of every mode (per bucket with --step-in-backward).
+CLIP_NORM = 1.0
+
+PARAM_DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
 
 
 def corpus(root: str | None = None, held_out_every: int = 50):
@@ -155,9 +190,40 @@ def compiled(model):
     return torch.compile(model)
 
 
+def bucket_mb(text: str):
+    """--bucket-mb: MiB of gradient per FP8AdamW bucket, `none` (one bucket
+    per parameter group and dtype) or `default` (FP8AdamW's)."""
+    if text.lower() in ("none", "default"):
+        return None if text.lower() == "none" else "default"
+    v = float(text)
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"--bucket-mb must be positive or none, got {text}")
+    return v
+
+
+def torchao_adamw8bit():
+    """torchao's AdamW8bit (torchao.optim, or the prototype module of older
+    releases)."""
+    try:
+        from torchao.optim import AdamW8bit
+    except ImportError:
+        from torchao.prototype.low_bit_optim import AdamW8bit
+    return AdamW8bit
+
+
 def build(mode: str, cfg: LlamaConfig, device: str, lr: float, kernels: str | None,
-          compile: bool = False):
-    model = LlamaForCausalLM(cfg).to(device)
+          compile: bool = False, *, param_dtype: str = "f32", step_in_backward: bool = False,
+          bucket: float | None | str = "default", graph: bool = False,
+          torchao_optim: str = "adamw", on_device: bool = False,
+          persistent_grads: bool = False):
+    if on_device and hasattr(torch.device, "__enter__"):  # torch >= 2.0
+        with torch.device(device):
+            model = LlamaForCausalLM(cfg)
+    else:
+        model = LlamaForCausalLM(cfg)
+    model = model.to(device=device, dtype=PARAM_DTYPES[param_dtype])
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()  # the f32 initialisation of a bf16 model
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     other = [p for n, p in model.named_parameters() if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": 0.1}, {"params": other, "weight_decay": 0.0}]
@@ -170,13 +236,22 @@ def build(mode: str, cfg: LlamaConfig, device: str, lr: float, kernels: str | No
         import coat
 
         coat.convert(model, kernels=kernels)
-        opt = coat.optim.FP8AdamW(groups, lr=lr, betas=(0.9, 0.95))
+        memory = {} if bucket == "default" else {"bucket_mb": bucket}
+        if step_in_backward:
+            memory.update(step_in_backward=True, bucket_max_norm=CLIP_NORM)
+        if graph or persistent_grads:
+            # A CUDA graph accumulates into fixed addresses: keep the buffers.
+            memory["persistent_grads"] = True
+        opt = coat.optim.FP8AdamW(groups, lr=lr, betas=(0.9, 0.95), **memory)
         autocast = True  # the embedding, final norm and LM head (kept high precision)
     elif mode == "torchao":
         from torchao.float8 import convert_to_float8_training
 
         convert_to_float8_training(model, module_filter_fn=lambda m, fqn: fqn != "lm_head")
-        opt = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), fused=True)
+        if torchao_optim == "adamw8bit":
+            opt = torchao_adamw8bit()(groups, lr=lr, betas=(0.9, 0.95))
+        else:
+            opt = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), fused=True)
         model = compiled(model)
         autocast = True
     else:
@@ -347,10 +422,30 @@ def train(args) -> dict:
     if args.graph and args.compile:
         raise SystemExit("--graph and --compile do not go together (capture_step replays "
                          "eager launches)")
+    if args.step_in_backward and args.mode != "coat":
+        raise SystemExit("--step-in-backward is FP8AdamW's (mode coat)")
+    if args.step_in_backward and args.graph:
+        raise SystemExit("--step-in-backward and --graph do not go together (a replay runs "
+                         "no Python, so no step in its backward)")
+    if args.bucket_mb != "default" and args.mode != "coat":
+        raise SystemExit("--bucket-mb is FP8AdamW's (mode coat)")
+    if args.persistent_grads and args.mode != "coat":
+        raise SystemExit("--persistent-grads is FP8AdamW's (mode coat)")
+    if args.persistent_grads and args.step_in_backward:
+        raise SystemExit("--persistent-grads and --step-in-backward do not go together "
+                         "(stepping in the backward frees each bucket's gradient)")
+    if args.torchao_optim != "adamw" and args.mode != "torchao":
+        raise SystemExit("--torchao-optim is for mode torchao")
     window = profile_window(args)
     timing = True  # until the profiled steps begin
     train_data, held = corpus(args.data)
-    model, opt, autocast = build(args.mode, cfg, device, args.lr, args.kernels, args.compile)
+    model, opt, autocast = build(args.mode, cfg, device, args.lr, args.kernels, args.compile,
+                                 param_dtype=args.param_dtype,
+                                 step_in_backward=args.step_in_backward,
+                                 bucket=args.bucket_mb, graph=args.graph,
+                                 torchao_optim=args.torchao_optim,
+                                 on_device=args.config in BUILD_ON_DEVICE,
+                                 persistent_grads=args.persistent_grads)
     params = sum(p.numel() for p in model.parameters())
     gen = torch.Generator().manual_seed(args.seed)
     tokens_per_step = args.batch * args.seq
@@ -367,6 +462,15 @@ def train(args) -> dict:
           flush=True)
     record["graph"] = args.graph
     record["compile"] = args.compile or args.mode == "torchao"
+    record["param_dtype"] = args.param_dtype
+    record["step_in_backward"] = args.step_in_backward
+    record["clip"] = f"{'per-bucket' if args.step_in_backward else 'global'} {CLIP_NORM}"
+    if args.mode == "coat":
+        record["bucket_mb"] = opt.bucket_mb
+        record["optimizer_buckets"] = len(opt.buckets)
+        record["persistent_grads"] = opt.persistent_grads
+    if args.mode == "torchao":
+        record["torchao_optim"] = args.torchao_optim
     graphed = graphed_forward_backward(model, train_data, args, autocast) if args.graph else None
     profiler = memory = None
     step_times, pending, t_mark, steps_since = [], [], time.perf_counter(), 0
@@ -409,8 +513,11 @@ def train(args) -> dict:
             loss.backward()
             if measure:
                 memory.mark("after_backward")
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        if not args.step_in_backward:
+            # (Stepping in the backward, FP8AdamW clipped each bucket to
+            # CLIP_NORM before its launch; the gradients are gone by now.)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP_NORM)
+        opt.step()  # in-backward: the buckets the backward did not step, if any
         if measure:
             record["memory"] = memory.end()
         if not graphed:
@@ -516,6 +623,19 @@ def parse_args(argv=None):
                     help="replay each step's forward and backward from a CUDA graph")
     ap.add_argument("--compile", action="store_true",
                     help="torch.compile the model (bf16, coat; torchao always is)")
+    ap.add_argument("--param-dtype", choices=sorted(PARAM_DTYPES), default="f32",
+                    help="parameter dtype (bf16: no f32 master weights)")
+    ap.add_argument("--step-in-backward", action="store_true",
+                    help="coat: step each FP8AdamW bucket inside the backward (per-bucket "
+                         "clipping)")
+    ap.add_argument("--bucket-mb", type=bucket_mb, default="default", metavar="MB",
+                    help="coat: FP8AdamW bucket size in MiB of gradient, or none "
+                         "(default: FP8AdamW's)")
+    ap.add_argument("--persistent-grads", action="store_true",
+                    help="coat: FP8AdamW's gradient buffers allocated once and kept (as "
+                         "before they became lazy)")
+    ap.add_argument("--torchao-optim", choices=("adamw", "adamw8bit"), default="adamw",
+                    help="torchao: torch's fused AdamW or torchao's AdamW8bit")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="profile the last N steps (record: `profile`)")
     ap.add_argument("--profile-trace", default=None, metavar="PATH",
@@ -544,6 +664,7 @@ def main(argv=None) -> int:
         record = {"mode": args.mode, "config": args.config, "batch": args.batch,
                   "seq": args.seq, "steps": args.steps, "seed": args.seed,
                   "graph": args.graph, "compile": True, "torch": torch.__version__,
+                  "param_dtype": args.param_dtype, "step_in_backward": args.step_in_backward,
                   "error": {"phase": "compile", "type": type(e).__name__,
                             "message": message[:500]}}
         write_record(record, args.log)

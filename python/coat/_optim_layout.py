@@ -6,7 +6,7 @@ them without importing coat.optim, which imports those modules."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 import torch
 
@@ -97,10 +97,87 @@ class _Bucket:
     offsets: List[int]  # element offset of each tensor in the flat buffers
     numel: int  # padded total = n of the launch
     param: torch.Tensor
-    grad: torch.Tensor
     state: Dict[Tuple[str, str], torch.Tensor]  # (moment, field) -> flat buffer
     # DTensor parameters: their shard layout (None for plain tensors)
     layouts: List[Optional[_dist.ShardLayout]] = dataclasses.field(default_factory=list)
+    index: int = 0  # position among the optimizer's buckets (the seed's offset)
+    # Whether the gradient buffer lives as long as the optimizer (DTensor
+    # buckets, persistent_grads=True) rather than from a step's first
+    # gradient to zero_grad(set_to_none=True).
+    persistent: bool = True
+    # A CUDA graph captured accumulation into the buffer: it is never freed.
+    pinned: bool = False
+    # Stepping in the backward: members whose gradient of this backward has
+    # arrived, and whether the bucket was stepped since the last step().
+    arrived: Set[int] = dataclasses.field(default_factory=set)
+    expected: int = 0  # members with an accumulation hook (that require grad)
+    stepped: bool = False
+    # The flat gradient buffer. Persistent and pinned buckets hold it
+    # (``holder``). A lazy bucket does not: the views its parameters' .grad
+    # hold keep it alive, so dropping them all -- as zero_grad(set_to_none=
+    # True), torch's Module.zero_grad() included, does -- frees it. The
+    # bucket keeps its address (``grad_ptr``) to recognise those views, and
+    # finds the buffer again as a view's base (``anchor``: the member whose
+    # .grad served last). No weak reference to a tensor is taken: torch's
+    # Python objects of tensors alive only in C++ (a .grad) do not suit them.
+    holder: Optional[torch.Tensor] = dataclasses.field(default=None, repr=False)
+    grad_ptr: Optional[int] = None
+    anchor: int = 0
+
+    @property
+    def grad(self) -> Optional[torch.Tensor]:
+        """The flat gradient buffer, or None while the bucket holds none."""
+        if self.holder is not None or self.grad_ptr is None:
+            return self.holder
+        n = len(self.params)
+        for j in range(n):
+            i = (self.anchor + j) % n
+            if self.views_buffer(i):
+                self.anchor = i
+                return self.params[i].grad._base
+        self.grad_ptr = None  # no .grad views it any more: freed
+        return None
+
+    def set_grad(self, t: Optional[torch.Tensor], keep: bool = False) -> None:
+        """Installs the flat gradient buffer ``t`` (held if ``keep``; else the
+        caller holds it until a .grad views it) or, None, forgets it."""
+        self.holder = t if keep else None
+        self.grad_ptr = None if t is None else t.data_ptr()
+
+    def keep_grad(self) -> None:
+        """From now on the bucket holds its buffer itself."""
+        self.holder = self.grad
+
+    def views_buffer(self, i: int) -> bool:
+        """Whether member i's .grad is the view of the buffer at its slot
+        (for a DTensor member: its local tensor)."""
+        g = self.params[i].grad
+        if g is None or self.grad_ptr is None:
+            return False
+        lay = self.layouts[i]
+        if (lay is None) == _dist.is_dtensor(g):
+            return False
+        lg = _dist.local_tensor(g)
+        if (lg.data_ptr() != self.grad_ptr + self.offsets[i] * self.param.element_size()
+                or lg.dtype != self.param.dtype or tuple(lg.shape) != self.local_shape(i)
+                or not lg.is_contiguous()):
+            return False
+        if self.holder is not None:
+            return True
+        # Lazy: the address alone could be a new tensor's where the buffer
+        # was; a view's base is the buffer itself.
+        base = lg._base
+        return base is not None and base.data_ptr() == self.grad_ptr and \
+            base.numel() == self.numel
+
+    @property
+    def padded(self) -> bool:
+        """Whether the flat buffers hold padding (which must stay zero)."""
+        return sum(self.local_numel(i) for i in range(len(self.params))) != self.numel
+
+    @property
+    def grad_bytes(self) -> int:
+        return self.numel * self.param.element_size()
 
     def local_shape(self, i: int) -> Tuple[int, ...]:
         lay = self.layouts[i]
@@ -112,18 +189,22 @@ class _Bucket:
             n *= d
         return n
 
-    def grad_view(self, i: int) -> torch.Tensor:
+    def grad_view(self, i: int, buf: Optional[torch.Tensor] = None) -> torch.Tensor:
+        buf = self.grad if buf is None else buf
+        if buf is None:
+            raise RuntimeError("FP8AdamW: the bucket holds no gradient buffer")
         o = self.offsets[i]
-        return self.grad[o:o + self.local_numel(i)].view(self.local_shape(i))
+        return buf[o:o + self.local_numel(i)].view(self.local_shape(i))
 
     def param_view(self, i: int) -> torch.Tensor:
         o = self.offsets[i]
         return self.param[o:o + self.local_numel(i)].view(self.local_shape(i))
 
-    def grad_for(self, i: int) -> torch.Tensor:
-        """What p.grad is set to: the flat-buffer view, wrapped as a DTensor
-        like the parameter for DTensor parameters."""
-        v = self.grad_view(i)
+    def grad_for(self, i: int, buf: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """What p.grad is set to: the view of the flat buffer (``buf``, or the
+        bucket's), wrapped as a DTensor like the parameter for DTensor
+        parameters."""
+        v = self.grad_view(i, buf)
         lay = self.layouts[i]
         if lay is None:
             return v
@@ -132,3 +213,23 @@ class _Bucket:
 
 def _param_name(index: int, p: torch.Tensor) -> str:
     return f"parameter {index} (shape {tuple(p.shape)})"
+
+
+def split_by_bytes(slots: Sequence[int], element_size: int,
+                   cap_bytes: Optional[int]) -> List[List[int]]:
+    """Consecutive runs of the members (given their padded slot sizes, in
+    elements) whose buffers stay within ``cap_bytes`` per run; a member
+    larger than the cap gets a run of its own. None: one run."""
+    if cap_bytes is None:
+        return [list(range(len(slots)))] if slots else []
+    runs: List[List[int]] = []
+    size = 0
+    for i, n in enumerate(slots):
+        b = n * element_size
+        if runs and size + b <= cap_bytes:
+            runs[-1].append(i)
+            size += b
+        else:
+            runs.append([i])
+            size = b
+    return runs

@@ -2,21 +2,35 @@
 (docs/optimizer-numerics.md), stepping every tensor of a bucket with ONE
 launch of a compiled ``adamw_step`` kernel (docs/manifest.md).
 
-Layout. Parameters are grouped into buckets by (param group, dtype). Each
-bucket owns one flat buffer per field -- param, grad, m/v codes, m/v scale and,
-for expanded moments, k and c -- with every tensor padded to a multiple of
-``group_size`` (padding is zero and stays zero; no group straddles tensors).
-At construction every parameter's ``.data`` is re-pointed into the flat param
-buffer and ``.grad`` set to a view of the flat grad buffer, so backward
-accumulates in place and ``step()`` copies nothing.
+Layout. Parameters are grouped into buckets by (param group, dtype), split
+into consecutive runs of at most ``bucket_mb`` MiB of gradient unless their
+gradient buffers are persistent (DTensors, ``persistent_grads``). Each bucket
+owns one flat buffer per field -- param, grad, m/v codes, m/v scale and, for
+expanded moments, k and c -- with every tensor padded to a multiple of
+``group_size`` (padding is zero and stays zero; no group straddles tensors),
+and is stepped with one launch. At construction every parameter's ``.data``
+is re-pointed into the flat param buffer.
+
+Gradients (coat._optim_grads). A bucket's flat grad buffer exists only while
+it holds gradients: a hook after the backward's accumulation copies each
+parameter's gradient into it (allocating it at the bucket's first gradient
+of the step) and makes ``.grad`` its view, so later micro-batches accumulate
+in place and ``step()`` copies nothing. Only those views hold the buffer, so
+``zero_grad(set_to_none=True)`` -- the optimizer's or the model's -- frees
+it. Nothing of the gradients is held between steps or during the
+forward. ``step_in_backward=True`` steps each bucket inside the backward
+once its gradients are complete and frees them right after, so only the
+buckets being filled hold gradients. ``persistent_grads=True`` keeps the
+buffers (and the views) for the optimizer's lifetime instead.
 
 Differences from torch.optim.AdamW, all deliberate:
-- ``zero_grad()`` zeroes the flat grad buffers; ``set_to_none`` is ignored
-  (a None grad would detach the view). If something else set a ``.grad`` to a
-  new tensor (``model.zero_grad(set_to_none=True)`` then backward), ``step()``
-  copies it in and re-attaches the view; a parameter whose ``.grad`` is None
-  at ``step()`` is stepped with a zero gradient (torch skips it): every
-  tensor of a bucket advances together, and the step count is per group.
+- A parameter whose ``.grad`` is None at ``step()`` is stepped with a zero
+  gradient (torch skips it): every tensor of a bucket advances together, and
+  the step count is per group. If something else set a ``.grad`` to a new
+  tensor, ``step()`` copies it in and re-attaches the view.
+- ``zero_grad(set_to_none=False)`` zeroes the buffers in place (a CUDA graph
+  that accumulates into them needs that); persistent buffers are zeroed in
+  place whatever ``set_to_none`` says.
 - Moving the parameters afterwards (``model.to(...)``, ``.half()``) breaks the
   aliasing; build the optimizer after the model is placed.
 - Only float32/bfloat16, dense, contiguous parameters on one device.
@@ -27,8 +41,8 @@ flat buffers, padded to whole groups (the same slot size on every rank), so
 groups never straddle shards. DTensors are not re-pointed: their local
 shards are copied into the slot before the launch and back after it, unless
 ``share_fsdp_storage(model)`` made FSDP2's sharded storage live in the slot
-(then nothing is copied). Gradients are DTensor views of the flat grad
-buffer, into which FSDP2 accumulates in place. ``state_dict()`` describes
+(then nothing is copied). Gradients are DTensor views of a persistent flat
+grad buffer, into which FSDP2 accumulates in place. ``state_dict()`` describes
 the state of DTensor parameters as DTensors (codes as uint8) so that
 torch.distributed.checkpoint can save it sharded or gather it full.
 """
@@ -37,13 +51,15 @@ from __future__ import annotations
 
 import os
 import weakref
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 
 from . import _dist, _dtypes, artifacts
 from ._optim_fsdp import FSDPStorageMixin
-from ._optim_layout import _MOMENTS, _STATE_KEYS, QuantConfig, Rounding, _Bucket, _param_name
+from ._optim_grads import GradBufferMixin, owns_grad, remove_hooks
+from ._optim_layout import (_MOMENTS, _STATE_KEYS, QuantConfig, Rounding, _Bucket, _param_name,
+                            split_by_bytes)
 from ._optim_state import StateDictMixin
 from .runtime import Kernel, Module
 
@@ -64,21 +80,20 @@ def _round_up(x: int, g: int) -> int:
 KernelSource = Union[None, str, os.PathLike, Module, Sequence[Union[str, os.PathLike, Module]]]
 
 
-# state_dict / load_state_dict (coat._optim_state) and share_fsdp_storage (coat._optim_fsdp)
-# come from the mixins, which keeps this module to building and stepping the buckets.
-#: Parameters whose ``.grad`` an FP8AdamW owns (views of its flat buffer), by
-#: id (tensors compare elementwise, so they cannot be set members).
-_GRAD_OWNED: "weakref.WeakValueDictionary[int, torch.Tensor]" = weakref.WeakValueDictionary()
+# state_dict / load_state_dict (coat._optim_state), share_fsdp_storage
+# (coat._optim_fsdp) and the gradient buffers, zero_grad and the step in the
+# backward (coat._optim_grads) come from the mixins, which keeps this module
+# to building the buckets and launching their steps. owns_grad is
+# coat._optim_grads'; coat.nn.capture_step imports it from here.
+__all__ += ["owns_grad"]
+
+#: Default bucket size (MiB of gradient): with lazy buffers a bucket's
+#: gradient exists from its first gradient of a step on, so smaller buckets
+#: hold less at once; every bucket is one launch.
+DEFAULT_BUCKET_MB = 256.0
 
 
-def owns_grad(t: torch.Tensor) -> bool:
-    """Whether ``t.grad`` is a view of an FP8AdamW's flat gradient buffer:
-    setting it to another tensor detaches it, and ``step()`` re-attaches the
-    view (coat.nn.capture_step rejects such tensors in ``reset_grads``)."""
-    return _GRAD_OWNED.get(id(t)) is t
-
-
-class FP8AdamW(StateDictMixin, FSDPStorageMixin, torch.optim.Optimizer):
+class FP8AdamW(GradBufferMixin, StateDictMixin, FSDPStorageMixin, torch.optim.Optimizer):
     """AdamW with FP8 moments, per-group scales and optional Dynamic Range
     Expansion (COAT). ``expand`` is a bool or an (m, v) pair. ``kernels`` is a
     compiled module (coat.Module or its folder) or a list of them holding the
@@ -90,14 +105,29 @@ class FP8AdamW(StateDictMixin, FSDPStorageMixin, torch.optim.Optimizer):
     moments' FP8 codes (mode "fixed" only). Their random bits are a function
     of ``seed`` (None: drawn from torch's default generator), the step and
     the element, so a run is reproducible from its seed; state_dict keeps the
-    seed."""
+    seed.
+
+    Memory (docs/training.md, "Memory of a step"). Parameters are split into
+    buckets of at most ``bucket_mb`` MiB of gradient (consecutive
+    parameters of one group and dtype; None: one bucket per group and dtype,
+    as persistent buffers have), each stepped with one launch. A bucket's
+    gradient buffer exists only from its first gradient of a step to
+    ``zero_grad(set_to_none=True)`` unless ``persistent_grads`` (or the
+    parameters are DTensors).
+    ``step_in_backward`` steps each bucket inside the backward as soon as
+    its gradients are complete and frees them at once; ``step()`` then steps
+    only the buckets the backward did not complete, and ``no_step()`` lets
+    micro-batches accumulate. ``bucket_max_norm`` clips each bucket's
+    gradient to that L2 norm before its launch (per bucket, not global)."""
 
     def __init__(self, params, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 1e-2, *, m_format: str = "e4m3",
                  v_format: str = "e4m3", expand: Union[bool, Tuple[bool, bool]] = True,
                  group_size: int = 128, expand_min: int = 16, mode: str = "fixed",
                  stochastic_params: bool = False, stochastic_moments: bool = False,
-                 seed: Optional[int] = None, kernels: KernelSource = None):
+                 seed: Optional[int] = None, kernels: KernelSource = None,
+                 bucket_mb: Optional[float] = DEFAULT_BUCKET_MB, persistent_grads: bool = False,
+                 step_in_backward: bool = False, bucket_max_norm: Optional[float] = None):
         if not 0.0 <= float(lr):
             raise ValueError(f"Invalid learning rate: {lr}")
         if not 0.0 <= eps:
@@ -124,8 +154,27 @@ class FP8AdamW(StateDictMixin, FSDPStorageMixin, torch.optim.Optimizer):
                     if stochastic_params or stochastic_moments else 0)
         elif not 0 <= int(seed) < Rounding.SEED_LIMIT:
             raise ValueError(f"seed must be in [0, {Rounding.SEED_LIMIT}), got {seed}")
+        if bucket_mb is not None and not float(bucket_mb) > 0:
+            raise ValueError(f"bucket_mb must be positive or None, got {bucket_mb}")
+        if bucket_max_norm is not None and not float(bucket_max_norm) > 0:
+            raise ValueError(f"bucket_max_norm must be positive or None, got {bucket_max_norm}")
+        if step_in_backward and persistent_grads:
+            raise ValueError("step_in_backward frees each bucket's gradient after its step and "
+                             "persistent_grads keeps the buffers for the optimizer's lifetime: "
+                             "choose one")
         self.rounding = Rounding(bool(stochastic_params), bool(stochastic_moments),
                                  int(seed))
+        self.bucket_mb = None if bucket_mb is None else float(bucket_mb)
+        self.persistent_grads = bool(persistent_grads)
+        self.step_in_backward = bool(step_in_backward)
+        self.bucket_max_norm = None if bucket_max_norm is None else float(bucket_max_norm)
+        self._grad_hooks: List[Any] = []
+        # Drops the hooks with the optimizer (they hold it only weakly).
+        weakref.finalize(self, remove_hooks, self._grad_hooks)
+        self._no_step = 0
+        # The kernels of a step opened in the backward (step_in_backward),
+        # by bucket index, until step() ends it.
+        self._cycle: Optional[Dict[int, Kernel]] = None
         self.qconfig = QuantConfig(_dtypes.normalize_fp8_name(m_format),
                                    _dtypes.normalize_fp8_name(v_format), m_expand, v_expand,
                                    int(group_size), int(expand_min), mode)
@@ -175,6 +224,11 @@ class FP8AdamW(StateDictMixin, FSDPStorageMixin, torch.optim.Optimizer):
         if not loc.is_contiguous():
             raise ValueError(f"{name}: parameter is not contiguous"
                              + (" (its local shard)" if layout is not None else ""))
+        if layout is not None and self.step_in_backward:
+            raise ValueError(f"{name}: step_in_backward takes plain tensors; FSDP2 "
+                             "(DTensor) parameters get their gradients from FSDP2's "
+                             "reduce-scatter into a persistent buffer (docs/fsdp.md): "
+                             "step after the backward")
         if self._device is None:
             self._device = loc.device
         elif loc.device != self._device:
@@ -189,49 +243,64 @@ class FP8AdamW(StateDictMixin, FSDPStorageMixin, torch.optim.Optimizer):
     def _build_group(self, gi: int) -> None:
         group = self.param_groups[gi]
         G = self.qconfig.group_size
-        by_dtype: Dict[str, List[Tuple[int, torch.Tensor, Optional[_dist.ShardLayout]]]] = {}
+        # Buckets: by dtype and by whether the parameters are DTensors (whose
+        # buffers stay persistent), then split by size.
+        by_kind: Dict[Tuple[str, bool], List[Tuple[int, torch.Tensor,
+                                                   Optional[_dist.ShardLayout]]]] = {}
         for p in group["params"]:
             index = self._nparams
             self._nparams += 1
             dtype, layout = self._check_param(index, p)
-            by_dtype.setdefault(dtype, []).append((index, p, layout))
+            by_kind.setdefault((dtype, layout is not None), []).append((index, p, layout))
         self._steps.append(0)
         self._step_tensors.append(torch.zeros((), dtype=torch.float32))
-        for dtype, members in by_dtype.items():
-            offsets, total = [], 0
-            for _, p, lay in members:
-                offsets.append(total)
-                total += lay.slot(G) if lay is not None else _round_up(p.numel(), G)
-            first = _dist.local_tensor(members[0][1])
-            dev, tdt = first.device, first.dtype
-            flat_p = torch.zeros(total, dtype=tdt, device=dev)
-            flat_g = torch.zeros(total, dtype=tdt, device=dev)
-            state: Dict[Tuple[str, str], torch.Tensor] = {}
-            for mom in _MOMENTS:
-                for field in self.qconfig.fields(mom):
-                    if field == "codes":
-                        code_dt = _dtypes.torch_code_dtype(self.qconfig.fmt(mom))
-                        t = torch.zeros(total, dtype=torch.uint8, device=dev)
-                        state[(mom, field)] = t if code_dt == torch.uint8 else t.view(code_dt)
-                    else:
-                        state[(mom, field)] = torch.full((total // G,), _INIT[field],
-                                                         dtype=torch.float32, device=dev)
-            b = _Bucket(gi, dtype, dev, [p for _, p, _ in members], [i for i, _, _ in members],
-                        offsets, total, flat_p, flat_g, state, [lay for _, _, lay in members])
-            for i, (_, p, lay) in enumerate(members):
-                o, k = offsets[i], b.local_numel(i)
-                flat_p[o:o + k].copy_(_dist.local_tensor(p).detach().reshape(-1))
-                if p.grad is not None:
-                    flat_g[o:o + k].copy_(_dist.local_tensor(p.grad).reshape(-1))
-                if lay is None:
-                    p.data = flat_p[o:o + k].view_as(p)
-                # A DTensor keeps its own local storage (FSDP2 all-gathers from
-                # it); step() stages it through the slot unless
-                # share_fsdp_storage() moved it into the slot.
-                p.grad = b.grad_for(i)
-                _GRAD_OWNED[id(p)] = p
-                self.state[p] = self._param_state(b, i)
-            self._buckets.append(b)
+        for (dtype, dist), members in by_kind.items():
+            slots = [lay.slot(G) if lay is not None else _round_up(p.numel(), G)
+                     for _, p, lay in members]
+            size = _dist.local_tensor(members[0][1]).element_size()
+            # Only lazy buffers gain from smaller buckets; persistent ones
+            # (DTensors, persistent_grads) keep one bucket, one launch.
+            lazy = not (dist or self.persistent_grads)
+            cap = int(self.bucket_mb * 2**20) if lazy and self.bucket_mb is not None else None
+            for run in split_by_bytes(slots, size, cap):
+                self._build_bucket(gi, dtype, [members[j] for j in run], [slots[j] for j in run])
+
+    def _build_bucket(self, gi: int, dtype: str,
+                      members: List[Tuple[int, torch.Tensor, Optional[_dist.ShardLayout]]],
+                      slots: List[int]) -> None:
+        G = self.qconfig.group_size
+        offsets, total = [], 0
+        for n in slots:
+            offsets.append(total)
+            total += n
+        first = _dist.local_tensor(members[0][1])
+        dev, tdt = first.device, first.dtype
+        flat_p = torch.zeros(total, dtype=tdt, device=dev)
+        state: Dict[Tuple[str, str], torch.Tensor] = {}
+        for mom in _MOMENTS:
+            for field in self.qconfig.fields(mom):
+                if field == "codes":
+                    code_dt = _dtypes.torch_code_dtype(self.qconfig.fmt(mom))
+                    t = torch.zeros(total, dtype=torch.uint8, device=dev)
+                    state[(mom, field)] = t if code_dt == torch.uint8 else t.view(code_dt)
+                else:
+                    state[(mom, field)] = torch.full((total // G,), _INIT[field],
+                                                     dtype=torch.float32, device=dev)
+        layouts = [lay for _, _, lay in members]
+        b = _Bucket(gi, dtype, dev, [p for _, p, _ in members], [i for i, _, _ in members],
+                    offsets, total, flat_p, state, layouts, index=len(self._buckets),
+                    persistent=self.persistent_grads or any(lay is not None for lay in layouts))
+        for i, (_, p, lay) in enumerate(members):
+            o, k = offsets[i], b.local_numel(i)
+            flat_p[o:o + k].copy_(_dist.local_tensor(p).detach().reshape(-1))
+            if lay is None:
+                p.data = flat_p[o:o + k].view_as(p)
+            # A DTensor keeps its own local storage (FSDP2 all-gathers from
+            # it); step() stages it through the slot unless
+            # share_fsdp_storage() moved it into the slot.
+            self.state[p] = self._param_state(b, i)
+        self._buckets.append(b)
+        self._setup_grads(b)
 
     def _param_state(self, b: _Bucket, i: int) -> Dict[str, torch.Tensor]:
         """Per-parameter state in the torch/COAT convention: views into the
@@ -286,56 +355,6 @@ class FP8AdamW(StateDictMixin, FSDPStorageMixin, torch.optim.Optimizer):
             self._kernels[key] = found
         return self._kernels[key]
 
-    # ---- gradients ---------------------------------------------------------
-
-    @torch.no_grad()
-    def _attach_grads(self, b: _Bucket) -> None:
-        """Makes every p.grad the view of the flat grad buffer again, copying
-        in grads that were replaced and zeroing the ones that are None."""
-        for i, p in enumerate(b.params):
-            if self._grad_attached(b, i):
-                continue
-            g = p.grad
-            o, k = b.offsets[i], b.local_numel(i)
-            if g is None:
-                b.grad[o:o + k].zero_()
-            else:
-                if g.is_sparse or g.layout != torch.strided:
-                    raise ValueError(f"{_param_name(b.indices[i], p)}: sparse gradients are "
-                                     "not supported")
-                if g.shape != p.shape:
-                    raise ValueError(f"{_param_name(b.indices[i], p)}: gradient shape "
-                                     f"{tuple(g.shape)} differs from the parameter's")
-                lg = _dist.local_tensor(g)
-                if b.layouts[i] is not None and tuple(lg.shape) != b.local_shape(i):
-                    raise ValueError(f"{_param_name(b.indices[i], p)}: local gradient shard "
-                                     f"has shape {tuple(lg.shape)}, the parameter's local "
-                                     f"shard {b.local_shape(i)}")
-                b.grad[o:o + k].copy_(lg.reshape(-1))
-            p.grad = b.grad_for(i)
-
-    @staticmethod
-    def _grad_attached(b: _Bucket, i: int) -> bool:
-        g = b.params[i].grad
-        if g is None:
-            return False
-        if (b.layouts[i] is None) == _dist.is_dtensor(g):
-            return False
-        lg = _dist.local_tensor(g)
-        return (lg.data_ptr() == b.grad.data_ptr() + b.offsets[i] * b.grad.element_size()
-                and tuple(lg.shape) == b.local_shape(i) and lg.dtype == b.grad.dtype
-                and lg.is_contiguous())
-
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        """Zeroes the flat gradient buffers. ``set_to_none`` is accepted for
-        compatibility and ignored: the grads stay views of the flat buffer."""
-        with torch.no_grad():
-            for b in self._buckets:
-                b.grad.zero_()
-                for i, p in enumerate(b.params):
-                    if not self._grad_attached(b, i):
-                        p.grad = b.grad_for(i)
-
     # ---- step ----------------------------------------------------------------
 
     def launch_arguments(self, b: _Bucket, step: int) -> Dict[str, Any]:
@@ -353,36 +372,72 @@ class FP8AdamW(StateDictMixin, FSDPStorageMixin, torch.optim.Optimizer):
         for (mom, field), buf in b.state.items():
             args[f"{mom}_{field}"] = buf
         args["seed"] = self.rounding.bucket_seed(
-            next(i for i, x in enumerate(self._buckets) if x is b),
-            next((lay.rank for lay in b.layouts if lay is not None), 0))
+            b.index, next((lay.rank for lay in b.layouts if lay is not None), 0))
         return args
 
     @torch.no_grad()
     def step(self, closure=None):
+        """Steps every bucket (one launch each) on its gradient; a parameter
+        whose .grad is None counts as a zero gradient. With
+        ``step_in_backward``, steps only the buckets the backward since the
+        last step() did not step (all of them if there was none) and frees
+        their gradients, then ends the step."""
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        # Resolve every kernel before touching any state, so a missing kernel
-        # leaves the optimizer unchanged.
-        plan = [(b, self.kernel_for(b.dtype, "cuda" if b.device.type == "cuda" else "cpu"))
-                for b in self._buckets if b.params]
+        if self.step_in_backward:
+            if self._cycle is None:
+                self._open_step()
+            for b in self._buckets:
+                if b.params and not b.stepped:
+                    kernel = self._cycle.get(b.index) or self._resolve()[b.index]
+                    self._launch(b, kernel)
+                    self._release_grads(b)
+            self._cycle = None
+            for b in self._buckets:
+                b.stepped = False
+                b.arrived.clear()
+            return loss
+        plan = self._resolve()
+        self._advance()
+        for b in self._buckets:
+            if b.params:
+                self._launch(b, plan[b.index])
+        return loss
+
+    def _resolve(self) -> Dict[int, Kernel]:
+        """Every bucket's kernel, resolved before any state changes, so a
+        missing kernel leaves the optimizer unchanged."""
+        return {b.index: self.kernel_for(b.dtype, "cuda" if b.device.type == "cuda" else "cpu")
+                for b in self._buckets if b.params}
+
+    def _advance(self) -> None:
         for gi in range(len(self.param_groups)):
             self._steps[gi] += 1
             self._step_tensors[gi].fill_(float(self._steps[gi]))
-        for b, kernel in plan:
-            self._attach_grads(b)
-            args = self.launch_arguments(b, self._steps[b.group])
-            wanted = {a.name for a in kernel.spec.args}
-            missing = sorted(wanted - set(args) - {"n"})
-            if missing:
-                raise RuntimeError(f"FP8AdamW: kernel {kernel.name} takes argument(s) "
-                                   f"{missing} that this optimizer does not provide")
-            staged = self._stage_in(b)
-            kernel.launch(n=b.numel, **{k: v for k, v in args.items() if k in wanted})
-            for i, loc in staged:
-                loc.copy_(b.param_view(i))
-        return loss
+
+    def _open_step(self) -> None:
+        """step_in_backward: the first launch of a step resolves the kernels
+        and advances the step counts; step() ends it."""
+        plan = self._resolve()
+        self._advance()
+        self._cycle = plan
+
+    @torch.no_grad()
+    def _launch(self, b: _Bucket, kernel: Kernel) -> None:
+        buf = self._attach_grads(b)  # noqa: F841 - the buffer, held through the launch
+        self._clip(b)
+        args = self.launch_arguments(b, self._steps[b.group])
+        wanted = {a.name for a in kernel.spec.args}
+        missing = sorted(wanted - set(args) - {"n"})
+        if missing:
+            raise RuntimeError(f"FP8AdamW: kernel {kernel.name} takes argument(s) "
+                               f"{missing} that this optimizer does not provide")
+        staged = self._stage_in(b)
+        kernel.launch(n=b.numel, **{k: v for k, v in args.items() if k in wanted})
+        for i, loc in staged:
+            loc.copy_(b.param_view(i))
 
     @torch.no_grad()
     def _stage_in(self, b: _Bucket) -> List[Tuple[int, torch.Tensor]]:

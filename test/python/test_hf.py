@@ -10,9 +10,16 @@ from $COAT_KERNELS (compile them where LLVM is: scripts/compile_model.py
 --hf-config test/python/fixtures/hf_tiny_configs.json --out DIR), on the CPU
 they are compiled into a temporary cache and run as CPU twins.
 
-Tolerances: the loss within 2% of the unconverted model's, and every
-parameter's gradient with cosine similarity at least 0.99 (the converted
-model quantizes every GEMM operand to FP8: E4M3 forward, E5M2 gradients).
+Tolerances: the loss within 2% of the unconverted model's; every
+parameter's gradient at cosine similarity >= 0.95 with the unconverted
+model's, their median >= 0.975. The converted model quantizes every GEMM
+operand to FP8 (E4M3 forward, E5M2 gradients). Measured (one H100,
+2026-12-06, batch 2 x 64): medians 0.978-0.987, the lowest always the
+attention's q and k projections (0.96-0.98; Qwen3's QK-norm weights too),
+whose gradients at random initialisation pass through a near-uniform
+softmax: with only layer 0 converted, layer 1's unconverted q and k
+projections are already at 0.985, and coat.llama's own converted layer
+gives the same figures from the same weights. A miswired gradient is near 0.
 """
 
 import copy
@@ -38,7 +45,8 @@ with open(os.path.join(FIXTURES, "hf_tiny_configs.json")) as f:
     CONFIGS = {k: v for k, v in json.load(f).items() if not k.startswith("_")}
 FAMILIES = sorted(CONFIGS)
 LOSS_TOL = 0.02
-GRAD_COSINE = 0.99
+GRAD_COSINE = 0.95
+GRAD_COSINE_MEDIAN = 0.975
 
 
 def device():
@@ -104,6 +112,8 @@ def assert_matches(got_loss, got, want_loss, want, tol=GRAD_COSINE):
     low = {n: cosine(g, want[n]) for n, g in got.items()}
     worst = min(low, key=low.get)
     assert low[worst] >= tol, (worst, low[worst])
+    median = sorted(low.values())[len(low) // 2]
+    assert median >= max(tol, GRAD_COSINE_MEDIAN), median
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -221,7 +231,7 @@ def test_kv_cache_generation_runs_converted():
         coat.convert(model)
         got = model(input_ids=ids).logits[:, -1].float()
         out = model.generate(ids, max_new_tokens=4, do_sample=False)
-    assert cosine(got, want) >= GRAD_COSINE
+    assert cosine(got, want) >= 0.99
     assert out.shape == (1, 20)
 
 

@@ -32,7 +32,8 @@ def test_flat_buffers_padding_and_repointing():
     for p, o, want in zip(m.parameters(), b.offsets, before):
         assert torch.equal(p, want)  # values kept
         assert p.data_ptr() == b.param.data_ptr() + 4 * o  # aliases the flat buffer
-        assert p.grad.data_ptr() == b.grad.data_ptr() + 4 * o
+        assert p.grad is None  # no gradient buffer until the first gradient
+    assert b.grad is None and not b.persistent
     pad = torch.ones(1024, dtype=torch.bool)
     for o, n in zip(b.offsets, sizes):
         pad[o:o + n] = False
@@ -69,24 +70,37 @@ def test_buckets_split_by_group_and_dtype():
 def test_backward_accumulates_into_the_flat_grad_buffer():
     m = model()
     opt = make(m.parameters())
-    m(torch.randn(4, 5)).sum().backward()
     (b,) = opt.buckets
+    x = torch.randn(4, 5)
+    m(x).sum().backward()  # the hooks allocate the buffer and copy the gradients in
     w = m[1].weight
-    assert torch.equal(b.grad[256:256 + 390].view_as(w), w.grad)
-    assert torch.count_nonzero(b.grad) > 0
-    opt.zero_grad(set_to_none=True)  # ignored: grads stay attached views
+    assert b.grad is not None and b.grad.numel() == 1024
+    assert w.grad.data_ptr() == b.grad.data_ptr() + 4 * 256
+    first = w.grad.clone()
+    m(x).sum().backward()  # a second micro-batch accumulates into the view in place
+    assert w.grad.data_ptr() == b.grad.data_ptr() + 4 * 256
+    assert torch.allclose(w.grad, 2 * first)
+    pad = torch.ones(1024, dtype=torch.bool)
+    for o, p in zip(b.offsets, m.parameters()):
+        pad[o:o + p.numel()] = False
+    assert torch.count_nonzero(b.grad[pad]) == 0  # padding stays zero
+    opt.zero_grad(set_to_none=False)  # zeroed in place, views kept
     assert torch.count_nonzero(b.grad) == 0
     assert w.grad is not None and w.grad.data_ptr() == b.grad.data_ptr() + 4 * 256
+    opt.zero_grad()  # set_to_none=True: the buffer is freed
+    assert b.grad is None and all(p.grad is None for p in m.parameters())
+    m(x).sum().backward()
+    assert torch.equal(w.grad, first) and w.grad.data_ptr() == b.grad.data_ptr() + 4 * 256
 
 
 def test_replaced_or_missing_grads_are_reattached():
     m = model()
     opt = make(m.parameters())
     (b,) = opt.buckets
-    m.zero_grad(set_to_none=True)  # torch's, not ours: grads become None
-    m(torch.randn(4, 5)).sum().backward()  # allocates fresh grads
+    m(torch.randn(4, 5)).sum().backward()
     w = m[1].weight
-    fresh = w.grad.clone()
+    fresh = torch.randn_like(w)
+    w.grad = fresh.clone()  # replaced by someone else
     assert w.grad.data_ptr() != b.grad.data_ptr() + 4 * 256
     b.grad.fill_(7.0)
     m[0].bias.grad = None
@@ -94,6 +108,41 @@ def test_replaced_or_missing_grads_are_reattached():
     assert w.grad.data_ptr() == b.grad.data_ptr() + 4 * 256
     assert torch.equal(w.grad, fresh)
     assert torch.count_nonzero(m[0].bias.grad) == 0  # None counts as a zero gradient
+    # Without a buffer (after zero_grad): allocated, None grads zero.
+    opt.zero_grad()
+    w.grad = fresh.clone()
+    opt._attach_grads(b)
+    assert torch.equal(w.grad, fresh) and w.grad.data_ptr() == b.grad.data_ptr() + 4 * 256
+    assert torch.count_nonzero(b.grad) == torch.count_nonzero(fresh)
+
+
+def test_torch_zero_grad_then_backward_lands_in_the_buffer():
+    """model.zero_grad(set_to_none=True) (torch's, not ours) drops the views;
+    the next backward's gradients are copied into the buffer again."""
+    m = model()
+    opt = make(m.parameters())
+    (b,) = opt.buckets
+    x = torch.randn(4, 5)
+    m(x).sum().backward()
+    want = [p.grad.clone() for p in m.parameters()]
+    m.zero_grad(set_to_none=True)
+    m(x).sum().backward()
+    for p, o, g in zip(m.parameters(), b.offsets, want):
+        assert p.grad.data_ptr() == b.grad.data_ptr() + 4 * o and torch.equal(p.grad, g)
+
+
+def test_persistent_grads_keep_the_old_layout():
+    m = model()
+    opt = make(m.parameters(), persistent_grads=True)
+    (b,) = opt.buckets
+    assert b.persistent and b.grad is not None
+    for p, o in zip(m.parameters(), b.offsets):
+        assert p.grad.data_ptr() == b.grad.data_ptr() + 4 * o
+    m(torch.randn(4, 5)).sum().backward()
+    assert torch.count_nonzero(b.grad) > 0
+    opt.zero_grad(set_to_none=True)  # persistent: zeroed in place, views kept
+    assert torch.count_nonzero(b.grad) == 0
+    assert m[1].weight.grad.data_ptr() == b.grad.data_ptr() + 4 * 256
 
 
 @pytest.mark.parametrize("bad, message", [

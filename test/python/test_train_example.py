@@ -233,6 +233,85 @@ def test_compiled_modes_run_the_example_with_compile(compare):
     assert compare.mode_args("coat-compiled") == ["--mode", "coat", "--compile"]
 
 
+def test_step_in_backward_modes_and_options_of_one_kind(compare):
+    assert compare.mode_args("coat-sib") == ["--mode", "coat", "--step-in-backward"]
+    assert compare.mode_args("coat-sib-compiled") == ["--mode", "coat", "--step-in-backward",
+                                                      "--compile"]
+    kinds = {"coat": ["--step-in-backward", "--bucket-mb", "64"],
+             "torchao": ["--torchao-optim", "adamw8bit"]}
+    assert compare.mode_args("coat-sib", kinds) == ["--mode", "coat", "--step-in-backward",
+                                                    "--bucket-mb", "64"]
+    assert compare.mode_args("torchao", kinds) == ["--mode", "torchao", "--torchao-optim",
+                                                   "adamw8bit"]
+    assert compare.mode_args("bf16-compiled", kinds) == ["--mode", "bf16", "--compile"]
+    assert compare.mode_args("coat-persistent", kinds) == ["--mode", "coat",
+                                                           "--persistent-grads", "--bucket-mb",
+                                                           "64"]
+    with pytest.raises(ValueError, match="only coat has --step-in-backward"):
+        compare.mode_args("bf16-sib")
+    with pytest.raises(ValueError, match="only coat has --persistent-grads"):
+        compare.mode_args("torchao-persistent")
+    with pytest.raises(ValueError, match="unknown mode"):
+        compare.mode_args("fp8")
+    assert compare.label("coat", {"step_in_backward": True, "param_dtype": "bf16"}) == \
+        "coat (step in backward, bf16)"
+    assert compare.label("coat-sib", {"step_in_backward": True, "param_dtype": "f32"}) == \
+        "coat-sib"
+
+
+def test_seven_b_config_is_llama_2_7b():
+    """The 7b config's parameter count is Llama-2-7B's (counted from the
+    shapes; building it would take 27 GB here)."""
+    ex = load(ROOT / "examples" / "train_llama.py", "train_llama_configs")
+
+    def count(c):
+        layer = (c.hidden * c.head_dim * (2 * c.heads + 2 * c.kv_heads)
+                 + 3 * c.hidden * c.ffn + 2 * c.hidden)
+        return 2 * c.vocab * c.hidden + c.layers * layer + c.hidden
+
+    tiny = ex.CONFIGS["tiny"]
+    assert count(tiny) == sum(p.numel() for p in ex.LlamaForCausalLM(tiny).parameters())
+    assert count(ex.CONFIGS["7b"]) == 6_738_415_616
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--mode", "bf16", "--step-in-backward"], "FP8AdamW's"),
+    (["--mode", "coat", "--step-in-backward", "--graph"], "do not go together"),
+    (["--mode", "bf16", "--bucket-mb", "64"], "FP8AdamW's"),
+    (["--mode", "coat", "--torchao-optim", "adamw8bit"], "for mode torchao"),
+    (["--mode", "bf16", "--persistent-grads"], "FP8AdamW's"),
+    (["--mode", "coat", "--persistent-grads", "--step-in-backward"], "do not go together"),
+])
+def test_memory_options_are_checked_before_training(plain_example, extra, message):
+    with pytest.raises(SystemExit, match=message):
+        plain_example.main([*TINY_CPU, "--steps", "1", "--eval-every", "0", *extra])
+
+
+def test_bucket_mb_must_be_positive(plain_example):
+    with pytest.raises(SystemExit):
+        plain_example.parse_args(["--bucket-mb", "0"])
+    assert plain_example.parse_args(["--bucket-mb", "none"]).bucket_mb is None
+    assert plain_example.parse_args([]).bucket_mb == "default"
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_step_in_backward_trains_on_cpu(example, tmp_path, dtype):
+    log = tmp_path / "coat.json"
+    try:
+        example.main(["--mode", "coat", *TINY_CPU, "--steps", "6", "--eval-every", "0",
+                      "--log-every", "2", "--warmup-timing", "0", "--step-in-backward",
+                      "--param-dtype", dtype, "--bucket-mb", "0.02", "--log", str(log)])
+    except RuntimeError as e:
+        if "FP8AdamW" in str(e) or "adamw" in str(e).lower():
+            pytest.skip(f"no optimizer kernels: {e}")
+        raise
+    r = json.loads(log.read_text())
+    assert r["step_in_backward"] and r["clip"] == "per-bucket 1.0"
+    assert r["param_dtype"] == dtype and r["bucket_mb"] == 0.02 and r["optimizer_buckets"] > 2
+    assert all(v == v and v < 10 for v in r["train_loss"])
+    assert r["train_loss"][-1] < r["train_loss"][0]
+
+
 def fake_profile(busy, wall, cats, ew=()):
     return {"steps": 5, "kernels": 1234.0, "gpu_ms": busy * 1.1, "busy_ms": busy,
             "wall_ms": wall, "busy_share": busy / wall, "activity": "cuda",
@@ -307,6 +386,10 @@ def test_memory_table_reads_the_memory_view(compare):
     assert rows[0].startswith("| mode | step | between steps GiB | after forward GiB |")
     assert rows[2] == "| bf16 | 3 | 2.00 | 6.00 | 3.00 | 2.50 | 8.00 | 9.00 |"
     assert rows[3] == "| coat (graph) | 3 | 1.00 | - | 2.00 | 1.00 | 4.00 | 5.00 |"
+    assert len(rows) == 4
+    sib = dict(bf16, step_in_backward=True)
+    text = compare.memory_table({"coat-sib": sib})
+    assert "| coat-sib | 3 |" in text and "after the optimizer step too" in text
 
 
 def test_run_modes_reports_failed_runs_with_their_reason(compare, tmp_path, monkeypatch):
@@ -363,3 +446,28 @@ def test_profile_finds_the_kernels_on_gpu(gpu_example, tmp_path, mode, ours):
     assert m["step"] == 1
     assert m["between_steps_bytes"] < m["after_forward_bytes"] <= m["step_peak_bytes"]
     assert r["peak_memory_bytes"] >= m["step_peak_bytes"]
+
+
+def test_step_in_backward_memory_view_on_gpu(gpu_example, tmp_path):
+    """The 100m config's memory view, stepping after and inside the
+    backward: no gradient is held between steps either way; stepping in the
+    backward, none is left after the backward and the step's peak is lower
+    by most of the (f32) gradient."""
+    runs = {}
+    for sib in (False, True):
+        log = tmp_path / f"coat_{sib}.json"
+        gpu_example.main(["--mode", "coat", "--config", "100m", "--device", "cuda", "--steps",
+                          "3", "--batch", "2", "--seq", "128", "--eval-every", "0",
+                          "--log-every", "1", "--warmup-timing", "0", "--memory-step", "1",
+                          "--bucket-mb", "32", "--log", str(log)]
+                         + (["--step-in-backward"] if sib else []))
+        runs[sib] = json.loads(log.read_text())
+    grads = 4 * runs[False]["params"]  # f32 gradients
+    after, inside = runs[False]["memory"], runs[True]["memory"]
+    print({k: {m: v / 2**20 for m, v in r["memory"].items() if m != "step"}
+           for k, r in runs.items()})
+    assert runs[True]["step_in_backward"] and runs[True]["optimizer_buckets"] > 10
+    assert abs(after["between_steps_bytes"] - inside["between_steps_bytes"]) < 0.05 * grads
+    assert after["after_backward_bytes"] - after["between_steps_bytes"] > 0.9 * grads
+    assert inside["after_backward_bytes"] - inside["between_steps_bytes"] < 0.1 * grads
+    assert inside["step_peak_bytes"] < after["step_peak_bytes"] - 0.5 * grads

@@ -1,0 +1,342 @@
+"""FP8AdamW's gradient buffers (coat.optim): when a bucket's flat gradient
+buffer exists, how the backward's gradients get into it, zero_grad, per-bucket
+clipping and the optimizer step in the backward (docs/training.md, "Memory
+of a step").
+
+Lazy buckets (plain parameters, the default). A bucket's flat gradient buffer
+does not exist between steps. A hook that runs after the backward has
+accumulated a parameter's gradient (``register_post_accumulate_grad_hook``;
+on torch < 2.1 a post hook of the parameter's AccumulateGrad node) copies
+that gradient into the bucket's buffer -- allocating the buffer at the
+bucket's first gradient of the step -- and makes ``.grad`` the view of it, so
+the tensor the backward produced is freed at once and any later micro-batch
+accumulates into the view in place. The bucket does not hold the buffer:
+those views do (see _Bucket.grad), so ``zero_grad(set_to_none=True)``, the
+optimizer's or torch's ``Module.zero_grad()``, frees it. With
+``step_in_backward`` the bucket is stepped as soon as all its parameters'
+gradients have arrived, and its buffer freed then.
+
+Persistent buckets (DTensor parameters, whose gradients FSDP2 accumulates
+into in place; or ``persistent_grads=True``): the buffer lives as long as the
+optimizer and ``.grad`` are its views from construction on, as before. A
+lazy bucket into which a CUDA graph captured an accumulation becomes
+persistent ("pinned"): the graph's replays write to that address.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import torch
+
+from . import _dist
+from ._optim_layout import _Bucket, _param_name
+
+# ---- which optimizer owns a parameter's gradient -----------------------------
+
+#: id(parameter) -> (weak parameter, weak optimizer). The newest FP8AdamW
+#: built over a parameter owns it (it re-pointed the parameter's storage);
+#: an older one's hooks do nothing for it.
+_OWNERS: Dict[int, Tuple["weakref.ref", "weakref.ref"]] = {}
+
+
+def _set_owner(p: torch.Tensor, opt: Any) -> None:
+    key = id(p)
+
+    def forget(ref, key=key):
+        entry = _OWNERS.get(key)
+        if entry is not None and entry[0] is ref:
+            del _OWNERS[key]
+
+    _OWNERS[key] = (weakref.ref(p, forget), weakref.ref(opt))
+
+
+def grad_owner(t: torch.Tensor) -> Any:
+    """The live FP8AdamW that manages ``t``'s gradient, else None."""
+    entry = _OWNERS.get(id(t))
+    if entry is None or entry[0]() is not t:
+        return None
+    return entry[1]()
+
+
+def owns_grad(t: torch.Tensor) -> bool:
+    """Whether an FP8AdamW was built over ``t``: it makes ``t.grad`` a view
+    of its flat gradient buffer, re-attaching the view where it finds
+    another tensor (coat.nn.capture_step rejects such tensors in
+    ``reset_grads``)."""
+    entry = _OWNERS.get(id(t))
+    return entry is not None and entry[0]() is t
+
+
+# ---- hooks ---------------------------------------------------------------------
+
+
+class _NodeHook:
+    """A post hook of a parameter's AccumulateGrad node (torch < 2.1). The
+    parameter refers to its node only weakly: this keeps the node, and so
+    the hook, alive."""
+
+    def __init__(self, node: Any, handle: Any):
+        self.node, self.handle = node, handle
+
+    def remove(self) -> None:
+        self.handle.remove()
+
+
+def after_accumulation(p: torch.Tensor, fn) -> Any:
+    """Calls ``fn()`` each time a backward has accumulated a gradient into
+    ``p.grad`` (p a leaf that requires grad). Returns a handle with remove()."""
+    if hasattr(p, "register_post_accumulate_grad_hook"):
+        return p.register_post_accumulate_grad_hook(lambda _p: fn())
+    with torch.enable_grad():
+        node = p.view_as(p).grad_fn.next_functions[0][0]
+    return _NodeHook(node, node.register_hook(lambda _inputs, _outputs: fn()))
+
+
+def _capturing(device: torch.device) -> bool:
+    return (device.type == "cuda" and torch.cuda.is_available()
+            and torch.cuda.is_current_stream_capturing())
+
+
+class GradBufferMixin:
+    """FP8AdamW's gradient-buffer machinery. It reads the optimizer's
+    _buckets, persistent_grads, step_in_backward, bucket_max_norm and the
+    step plumbing (_open_step, _launch), so it serves FP8AdamW only."""
+
+    def _setup_grads(self, b: _Bucket) -> None:
+        """At construction: a persistent bucket gets its buffer and the
+        views (existing gradients copied in); a lazy bucket registers the
+        accumulation hooks and leaves existing gradients where they are (the
+        hooks or step() copy them in)."""
+        for p in b.params:
+            _set_owner(p, self)
+        if b.persistent:
+            buf = torch.zeros(b.numel, dtype=b.param.dtype, device=b.device)
+            b.set_grad(buf, keep=True)
+            for i, p in enumerate(b.params):
+                if p.grad is not None:
+                    o, k = b.offsets[i], b.local_numel(i)
+                    buf[o:o + k].copy_(_dist.local_tensor(p.grad).reshape(-1))
+                p.grad = b.grad_for(i, buf)
+            return
+        b.set_grad(None)
+        me = weakref.ref(self)
+        for i, p in enumerate(b.params):
+            if not p.requires_grad:
+                continue  # never gets a gradient from a backward
+            # Only the optimizer's weak reference and indices: a hook must
+            # not keep a dropped optimizer's buffers alive through the model.
+            self._grad_hooks.append(after_accumulation(
+                p, lambda bi=b.index, i=i: _on_accumulated(me, bi, i)))
+            b.expected += 1
+
+    # ---- the buffer ------------------------------------------------------------
+    #
+    # A lazy bucket refers to its buffer weakly: the views its parameters'
+    # .grad hold keep it alive. Code that may allocate one holds it in a local
+    # (``buf``) until a view does.
+
+    def _alloc_grad(self, b: _Bucket, zero: bool = False) -> torch.Tensor:
+        """The bucket's flat gradient buffer, allocated now. Padding must be
+        zero (it takes part in the groups' statistics); elements a gradient
+        will overwrite need not be. A lazy bucket does not hold it: the
+        caller does, until a parameter's .grad views it."""
+        make = torch.zeros if (zero or b.padded) else torch.empty
+        buf = make(b.numel, dtype=b.param.dtype, device=b.device)
+        b.set_grad(buf, keep=b.persistent)
+        if _capturing(b.device):
+            self._pin(b, buf)
+        return buf
+
+    @staticmethod
+    def _pin(b: _Bucket, buf: Optional[torch.Tensor] = None) -> None:
+        """A CUDA graph accumulates into the buffer (``buf``, or the one its
+        views hold): keep it at its address."""
+        b.pinned = True
+        if buf is not None:
+            b.set_grad(buf, keep=True)
+        else:
+            b.keep_grad()
+
+    @staticmethod
+    def _grad_attached(b: _Bucket, i: int) -> bool:
+        return b.views_buffer(i)
+
+    def _copy_grad_in(self, b: _Bucket, i: int, g: torch.Tensor, buf: torch.Tensor) -> None:
+        """Copies parameter i's gradient ``g`` (not the bucket's view) into
+        its slot of ``buf`` (the bucket's live buffer) and makes ``.grad``
+        the view."""
+        p = b.params[i]
+        if g.is_sparse or g.layout != torch.strided:
+            raise ValueError(f"{_param_name(b.indices[i], p)}: sparse gradients are "
+                             "not supported")
+        if g.shape != p.shape:
+            raise ValueError(f"{_param_name(b.indices[i], p)}: gradient shape "
+                             f"{tuple(g.shape)} differs from the parameter's")
+        lg = _dist.local_tensor(g)
+        if b.layouts[i] is not None and tuple(lg.shape) != b.local_shape(i):
+            raise ValueError(f"{_param_name(b.indices[i], p)}: local gradient shard "
+                             f"has shape {tuple(lg.shape)}, the parameter's local "
+                             f"shard {b.local_shape(i)}")
+        view = b.grad_for(i, buf)
+        _dist.local_tensor(view).copy_(lg)
+        p.grad = view
+        b.anchor = i
+
+    @torch.no_grad()
+    def _attach_grads(self, b: _Bucket) -> torch.Tensor:
+        """Before a launch: the bucket's buffer exists, every p.grad is its
+        view again, gradients that were replaced are copied in and the ones
+        that are None are zero. Returns the buffer."""
+        buf = b.grad
+        fresh = buf is None
+        zeroed = fresh and (b.padded or any(p.grad is None for p in b.params))
+        if fresh:
+            buf = self._alloc_grad(b, zero=zeroed)
+        for i, p in enumerate(b.params):
+            if not fresh and self._grad_attached(b, i):
+                continue
+            g = p.grad
+            if g is not None:
+                self._copy_grad_in(b, i, g, buf)
+                continue
+            if not zeroed:
+                o, k = b.offsets[i], b.local_numel(i)
+                buf[o:o + k].zero_()
+            p.grad = b.grad_for(i, buf)
+        return buf
+
+    def _keeps_buffer(self, b: _Bucket) -> bool:
+        return b.persistent or b.pinned
+
+    @torch.no_grad()
+    def _release_grads(self, b: _Bucket) -> None:
+        """Drops the bucket's gradients: frees a lazy bucket's buffer (and
+        sets its parameters' .grad to None); zeroes a kept one in place."""
+        if self._keeps_buffer(b):
+            self._zero_kept(b)
+            return
+        b.set_grad(None)
+        for p in b.params:
+            p.grad = None
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """``set_to_none=True`` (the default) frees the gradient buffers and
+        sets the parameters' .grad to None; the next backward allocates them
+        again, bucket by bucket. (torch's ``Module.zero_grad()`` frees them as
+        well: a buffer lives only as long as some .grad is a view of it.)
+        ``set_to_none=False`` zeroes the buffers that exist in place (what a
+        CUDA graph that accumulates into them needs). Persistent buffers
+        (DTensor parameters, ``persistent_grads=True``, buffers a CUDA graph
+        captured) are always zeroed in place."""
+        with torch.no_grad():
+            for b in self._buckets:
+                b.arrived.clear()
+                if set_to_none:
+                    self._release_grads(b)
+                elif b.grad is not None:
+                    self._zero_kept(b)
+                else:  # no buffer: zero gradients something else set, as torch does
+                    for p in b.params:
+                        if p.grad is not None:
+                            p.grad.zero_()
+
+    def _zero_kept(self, b: _Bucket) -> None:
+        buf = b.grad
+        if buf is None:
+            return
+        buf.zero_()
+        for i, p in enumerate(b.params):
+            if not self._grad_attached(b, i):
+                p.grad = b.grad_for(i, buf)
+
+    # ---- clipping ------------------------------------------------------------------
+
+    def _clip(self, b: _Bucket) -> None:
+        """Scales the bucket's gradient so that its L2 norm is at most
+        ``bucket_max_norm`` (torch.nn.utils.clip_grad_norm_'s rule, applied to
+        the bucket alone; no host synchronisation)."""
+        if self.bucket_max_norm is None:
+            return
+        buf = b.grad
+        norm = torch.linalg.vector_norm(buf, 2, dtype=torch.float32)
+        coef = torch.clamp(self.bucket_max_norm / (norm + 1e-6), max=1.0)
+        buf.mul_(coef)
+
+    # ---- the step in the backward ------------------------------------------------
+
+    @contextlib.contextmanager
+    def no_step(self) -> Iterator[None]:
+        """Backward passes inside accumulate gradients without stepping
+        (gradient accumulation with ``step_in_backward``): the first backward
+        after it steps each bucket on the sum, or ``step()`` does. Without
+        ``step_in_backward`` it changes nothing (a backward never steps)."""
+        self._no_step += 1
+        try:
+            yield
+        finally:
+            self._no_step -= 1
+
+    def _accumulated(self, b: _Bucket, i: int) -> None:
+        """After the backward accumulated parameter i's gradient."""
+        p = b.params[i]
+        if p.grad is None:
+            return
+        stepping = self.step_in_backward and not self._no_step
+        capturing = _capturing(b.device)
+        if capturing:
+            if stepping:
+                raise RuntimeError(
+                    "FP8AdamW(step_in_backward=True): a CUDA graph is capturing the backward, "
+                    "and a replay would repeat the step's launch with its step count and "
+                    "learning rate; capture without step_in_backward (or inside "
+                    "optimizer.no_step()) and call step() after each replay")
+        with torch.no_grad():
+            if not self._grad_attached(b, i):
+                buf = b.grad
+                if buf is None:
+                    buf = self._alloc_grad(b)
+                self._copy_grad_in(b, i, p.grad, buf)
+        if capturing:
+            self._pin(b)
+        if stepping:
+            b.arrived.add(i)
+            if len(b.arrived) >= b.expected:
+                self._step_bucket_now(b)
+
+    def _step_bucket_now(self, b: _Bucket) -> None:
+        if b.stepped:
+            raise RuntimeError(
+                f"FP8AdamW(step_in_backward=True): bucket {b.index} received all its gradients "
+                "twice without a step() in between. Call optimizer.step() after each backward "
+                "(it steps the buckets the backward did not complete and ends the step); for "
+                "gradient accumulation run the micro-batches but the last under "
+                "optimizer.no_step()")
+        if self._cycle is None:
+            self._open_step()
+        self._launch(b, self._cycle[b.index])
+        b.stepped = True
+        b.arrived.clear()
+        self._release_grads(b)
+
+
+def _on_accumulated(me: "weakref.ref", bucket: int, i: int) -> None:
+    opt = me()
+    if opt is None:
+        return  # the optimizer is gone
+    b = opt._buckets[bucket]
+    if grad_owner(b.params[i]) is not opt:
+        return  # a newer optimizer owns the parameter
+    opt._accumulated(b, i)
+
+
+def remove_hooks(hooks: List[Any]) -> None:
+    for h in hooks:
+        h.remove()
+    hooks.clear()
+
+
+__all__ = ["GradBufferMixin", "owns_grad", "grad_owner", "after_accumulation", "remove_hooks"]
+
