@@ -135,6 +135,23 @@ def test_spec_from_config_is_what_the_layers_say(family):
         assert inspect_layer(f"model.layers.{i}", layer) == spec_from_config(model.config)
 
 
+def test_qwen2_biases_are_read_and_run_in_the_programs():
+    model = build("qwen2")
+    spec = inspect_layer("model.layers.0", model.model.layers[0])
+    assert spec.qkv_bias and not spec.o_bias
+    assert layer_programs(spec)[0].bias
+    with torch.no_grad():  # biases that matter (transformers initialises them to zero)
+        for layer in model.model.layers:
+            for p in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
+                p.bias.normal_(std=0.5)
+    ids = tokens(model)
+    want_loss, want = loss_and_grads(model, ids)
+    coat.convert(model)
+    got_loss, got = loss_and_grads(model, ids)
+    assert_matches(got_loss, got, want_loss, want)
+    assert "model.layers.0.self_attn.q_proj.bias" in got
+
+
 def test_every_hyperparameter_is_read_from_the_model():
     """A layer with eps 1e-6 runs programs compiled for 1e-6 (another
     content key than 1e-5's), and head_dim comes from the config even where
@@ -183,14 +200,15 @@ def test_filter_fn_keeps_chosen_layers_and_reports_them():
 
 
 def test_unsupported_families_and_features_are_named():
-    qwen2 = transformers.Qwen2ForCausalLM(transformers.Qwen2Config(
+    biased_mlp = transformers.LlamaForCausalLM(transformers.LlamaConfig(
         vocab_size=256, hidden_size=256, intermediate_size=512, num_hidden_layers=1,
-        num_attention_heads=4, num_key_value_heads=2))
-    with pytest.raises(ValueError, match=r"model.layers.0.self_attn: q/k/v projections with "
-                                         r"biases are not supported"):
-        coat.convert(copy.deepcopy(qwen2))
-    coat.convert(qwen2, filter_fn=lambda fqn, mod: False)  # kept by choice
-    assert qwen2.coat_report.kept["model.layers.0"] == "filter_fn"
+        num_attention_heads=4, num_key_value_heads=2, mlp_bias=True))
+    with pytest.raises(ValueError, match=r"model.layers.0.mlp.gate_proj has a bias"):
+        coat.convert(copy.deepcopy(biased_mlp))
+    coat.convert(biased_mlp, filter_fn=lambda fqn, mod: False)  # kept by choice
+    assert biased_mlp.coat_report.kept["model.layers.0"] == "filter_fn"
+    with pytest.raises(UnsupportedLayer, match="mlp_bias"):
+        spec_from_config(biased_mlp.config)
 
     neox = transformers.GPTNeoXForCausalLM(transformers.GPTNeoXConfig(
         vocab_size=256, hidden_size=256, intermediate_size=512, num_hidden_layers=1,

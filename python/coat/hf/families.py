@@ -66,8 +66,10 @@ class LayerSpec:
     #: "none", "head" (Qwen3: RMSNorm over each head) or "full" (OLMo2:
     #: over the whole q and k projections); applied in the attention core
     qk_norm: str = "none"
-    #: the projections' biases (Qwen2: q, k and v)
+    #: biases of the q/k/v projections (Qwen2; ``attention_bias``), added in
+    #: the GEMM's epilogue, and of the o-projection (``attention_bias``)
     qkv_bias: bool = False
+    o_bias: bool = False
 
     @property
     def q_features(self) -> int:
@@ -156,12 +158,11 @@ def inspect_layer(qual: str, layer: torch.nn.Module) -> LayerSpec:
     q = _linear(at, attn, "q_proj", bias_ok=True)
     k = _linear(at, attn, "k_proj", bias_ok=True)
     v = _linear(at, attn, "v_proj", bias_ok=True)
-    _linear(at, attn, "o_proj")
+    o = _linear(at, attn, "o_proj", bias_ok=True)
     biases = [m.bias is not None for m in (q, k, v)]
-    if any(biases):
-        # Qwen2's q/k/v biases: the programs have no bias add yet.
-        raise UnsupportedLayer(f"{at}: q/k/v projections with biases are not supported yet "
-                               "(keep this layer in high precision with filter_fn)")
+    if any(biases) and not all(biases):
+        raise UnsupportedLayer(f"{at}: some of the q/k/v projections have biases, some not; "
+                               "the stacked projection takes all or none")
     hidden = q.in_features
     if q.out_features != heads * head_dim or k.out_features != kv_heads * head_dim or \
             v.out_features != kv_heads * head_dim:
@@ -207,7 +208,8 @@ def inspect_layer(qual: str, layer: torch.nn.Module) -> LayerSpec:
                       getattr(layer, "post_feedforward_layernorm", None))
     return LayerSpec(family=family, hidden=hidden, ffn=ffn, heads=heads, kv_heads=kv_heads,
                      head_dim=head_dim, attn_norm_eps=e1, mlp_norm_eps=e2,
-                     norm_placement=placement, qk_norm=qk_norm, qkv_bias=any(biases))
+                     norm_placement=placement, qk_norm=qk_norm, qkv_bias=all(biases),
+                     o_bias=o.bias is not None)
 
 
 #: model_type -> (family, norm placement, QK-norm kind), for configs read
@@ -215,7 +217,7 @@ def inspect_layer(qual: str, layer: torch.nn.Module) -> LayerSpec:
 CONFIG_FAMILIES = {
     "llama": ("Llama", "pre", "none"),
     "mistral": ("Mistral", "pre", "none"),
-    "qwen2": ("Qwen2", "pre", "none"),
+    "qwen2": ("Qwen2", "pre", "none"),  # q/k/v biases always
     "qwen3": ("Qwen3", "pre", "head"),
     "olmo2": ("OLMo2", "post", "full"),
 }
@@ -236,9 +238,10 @@ def spec_from_config(config) -> LayerSpec:
     hidden, heads = get("hidden_size"), get("num_attention_heads")
     kv_heads = get("num_key_value_heads") or heads
     head_dim = get("head_dim") or hidden // heads
-    if model_type == "qwen2" or get("attention_bias") or get("mlp_bias"):
-        raise UnsupportedLayer(f"{family} config: projections with biases are not supported "
-                               "yet")
+    if get("mlp_bias"):
+        raise UnsupportedLayer(f"{family} config: MLP projections with biases (mlp_bias) are "
+                               "not supported")
+    attention_bias = bool(get("attention_bias"))
     act = get("hidden_act")
     if act not in ("silu", "swish"):
         raise UnsupportedLayer(f"{family} config: activation {act!r}; the gated MLP program "
@@ -246,4 +249,5 @@ def spec_from_config(config) -> LayerSpec:
     eps = float(get("rms_norm_eps"))
     return LayerSpec(family=family, hidden=hidden, ffn=get("intermediate_size"), heads=heads,
                      kv_heads=kv_heads, head_dim=head_dim, attn_norm_eps=eps, mlp_norm_eps=eps,
-                     norm_placement=placement, qk_norm=qk_norm)
+                     norm_placement=placement, qk_norm=qk_norm,
+                     qkv_bias=attention_bias or model_type == "qwen2", o_bias=attention_bias)

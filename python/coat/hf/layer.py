@@ -20,7 +20,7 @@ import torch
 
 from .. import programs
 from ..nn.modules import _ProgramModule, _check_devices, _module_name, _tokens_2d
-from .families import LayerSpec
+from .families import LayerSpec, UnsupportedLayer
 
 try:  # gradient checkpointing is enabled through this base class
     from transformers.modeling_layers import GradientCheckpointingLayer as _LayerBase
@@ -34,10 +34,14 @@ def layer_programs(spec: LayerSpec) -> List[object]:
     residual) and the MLP block."""
     qkv = spec.q_features + 2 * spec.kv_features
     if spec.norm_placement == "pre":
-        return [programs.NormLinearConfig(spec.hidden, qkv, spec.attn_norm_eps),
-                programs.LinearResidualConfig(spec.q_features, spec.hidden),
+        return [programs.NormLinearConfig(spec.hidden, qkv, spec.attn_norm_eps,
+                                          bias=spec.qkv_bias),
+                programs.LinearResidualConfig(spec.q_features, spec.hidden, bias=spec.o_bias),
                 programs.MLPBlockConfig(spec.hidden, spec.ffn, spec.mlp_norm_eps)]
-    return [programs.LinearConfig(spec.hidden, qkv),
+    if spec.o_bias:
+        raise UnsupportedLayer(f"{spec.family}: an o-projection bias before the post-attention "
+                               "norm is not supported")
+    return [programs.LinearConfig(spec.hidden, qkv, bias=spec.qkv_bias),
             programs.LinearNormResidualConfig(spec.q_features, spec.hidden, spec.attn_norm_eps),
             programs.PostNormMLPConfig(spec.hidden, spec.ffn, spec.mlp_norm_eps)]
 
@@ -52,7 +56,8 @@ def _returns_tuple(layer: torch.nn.Module) -> bool:
 
 
 class DecoderLayer(_ProgramModule, _LayerBase):
-    """A converted Hugging Face decoder layer (Llama, Mistral, Qwen3, OLMo2)."""
+    """A converted Hugging Face decoder layer (Llama, Mistral, Qwen2, Qwen3,
+    OLMo2)."""
 
     def __init__(self, layer: torch.nn.Module, spec: LayerSpec, *, qual: str = "",
                  kernels: Optional[str] = None):
@@ -131,19 +136,24 @@ class DecoderLayer(_ProgramModule, _LayerBase):
         def w(mod):
             return mod.weight.to(bf).contiguous()
 
+        def stacked(attr):
+            return torch.cat([getattr(p, attr) for p in (attn.q_proj, attn.k_proj,
+                                                         attn.v_proj)]).to(bf)
+
         h = _tokens_2d(x, spec.hidden, name)
-        w_qkv = torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight]).to(bf)
+        qkv_ws = (stacked("weight"),) + ((stacked("bias"),) if spec.qkv_bias else ())
+        o_ws = (w(attn.o_proj),) + ((attn.o_proj.bias.to(bf),) if spec.o_bias else ())
         if spec.norm_placement == "pre":
             (qkv,) = self.run_program(0, f"{name} attention input", h,
-                                      w(self.input_layernorm), w_qkv)
+                                      w(self.input_layernorm), *qkv_ws)
         else:
-            (qkv,) = self.run_program(0, f"{name} attention input", h, w_qkv)
+            (qkv,) = self.run_program(0, f"{name} attention input", h, *qkv_ws)
         a = self._attention(qkv[:tokens], b, s, position_embeddings, attention_mask,
                             past_key_values, kwargs)
         a = _tokens_2d(a, spec.q_features, name)
         mlp_ws = (w(mlp.gate_proj), w(mlp.up_proj), w(mlp.down_proj))
         if spec.norm_placement == "pre":
-            (h,) = self.run_program(1, f"{name} attention output", h, a, w(attn.o_proj))
+            (h,) = self.run_program(1, f"{name} attention output", h, a, *o_ws)
             (h,) = self.run_program(2, f"{name} MLP", h, w(self.post_attention_layernorm),
                                     *mlp_ws)
         else:
