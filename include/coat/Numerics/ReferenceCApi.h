@@ -17,7 +17,7 @@ extern "C" {
 #endif
 
 /* Bumped whenever a signature below changes. */
-#define COAT_REF_ABI_VERSION 2
+#define COAT_REF_ABI_VERSION 3
 
 /* FP8 formats. */
 #define COAT_REF_E4M3 0
@@ -135,6 +135,15 @@ int32_t coat_ref_residual_add_fwd(const float *residual, const float *branch,
                                   int64_t group_size, int32_t format,
                                   uint16_t *sum_bf16, uint8_t *codes,
                                   float *scales);
+/* Rotary position embedding (coat.rope) of the first rotated_heads heads of
+ * head_dim columns of each row of x [rows, cols], tables [rows, head_dim];
+ * coat_ref_rope_bwd is its gradient (coat.rope_grad). */
+int32_t coat_ref_rope_fwd(const float *x, const float *cos, const float *sin,
+                          int64_t rows, int64_t cols, int64_t head_dim,
+                          int64_t rotated_heads, float *y);
+int32_t coat_ref_rope_bwd(const float *dy, const float *cos, const float *sin,
+                          int64_t rows, int64_t cols, int64_t head_dim,
+                          int64_t rotated_heads, float *dx);
 
 #ifdef __cplusplus
 }
