@@ -74,9 +74,10 @@ public:
       computeAndStore(lane, acc, in, tail);
   }
 
-  /// The lane of a rotary kernel at chunk `chunk` of head `head` of `row`.
+  /// The lane of a rotary kernel at chunk `chunk` of head `head` of `row`
+  /// (known valid until its caller says otherwise).
   RotaryLane rotaryLane(const RotaryTiling &t, Value row, Value head,
-                        Value chunk, Value valid, bool onGpu) {
+                        Value chunk, bool onGpu) {
     const RotaryHeads &r = *spec.info.rotary;
     int64_t e = t.lane.elementsPerLane, half = r.headDim / 2;
     Value inRow = arith::AddIOp::create(
@@ -106,7 +107,7 @@ public:
       return lane;
     };
     return {part(first), part(arith::AddIOp::create(b, first, idx(half))),
-            table, arith::AddIOp::create(b, table, idx(half)), head, valid};
+            table, arith::AddIOp::create(b, table, idx(half)), head, Value()};
   }
 
   /// The lanes' loads first, then their math, stores and maxima.
@@ -187,11 +188,11 @@ private:
         rotaryAccess(part.firstElement, e, storeValid)
             .storeF32(values, ys[h], out.type, align);
       }
+      if (out.absmaxArgs.empty())
+        continue;
       // Each run lies in one group; its lanes combine the maxima.
       for (int h = 0; h < 2; ++h) {
         const GroupLane &part = h ? lane.hi : lane.lo;
-        if (out.absmaxArgs.empty())
-          continue;
         Value m = f.roundTo(groupMaxAbs(f, part, ys[h]), out.type);
         Value leader = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
                                              part.laneInGroup, idx(0));
@@ -347,18 +348,19 @@ void callLibmErf(func::FuncOp fn, ModuleOp module) {
 
 namespace {
 
-/// Lane `l` (index) of a rotary kernel's rows, from row `firstRow` on:
-/// lanes run over the chunks of a head, the heads of a row, then rows.
+/// Lane `l` (index) of a rotary kernel's rows from row `firstRow` on (its
+/// row in `row`): lanes run over the chunks of a head, the heads of a row,
+/// then rows.
 RotaryLane rotaryLaneAt(ImplicitLocOpBuilder &b, PointwiseEmitter &emitter,
                         const RotaryTiling &t, Value firstRow, Value l,
-                        Value valid, bool onGpu) {
+                        bool onGpu, Value &row) {
   auto cidx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
-  Value row = arith::AddIOp::create(
+  row = arith::AddIOp::create(
       b, firstRow, arith::DivUIOp::create(b, l, cidx(t.lanesPerRow)));
   Value inRow = arith::RemUIOp::create(b, l, cidx(t.lanesPerRow));
   Value head = arith::DivUIOp::create(b, inRow, cidx(t.chunks));
   Value chunk = arith::RemUIOp::create(b, inRow, cidx(t.chunks));
-  return emitter.rotaryLane(t, row, head, chunk, valid, onGpu);
+  return emitter.rotaryLane(t, row, head, chunk, onGpu);
 }
 
 } // namespace
@@ -386,21 +388,19 @@ static void emitRotaryGpu(ImplicitLocOpBuilder &b, PointwiseEmitter &emitter,
       SmallVector<RotaryLane> lanes;
       for (int64_t s = s0; s < std::min(t.steps, s0 + lanesPerThread); ++s) {
         Value l = arith::AddIOp::create(b, cidx(s * blockSize), tid);
-        Value valid;
+        Value row;
+        RotaryLane lane =
+            rotaryLaneAt(b, emitter, t, firstRow, l, /*onGpu=*/true, row);
         auto both = [&](Value c) {
-          valid = valid ? arith::AndIOp::create(b, valid, c).getResult() : c;
+          lane.valid = lane.valid
+                           ? arith::AndIOp::create(b, lane.valid, c).getResult()
+                           : c;
         };
         if ((s + 1) * blockSize > blockLanes)
           both(arith::CmpIOp::create(b, arith::CmpIPredicate::ult, l,
                                      cidx(blockLanes)));
-        RotaryLane lane =
-            rotaryLaneAt(b, emitter, t, firstRow, l, Value(), /*onGpu=*/true);
-        if (tail) {
-          Value row = arith::AddIOp::create(
-              b, firstRow, arith::DivUIOp::create(b, l, cidx(t.lanesPerRow)));
+        if (tail)
           both(arith::CmpIOp::create(b, arith::CmpIPredicate::ult, row, rows));
-        }
-        lane.valid = valid;
         lanes.push_back(lane);
       }
       emitter.emitRotaryLanes(lanes);
@@ -468,8 +468,9 @@ void PointwiseLowering::emitCpu(ImplicitLocOpBuilder &b,
         arith::IndexCastOp::create(b, b.getIndexType(), args.lookup("rows"));
     Value lanes = arith::MulIOp::create(b, rows, cidx(t.lanesPerRow));
     emitFor(b, cidx(0), lanes, cidx(1), {}, [&](Value l, ValueRange) {
-      emitter.emitRotaryLanes(rotaryLaneAt(b, emitter, t, cidx(0), l, Value(),
-                                           /*onGpu=*/false));
+      Value row;
+      emitter.emitRotaryLanes(
+          rotaryLaneAt(b, emitter, t, cidx(0), l, /*onGpu=*/false, row));
       return SmallVector<Value>{};
     });
     return;
