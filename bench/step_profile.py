@@ -58,7 +58,7 @@ RULES = (
     ("coat quantize", "coat",
      r"^(quantize|absmax|scale_from_maxima|max_of_|requantize|dequantize|transpose)"),
     ("coat norms", "coat", r"^(rmsnorm|layernorm)"),
-    ("coat flow", "coat", r"^(silu|gelu|swiglu|mul|residual)"),
+    ("coat flow", "coat", r"^(silu|gelu|swiglu|mul|residual|rope)"),
     ("coat optimizer", "coat", r"^adamw"),
     ("coat other", "coat", r""),
     # Before the GEMMs: flash and memory-efficient kernels carry cutlass types.

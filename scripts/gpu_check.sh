@@ -94,7 +94,8 @@ if [ $sanitize = 1 ]; then
   # ragged shapes, one input case each (the accesses do not depend on values).
   files=()
   for f in adamw_kernel_numerics activation_kernel_numerics scale_kernel_numerics \
-           flow_kernel_numerics norm_kernel_numerics bias_grad_numerics linear_gpu \
+           flow_kernel_numerics rope_kernel_numerics norm_kernel_numerics bias_grad_numerics \
+           linear_gpu \
            large_tensors; do
     files+=("$t/test_$f.py")
   done
@@ -144,6 +145,7 @@ run_bench bench_optimizer.py adamw_step
 run_bench bench_activations.py quantize --only bf16_e4m3 --shapes 8192x8192 16384x4096
 run_bench bench_activations.py requantize --only requantize --shapes 8192x8192 16384x4096
 run_bench bench_flow.py silu
+run_bench bench_rope.py rope
 run_bench bench_norms.py rmsnorm
 run_bench bench_scales.py reduce_scales
 run_bench bench_bias_grad.py bias_grad

@@ -196,7 +196,7 @@ LogicalResult CoatDialect::verifyRegionArgAttribute(Operation *op, unsigned,
                                                     NamedAttribute attr) {
   StringRef name = attr.getName().strref();
   if (name != kWeightAttr && name != kFrozenAttr && name != kGradientAttr &&
-      name != kGradOfAttr)
+      name != kGradOfAttr && name != kWritableAttr)
     return success();
   auto fn = dyn_cast<FunctionOpInterface>(op);
   if (!fn)
@@ -207,6 +207,27 @@ LogicalResult CoatDialect::verifyRegionArgAttribute(Operation *op, unsigned,
     return verifyGradOf(sig, attr.getValue(), /*onArgument=*/true, argIndex);
   if (!isa<UnitAttr>(attr.getValue()))
     return op->emitError() << "'" << name << "' must be a unit attribute";
+
+  if (name == kWritableAttr) {
+    // Weights and incoming gradients belong to the caller, which reads them
+    // again (the optimizer, autograd).
+    if (sig.has(/*argument=*/true, argIndex, kWeightAttr) ||
+        sig.has(/*argument=*/true, argIndex, kGradientAttr))
+      return op->emitError()
+             << "argument " << argIndex << " is '" << kWritableAttr
+             << "', but a weight or incoming gradient is the caller's to keep";
+    if (!isa<RankedTensorType>(sig.typeOf(/*argument=*/true, argIndex)))
+      return op->emitError() << "'" << kWritableAttr << "' argument "
+                             << argIndex << " must be a ranked tensor";
+    // One reader, which may then write its result where it reads.
+    Region &body = fn.getFunctionBody();
+    if (!body.empty() && argIndex < body.getNumArguments() &&
+        !body.getArgument(argIndex).hasOneUse())
+      return op->emitError()
+             << "'" << kWritableAttr << "' argument " << argIndex
+             << " must have exactly one use, the op that may overwrite it";
+    return success();
+  }
 
   if (name == kWeightAttr) {
     if (sig.has(/*argument=*/true, argIndex, kGradientAttr))
@@ -239,7 +260,8 @@ LogicalResult CoatDialect::verifyRegionResultAttribute(Operation *op, unsigned,
                                                        unsigned resultIndex,
                                                        NamedAttribute attr) {
   StringRef name = attr.getName().strref();
-  if (name == kWeightAttr || name == kFrozenAttr || name == kGradientAttr)
+  if (name == kWeightAttr || name == kFrozenAttr || name == kGradientAttr ||
+      name == kWritableAttr)
     return op->emitError() << "'" << name
                            << "' is an attribute of function arguments, "
                               "not results";

@@ -816,6 +816,74 @@ LogicalResult ResidualAddGradOp::verify() {
                              "backward gradient copies are E5M2");
 }
 
+//===----------------------------------------------------------------------===//
+// RopeOp, RopeGradOp
+//===----------------------------------------------------------------------===//
+
+/// d: the row length of the tables (static in a verified op).
+static int64_t ropeHeadDim(Value cos) {
+  return cast<ShapedType>(cos.getType()).getShape().back();
+}
+
+/// The rules of coat.rope and coat.rope_grad: a [T, N] input of heads of d
+/// columns, [T, d] tables of one type with d static and even, the first
+/// `rotatedHeads` heads inside the row, the result of the input's type.
+static LogicalResult verifyRope(Operation *op, Value input, Value cos,
+                                Value sin, int64_t rotatedHeads,
+                                Value result) {
+  auto x = cast<ShapedType>(input.getType());
+  auto c = cast<ShapedType>(cos.getType());
+  if (x.getRank() != 2)
+    return op->emitOpError("input must be a [tokens, columns] matrix, got rank ")
+           << x.getRank();
+  if (c.getRank() != 2)
+    return op->emitOpError("tables must be [tokens, head_dim] matrices, got "
+                           "rank ")
+           << c.getRank();
+  if (sin.getType() != cos.getType())
+    return op->emitOpError("cos and sin must have one type: ")
+           << cos.getType() << " vs " << sin.getType();
+  if (result.getType() != input.getType())
+    return op->emitOpError("result must have the input type ")
+           << input.getType() << ", got " << result.getType();
+  int64_t d = c.getShape()[1];
+  if (ShapedType::isDynamic(d))
+    return op->emitOpError("the tables' row length (head_dim) must be static");
+  if (d <= 0 || d % 2 != 0)
+    return op->emitOpError("head_dim (the tables' row length) must be positive "
+                           "and even: a head rotates its two halves, got ")
+           << d;
+  int64_t n = x.getShape()[1];
+  if (ShapedType::isDynamic(n))
+    return op->emitOpError("the input's row length must be static");
+  if (n % d != 0)
+    return op->emitOpError("input rows of ")
+           << n << " columns are not whole heads of head_dim " << d;
+  if (rotatedHeads <= 0 || rotatedHeads > n / d)
+    return op->emitOpError("rotated_heads must be in [1, ")
+           << n / d << "] (the input's heads of " << d << " columns), got "
+           << rotatedHeads;
+  if (!dimsCompatible(x.getShape()[0], c.getShape()[0]))
+    return op->emitOpError("tables have ")
+           << c.getShape()[0] << " rows, the input " << x.getShape()[0]
+           << ": one table row per token";
+  return success();
+}
+
+int64_t RopeOp::getHeadDim() { return ropeHeadDim(getCos()); }
+
+LogicalResult RopeOp::verify() {
+  return verifyRope(*this, getInput(), getCos(), getSin(),
+                    static_cast<int64_t>(getRotatedHeads()), getResult());
+}
+
+int64_t RopeGradOp::getHeadDim() { return ropeHeadDim(getCos()); }
+
+LogicalResult RopeGradOp::verify() {
+  return verifyRope(*this, getGrad(), getCos(), getSin(),
+                    static_cast<int64_t>(getRotatedHeads()), getDx());
+}
+
 LogicalResult RMSNormOp::verify() {
   ShapedType x = getInput().getType();
   if (failed(verifyGroupedActivation(*this, "input", resolvedType(getInput()))) ||

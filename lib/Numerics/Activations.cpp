@@ -195,4 +195,84 @@ residualAddForward(const float *residual, const float *branch, int64_t rows,
                   codes, scales);
 }
 
+namespace {
+
+std::optional<std::string> checkRopeShape(int64_t rows, int64_t cols,
+                                          int64_t headDim,
+                                          int64_t rotatedHeads) {
+  if (rows < 0 || cols < 0)
+    return std::string("rope: rows and cols must be >= 0");
+  if (headDim <= 0 || headDim % 2 != 0)
+    return "rope: head_dim must be positive and even, got " +
+           std::to_string(headDim);
+  if (cols % headDim != 0)
+    return "rope: " + std::to_string(cols) +
+           " columns are not whole heads of " + std::to_string(headDim);
+  if (rotatedHeads < 0 || rotatedHeads > cols / headDim)
+    return "rope: rotated_heads must be in [0, " +
+           std::to_string(cols / headDim) + "], got " +
+           std::to_string(rotatedHeads);
+  return std::nullopt;
+}
+
+/// The rotation (`forward`) or its transpose of the leading heads of each
+/// row; the other columns are copied. Every product, and the sum, is its
+/// own statement, so no compiler contracts them into a fused multiply-add.
+std::optional<std::string> rotate(const float *in, const float *cos,
+                                  const float *sin, int64_t rows, int64_t cols,
+                                  int64_t headDim, int64_t rotatedHeads,
+                                  bool forward, float *out) {
+  if (auto err = checkRopeShape(rows, cols, headDim, rotatedHeads))
+    return err;
+  const int64_t half = headDim / 2;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *x = in + r * cols;
+    const float *c = cos + r * headDim;
+    const float *s = sin + r * headDim;
+    float *y = out + r * cols;
+    for (int64_t j = rotatedHeads * headDim; j < cols; ++j)
+      y[j] = x[j];
+    for (int64_t h = 0; h < rotatedHeads; ++h) {
+      const float *x1 = x + h * headDim, *x2 = x1 + half;
+      float *y1 = y + h * headDim, *y2 = y1 + half;
+      for (int64_t j = 0; j < half; ++j) {
+        // Read both halves before writing: `out` may be `in`.
+        const float a1 = x1[j], a2 = x2[j];
+        if (forward) {
+          // y = x*cos + rotate_half(x)*sin, rotate_half(x) = [-x2, x1].
+          const float p1 = a1 * c[j], q1 = a2 * s[j];
+          const float p2 = a2 * c[half + j], q2 = a1 * s[half + j];
+          y1[j] = p1 - q1;
+          y2[j] = p2 + q2;
+        } else {
+          // dx = dy*cos - rotate_half(dy*sin): the transpose of the above.
+          const float p1 = a1 * c[j], q1 = a2 * s[half + j];
+          const float p2 = a2 * c[half + j], q2 = a1 * s[j];
+          y1[j] = p1 + q1;
+          y2[j] = p2 - q2;
+        }
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+std::optional<std::string> ropeForward(const float *x, const float *cos,
+                                       const float *sin, int64_t rows,
+                                       int64_t cols, int64_t headDim,
+                                       int64_t rotatedHeads, float *y) {
+  return rotate(x, cos, sin, rows, cols, headDim, rotatedHeads,
+                /*forward=*/true, y);
+}
+
+std::optional<std::string> ropeBackward(const float *dy, const float *cos,
+                                        const float *sin, int64_t rows,
+                                        int64_t cols, int64_t headDim,
+                                        int64_t rotatedHeads, float *dx) {
+  return rotate(dy, cos, sin, rows, cols, headDim, rotatedHeads,
+                /*forward=*/false, dx);
+}
+
 } // namespace coat::ref

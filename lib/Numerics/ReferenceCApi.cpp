@@ -342,6 +342,18 @@ int32_t coat_ref_residual_add_fwd(const float *residual, const float *branch,
   return result(residualAddForward(residual, branch, rows, cols, group_size,
                                    *fmt, sum_bf16, codes, scales));
 }
+int32_t coat_ref_rope_fwd(const float *x, const float *cos, const float *sin,
+                          int64_t rows, int64_t cols, int64_t head_dim,
+                          int64_t rotated_heads, float *y) {
+  return result(
+      ropeForward(x, cos, sin, rows, cols, head_dim, rotated_heads, y));
+}
+int32_t coat_ref_rope_bwd(const float *dy, const float *cos, const float *sin,
+                          int64_t rows, int64_t cols, int64_t head_dim,
+                          int64_t rotated_heads, float *dx) {
+  return result(
+      ropeBackward(dy, cos, sin, rows, cols, head_dim, rotated_heads, dx));
+}
 
 void coat_ref_linear_bias_epilogue(const float *acc, int64_t rows,
                                    int64_t cols, float scale,

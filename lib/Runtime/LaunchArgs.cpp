@@ -232,6 +232,12 @@ bool checkLaunchShape(const KernelSpec &kernel, int64_t n,
             std::to_string(kernel.groupSize);
     return false;
   }
+  if (kernel.cols > 0 && c != kernel.cols) {
+    error = who(kernel) + "cols = " + std::to_string(c) +
+            " differs from the kernel's cols = " + std::to_string(kernel.cols) +
+            " (its row length is compiled in)";
+    return false;
+  }
   if (kernel.maxCols > 0 && c > kernel.maxCols) {
     error = who(kernel) + "cols = " + std::to_string(c) +
             " exceeds the kernel's max_cols = " + std::to_string(kernel.maxCols);

@@ -166,6 +166,7 @@ bool parseKernel(Reader &r, const Value &k, const std::string &where,
     std::string cw = where + ".config";
     if (!r.integer(*cfg, cw, "group_size", out.groupSize, false, 1) ||
         !r.integer(*cfg, cw, "max_cols", out.maxCols, false, 1) ||
+        !r.integer(*cfg, cw, "cols", out.cols, false, 1) ||
         !r.integer(*cfg, cw, "rows_per_block", out.rowsPerBlock, false, 1) ||
         !r.string(*cfg, cw, "of", out.of, false))
       return false;
@@ -299,25 +300,28 @@ bool parseKernel(Reader &r, const Value &k, const std::string &where,
         return true;
     return false;
   };
+  auto isPositiveInteger = [](const std::string &d) {
+    return !d.empty() && d.size() < 10 &&
+           d.find_first_not_of("0123456789") == std::string::npos &&
+           std::stoll(d) > 0;
+  };
   for (const auto &a : out.args) {
     for (const auto &f : a.extentFactors) {
-      // "rows/128": ceil(rows / 128), the count of 128-row blocks.
+      // "rows/128": ceil(rows / 128), the count of 128-row blocks; "rows*64":
+      // 64 entries a row (a rotary table).
       size_t slash = f.find('/');
       std::string name = f.substr(0, slash);
-      bool divisorOk = true;
-      if (slash != std::string::npos) {
-        std::string d = f.substr(slash + 1);
-        divisorOk = !d.empty() && d.size() < 10 &&
-                    d.find_first_not_of("0123456789") == std::string::npos &&
-                    std::stoll(d) > 0;
-      }
-      if (!divisorOk || (name != "groups" && !isScalarArg(name)) ||
+      bool divisorOk =
+          slash == std::string::npos || isPositiveInteger(f.substr(slash + 1));
+      bool constant = slash == std::string::npos && isPositiveInteger(name);
+      if (!divisorOk || (name != "groups" && !constant && !isScalarArg(name)) ||
           (name == "groups" && slash != std::string::npos))
         return r.fail(where, "extent of '" + a.name + "': expected \"n\", "
                              "\"groups\" or an integer, or a product of scalar "
-                             "arguments like \"m*n\" or \"rows/128*cols/128\" ('" +
-                             f + "' is not a scalar argument or one divided by "
-                             "a positive integer)");
+                             "arguments and positive integers like \"m*n\", "
+                             "\"rows*64\" or \"rows/128*cols/128\" ('" +
+                             f + "' is not a scalar argument, one divided by "
+                             "a positive integer or a positive integer)");
     }
     for (const auto &d : a.mapDims)
       if (!(d[0] >= '0' && d[0] <= '9') && !isScalarArg(d))

@@ -186,7 +186,7 @@ public:
         return false;
     if (!ids(*saved, where + ".saved", p.saved))
       return false;
-    return checkDataflow() && checkGrads() && checkPlans();
+    return checkDataflow() && checkOverwrites() && checkGrads() && checkPlans();
   }
 
 private:
@@ -470,6 +470,55 @@ private:
         return r.fail(where + ".outputs[" + std::to_string(i) + "]",
                       "value " + std::to_string(p.outputs[i].value) +
                           " is not computed in the phase the output names");
+    return true;
+  }
+
+  /// A kernel that binds a result's values to an operand's buffer writes
+  /// the result over the operand (an in-place rotary embedding), so that
+  /// operand must be the program's own and read by that call alone: not an
+  /// input (the caller's), an output or a saved value. A result's scale
+  /// bound to a given per-tensor scale shares it unchanged and consumes
+  /// nothing.
+  bool checkOverwrites() {
+    std::vector<int> reads(p.values.size(), 0);
+    for (const ProgramStep &step : p.steps)
+      for (int64_t v : step.operands)
+        ++reads[size_t(v)];
+    std::vector<bool> input(p.values.size(), false), kept(p.values.size(), false);
+    for (const ProgramInput &in : p.inputs)
+      input[size_t(in.value)] = true;
+    for (const ProgramOutput &out : p.outputs)
+      kept[size_t(out.value)] = true;
+    for (int64_t v : p.saved)
+      kept[size_t(v)] = true;
+    for (size_t s = 0; s < p.steps.size(); ++s) {
+      const ProgramStep &step = p.steps[s];
+      for (const CallKernel &call : step.kernels)
+        for (const Binding &b : call.bindings) {
+          const ValueRef *operand = nullptr;
+          bool writes = false;
+          for (const ValueRef &ref : b.names) {
+            if (ref.part == ValueRef::Part::Scale)
+              continue;
+            if (ref.result)
+              writes = true;
+            else
+              operand = &ref;
+          }
+          if (!operand || !writes)
+            continue;
+          int64_t v = step.operands[operand->index];
+          std::string what = "kernel '" + m.kernels[call.kernel].name +
+                             "' writes its result over value " +
+                             std::to_string(v) + ", which ";
+          if (input[size_t(v)])
+            return r.fail(stepWhere(s), what + "is a program input (the caller's)");
+          if (kept[size_t(v)])
+            return r.fail(stepWhere(s), what + "the program outputs or saves");
+          if (reads[size_t(v)] > 1)
+            return r.fail(stepWhere(s), what + "is read elsewhere too");
+        }
+    }
     return true;
   }
 

@@ -306,6 +306,18 @@ struct CoatOutlineKernelsPass
          kernelSuffix(group))
             .str(),
         type);
+    // A tensor the program computes and reads only here is the kernel's to
+    // overwrite: an op that can update its input in place writes its
+    // result there, sparing a buffer and the copy of what it leaves as is.
+    for (Operation *op : group.ops) {
+      if (!op->hasTrait<OpTrait::coat::InPlace>())
+        continue;
+      Value v = op->getOperand(0);
+      if (!v.getDefiningOp() || !v.hasOneUse() || !inputs.contains(v))
+        continue;
+      unsigned i = llvm::find(inputs, v) - inputs.begin();
+      spec.setArgAttr(i, kWritableAttr, b.getUnitAttr());
+    }
     Block *body = spec.addEntryBlock();
     OpBuilder sb = OpBuilder::atBlockEnd(body);
     IRMapping map;
@@ -329,6 +341,8 @@ struct CoatOutlineKernelsPass
     {
       llvm::raw_string_ostream os(key);
       spec.getFunctionType().print(os);
+      if (ArrayAttr argAttrs = spec.getAllArgAttrs())
+        argAttrs.print(os);
       for (Operation &op : *body)
         op.print(os, OpPrintingFlags().printGenericOpForm());
     }

@@ -60,18 +60,38 @@ def apply_rope(x, cos, sin):
     return (x.float() * cos + rot.float() * sin).to(x.dtype)
 
 
+def rope_rows(cos, sin, batch: int, rows: int):
+    """The tables of :func:`rope_tables` ([seq, head_dim]) as one row per
+    token of a [batch, seq] block in batch-major order, zero rows padding
+    them to ``rows``: the cos and sin inputs (f32, contiguous) of an
+    attention-input program that rotates q and k itself
+    (:class:`coat.programs.NormLinearConfig` with ``rope_head_dim``)."""
+    out = []
+    for t in (cos, sin):
+        r = t.float().repeat(batch, 1)
+        out.append(torch.nn.functional.pad(r, (0, 0, 0, rows - r.shape[0])).contiguous())
+    return out[0], out[1]
+
+
 def attention_core(q, k, v, cos, sin, heads: int, kv_heads: int):
     """Rotary embeddings and causal SDPA in the inputs' precision.
-    q: [b, s, heads*d], k/v: [b, s, kv_heads*d]; returns [b, s, heads*d]."""
+    q: [b, s, heads*d], k/v: [b, s, kv_heads*d]; returns [b, s, heads*d].
+    With ``cos`` and ``sin`` None, q and k come rotated (by the program
+    that projected them)."""
     b, s, _ = q.shape
     d = q.shape[-1] // heads
     q = q.view(b, s, heads, d).transpose(1, 2)
     k = k.view(b, s, kv_heads, d).transpose(1, 2)
-    # SDPA keeps its inputs for the backward. The rotation gives q and k
-    # storage of their own, but a v sliced from a fused q/k/v projection
-    # would keep the whole projection alive until the backward: copy it.
-    v = v.contiguous().view(b, s, kv_heads, d).transpose(1, 2)
-    q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+    if cos is None:
+        # SDPA keeps its inputs for the backward: q and k, views of a fused
+        # q/k/v projection, keep all of it alive, so v stays a view too.
+        v = v.view(b, s, kv_heads, d).transpose(1, 2)
+    else:
+        # The rotation gives q and k storage of their own, but a v sliced
+        # from a fused q/k/v projection would keep the whole projection
+        # alive until the backward: copy it.
+        v = v.contiguous().view(b, s, kv_heads, d).transpose(1, 2)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
     o = _sdpa(q, k, v)
     return o.transpose(1, 2).reshape(b, s, heads * d)
 

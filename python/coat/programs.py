@@ -87,34 +87,81 @@ class MLPBlockConfig:
 class NormLinearConfig:
     """RMSNorm then one projection: an attention block's input side, with
     q, k and v as one GEMM over their stacked weights (``out`` rows).
-    ``bias``: the projection adds a bias (Qwen2's q/k/v biases)."""
+    ``bias``: the projection adds a bias (Qwen2's q/k/v biases).
+
+    With ``rope_head_dim`` d (and ``rope_heads``, the q and k heads: heads +
+    kv_heads) the program also applies the rotary embedding to the first
+    ``rope_heads`` heads of d columns of its output (``coat.rope``, HF
+    layout), from tables it takes as two more inputs, and its backward takes
+    the gradient of the rotated output through ``coat.rope_grad``. The
+    rotation reads the GEMM's output once and writes q and k over it; v is
+    not touched."""
 
     hidden: int
     out: int
     eps: float = 1e-5
     group_size: int = 16
     bias: bool = False
+    rope_head_dim: int = 0
+    rope_heads: int = 0
+
+    @property
+    def rope(self) -> bool:
+        return bool(self.rope_head_dim or self.rope_heads)
 
     def check(self) -> None:
         _check_features("NormLinearConfig", self.group_size, hidden=self.hidden, out=self.out)
+        if not self.rope:
+            return
+        d, n = self.rope_head_dim, self.rope_heads
+        if d <= 0 or d % 2 or n <= 0:
+            raise ValueError(f"NormLinearConfig: rope_head_dim = {d} must be positive and "
+                             f"even, rope_heads = {n} positive")
+        if self.out % d or n * d > self.out:
+            raise ValueError(f"NormLinearConfig: {n} rotated heads of {d} columns do not fit "
+                             f"in whole heads of the {self.out} output columns")
+        # The backward's 1xG maxima are fused into the rotation's kernel,
+        # whose lanes keep a group inside half a head.
+        if (d // 2) % self.group_size:
+            raise ValueError(f"NormLinearConfig: rope_head_dim / 2 = {d // 2} must be a "
+                             f"multiple of the group size {self.group_size}")
 
     @property
     def name(self) -> str:
-        return f"coat_norm_linear_h{self.hidden}_o{self.out}{'_b' if self.bias else ''}"
+        rope = f"_rope{self.rope_heads}x{self.rope_head_dim}" if self.rope else ""
+        return f"coat_norm_linear_h{self.hidden}_o{self.out}{'_b' if self.bias else ''}{rope}"
 
     def text(self) -> str:
         """Arguments: the stream h, the norm weight, W (out x hidden), with
-        ``bias`` the bias (out), the gradient of the projection. Results:
-        the projection (forward), the gradient of h through the norm, the
-        two weight gradients and the bias gradient."""
+        ``bias`` the bias (out), with RoPE the tables cos and sin ([tokens,
+        rope_head_dim] f32: one row per token, no gradient), then the
+        gradient of the (rotated) projection. Results: the projection
+        (forward; q and k rotated with RoPE), the gradient of h through the
+        norm, the two weight gradients and the bias gradient."""
         self.check()
         T, H, O = TOKENS, self.hidden, self.out
-        b = _Bias(self.bias, "%b", "%dy", T, O, grad_of=3)
+        tables = rotate = rotate_back = ""
+        y, dy = "%y", "%dy"
+        if self.rope:
+            n, tab = self.rope_heads, _t(T, self.rope_head_dim, dtype="f32")
+            tables = f"""
+    %cos: {tab},
+    %sin: {tab},"""
+            rotate = f"""
+  %y_rot = coat.rope %y, %cos, %sin rotated_heads = {n}
+      : {_t(T, O)}, {tab}, {tab} -> {_t(T, O)}"""
+            rotate_back = f"""
+  %dy_unrot = coat.rope_grad %dy, %cos, %sin rotated_heads = {n}
+      : {_t(T, O)}, {tab}, {tab} -> {_t(T, O)}"""
+            y, dy = "%y_rot", "%dy_unrot"
+        # The bias is added before the rotation: its gradient is of the
+        # unrotated output.
+        b = _Bias(self.bias, "%b", dy, T, O, grad_of=3)
         return f"""\
 func.func @{self.name}(
     %h: {_t(T, H)},
     %w_norm: {_t(H)} {{coat.weight}},
-    %w: {_t(O, H)} {{coat.weight}},{b.arg}
+    %w: {_t(O, H)} {{coat.weight}},{b.arg}{tables}
     %dy: {_t(T, O)} {{coat.gradient, coat.grad_of = 0 : i64}})
     -> ({_t(T, O)}, {_t(T, H)} {{coat.grad_of = 0 : i64}},
         {_t(H)} {{coat.grad_of = 1 : i64}}, {_t(O, H)} {{coat.grad_of = 2 : i64}}{b.result}) {{
@@ -122,16 +169,16 @@ func.func @{self.name}(
   %ln, %rstd, %ln_t = coat.rmsnorm %h_q, %w_norm eps = {self.eps:e}
       : {_u(T, H)}, {_t(H)} -> {_q(T, H)}, {_t(T, dtype="f32")}, {_q(H, T)}
   %w_q = coat.quantize_auto %w : {_t(O, H)} -> {_u(O, H)}
-  %y = coat.linear forward %ln, %w_q{b.operand} : {_q(T, H)}, {_u(O, H)}{b.type} -> {_t(T, O)}
-
-  %dy_q = coat.quantize_auto %dy : {_t(T, O)} -> {_u(T, O)}
+  %y = coat.linear forward %ln, %w_q{b.operand} : {_q(T, H)}, {_u(O, H)}{b.type} -> {_t(T, O)}{rotate}
+{rotate_back}
+  %dy_q = coat.quantize_auto {dy} : {_t(T, O)} -> {_u(T, O)}
   %dy_t = coat.transpose %dy_q : {_u(T, O)} -> {_u(O, T)}
   %w_t = coat.transpose %w_q : {_u(O, H)} -> {_u(H, O)}
   %dln = coat.linear dgrad %dy_q, %w_t : {_u(T, O)}, {_u(H, O)} -> {_t(T, H)}
   %dw = coat.linear wgrad %dy_t, %ln_t : {_u(O, T)}, {_q(H, T)} -> {_t(O, H)}{b.grad}
   %dh, %dw_norm = coat.rmsnorm_grad %h_q, %w_norm, %rstd, %dln
       : {_u(T, H)}, {_t(H)}, {_t(T, dtype="f32")}, {_t(T, H)} -> {_t(T, H)}, {_t(H)}
-  return %y, %dh, %dw_norm, %dw{b.returned} : {_t(T, O)}, {_t(T, H)}, {_t(H)}, {_t(O, H)}{b.type}
+  return {y}, %dh, %dw_norm, %dw{b.returned} : {_t(T, O)}, {_t(T, H)}, {_t(H)}, {_t(O, H)}{b.type}
 }}
 """
 
@@ -488,14 +535,17 @@ func.func @{self.name}(
 
 
 def decoder_layer_configs(hidden: int, ffn: int, heads: int, kv_heads: int,
-                          eps: float = 1e-5):
+                          eps: float = 1e-5, rope: bool = False):
     """The three programs of a Llama decoder layer (coat.nn.DecoderLayer):
-    RMSNorm + q/k/v projection, o-projection + residual, MLP block."""
+    RMSNorm + q/k/v projection, o-projection + residual, MLP block. With
+    ``rope`` the first also rotates q and k (:class:`NormLinearConfig`'s
+    ``rope_head_dim``), so attention takes them as they come."""
     if heads <= 0 or kv_heads <= 0 or hidden % heads or heads % kv_heads:
         raise ValueError(f"decoder layer: hidden {hidden}, heads {heads}, kv_heads "
                          f"{kv_heads}: heads must divide hidden and kv_heads divide heads")
     d = hidden // heads
-    return (NormLinearConfig(hidden, (heads + 2 * kv_heads) * d, eps),
+    rotary = dict(rope_head_dim=d, rope_heads=heads + kv_heads) if rope else {}
+    return (NormLinearConfig(hidden, (heads + 2 * kv_heads) * d, eps, **rotary),
             LinearResidualConfig(heads * d, hidden),
             MLPBlockConfig(hidden, ffn, eps))
 

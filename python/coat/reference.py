@@ -86,6 +86,8 @@ _SIGNATURES = {
     "coat_ref_residual_add_fwd": (_i32, [_p, _p, _i64, _i64, _i64, _i32, _p, _p, _p]),
     "coat_ref_linear_bias_epilogue": (None, [_p, _i64, _i64, _f32, _p, _p]),
     "coat_ref_bias_grad": (_i32, [_p, _i64, _i64, _i64, _p]),
+    "coat_ref_rope_fwd": (_i32, [_p, _p, _p, _i64, _i64, _i64, _i64, _p]),
+    "coat_ref_rope_bwd": (_i32, [_p, _p, _p, _i64, _i64, _i64, _i64, _p]),
 }
 
 
@@ -115,8 +117,9 @@ def load(path: Optional[str] = None) -> ctypes.CDLL:
     for cand in library_candidates(path):
         if os.path.isfile(cand):
             lib = ctypes.CDLL(cand)
-            # The version first: an older library lacks the newer symbols.
+            # The version first: an older library lacks newer functions.
             lib.coat_ref_abi_version.restype = _i32
+            lib.coat_ref_abi_version.argtypes = []
             if lib.coat_ref_abi_version() != ABI_VERSION:
                 raise ReferenceError(
                     f"{cand}: ABI version {lib.coat_ref_abi_version()}, expected {ABI_VERSION}")
@@ -587,3 +590,24 @@ def bias_grad(dy, partials: int) -> np.ndarray:
     db = np.empty(cols, dtype=np.float32)
     _check(load().coat_ref_bias_grad(_ptr(dy), rows, cols, int(partials), _ptr(db)))
     return db
+def _rope(fn_name: str, x, cos, sin, rotated_heads: int) -> np.ndarray:
+    x, cos, sin = _f32(x), _f32(cos), _f32(sin)
+    if x.ndim != 2 or cos.ndim != 2 or cos.shape != sin.shape or cos.shape[0] != x.shape[0]:
+        raise ValueError(f"rope: x [rows, cols] and tables [rows, head_dim] of one shape, got "
+                         f"{x.shape}, {cos.shape}, {sin.shape}")
+    y = np.empty_like(x)
+    _check(getattr(load(), fn_name)(_ptr(x), _ptr(cos), _ptr(sin), x.shape[0], x.shape[1],
+                                    cos.shape[1], rotated_heads, _ptr(y)))
+    return y
+
+
+def rope_fwd(x, cos, sin, rotated_heads: int) -> np.ndarray:
+    """coat.rope in f32: the first `rotated_heads` heads (of cos.shape[1]
+    columns) of each row of x rotated by that row's tables (Hugging Face
+    layout), the other columns copied."""
+    return _rope("coat_ref_rope_fwd", x, cos, sin, rotated_heads)
+
+
+def rope_bwd(dy, cos, sin, rotated_heads: int) -> np.ndarray:
+    """coat.rope_grad in f32: the gradient of rope_fwd's input."""
+    return _rope("coat_ref_rope_bwd", dy, cos, sin, rotated_heads)

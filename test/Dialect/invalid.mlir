@@ -895,3 +895,99 @@ func.func @unquantized_result_transposed(%a: !coat.qtensor<4x32xf8E4M3FN, per_gr
   %0, %1 = coat.swiglu_mul %a, %a : !coat.qtensor<4x32xf8E4M3FN, per_group<16>>, !coat.qtensor<4x32xf8E4M3FN, per_group<16>> -> tensor<4x32xbf16>, !coat.qtensor<32x4xf8E4M3FN, per_tensor>
   return
 }
+
+// -----
+
+func.func @rope_input_rank(%x: tensor<2x4x128xbf16>, %t: tensor<4x64xf32>) {
+  // expected-error @+1 {{input must be a [tokens, columns] matrix, got rank 3}}
+  %0 = coat.rope %x, %t, %t rotated_heads = 1 : tensor<2x4x128xbf16>, tensor<4x64xf32>, tensor<4x64xf32> -> tensor<2x4x128xbf16>
+  return
+}
+
+// -----
+
+func.func @rope_table_rank(%x: tensor<4x128xbf16>, %t: tensor<64xf32>) {
+  // expected-error @+1 {{tables must be [tokens, head_dim] matrices, got rank 1}}
+  %0 = coat.rope %x, %t, %t rotated_heads = 1 : tensor<4x128xbf16>, tensor<64xf32>, tensor<64xf32> -> tensor<4x128xbf16>
+  return
+}
+
+// -----
+
+func.func @rope_table_types(%x: tensor<4x128xbf16>, %c: tensor<4x64xf32>, %s: tensor<4x64xbf16>) {
+  // expected-error @+1 {{cos and sin must have one type: 'tensor<4x64xf32>' vs 'tensor<4x64xbf16>'}}
+  %0 = coat.rope %x, %c, %s rotated_heads = 1 : tensor<4x128xbf16>, tensor<4x64xf32>, tensor<4x64xbf16> -> tensor<4x128xbf16>
+  return
+}
+
+// -----
+
+func.func @rope_result_type(%x: tensor<4x128xbf16>, %t: tensor<4x64xf32>) {
+  // expected-error @+1 {{result must have the input type 'tensor<4x128xbf16>', got 'tensor<4x128xf32>'}}
+  %0 = coat.rope %x, %t, %t rotated_heads = 1 : tensor<4x128xbf16>, tensor<4x64xf32>, tensor<4x64xf32> -> tensor<4x128xf32>
+  return
+}
+
+// -----
+
+func.func @rope_dynamic_head_dim(%x: tensor<4x128xbf16>, %t: tensor<4x?xf32>) {
+  // expected-error @+1 {{the tables' row length (head_dim) must be static}}
+  %0 = coat.rope %x, %t, %t rotated_heads = 1 : tensor<4x128xbf16>, tensor<4x?xf32>, tensor<4x?xf32> -> tensor<4x128xbf16>
+  return
+}
+
+// -----
+
+func.func @rope_odd_head_dim(%x: tensor<4x126xbf16>, %t: tensor<4x63xf32>) {
+  // expected-error @+1 {{head_dim (the tables' row length) must be positive and even: a head rotates its two halves, got 63}}
+  %0 = coat.rope %x, %t, %t rotated_heads = 1 : tensor<4x126xbf16>, tensor<4x63xf32>, tensor<4x63xf32> -> tensor<4x126xbf16>
+  return
+}
+
+// -----
+
+func.func @rope_dynamic_row(%x: tensor<4x?xbf16>, %t: tensor<4x64xf32>) {
+  // expected-error @+1 {{the input's row length must be static}}
+  %0 = coat.rope %x, %t, %t rotated_heads = 1 : tensor<4x?xbf16>, tensor<4x64xf32>, tensor<4x64xf32> -> tensor<4x?xbf16>
+  return
+}
+
+// -----
+
+func.func @rope_partial_head(%x: tensor<4x160xbf16>, %t: tensor<4x64xf32>) {
+  // expected-error @+1 {{input rows of 160 columns are not whole heads of head_dim 64}}
+  %0 = coat.rope %x, %t, %t rotated_heads = 2 : tensor<4x160xbf16>, tensor<4x64xf32>, tensor<4x64xf32> -> tensor<4x160xbf16>
+  return
+}
+
+// -----
+
+func.func @rope_too_many_heads(%x: tensor<4x192xbf16>, %t: tensor<4x64xf32>) {
+  // expected-error @+1 {{rotated_heads must be in [1, 3] (the input's heads of 64 columns), got 4}}
+  %0 = coat.rope %x, %t, %t rotated_heads = 4 : tensor<4x192xbf16>, tensor<4x64xf32>, tensor<4x64xf32> -> tensor<4x192xbf16>
+  return
+}
+
+// -----
+
+func.func @rope_no_heads(%x: tensor<4x192xbf16>, %t: tensor<4x64xf32>) {
+  // expected-error @+1 {{rotated_heads must be in [1, 3] (the input's heads of 64 columns), got -1}}
+  %0 = coat.rope %x, %t, %t rotated_heads = -1 : tensor<4x192xbf16>, tensor<4x64xf32>, tensor<4x64xf32> -> tensor<4x192xbf16>
+  return
+}
+
+// -----
+
+func.func @rope_grad_table_rows(%g: tensor<4x192xbf16>, %t: tensor<5x64xf32>) {
+  // expected-error @+1 {{tables have 5 rows, the input 4: one table row per token}}
+  %0 = coat.rope_grad %g, %t, %t rotated_heads = 2 : tensor<4x192xbf16>, tensor<5x64xf32>, tensor<5x64xf32> -> tensor<4x192xbf16>
+  return
+}
+
+// -----
+
+func.func @rope_grad_result_type(%g: tensor<4x192xbf16>, %t: tensor<4x64xf32>) {
+  // expected-error @+1 {{result must have the input type 'tensor<4x192xbf16>', got 'tensor<4x192xf16>'}}
+  %0 = coat.rope_grad %g, %t, %t rotated_heads = 2 : tensor<4x192xbf16>, tensor<4x64xf32>, tensor<4x64xf32> -> tensor<4x192xf16>
+  return
+}

@@ -1,5 +1,6 @@
 // One case per rule on the program attributes of function arguments and
-// results (coat.weight, coat.frozen, coat.gradient, coat.grad_of).
+// results (coat.weight, coat.frozen, coat.gradient, coat.grad_of,
+// coat.writable).
 // RUN: coat-opt %s -split-input-file -verify-diagnostics
 
 // One past the end: the function has two arguments.
@@ -141,3 +142,38 @@ func.func private @weight_not_unit(%w: tensor<16x32xbf16> {coat.weight = 1 : i64
 // expected-error @+1 {{'coat.gradient' is an attribute of function arguments, not results}}
 func.func private @gradient_on_result(%x: tensor<16x32xbf16>)
     -> (tensor<16x32xbf16> {coat.gradient})
+
+// -----
+
+// A weight is the caller's: the optimizer reads it after the step.
+// expected-error @+1 {{argument 0 is 'coat.writable', but a weight or incoming gradient is the caller's to keep}}
+func.func private @writable_weight(%w: tensor<16x64xbf16> {coat.weight, coat.writable})
+    -> tensor<16x64xbf16>
+
+// -----
+
+// expected-error @+1 {{'coat.writable' must be a unit attribute}}
+func.func private @writable_not_unit(%x: tensor<16x64xbf16> {coat.writable = true})
+    -> tensor<16x64xbf16>
+
+// -----
+
+// expected-error @+1 {{'coat.writable' argument 0 must be a ranked tensor}}
+func.func private @writable_scalar(%x: f32 {coat.writable}) -> f32
+
+// -----
+
+// Two readers: the first must not find the second's operand overwritten.
+// expected-error @+1 {{'coat.writable' argument 0 must have exactly one use, the op that may overwrite it}}
+func.func @writable_two_uses(%x: tensor<16x64xbf16> {coat.writable},
+                             %t: tensor<16x64xf32>) -> (tensor<16x64xbf16>, tensor<16x64xbf16>) {
+  %a = coat.rope %x, %t, %t rotated_heads = 1 : tensor<16x64xbf16>, tensor<16x64xf32>, tensor<16x64xf32> -> tensor<16x64xbf16>
+  %b = coat.rope_grad %x, %t, %t rotated_heads = 1 : tensor<16x64xbf16>, tensor<16x64xf32>, tensor<16x64xf32> -> tensor<16x64xbf16>
+  return %a, %b : tensor<16x64xbf16>, tensor<16x64xbf16>
+}
+
+// -----
+
+// expected-error @+1 {{'coat.writable' is an attribute of function arguments, not results}}
+func.func private @writable_on_result(%x: tensor<16x32xbf16>)
+    -> (tensor<16x32xbf16> {coat.writable})

@@ -60,3 +60,14 @@ func.func private @quantized(%xq: !coat.qtensor<16x32xf8E4M3FN, per_group<16>>,
 // CHECK-SAME: tensor<64x32xbf16> {coat.weight}) -> tensor<16x64xbf16>
 func.func private @forward_only(%x: tensor<16x32xbf16>,
     %w: tensor<64x32xbf16> {coat.weight}) -> tensor<16x64xbf16>
+
+// -----
+
+// A kernel spec whose caller gives up the operand's buffer.
+// CHECK-LABEL: func.func @writable
+// CHECK-SAME: tensor<?x128xbf16> {coat.writable}
+func.func @writable(%x: tensor<?x128xbf16> {coat.writable}, %c: tensor<?x64xf32>,
+                    %s: tensor<?x64xf32>) -> tensor<?x128xbf16> {
+  %y = coat.rope %x, %c, %s rotated_heads = 1 : tensor<?x128xbf16>, tensor<?x64xf32>, tensor<?x64xf32> -> tensor<?x128xbf16>
+  return %y : tensor<?x128xbf16>
+}

@@ -297,3 +297,16 @@ func.func @unquantized_results(%x: !coat.qtensor<16x64xf8E4M3FN, per_group<16>>,
   %d = coat.residual_add_grad %g, %g : tensor<16x64xbf16>, tensor<16x64xbf16> -> tensor<16x64xbf16>
   return %s, %m, %n, %l, %d : tensor<16x64xbf16>, tensor<16x64xbf16>, tensor<16x64xbf16>, tensor<16x64xf32>, tensor<16x64xbf16>
 }
+
+// Rotary embedding of q and k (32 of the 48 heads of 64 columns) and its
+// backward; the token count is dynamic, as in generated programs.
+// CHECK-LABEL: func.func @rope
+// CHECK: coat.rope %{{.*}}, %{{.*}}, %{{.*}} rotated_heads = 32 : tensor<?x3072xbf16>, tensor<?x64xf32>, tensor<?x64xf32> -> tensor<?x3072xbf16>
+// CHECK: coat.rope_grad %{{.*}}, %{{.*}}, %{{.*}} rotated_heads = 40 : tensor<7x6144xf32>, tensor<7x128xbf16>, tensor<7x128xbf16> -> tensor<7x6144xf32>
+func.func @rope(%qkv: tensor<?x3072xbf16>, %cos: tensor<?x64xf32>, %sin: tensor<?x64xf32>,
+                %g: tensor<7x6144xf32>, %c: tensor<7x128xbf16>, %s: tensor<7x128xbf16>)
+    -> (tensor<?x3072xbf16>, tensor<7x6144xf32>) {
+  %y = coat.rope %qkv, %cos, %sin rotated_heads = 32 : tensor<?x3072xbf16>, tensor<?x64xf32>, tensor<?x64xf32> -> tensor<?x3072xbf16>
+  %dx = coat.rope_grad %g, %c, %s rotated_heads = 40 : tensor<7x6144xf32>, tensor<7x128xbf16>, tensor<7x128xbf16> -> tensor<7x6144xf32>
+  return %y, %dx : tensor<?x3072xbf16>, tensor<7x6144xf32>
+}

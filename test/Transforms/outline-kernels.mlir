@@ -261,3 +261,28 @@ func.func @unfusable(%dy: tensor<?x48xbf16>) -> (tensor<?x1xf32>, tensor<48xbf16
   %db = coat.bias_grad %dy : tensor<?x48xbf16> -> tensor<48xbf16>
   return %m, %db : tensor<?x1xf32>, tensor<48xbf16>
 }
+
+// -----
+
+// An op that can update its input in place gets that input as a
+// coat.writable argument where the program computes it and reads it
+// nowhere else (%b); not a program input (%x: the caller's) or a value read
+// again (%a, also returned). Specs that differ only there stay apart.
+// CHECK-LABEL: func.func @rotary_k0_rope(
+// CHECK-SAME: %arg0: tensor<?x128xbf16>, %arg1: tensor<?x64xf32>, %arg2: tensor<?x64xf32>)
+// CHECK-LABEL: func.func @rotary_k1_rope_grad(
+// CHECK-SAME: %arg0: tensor<?x128xbf16>, %arg1: tensor<?x64xf32>, %arg2: tensor<?x64xf32>)
+// CHECK-LABEL: func.func @rotary_k2_rope(
+// CHECK-SAME: %arg0: tensor<?x128xbf16> {coat.writable}, %arg1: tensor<?x64xf32>, %arg2: tensor<?x64xf32>)
+// CHECK-LABEL: func.func @rotary(
+// CHECK-NEXT: %[[A:.*]] = call @rotary_k0_rope(%arg0, %arg1, %arg2)
+// CHECK-NEXT: %[[B:.*]] = call @rotary_k1_rope_grad(%[[A]], %arg1, %arg2)
+// CHECK-NEXT: %[[D:.*]] = call @rotary_k2_rope(%[[B]], %arg1, %arg2)
+// CHECK-NEXT: return %[[A]], %[[D]]
+func.func @rotary(%x: tensor<?x128xbf16>, %c: tensor<?x64xf32>, %s: tensor<?x64xf32>)
+    -> (tensor<?x128xbf16>, tensor<?x128xbf16>) {
+  %a = coat.rope %x, %c, %s rotated_heads = 1 : tensor<?x128xbf16>, tensor<?x64xf32>, tensor<?x64xf32> -> tensor<?x128xbf16>
+  %b = coat.rope_grad %a, %c, %s rotated_heads = 1 : tensor<?x128xbf16>, tensor<?x64xf32>, tensor<?x64xf32> -> tensor<?x128xbf16>
+  %d = coat.rope %b, %c, %s rotated_heads = 1 : tensor<?x128xbf16>, tensor<?x64xf32>, tensor<?x64xf32> -> tensor<?x128xbf16>
+  return %a, %d : tensor<?x128xbf16>, tensor<?x128xbf16>
+}

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <vector>
@@ -220,4 +221,109 @@ TEST(Activations, ResidualAddGivesBf16SumAndGroupQuantizedCopy) {
   EXPECT_TRUE(residualAddForward(r.data(), b.data(), rows, cols, 24,
                                  Fp8Format::E4M3, sum.data(), codes.data(),
                                  scales.data()));
+}
+
+namespace {
+
+/// y = x * cos + rotate_half(x) * sin in fp64, head by head, with
+/// rotate_half built as the concatenation [-x2, x1] (the Hugging Face form,
+/// not the reference's split into halves).
+std::vector<double> ropeDouble(const std::vector<double> &x,
+                               const std::vector<float> &cos,
+                               const std::vector<float> &sin, int rows,
+                               int cols, int d, int heads) {
+  std::vector<double> y = x;
+  for (int r = 0; r < rows; ++r)
+    for (int h = 0; h < heads; ++h) {
+      const double *head = x.data() + r * cols + h * d;
+      std::vector<double> rot(head + d / 2, head + d);
+      for (double &v : rot)
+        v = -v;
+      rot.insert(rot.end(), head, head + d / 2);
+      for (int j = 0; j < d; ++j)
+        y[r * cols + h * d + j] =
+            head[j] * cos[r * d + j] + rot[j] * sin[r * d + j];
+    }
+  return y;
+}
+
+} // namespace
+
+TEST(Activations, RopeRotatesTheLeadingHeadsAndCopiesTheRest) {
+  const int rows = 3, d = 8, heads = 3, rotated = 2, cols = heads * d;
+  std::vector<float> x = randomValues(rows * cols, 21, 1.0f);
+  std::vector<float> cos = randomValues(rows * d, 22, 1.0f),
+                     sin = randomValues(rows * d, 23, 1.0f);
+  std::vector<float> y(x.size());
+  ASSERT_FALSE(ropeForward(x.data(), cos.data(), sin.data(), rows, cols, d,
+                           rotated, y.data()));
+  std::vector<double> want = ropeDouble(std::vector<double>(x.begin(), x.end()),
+                                        cos, sin, rows, cols, d, rotated);
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < cols; ++j) {
+      const int i = r * cols + j;
+      if (j >= rotated * d) {
+        EXPECT_EQ(y[i], x[i]) << "v column " << j;
+        continue;
+      }
+      // Two f32 products and their sum, each rounded once.
+      const int k = j % d;
+      const int partner = k < d / 2 ? i + d / 2 : i - d / 2;
+      const double bound = 0x1p-23 * 2 *
+                           (std::fabs(x[i] * cos[r * d + k]) +
+                            std::fabs(x[partner] * sin[r * d + k]));
+      EXPECT_NEAR(y[i], want[i], bound) << r << "," << j;
+    }
+}
+
+TEST(Activations, RopeGradIsTheTransposeOfTheForward) {
+  const int rows = 2, d = 6, heads = 4, rotated = 3, cols = heads * d;
+  std::vector<float> x = randomValues(rows * cols, 31, 1.0f),
+                     dy = randomValues(rows * cols, 32, 1.0f);
+  // Unequal table halves: a backward that assumed cos1 == cos2 would pass
+  // with Hugging Face's tables.
+  std::vector<float> cos = randomValues(rows * d, 33, 1.0f),
+                     sin = randomValues(rows * d, 34, 1.0f);
+  std::vector<float> dx(x.size());
+  ASSERT_FALSE(ropeBackward(dy.data(), cos.data(), sin.data(), rows, cols, d,
+                            rotated, dx.data()));
+  std::vector<double> want =
+      numericGradient(x, dy, [&](const std::vector<double> &v) {
+        return ropeDouble(v, cos, sin, rows, cols, d, rotated);
+      });
+  expectClose(dx, want, 1e-5, 1e-5);
+}
+
+TEST(Activations, RopeInPlaceAndNonFinite) {
+  const int rows = 1, d = 4, cols = 8;
+  std::vector<float> x = {1, 2, NAN, 4, INFINITY, 0, -0.0f, 5};
+  const std::vector<float> cos = {0, 1, 0, 1}, sin = {1, 0, 1, 0};
+  std::vector<float> y(x.size());
+  ASSERT_FALSE(ropeForward(x.data(), cos.data(), sin.data(), rows, cols, d, 2,
+                           y.data()));
+  // Head 0 = [1, 2 | nan, 4]: y1 = x1*c1 - x2*s1, y2 = x2*c2 + x1*s2.
+  EXPECT_TRUE(std::isnan(y[0])); // 1*0 - nan*1
+  EXPECT_EQ(y[1], 2.0f);         // 2*1 - 4*0
+  EXPECT_TRUE(std::isnan(y[2])); // nan*0 + 1*1
+  EXPECT_EQ(y[3], 4.0f);         // 4*1 + 2*0
+  // Head 1 = [inf, 0 | -0, 5]: inf * 0 is NaN.
+  EXPECT_TRUE(std::isnan(y[4])); // inf*0 - (-0)*1
+  EXPECT_EQ(y[5], 0.0f);         // 0*1 - 5*0
+  EXPECT_FALSE(std::signbit(y[5]));
+  EXPECT_EQ(y[6], INFINITY);     // -0*0 + inf*1
+  EXPECT_EQ(y[7], 5.0f);         // 5*1 + 0*0
+  // Written over its input, the result is the same.
+  std::vector<float> inPlace = x;
+  ASSERT_FALSE(ropeForward(inPlace.data(), cos.data(), sin.data(), rows, cols,
+                           d, 2, inPlace.data()));
+  for (int i = 0; i < cols; ++i)
+    EXPECT_TRUE(std::memcmp(&inPlace[i], &y[i], sizeof(float)) == 0) << i;
+}
+
+TEST(Activations, RopeRejectsShapesThatAreNotWholeHeads) {
+  float v[16] = {};
+  EXPECT_TRUE(ropeForward(v, v, v, 1, 12, 8, 1, v)); // 12 % 8
+  EXPECT_TRUE(ropeForward(v, v, v, 1, 9, 3, 1, v));  // odd head_dim
+  EXPECT_TRUE(ropeBackward(v, v, v, 1, 8, 4, 3, v)); // 3 heads of 2
+  EXPECT_FALSE(ropeBackward(v, v, v, 1, 8, 4, 0, v));
 }

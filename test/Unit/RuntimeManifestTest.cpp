@@ -239,6 +239,51 @@ TEST(RuntimeManifest, BlockScaleExtentsRoundUp) {
             std::string::npos);
 }
 
+namespace {
+// A rotary kernel (coat.rope): tables of a fixed row length ("rows*64"), a
+// row length compiled in (config.cols), a grid of whole rows.
+const char *kRopeManifest = R"({
+  "format": "coat-manifest", "version": 1,
+  "kernels": [{
+    "name": "rope", "op": "rope", "gpu": {"cubin": "r.cubin"},
+    "config": {"head_dim": 64, "rotated_heads": 2, "cols": 192, "in_place": true},
+    "launch": {"block": [256, 1, 1], "grid_tiles": [["rows", 32]]},
+    "args": [
+      {"name": "x", "kind": "memref", "dtype": "bf16", "extent": "n"},
+      {"name": "cos", "kind": "memref", "dtype": "f32", "extent": "rows*64"},
+      {"name": "sin", "kind": "memref", "dtype": "f32", "extent": "rows*64"},
+      {"name": "rows", "kind": "scalar", "dtype": "i64"},
+      {"name": "cols", "kind": "scalar", "dtype": "i64"}
+    ]}]})";
+} // namespace
+
+TEST(RuntimeManifest, FixedRowLengthsAndIntegerExtentFactors) {
+  Manifest m = parseOk(kRopeManifest);
+  const KernelSpec &k = m.kernels[0];
+  EXPECT_EQ(k.cols, 192);
+  uint64_t bufs[3] = {0x1000, 0x2000, 0x3000};
+  double scalars[2] = {65, 192};
+  PackedLaunch p;
+  std::string err;
+  ASSERT_TRUE(packLaunch(k, 65 * 192, bufs, 3, scalars, 2, p, err)) << err;
+  EXPECT_EQ(*static_cast<uint64_t *>(p.params[8]), 65u * 64); // cos: rows*64
+  EXPECT_EQ(p.grid[0], 3u);                                   // ceil(65 / 32)
+  // Another row length is refused, whatever rows * cols gives.
+  double wider[2] = {60, 208};
+  EXPECT_FALSE(packLaunch(k, 60 * 208, bufs, 3, wider, 2, p, err));
+  EXPECT_NE(err.find("cols = 208 differs from the kernel's cols = 192"),
+            std::string::npos)
+      << err;
+  // A factor is a scalar argument or a positive integer.
+  EXPECT_NE(parseErr(kRopeManifest, "\"rows*64\"", "\"rows*0\"").find("extent"),
+            std::string::npos);
+  EXPECT_NE(parseErr(kRopeManifest, "\"rows*64\"", "\"rows*-64\"").find("extent"),
+            std::string::npos);
+  EXPECT_NE(parseErr(kRopeManifest, "\"cols\": 192", "\"cols\": 0")
+                .find("cols"),
+            std::string::npos);
+}
+
 TEST(RuntimeManifest, CpuOnlyKernelsMayOmitTheLaunchRule) {
   // No "gpu" section: the launch rule is optional (one thread per group).
   std::string text = kManifest;

@@ -254,6 +254,77 @@ std::string open(const std::string &text, coat_manifest **m, int &status) {
   return err;
 }
 
+namespace {
+// A rotation in place (coat.rope with a coat.writable input): its kernel
+// binds the result to its first operand's buffer, so that operand, the
+// projection's output, is consumed by the call.
+const char *kInPlace = R"json({
+  "format": "coat-manifest", "version": 1,
+  "kernels": [
+    {"name": "q_k0_project", "op": "linear", "config": {},
+     "launch": {"block": [256], "elements_per_block": 4096},
+     "args": [
+       {"name": "x", "kind": "memref", "dtype": "bf16", "extent": "n", "bind": ["in0"]},
+       {"name": "y", "kind": "memref", "dtype": "bf16", "extent": "n", "bind": ["out0"]}]},
+    {"name": "q_k1_rope", "op": "rope",
+     "config": {"cols": 8, "head_dim": 4, "rotated_heads": 1, "in_place": true},
+     "launch": {"block": [256], "grid_tiles": [["rows", 64]]},
+     "args": [
+       {"name": "x", "kind": "memref", "dtype": "bf16", "extent": "n", "bind": ["in0", "out0"]},
+       {"name": "cos", "kind": "memref", "dtype": "f32", "extent": "rows*4", "bind": ["in1"]},
+       {"name": "rows", "kind": "scalar", "dtype": "i64", "bind": "rows(in0)"},
+       {"name": "cols", "kind": "scalar", "dtype": "i64", "bind": "cols(in0)"}]}],
+  "programs": [{
+    "name": "q",
+    "values": [
+      {"kind": "tensor", "shape": [-1, 8], "dtype": "bf16"},
+      {"kind": "tensor", "shape": [-1, 4], "dtype": "f32"},
+      {"kind": "tensor", "shape": [-1, 8], "dtype": "bf16"},
+      {"kind": "tensor", "shape": [-1, 8], "dtype": "bf16"},
+      {"kind": "tensor", "shape": [-1, 8], "dtype": "bf16"}],
+    "inputs": [{"value": 0, "role": "activation"}, {"value": 1, "role": "activation"}],
+    "steps": [
+      {"spec": "q_k0_project", "phase": "forward", "operands": [0], "results": [2]},
+      {"spec": "q_k1_rope", "phase": "forward", "operands": [2, 1], "results": [3]},
+      {"spec": "q_k0_project", "phase": "forward", "operands": [3], "results": [4]}],
+    "outputs": [{"value": 4, "phase": "forward"}],
+    "saved": []}]})json";
+
+std::string inPlaceErr(const std::string &from, const std::string &to) {
+  std::string text = kInPlace;
+  size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  text.replace(at, from.size(), to);
+  Manifest m;
+  std::string err;
+  EXPECT_FALSE(parseManifest(text, "/d", m, err));
+  return err;
+}
+} // namespace
+
+TEST(RuntimeProgram, InPlaceResultsConsumeTheirOperand) {
+  Manifest m = parseOk(kInPlace);
+  StepPlan plan;
+  std::string err;
+  ASSERT_TRUE(planStep(m, m.programs[0], 1, 5, nullptr, plan, err)) << err;
+  EXPECT_TRUE(plan.allocs.empty());
+  ASSERT_EQ(plan.results.size(), 1u);
+  EXPECT_EQ(plan.results[0].first, 3);
+  expectSource(plan.results[0].second[0], Kind::Value, 2); // the operand's buffer
+  // The operand must be the program's own and read by the call alone.
+  const std::string at = "programs[0] ('q').steps[1] ('q_k1_rope'): kernel 'q_k1_rope' "
+                         "writes its result over value ";
+  EXPECT_HAS(inPlaceErr("\"operands\": [2, 1]", "\"operands\": [0, 1]"),
+             at + "0, which is a program input (the caller's)");
+  EXPECT_HAS(inPlaceErr("\"outputs\": [{\"value\": 4, \"phase\": \"forward\"}]",
+                        "\"outputs\": [{\"value\": 4, \"phase\": \"forward\"}, "
+                        "{\"value\": 2, \"phase\": \"forward\"}]"),
+             at + "2, which the program outputs or saves");
+  EXPECT_HAS(inPlaceErr("\"operands\": [3], \"results\": [4]",
+                        "\"operands\": [2], \"results\": [4]"),
+             at + "2, which is read elsewhere too");
+}
+
 TEST(RuntimeProgram, CApiPlansAndChecksLaunches) {
   coat_manifest *m = nullptr;
   int status;

@@ -167,6 +167,20 @@ def test_kernel_benchmark_tables_print_with_and_without_an_anchor(capsys):
         ["-", "-", "-"]] * 3
 
 
+def test_rope_table_prints_with_and_without_anchors(capsys):
+    rope = _bench("bench_rope")
+    base = dict(kernel="coat_rope_d64", op="rope", tokens=4096, bytes=2e7, coat_us=9.0,
+                coat_pct=80.0)
+    rope.print_table([dict(base, eager_us=90.0, eager_speedup=10.0, compile_us=18.0,
+                           compile_speedup=2.0),
+                      dict(base, eager_us=None, eager_speedup=None, compile_us=None,
+                           compile_speedup=None)], 4.25e12)
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()
+            if line.startswith("coat_rope_d64 ")]
+    assert rows[0][-4:] == ["90.0", "10.00x", "18.0", "2.00x"]
+    assert rows[1][-4:] == ["-", "-", "-", "-"]
+
+
 def test_optimizer_gemm_block_fsdp_tables_print(capsys):
     opt = _bench("bench_optimizer")
     nan = float("nan")

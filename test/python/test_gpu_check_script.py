@@ -38,11 +38,13 @@ def test_every_benchmark_is_reached(tmp_path):
     _module(tmp_path, "b_act", ["quantize", "silu"])
     _module(tmp_path, "c_norm", ["rmsnorm", "reduce_scales", "bias_grad", "linear",
                                  "rmsnorm_grad"])
+    _module(tmp_path, "d_rope", ["rope", "rope_grad"])
     _module(tmp_path, "z_other", ["mul"])
     cmds = _dry_run("--bench", "--dry-run", str(tmp_path))
     assert [_what(c) for c in cmds] == ["pytest", "bench_optimizer.py", "bench_activations.py",
-                       "bench_flow.py", "bench_norms.py", "bench_scales.py",
-                       "bench_bias_grad.py", "bench_linear.py", "bench_block.py", "bench_fsdp.py", "summary.py"]
+                       "bench_flow.py", "bench_rope.py", "bench_norms.py", "bench_scales.py",
+                       "bench_bias_grad.py", "bench_linear.py", "bench_block.py", "bench_fsdp.py",
+                       "summary.py"]
     optimizer = cmds[1].split()
     assert optimizer[optimizer.index("--kernels") + 1:] == [str(tmp_path / "a_opt")]
 
@@ -73,7 +75,7 @@ def test_sanitize_runs_each_tool_over_every_family(tmp_path):
     assert tools == ["memcheck", "racecheck", "initcheck"]
     for c in cmds:
         assert "PYTORCH_NO_CUDA_MEMORY_CACHING=1" in c and "--error-exitcode" in c
-        for family in ("adamw", "activation", "scale", "flow", "norm", "bias_grad",
+        for family in ("adamw", "activation", "scale", "flow", "rope", "norm", "bias_grad",
                        "linear_gpu"):
             assert f"test_{family}" in c
     with_tests = _dry_run("--sanitize", "--bench", "--dry-run", str(tmp_path))

@@ -37,6 +37,8 @@ KERNELS = [
     ("coat_mlp_h1024_f2816_k16_silu", None, "coat flow", "silu"),
     ("coat_mlp_h1024_f2816_k30_swiglu_mul_grad", None, "coat flow", "swiglu_mul_grad"),
     ("coat_linear_residual_i1024_h1024_k8_residual_add", None, "coat flow", "residual_add"),
+    ("coat_norm_linear_h1024_o3072_rope32x64_k8_rope", None, "coat flow", "rope"),
+    ("coat_norm_linear_h1024_o3072_rope32x64_k9_rope_grad", None, "coat flow", "rope_grad"),
     # The kernel library (scripts/demo.sh): coat_<op>_...
     ("coat_adamw_f32_e4m3x_e4m3x_g128", None, "coat optimizer", "adamw_f32_e4m3x_e4m3x_g128"),
     ("coat_fp8_linear_fwd", None, "coat gemm", "fp8_linear_fwd"),

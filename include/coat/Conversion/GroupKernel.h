@@ -191,13 +191,14 @@ Type laneStorageType(Type logical);
 /// whose element type is `laneStorageType(logical)`. When `full` (i1) holds,
 /// one vector access with the given alignment; otherwise a masked access of
 /// the elements below `limit` (i64), which every target lowers (masked-off
-/// elements load as zero and are not stored).
+/// elements load as zero and are not stored). Without `limit` a lane is
+/// whole or idle: an idle one loads zeros and stores nothing.
 struct LaneAccess {
   ImplicitLocOpBuilder &b;
   Value first;      ///< index of the lane's first element
   int64_t elements; ///< E
   Value full;       ///< i1: all E elements are below `limit`
-  Value limit;      ///< i64: number of valid elements of the buffer
+  Value limit;      ///< i64: number of valid elements of the buffer, or null
 
   /// Loads and widens to f32.
   SmallVector<Value> loadF32(Value buffer, Type logical,

@@ -558,7 +558,8 @@ def CoatLowerPointwise : Pass<"coat-lower-pointwise", "::mlir::ModuleOp"> {
   let description = [{
     A *kernel-spec function* holds one pointwise precision-flow op
     (`coat.silu`, `silu_grad`, `gelu`, `gelu_grad`, `swiglu_mul`,
-    `swiglu_mul_grad`, `residual_add`, `residual_add_grad`) on 2-D
+    `swiglu_mul_grad`, `residual_add`, `residual_add_grad`, and the rotary
+    `rope`, `rope_grad`) on 2-D
     `[rows, cols]` operands that are function arguments, followed by any
     `coat.absmax ... per_group<G> epilogue` of its high-precision results,
     and returns the op's results, then the maxima, in that order. Each
@@ -639,6 +640,18 @@ def CoatLowerPointwise : Pass<"coat-lower-pointwise", "::mlir::ModuleOp"> {
     `rows x cols` works. The ABI (docs/manifest.md): per operand its codes
     and `<name>_scale`, or its values; per result its values, or codes and
     `<name>_scale`; per maximum `<result>_absmax`; then `rows`, `cols`.
+
+    The rotary ops pair each element of the first half of a head with the
+    one d/2 columns on, so their lanes hold two runs of E elements (E = 16
+    bytes of the input, at most d/2 and the maxima's group), the token's
+    table entries at both, and a GPU block takes whole rows
+    (`launch.grid_tiles` over `rows`: the count that fills its sweeps of
+    the block best). The row length is compiled in (`config.cols`) and the
+    tables are `rows*d` (`[rows, d]`). Their math is the library's, each
+    product and sum one f32 operation, so both targets match it bit for
+    bit. Maxima need groups inside half a head. A `coat.writable` input
+    lends its buffer: the input argument is also the result (bound to both)
+    and, without maxima, only the rotated heads are visited.
 
     ```mlir
     func.func @swiglu(%a: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>,

@@ -53,6 +53,26 @@ def Coat_Dialect : Dialect {
 
     `coat.program` (unit, on the function) marks a program that
     `coat-outline-kernels` cut into kernel calls.
+
+    `coat.writable` (unit, argument of a kernel-spec function) says that the
+    caller reads the value no more after the call, so the kernel may write
+    into its buffer (as `bufferization.writable` does for one-shot
+    bufferization). Exactly one op reads the argument; it is not a weight or
+    an incoming gradient. `coat-outline-kernels` sets it on the operand of
+    an op that can update its input in place (`coat.rope`,
+    `coat.rope_grad`) where the program computes that operand and reads it
+    nowhere else.
+
+    ```mlir
+    func.func @rope(%x: tensor<?x3072xbf16> {coat.writable},
+                    %cos: tensor<?x64xf32>, %sin: tensor<?x64xf32>)
+        -> tensor<?x3072xbf16> {
+      %y = coat.rope %x, %cos, %sin rotated_heads = 32
+          : tensor<?x3072xbf16>, tensor<?x64xf32>, tensor<?x64xf32>
+          -> tensor<?x3072xbf16>
+      return %y : tensor<?x3072xbf16>
+    }
+    ```
   }];
   let hasRegionArgAttrVerify = 1;
   let hasRegionResultAttrVerify = 1;

@@ -33,6 +33,10 @@ namespace mlir::OpTrait::coat {
 /// (Coat_Recomputable).
 template <typename ConcreteType>
 class Recomputable : public TraitBase<ConcreteType, Recomputable> {};
+/// Marks an op whose kernel can write its result into the buffer of its
+/// first operand when the caller gives that buffer up (Coat_InPlace).
+template <typename ConcreteType>
+class InPlace : public TraitBase<ConcreteType, InPlace> {};
 } // namespace mlir::OpTrait::coat
 
 #define GET_ATTRDEF_CLASSES
@@ -51,6 +55,9 @@ inline constexpr llvm::StringLiteral kWeightAttr = "coat.weight";
 inline constexpr llvm::StringLiteral kFrozenAttr = "coat.frozen";
 inline constexpr llvm::StringLiteral kGradientAttr = "coat.gradient";
 inline constexpr llvm::StringLiteral kGradOfAttr = "coat.grad_of";
+/// On an argument of a kernel-spec function: the caller reads the value no
+/// more after the call, so the kernel may write into its buffer.
+inline constexpr llvm::StringLiteral kWritableAttr = "coat.writable";
 /// Marks an op (or the kernel call outlined from it) that recomputes a
 /// forward value for the backward: it runs in the backward although none of
 /// its operands depends on a gradient (coat-recompute-activations).

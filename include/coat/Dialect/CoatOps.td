@@ -29,6 +29,11 @@ def Coat_FlowResult : AnyTypeOf<[Coat_QTensor, Coat_HighPrecisionTensor]>;
 // coat-recompute-activations may run it again in the backward (alone or in a
 // chain of such ops) rather than keep its result.
 def Coat_Recomputable : NativeOpTrait<"coat::Recomputable">;
+// An op whose kernel can write its result (of its first operand's type) into
+// the buffer of its first operand, where the caller gives that buffer up: the
+// kernel-spec argument is marked `coat.writable` (coat-outline-kernels does so
+// when the program reads the operand nowhere else).
+def Coat_InPlace : NativeOpTrait<"coat::InPlace">;
 
 //===----------------------------------------------------------------------===//
 // Entering and leaving the quantized representation
@@ -508,6 +513,102 @@ def Coat_BiasGradOp : Coat_Op<"bias_grad", [Pure]> {
     /// (coat::columnSumFusesMaxima). coat-outline-kernels fuses exactly
     /// these, and coat-lower-bias-grad lowers them.
     bool canFuseMaxima(AbsMaxOp maxima);
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Rotary position embedding
+//===----------------------------------------------------------------------===//
+
+def Coat_RopeOp : Coat_Op<"rope", [Pure, Coat_Recomputable, Coat_InPlace]> {
+  let summary = "Rotary position embedding of the leading heads of a token matrix";
+  let description = [{
+    Rotates the first `rotated_heads` heads of each row (token) of `input`,
+    a `[T, N]` matrix of heads of `d` columns (q, k and v side by side, as
+    one GEMM over the stacked projections writes them), by the angles of
+    that token. `d` (`head_dim`) is the row length of the tables `cos` and
+    `sin` (`[T, d]`, one row per token of `input`), which must be static and
+    even. In Hugging Face's layout (the two halves of a head rotate together)
+    a head `x = [x1, x2]` becomes, with the token's table rows split the same
+    way,
+
+    ```
+    y = x * cos + rotate_half(x) * sin,   rotate_half(x) = [-x2, x1]
+    y1 = x1 * cos1 - x2 * sin1
+    y2 = x2 * cos2 + x1 * sin2
+    ```
+
+    Heads past the first `rotated_heads` (v) are unchanged. Each product
+    and the sum are f32 operations (no fused multiply-add) on the f32 values
+    of the operands, and the sum is rounded once to the result type. That is
+    more accurate than Hugging Face's bf16 modules, which round `x * cos`,
+    `rotate_half(x) * sin` and their sum to bf16 each.
+
+    The result has the type of `input`. In a kernel spec whose `input` is a
+    `coat.writable` argument the kernel writes the rotated heads into
+    `input`'s buffer and leaves the other columns alone: they already hold
+    the result.
+
+    ```mlir
+    %qkv_r = coat.rope %qkv, %cos, %sin rotated_heads = 32
+        : tensor<?x3072xbf16>, tensor<?x64xf32>, tensor<?x64xf32>
+        -> tensor<?x3072xbf16>
+    ```
+  }];
+  let arguments = (ins Coat_HighPrecisionTensor:$input,
+                       Coat_HighPrecisionTensor:$cos,
+                       Coat_HighPrecisionTensor:$sin,
+                       I64Attr:$rotated_heads);
+  let results = (outs Coat_HighPrecisionTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $cos `,` $sin `rotated_heads` `=` $rotated_heads attr-dict `:`
+    type($input) `,` type($cos) `,` type($sin) `->` type($result)
+  }];
+  let extraClassDeclaration = [{
+    /// d: the row length of the tables.
+    int64_t getHeadDim();
+  }];
+  let hasVerifier = 1;
+}
+
+def Coat_RopeGradOp : Coat_Op<"rope_grad", [Pure, Coat_InPlace]> {
+  let summary = "Backward of coat.rope";
+  let description = [{
+    The gradient of `coat.rope` with respect to its input, from the gradient
+    `grad` of its result: the transpose of the rotation, head by head,
+
+    ```
+    dx = dy * cos - rotate_half(dy * sin)
+    dx1 = dy1 * cos1 + dy2 * sin2
+    dx2 = dy2 * cos2 - dy1 * sin1
+    ```
+
+    with the same tables, `rotated_heads` and evaluation (f32 products and
+    sum, one rounding to the result type) as the forward; the other heads'
+    gradient passes through. Where the halves of the tables are equal, as
+    in Hugging Face's, this is the rotation by the opposite angle.
+    The result has the type of `grad`; as for `coat.rope`, a `coat.writable`
+    `grad` argument of a kernel spec lends it its buffer.
+
+    ```mlir
+    %dqkv = coat.rope_grad %dqkv_r, %cos, %sin rotated_heads = 32
+        : tensor<?x3072xbf16>, tensor<?x64xf32>, tensor<?x64xf32>
+        -> tensor<?x3072xbf16>
+    ```
+  }];
+  let arguments = (ins Coat_HighPrecisionTensor:$grad,
+                       Coat_HighPrecisionTensor:$cos,
+                       Coat_HighPrecisionTensor:$sin,
+                       I64Attr:$rotated_heads);
+  let results = (outs Coat_HighPrecisionTensor:$dx);
+  let assemblyFormat = [{
+    $grad `,` $cos `,` $sin `rotated_heads` `=` $rotated_heads attr-dict `:`
+    type($grad) `,` type($cos) `,` type($sin) `->` type($dx)
+  }];
+  let extraClassDeclaration = [{
+    /// d: the row length of the tables.
+    int64_t getHeadDim();
   }];
   let hasVerifier = 1;
 }

@@ -289,6 +289,22 @@ void linearBiasEpilogue(const float *acc, int64_t rows, int64_t cols,
 /// rows_per_partial)). NaN and infinities propagate as IEEE sums do.
 void biasGradient(const float *dy, int64_t rows, int64_t cols,
                   int64_t partials, float *db);
+/// Rotary position embedding (coat.rope) of a [rows, cols] matrix of heads
+/// of `headDim` columns, Hugging Face layout: each of the first
+/// `rotatedHeads` heads x = [x1, x2] of row r becomes y1 = x1*c1 - x2*s1,
+/// y2 = x2*c2 + x1*s2, with [c1, c2] = cos[r, :], [s1, s2] = sin[r, :]
+/// (tables [rows, headDim]); the other columns are copied. Each product and
+/// the sum are single f32 operations (no fused multiply-add).
+std::optional<std::string> ropeForward(const float *x, const float *cos,
+                                       const float *sin, int64_t rows,
+                                       int64_t cols, int64_t headDim,
+                                       int64_t rotatedHeads, float *y);
+/// Its gradient (coat.rope_grad): dx1 = dy1*c1 + dy2*s2,
+/// dx2 = dy2*c2 - dy1*s1 on the rotated heads, dy copied elsewhere.
+std::optional<std::string> ropeBackward(const float *dy, const float *cos,
+                                        const float *sin, int64_t rows,
+                                        int64_t cols, int64_t headDim,
+                                        int64_t rotatedHeads, float *dx);
 
 } // namespace coat::ref
 

@@ -135,6 +135,15 @@ int32_t coat_ref_residual_add_fwd(const float *residual, const float *branch,
                                   int64_t group_size, int32_t format,
                                   uint16_t *sum_bf16, uint8_t *codes,
                                   float *scales);
+/* Rotary position embedding (coat.rope) of the first rotated_heads heads of
+ * head_dim columns of each row of x [rows, cols], tables [rows, head_dim];
+ * coat_ref_rope_bwd is its gradient (coat.rope_grad). */
+int32_t coat_ref_rope_fwd(const float *x, const float *cos, const float *sin,
+                          int64_t rows, int64_t cols, int64_t head_dim,
+                          int64_t rotated_heads, float *y);
+int32_t coat_ref_rope_bwd(const float *dy, const float *cos, const float *sin,
+                          int64_t rows, int64_t cols, int64_t head_dim,
+                          int64_t rotated_heads, float *dx);
 
 /* --- Linear layers with a bias (coat.linear forward, coat.bias_grad). --- */
 void coat_ref_linear_bias_epilogue(const float *acc, int64_t rows,

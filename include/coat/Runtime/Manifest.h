@@ -66,6 +66,7 @@ struct KernelSpec {
   unsigned sharedBytes = 0;
   int64_t groupSize = 0; ///< config.group_size, 0 when absent
   int64_t maxCols = 0;   ///< config.max_cols (widest row), 0 when absent
+  int64_t cols = 0;      ///< config.cols (the one row length), 0 when absent
   int64_t rowsPerBlock = 1; ///< config.rows_per_block (row teams of a CTA)
   std::string of;        ///< config.of: the spec whose call this kernel ends
   std::string config;    ///< the whole config object, as JSON text
@@ -178,8 +179,8 @@ bool convertScalars(const KernelSpec &kernel, const double *scalars,
                     int nscalar, NamedScalars &named, std::string &error);
 
 /// The rules between a launch's size and its scalars: `n` equals it, and
-/// for 2-D kernels rows * cols = n, cols a multiple of config.group_size and
-/// at most config.max_cols.
+/// for 2-D kernels rows * cols = n, cols a multiple of config.group_size,
+/// at most config.max_cols and equal to config.cols.
 bool checkLaunchShape(const KernelSpec &kernel, int64_t n,
                       const NamedScalars &named, std::string &error);
 

@@ -178,9 +178,15 @@ def CoatOutlineKernels : Pass<"coat-outline-kernels", "::mlir::ModuleOp"> {
     goes through f32: a dequantize kernel, then a quantize whose scale comes
     from a maxima kernel.
 
+    An op that can update its input in place (`coat.rope`,
+    `coat.rope_grad`) whose input the program computes and reads nowhere
+    else gets that input as a `coat.writable` argument: its kernel writes
+    the result into the input's buffer (the launch plan binds both to one
+    buffer), and leaves what it does not change untouched.
+
     Kernel-spec functions keep the program's static shapes (the kernels take
-    their extents at run time); identical ones are outlined once and called
-    from every site. Ops that are not coat ops (other than constants and
+    their extents at run time); identical ones (the same ops, types and
+    argument attributes) are outlined once and called from every site. Ops that are not coat ops (other than constants and
     the scalar scale arithmetic) are rejected: a program's tensor work must
     be expressed in coat ops to be compiled.
 

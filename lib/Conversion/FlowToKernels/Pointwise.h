@@ -65,6 +65,20 @@ using ElementMath =
 struct NamedValue {
   Value value;
   StringRef name; ///< the ABI name
+  /// A rotary op's table: [rows, d], read at the columns of a head.
+  bool table = false;
+};
+
+/// The heads of a rotary op (coat.rope, coat.rope_grad): its first operand
+/// and its results are [rows, heads * d] matrices. Its math then takes each
+/// operand as two values, an element of the first half of a head and its
+/// partner d/2 columns on (a table's at the same positions of the token's
+/// row), and returns each result as two values likewise. On the heads past
+/// `rotatedHeads` the results are the first operand.
+struct RotaryHeads {
+  int64_t headDim;
+  int64_t heads;
+  int64_t rotatedHeads;
 };
 
 /// An op's kernel-facing description: operand and result roles in order,
@@ -78,6 +92,7 @@ struct PointwiseOpInfo {
   bool special = false;
   SmallVector<Value> transposed = {};
   StringRef opName = {}; ///< the manifest's `op`, from the op table
+  std::optional<RotaryHeads> rotary = {};
 };
 
 /// The description of `op` if the op table holds it.
@@ -97,6 +112,7 @@ struct KernelInput {
   Type type;                    ///< the element type in memory (fp8 or hp)
   bool fp8 = false;
   Type scaleType;
+  bool table = false;           ///< a rotary table, [rows, d]
 };
 
 /// A result as the kernel writes it: values, or 1xG codes + scales (ABI
@@ -117,9 +133,23 @@ struct PointwiseSpec {
   SmallVector<KernelOutput> outputs;
   int64_t groupSize = 0; ///< G shared by all grouped arguments; 0: none
   SmallVector<AbiArg> abi; ///< bound to the spec
+  /// Rotary kernels: the result is written into the first operand's buffer
+  /// (a `coat.writable` argument).
+  bool inPlace = false;
 
   bool hasFp8Output() const {
     return llvm::any_of(outputs, [](const KernelOutput &o) { return o.fp8; });
+  }
+  bool hasMaxima() const {
+    return llvm::any_of(outputs, [](const KernelOutput &o) {
+      return !o.absmaxArgs.empty();
+    });
+  }
+  /// The heads a rotary kernel's lanes visit: all of them, but only the
+  /// rotated ones when it writes in place and no maxima need the others.
+  int64_t visitedHeads() const {
+    const RotaryHeads &r = *info.rotary;
+    return inPlace && !hasMaxima() ? r.rotatedHeads : r.heads;
   }
 };
 
@@ -127,6 +157,18 @@ struct PointwiseSpec {
 struct LaneShape {
   int64_t elementsPerLane;
   int64_t lanesPerGroup;
+};
+
+/// How a rotary kernel's lanes tile a row: a lane holds E elements of the
+/// first half of a head and their E partners; `chunks` lanes cover a head,
+/// `lanesPerRow` the heads it visits. On the GPU a block takes
+/// `rowsPerBlock` rows in `steps` sweeps of its threads.
+struct RotaryTiling {
+  LaneShape lane;
+  int64_t chunks;
+  int64_t lanesPerRow;
+  int64_t rowsPerBlock;
+  int64_t steps;
 };
 
 /// The kernel-lowering hooks of coat-lower-pointwise.
@@ -153,6 +195,10 @@ public:
   /// A lane moves 16 FP8 codes (16 bytes) or a group, if smaller; the CPU
   /// twin holds a whole group per iteration.
   LaneShape laneShape(const PointwiseSpec &spec) const;
+  /// A rotary kernel's lanes: 16 bytes of the first operand a half (at most
+  /// d/2 elements and a group, a power of two dividing both); the CPU twin
+  /// holds a whole group, or up to 16 elements.
+  RotaryTiling rotaryTiling(const PointwiseSpec &spec) const;
 
   /// How FP8 results are divided by their scales: by the reciprocal only in
   /// the special-function kernels (already within the fast forms' bounds of

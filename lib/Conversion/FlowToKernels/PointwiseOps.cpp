@@ -126,6 +126,17 @@ PointwiseOpInfo withCopies(PointwiseOpInfo info, Value q, StringRef name,
   return info;
 }
 
+/// A rotary op's heads: d from its tables, the heads of its input's rows
+/// (static, as its verifier requires).
+template <typename OpT>
+PointwiseOpInfo withHeads(PointwiseOpInfo info, OpT op, Value input) {
+  int64_t d = op.getHeadDim();
+  int64_t cols = cast<ShapedType>(input.getType()).getShape().back();
+  info.rotary = RotaryHeads{d, cols / d,
+                            static_cast<int64_t>(op.getRotatedHeads())};
+  return info;
+}
+
 /// Every pointwise op, in the order diagnostics list them: its operands and
 /// results by ABI name, then its math.
 ArrayRef<PointwiseOpDef> pointwiseOps() {
@@ -235,6 +246,46 @@ ArrayRef<PointwiseOpDef> pointwiseOps() {
                  }},
                 op.getSumQ(), "sum_q", Value());
           }),
+      // Rotary ops take (x1, x2, cos1, cos2, sin1, sin2) and give (y1, y2);
+      // products and sums are separate f32 operations, as the library's.
+      def<RopeOp>("rope",
+                  [](RopeOp op) {
+                    return withHeads(
+                        {{{op.getInput(), "x"},
+                          {op.getCos(), "cos", /*table=*/true},
+                          {op.getSin(), "sin", /*table=*/true}},
+                         {{op.getResult(), "y"}},
+                         [](ActivationMath &m, ArrayRef<Value> in) -> Ys {
+                           F32Emitter &f = m.f;
+                           Value p1 = f.mul(in[0], in[2]);
+                           Value q1 = f.mul(in[1], in[4]);
+                           Value p2 = f.mul(in[1], in[3]);
+                           Value q2 = f.mul(in[0], in[5]);
+                           Value y1 = f.sub(p1, q1);
+                           Value y2 = f.add(p2, q2);
+                           return {y1, y2};
+                         }},
+                        op, op.getInput());
+                  }),
+      def<RopeGradOp>("rope_grad",
+                      [](RopeGradOp op) {
+                        return withHeads(
+                            {{{op.getGrad(), "dy"},
+                              {op.getCos(), "cos", /*table=*/true},
+                              {op.getSin(), "sin", /*table=*/true}},
+                             {{op.getDx(), "dx"}},
+                             [](ActivationMath &m, ArrayRef<Value> in) -> Ys {
+                               F32Emitter &f = m.f;
+                               Value p1 = f.mul(in[0], in[2]);
+                               Value q1 = f.mul(in[1], in[5]);
+                               Value p2 = f.mul(in[1], in[3]);
+                               Value q2 = f.mul(in[0], in[4]);
+                               Value dx1 = f.add(p1, q1);
+                               Value dx2 = f.sub(p2, q2);
+                               return {dx1, dx2};
+                             }},
+                            op, op.getGrad());
+                      }),
   };
   return ops;
 }

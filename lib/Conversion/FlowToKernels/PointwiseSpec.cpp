@@ -96,13 +96,21 @@ FailureOr<PointwiseSpec> PointwiseLowering::analyze(func::FuncOp fn) const {
     } else {
       k.type = cast<ShapedType>(t).getElementType();
     }
+    k.table = in.table;
     spec.inputs.push_back(std::move(k));
   }
+  // A rotary op writes over its input where the caller gives that buffer
+  // up: the rotated heads only, the others already hold the result.
+  if (info->rotary)
+    if (auto arg = dyn_cast<BlockArgument>(info->operands.front().value))
+      spec.inPlace = static_cast<bool>(
+          fn.getArgAttr(arg.getArgNumber(), kWritableAttr));
 
   DenseMap<Value, unsigned> outputOf;
   for (auto [i, res] : llvm::enumerate(info->results)) {
     KernelOutput k;
-    k.name = res.name.str();
+    // In place, the result is the first operand's argument.
+    k.name = i == 0 && spec.inPlace ? spec.inputs.front().name : res.name.str();
     k.mathIndex = i;
     Type t = res.value.getType();
     if (failed(checkMatrix(op, t, "result '" + res.name.str() + "'")))
@@ -161,27 +169,48 @@ FailureOr<PointwiseSpec> PointwiseLowering::analyze(func::FuncOp fn) const {
   if (!llvm::equal(ret.getOperands(), expectedReturn))
     return ret.emitError("a pointwise kernel spec returns the flow op's "
                          "results, then its epilogue maxima, in order");
+  if (info->rotary && spec.groupSize) {
+    // A lane holds elements of both halves of a head: each half's run must
+    // lie in one group, and a group's lanes in one warp.
+    int64_t half = info->rotary->headDim / 2;
+    if (half % spec.groupSize != 0)
+      return maxima.front().first.emitError("epilogue maxima of a rotary "
+                                            "kernel need groups inside a "
+                                            "half head: group size ")
+             << spec.groupSize << " does not divide head_dim / 2 = " << half;
+    if (spec.groupSize / rotaryTiling(spec).lane.elementsPerLane > 32)
+      return maxima.front().first.emitError("group size ")
+             << spec.groupSize << " spans more than a warp of rotary lanes";
+  }
 
   // The ABI: operands, results, maxima, rows, cols.
   MLIRContext *ctx = fn.getContext();
   SpecRefs refs(fn);
   auto add = [&](std::string name, Type logical, std::string extent,
-                 std::string bind) {
+                 std::vector<std::string> bind) {
     spec.abi.push_back({std::move(name), abiBuffer(logical),
                         manifestDtype(logical), std::move(extent),
-                        {std::move(bind)}});
+                        std::move(bind)});
   };
-  for (auto [k, in] : llvm::zip(spec.inputs, info->operands)) {
-    add(k.name, k.type, "n", refs.ref(in.value, k.fp8 ? "codes" : ""));
+  for (auto [i, k, in] : llvm::enumerate(spec.inputs, info->operands)) {
+    std::vector<std::string> bind = {refs.ref(in.value, k.fp8 ? "codes" : "")};
+    // In place, the first operand's buffer is also the result.
+    if (i == 0 && spec.inPlace)
+      bind.push_back(refs.ref(info->results.front().value));
+    add(k.name, k.type,
+        k.table ? "rows*" + std::to_string(info->rotary->headDim) : "n",
+        std::move(bind));
     if (k.fp8)
       add(k.name + "_scale", k.scaleType, "groups",
-          refs.ref(in.value, "scale"));
+          {refs.ref(in.value, "scale")});
   }
-  for (auto [k, res] : llvm::zip(spec.outputs, info->results)) {
-    add(k.name, k.type, "n", refs.ref(res.value, k.fp8 ? "codes" : ""));
+  for (auto [i, k, res] : llvm::enumerate(spec.outputs, info->results)) {
+    if (i == 0 && spec.inPlace)
+      continue;
+    add(k.name, k.type, "n", {refs.ref(res.value, k.fp8 ? "codes" : "")});
     if (k.fp8)
       add(k.name + "_scale", k.scaleType, "groups",
-          refs.ref(res.value, "scale"));
+          {refs.ref(res.value, "scale")});
   }
   for (auto [a, out] : maxima) {
     KernelOutput &k = spec.outputs[out];
@@ -189,13 +218,57 @@ FailureOr<PointwiseSpec> PointwiseLowering::analyze(func::FuncOp fn) const {
     if (!k.absmaxArgs.empty())
       name += std::to_string(k.absmaxArgs.size());
     k.absmaxArgs.push_back(name);
-    add(name, Float32Type::get(ctx), "groups", refs.ref(a.getResult()));
+    add(name, Float32Type::get(ctx), "groups", {refs.ref(a.getResult())});
   }
   Type i64 = IntegerType::get(ctx, 64);
   Value matrix = info->operands.front().value;
   spec.abi.push_back({"rows", i64, "i64", "", {refs.rows(matrix)}});
   spec.abi.push_back({"cols", i64, "i64", "", {refs.cols(matrix)}});
   return spec;
+}
+
+RotaryTiling
+PointwiseLowering::rotaryTiling(const PointwiseSpec &spec) const {
+  const RotaryHeads &r = *spec.info.rotary;
+  int64_t half = r.headDim / 2;
+  int64_t g = spec.groupSize;
+  int64_t bytes =
+      std::max<int64_t>(1, spec.inputs.front().type.getIntOrFloatBitWidth() / 8);
+  int64_t cap = onGpu() ? std::max<int64_t>(1, 16 / bytes) : 16;
+  if (g)
+    cap = onGpu() ? std::min(cap, g) : g;
+  // The largest power of two up to `cap` that divides the half head (and
+  // so, as G does, lies inside one group).
+  int64_t e = 1;
+  while (e * 2 <= cap && half % (e * 2) == 0)
+    e *= 2;
+  RotaryTiling t;
+  t.lane = {e, g && onGpu() ? g / e : 1};
+  t.chunks = half / e;
+  t.lanesPerRow = spec.visitedHeads() * t.chunks;
+  t.rowsPerBlock = 1;
+  t.steps = 1;
+  if (!onGpu())
+    return t;
+  // Whole rows a block: of the counts that fill `lanes-per-thread` sweeps
+  // of the block at least, up to four times that, the one leaving the
+  // fewest threads idle in its last sweep (at most 8 sweeps).
+  int64_t first = std::max<int64_t>(1, blockSize * lanesPerThread /
+                                           t.lanesPerRow);
+  double best = 2;
+  for (int64_t rows = first; rows <= 4 * first; ++rows) {
+    int64_t lanes = rows * t.lanesPerRow;
+    int64_t steps = llvm::divideCeil(lanes, blockSize);
+    if (steps > 8 && rows > first)
+      break;
+    double idle = 1.0 - double(lanes) / double(steps * blockSize);
+    if (idle < best - 1e-9) {
+      best = idle;
+      t.rowsPerBlock = rows;
+      t.steps = steps;
+    }
+  }
+  return t;
 }
 
 LaneShape PointwiseLowering::laneShape(const PointwiseSpec &spec) const {
@@ -239,12 +312,25 @@ DictionaryAttr PointwiseLowering::record(const PointwiseSpec &spec,
         b.getNamedAttr("math", b.getStringAttr(exactMath ? "exact" : "fast")));
   if (spec.info.special && softExp2)
     config.push_back(b.getNamedAttr("ex2", b.getStringAttr("fma")));
+  if (const std::optional<RotaryHeads> &r = spec.info.rotary) {
+    config.push_back(
+        b.getNamedAttr("head_dim", b.getI64IntegerAttr(r->headDim)));
+    config.push_back(b.getNamedAttr("rotated_heads",
+                                    b.getI64IntegerAttr(r->rotatedHeads)));
+    // The row length is compiled in: launches with another are refused.
+    config.push_back(
+        b.getNamedAttr("cols", b.getI64IntegerAttr(r->heads * r->headDim)));
+    config.push_back(b.getNamedAttr("in_place", b.getBoolAttr(spec.inPlace)));
+  }
   if (spec.hasFp8Output() &&
       scaleDivision(spec) == ScaleDivision::Reciprocal)
     config.push_back(
         b.getNamedAttr("division", b.getStringAttr("reciprocal")));
   std::optional<LaunchRule> launch;
-  if (onGpu())
+  if (onGpu() && spec.info.rotary)
+    launch = LaunchRule{blockSize, 0, 0,
+                        {{"rows", rotaryTiling(spec).rowsPerBlock}}};
+  else if (onGpu())
     launch = LaunchRule{blockSize, blockSize * lanesPerThread *
                                        laneShape(spec).elementsPerLane};
   return buildKernelRecord(ctx, decl.name, spec.info.opName, config, decl.abi,

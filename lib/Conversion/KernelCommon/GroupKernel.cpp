@@ -289,6 +289,10 @@ SmallVector<Value> LaneAccess::loadF32(Value buffer, Type logical,
       },
       [&](OpBuilder &nb, Location loc) {
         Value pass = vector::BroadcastOp::create(nb, loc, vecType, zero);
+        if (!limit) {
+          scf::YieldOp::create(nb, loc, pass);
+          return;
+        }
         Value v = vector::MaskedLoadOp::create(nb, loc, vecType, buffer,
                                                ValueRange{first},
                                                tailMask(nb, loc), pass);
@@ -317,13 +321,17 @@ void LaneAccess::storeF32(Value buffer, ArrayRef<Value> values, Type logical,
                                   vec);
   if (elt != logical)
     vec = arith::BitcastOp::create(b, VectorType::get({elements}, elt), vec);
+  auto whole = [&](OpBuilder &nb, Location loc) {
+    vector::StoreOp::create(nb, loc, vec, buffer, ValueRange{first},
+                            /*nontemporal=*/false, align);
+    scf::YieldOp::create(nb, loc);
+  };
+  if (!limit) {
+    scf::IfOp::create(b, full, whole);
+    return;
+  }
   scf::IfOp::create(
-      b, full,
-      [&](OpBuilder &nb, Location loc) {
-        vector::StoreOp::create(nb, loc, vec, buffer, ValueRange{first},
-                                /*nontemporal=*/false, align);
-        scf::YieldOp::create(nb, loc);
-      },
+      b, full, whole,
       [&](OpBuilder &nb, Location loc) {
         vector::MaskedStoreOp::create(nb, loc, buffer, ValueRange{first},
                                       tailMask(nb, loc), vec);

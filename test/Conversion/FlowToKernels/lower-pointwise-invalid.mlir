@@ -108,3 +108,15 @@ module {
     }
   }
 }
+
+// -----
+
+// A rotary lane holds runs of both halves of a head: a 1x32 group would
+// span both halves of a 32-column head.
+func.func @rope_group_across_halves(%x: tensor<?x64xbf16>, %c: tensor<?x32xf32>, %s: tensor<?x32xf32>)
+    -> (tensor<?x64xbf16>, tensor<?x2xf32>) {
+  %y = coat.rope %x, %c, %s rotated_heads = 2 : tensor<?x64xbf16>, tensor<?x32xf32>, tensor<?x32xf32> -> tensor<?x64xbf16>
+  // expected-error @+1 {{epilogue maxima of a rotary kernel need groups inside a half head: group size 32 does not divide head_dim / 2 = 16}}
+  %m = coat.absmax %y, per_group<32> epilogue : tensor<?x64xbf16> -> tensor<?x2xf32>
+  return %y, %m : tensor<?x64xbf16>, tensor<?x2xf32>
+}

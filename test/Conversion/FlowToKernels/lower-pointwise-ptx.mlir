@@ -31,6 +31,27 @@
 // CHECK-NOT: .local
 // CHECK: mul.rn.f32
 // CHECK-NOT: .local
+// Rotary embedding in place: 16-byte loads of both halves of a head and of
+// the f32 tables, products and sums rounded one by one (mul.rn, sub.rn,
+// add.rn: the library's bits, no fma), 16-byte stores, no spills.
+// CHECK-LABEL: .visible .entry rope_in_place(
+// CHECK-NOT: .local
+// CHECK-NOT: fma.rn
+// CHECK: ld.global.v4.b32
+// CHECK: ld.global.v4.b32
+// CHECK: mul.rn.f32
+// CHECK: sub.rn.f32
+// CHECK: add.rn.f32
+// CHECK: st.global.v4.b32
+// CHECK-NOT: .local
+// CHECK-NOT: fma.rn
+// The backward's maxima: one shuffle joins the two lanes of a 1x16 group.
+// CHECK-LABEL: .visible .entry rope_grad_maxima(
+// CHECK-NOT: .local
+// CHECK-NOT: fma.rn
+// CHECK: shfl.sync.bfly.b32 {{.*}}, 1, 31, -1;
+// CHECK-NOT: .local
+// CHECK-NOT: fma.rn
 
 func.func @silu_e4m3(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>)
     -> !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16> {
@@ -56,4 +77,19 @@ func.func @swiglu_mul_grad_e4m3(%a: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, s
       -> tensor<?x?xbf16>, tensor<?x?xbf16>
   %m = coat.absmax %d2, per_group<16> epilogue : tensor<?x?xbf16> -> tensor<?x?xf32>
   return %d1, %d2, %m : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?x?xf32>
+}
+
+func.func @rope_in_place(%x: tensor<?x3072xbf16> {coat.writable}, %c: tensor<?x64xf32>,
+                         %s: tensor<?x64xf32>) -> tensor<?x3072xbf16> {
+  %y = coat.rope %x, %c, %s rotated_heads = 32
+      : tensor<?x3072xbf16>, tensor<?x64xf32>, tensor<?x64xf32> -> tensor<?x3072xbf16>
+  return %y : tensor<?x3072xbf16>
+}
+
+func.func @rope_grad_maxima(%g: tensor<?x3072xbf16>, %c: tensor<?x64xf32>, %s: tensor<?x64xf32>)
+    -> (tensor<?x3072xbf16>, tensor<?x192xf32>) {
+  %dx = coat.rope_grad %g, %c, %s rotated_heads = 32
+      : tensor<?x3072xbf16>, tensor<?x64xf32>, tensor<?x64xf32> -> tensor<?x3072xbf16>
+  %m = coat.absmax %dx, per_group<16> epilogue : tensor<?x3072xbf16> -> tensor<?x192xf32>
+  return %dx, %m : tensor<?x3072xbf16>, tensor<?x192xf32>
 }
