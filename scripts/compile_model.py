@@ -8,8 +8,9 @@ for coat.nn on a GPU host without it:
 writes DIR/<program name>/ (or <program name>-<hash> for a second config of
 the same name, e.g. another eps) (PTX, cubin, CPU twins, manifest.json with the
 program's launch plan) for the MLP block, and with --heads for the whole
-decoder layer (attention input and output programs too; with --rope the
-attention input rotates q and k itself). With
+decoder layer (attention input and output programs too; the attention input
+rotates q and k itself where the head size allows, as coat.nn.DecoderLayer
+decides; --rope on/off forces it). With
 --hf-config, the programs of a Hugging Face model's decoder layers, read from
 its config.json (or a JSON object of several named configs):
 
@@ -59,12 +60,14 @@ def main() -> int:
     ap.add_argument("--heads", type=int, default=None,
                     help="also the attention programs of a decoder layer")
     ap.add_argument("--kv-heads", type=int, default=None)
-    ap.add_argument("--rope", action="store_true",
-                    help="with --heads: the attention input program applies RoPE to q and k")
+    ap.add_argument("--rope", choices=("auto", "on", "off"), default="auto",
+                    help="with --heads: whether the attention input program applies RoPE to "
+                         "q and k (auto: where the head size allows, as coat.nn.DecoderLayer "
+                         "does)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--coat-opt", default=None)
     args = ap.parse_args()
-    if args.rope and not args.heads:
+    if args.rope != "auto" and not args.heads:
         ap.error("--rope needs --heads")
     if args.hf_config:
         configs = hf_configs(args.hf_config, ap)
@@ -74,7 +77,8 @@ def main() -> int:
         try:
             configs = programs.decoder_layer_configs(args.hidden, args.ffn, args.heads,
                                                      args.kv_heads or args.heads, args.eps,
-                                                     rope=args.rope)
+                                                     rope={"auto": "auto", "on": True,
+                                                           "off": False}[args.rope])
         except ValueError as e:
             ap.error(str(e))
     else:

@@ -534,18 +534,37 @@ func.func @{self.name}(
 """
 
 
+def rope_fits(hidden: int, out: int, head_dim: int, rope_heads: int,
+              group_size: int = 16) -> bool:
+    """Whether an attention-input program of these shapes can rotate q and
+    k itself (:class:`NormLinearConfig`'s checks: whole heads, head_dim / 2
+    a multiple of the group size). Where it cannot, the attention core
+    rotates them in PyTorch."""
+    try:
+        NormLinearConfig(hidden, out, rope_head_dim=head_dim, rope_heads=rope_heads,
+                         group_size=group_size).check()
+    except ValueError:
+        return False
+    return True
+
+
 def decoder_layer_configs(hidden: int, ffn: int, heads: int, kv_heads: int,
-                          eps: float = 1e-5, rope: bool = False):
+                          eps: float = 1e-5, rope="auto"):
     """The three programs of a Llama decoder layer (coat.nn.DecoderLayer):
     RMSNorm + q/k/v projection, o-projection + residual, MLP block. With
     ``rope`` the first also rotates q and k (:class:`NormLinearConfig`'s
-    ``rope_head_dim``), so attention takes them as they come."""
+    ``rope_head_dim``), so attention takes them as they come: "auto" (the
+    default) wherever the head size allows (:func:`rope_fits`), True always
+    (an error where it cannot), False never."""
     if heads <= 0 or kv_heads <= 0 or hidden % heads or heads % kv_heads:
         raise ValueError(f"decoder layer: hidden {hidden}, heads {heads}, kv_heads "
                          f"{kv_heads}: heads must divide hidden and kv_heads divide heads")
     d = hidden // heads
+    out = (heads + 2 * kv_heads) * d
+    if rope == "auto":
+        rope = rope_fits(hidden, out, d, heads + kv_heads)
     rotary = dict(rope_head_dim=d, rope_heads=heads + kv_heads) if rope else {}
-    return (NormLinearConfig(hidden, (heads + 2 * kv_heads) * d, eps, **rotary),
+    return (NormLinearConfig(hidden, out, eps, **rotary),
             LinearResidualConfig(heads * d, hidden),
             MLPBlockConfig(hidden, ffn, eps))
 

@@ -36,12 +36,9 @@ def cuda_or_skip(cfg):
         pytest.skip("CUDA is not available")
     if torch.cuda.get_device_capability() < (9, 0):
         pytest.skip("needs a Hopper GPU (sm_90a)")
-    d = cfg.hidden // cfg.heads
     try:
-        for c in (programs.MLPBlockConfig(cfg.hidden, cfg.ffn, cfg.eps),
-                  programs.NormLinearConfig(cfg.hidden, (cfg.heads + 2 * cfg.kv_heads) * d,
-                                            cfg.eps),
-                  programs.LinearResidualConfig(cfg.heads * d, cfg.hidden)):
+        for c in programs.decoder_layer_configs(cfg.hidden, cfg.ffn, cfg.heads, cfg.kv_heads,
+                                                cfg.eps):
             artifacts.program(c)
     except RuntimeError as e:
         pytest.skip(str(e))

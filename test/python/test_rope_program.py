@@ -40,7 +40,7 @@ DEMO = (1024, 2816, 16, 16)  # compiled by scripts/demo.sh (MODEL_BLOCKS)
 
 def configs(hidden, heads, kv_heads, ffn=256):
     rope = programs.decoder_layer_configs(hidden, ffn, heads, kv_heads, rope=True)[0]
-    plain = programs.decoder_layer_configs(hidden, ffn, heads, kv_heads)[0]
+    plain = programs.decoder_layer_configs(hidden, ffn, heads, kv_heads, rope=False)[0]
     return rope, plain
 
 
@@ -173,9 +173,15 @@ def test_tables_take_no_gradient_and_must_be_f32(cpu_cache):
         cnn._RunProgram.apply(prog, "rope", h, w_norm, w, cos.bfloat16(), sin.bfloat16())
 
 
-def test_config_rules_and_default_off():
-    plain = programs.decoder_layer_configs(1024, 2816, 16, 16)
+def test_config_rules_and_default_where_the_head_size_allows():
+    plain = programs.decoder_layer_configs(1024, 2816, 16, 16, rope=False)
     assert not plain[0].rope and plain[0].name == "coat_norm_linear_h1024_o3072"
+    # "auto": d = 64 (d/2 a multiple of 16) rotates in the program, d = 80
+    # (hidden 1280, 16 heads) leaves it to the attention core.
+    assert programs.decoder_layer_configs(1024, 2816, 16, 16)[0].rope
+    assert not programs.decoder_layer_configs(1280, 2816, 16, 16)[0].rope
+    with pytest.raises(ValueError, match="rope_head_dim / 2 = 40"):
+        programs.decoder_layer_configs(1280, 2816, 16, 16, rope=True)[0].check()
     assert "coat.rope" not in plain[0].text()
     rope = programs.decoder_layer_configs(4096, 11008, 32, 8, rope=True)[0]
     assert (rope.rope_head_dim, rope.rope_heads, rope.out) == (128, 40, 6144)

@@ -100,10 +100,8 @@ def test_operators_give_the_eager_results(device):
 def cuda_model_or_skip():
     if "cuda" not in devices():
         pytest.skip("needs a Hopper GPU")
-    d = CFG.hidden // CFG.heads
-    for c in (MLP, programs.NormLinearConfig(CFG.hidden, (CFG.heads + 2 * CFG.kv_heads) * d,
-                                             CFG.eps),
-              programs.LinearResidualConfig(CFG.heads * d, CFG.hidden)):
+    for c in programs.decoder_layer_configs(CFG.hidden, CFG.ffn, CFG.heads, CFG.kv_heads,
+                                            CFG.eps):
         program_or_skip(c)
     torch.manual_seed(0)
     model = llama.LlamaForCausalLM(CFG).cuda()

@@ -34,8 +34,16 @@ def layer_programs(spec: LayerSpec) -> List[object]:
     residual) and the MLP block."""
     qkv = spec.q_features + 2 * spec.kv_features
     if spec.norm_placement == "pre":
+        # q and k are rotated in the program unless a QK-norm must come
+        # first (it runs in the attention core) or the head size does not
+        # allow it.
+        rotary = {}
+        rope_heads = spec.heads + spec.kv_heads
+        if spec.qk_norm == "none" and programs.rope_fits(spec.hidden, qkv, spec.head_dim,
+                                                         rope_heads):
+            rotary = dict(rope_head_dim=spec.head_dim, rope_heads=rope_heads)
         return [programs.NormLinearConfig(spec.hidden, qkv, spec.attn_norm_eps,
-                                          bias=spec.qkv_bias),
+                                          bias=spec.qkv_bias, **rotary),
                 programs.LinearResidualConfig(spec.q_features, spec.hidden, bias=spec.o_bias),
                 programs.MLPBlockConfig(spec.hidden, spec.ffn, spec.mlp_norm_eps)]
     if spec.o_bias:
@@ -76,7 +84,27 @@ class DecoderLayer(_ProgramModule, _LayerBase):
     def extra_repr(self) -> str:
         s = self.spec
         return (f"family={s.family}, hidden={s.hidden}, ffn={s.ffn}, heads={s.heads}, "
-                f"kv_heads={s.kv_heads}, head_dim={s.head_dim}, qk_norm={s.qk_norm}")
+                f"kv_heads={s.kv_heads}, head_dim={s.head_dim}, qk_norm={s.qk_norm}, "
+                f"rope_in_program={self.rope_in_program}")
+
+    @property
+    def rope_in_program(self) -> bool:
+        """Whether the attention-input program rotates q and k."""
+        return getattr(self.configs[0], "rope", False)
+
+    def _rope_rows(self, position_embeddings, b: int, s: int, rows: int):
+        """The model's rotary tables ([batch or 1, seq, head_dim], the
+        hidden states' dtype) as the program's inputs: one f32 row per
+        token, batch-major, zero rows padding them to ``rows``."""
+        d = self.spec.head_dim
+        out = []
+        for t in position_embeddings:
+            if t.shape[-1] != d:
+                raise ValueError(f"{_module_name(self)}: rotary tables of {t.shape[-1]} "
+                                 f"columns, heads of {d} (partial rotary is not supported)")
+            r = t.float().expand(b, s, d).reshape(b * s, d)
+            out.append(torch.nn.functional.pad(r, (0, 0, 0, rows - b * s)).contiguous())
+        return out
 
     # -- the attention core: the model's own code path -------------------
     def _attention(self, qkv: torch.Tensor, b: int, s: int, position_embeddings,
@@ -91,10 +119,11 @@ class DecoderLayer(_ProgramModule, _LayerBase):
         if spec.qk_norm == "head":
             q, k = attn.q_norm(q), attn.k_norm(k)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))
-        cos, sin = position_embeddings
-        dtype = v.dtype
-        q, k = self._family_module.apply_rotary_pos_emb(q, k, cos, sin)
-        q, k = q.to(dtype), k.to(dtype)  # rotated in the tables' precision
+        if not self.rope_in_program:
+            cos, sin = position_embeddings
+            dtype = v.dtype
+            q, k = self._family_module.apply_rotary_pos_emb(q, k, cos, sin)
+            q, k = q.to(dtype), k.to(dtype)  # rotated in the tables' precision
         if past_key_values is not None:
             k, v = past_key_values.update(k, v, attn.layer_idx)
         from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
@@ -143,9 +172,12 @@ class DecoderLayer(_ProgramModule, _LayerBase):
         h = _tokens_2d(x, spec.hidden, name)
         qkv_ws = (stacked("weight"),) + ((stacked("bias"),) if spec.qkv_bias else ())
         o_ws = (w(attn.o_proj),) + ((attn.o_proj.bias.to(bf),) if spec.o_bias else ())
+        tables = ()
+        if self.rope_in_program:
+            tables = tuple(self._rope_rows(position_embeddings, b, s, h.shape[0]))
         if spec.norm_placement == "pre":
             (qkv,) = self.run_program(0, f"{name} attention input", h,
-                                      w(self.input_layernorm), *qkv_ws)
+                                      w(self.input_layernorm), *qkv_ws, *tables)
         else:
             (qkv,) = self.run_program(0, f"{name} attention input", h, *qkv_ws)
         a = self._attention(qkv[:tokens], b, s, position_embeddings, attention_mask,

@@ -25,7 +25,9 @@ class DecoderLayer(_ProgramModule):
     """A Llama decoder layer as three compiled programs around BF16 attention
     (COAT keeps the attention core in BF16):
 
-      qkv = W_qkv rmsnorm(x)           coat NormLinear (q, k, v as one GEMM)
+      qkv = W_qkv rmsnorm(x)           coat NormLinear (q, k, v as one GEMM;
+                                       q and k rotated there where the head
+                                       size allows, else by torch)
       a   = sdpa(rope(q), rope(k), v)  torch, causal, bf16
       x   = x + W_o a                  coat LinearResidual
       x   = x + MLP(rmsnorm(x))        coat MLP block
@@ -76,12 +78,18 @@ class DecoderLayer(_ProgramModule):
         self.post_attention_layernorm = _Projections()
         self.post_attention_layernorm.weight = weights["post_attention_layernorm"]
 
+    @property
+    def rope_in_program(self) -> bool:
+        """Whether the attention-input program rotates q and k (decided from
+        the head size by coat.programs.decoder_layer_configs)."""
+        return self.configs[0].rope
+
     def extra_repr(self) -> str:
         return (f"hidden={self.hidden}, ffn={self.ffn}, heads={self.heads}, "
-                f"kv_heads={self.kv_heads}")
+                f"kv_heads={self.kv_heads}, rope_in_program={self.rope_in_program}")
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        from ..llama import attention_core
+        from ..llama import attention_core, rope_rows
 
         name = _module_name(self)
         if x.dim() != 3:
@@ -93,8 +101,12 @@ class DecoderLayer(_ProgramModule):
         bf = torch.bfloat16
         h = _tokens_2d(x, self.hidden, name)
         w_qkv = torch.cat([at.q_proj.weight, at.k_proj.weight, at.v_proj.weight]).to(bf)
+        tables = ()
+        if self.rope_in_program:
+            tables = rope_rows(cos, sin, b, h.shape[0])
+            cos = sin = None  # q and k come rotated
         (qkv,) = self.run_program(0, f"{name} attention input", h,
-                                  self.input_layernorm.weight.to(bf), w_qkv)
+                                  self.input_layernorm.weight.to(bf), w_qkv, *tables)
         q_n = self.heads * (self.hidden // self.heads)
         kv_n = (qkv.shape[1] - q_n) // 2
         q, k, v = qkv[:tokens].view(b, s, -1).split([q_n, kv_n, kv_n], dim=-1)
