@@ -238,6 +238,48 @@ func.func @{self.name}(
 """
 
 
+def _swiglu(T, H, F, g: str, x: str, x_type: str, x_t: str, x_t_type: str, dy: str,
+            dy_t: str):
+    """The lines of a SwiGLU MLP between its input and its output (both
+    [T, H]) that the gated MLP programs share: (forward from the weights'
+    quantization to ``%down``, backward from ``%wd_t`` to ``%dw_up``). ``x``
+    (of ``x_type``) feeds the gate and up GEMMs and ``x_t`` their wgrads;
+    ``dy``/``dy_t`` are the FP8 gradient of ``%down`` and its transpose."""
+    t, u, q = _t, _u, _q
+    fwd = f"""\
+  %wg_q = coat.quantize_auto %w_gate : {t(F, H)} -> {u(F, H)}
+  %wu_q = coat.quantize_auto %w_up : {t(F, H)} -> {u(F, H)}
+  %wd_q = coat.quantize_auto %w_down : {t(H, F)} -> {u(H, F)}
+  %gate = coat.linear forward {x}, %wg_q : {x_type}, {u(F, H)} -> {t(T, F)}
+  %up = coat.linear forward {x}, %wu_q : {x_type}, {u(F, H)} -> {t(T, F)}
+  %gate_q = coat.quantize_auto %gate : {t(T, F)} -> {u(T, F)}
+  %up_q = coat.quantize_auto %up : {t(T, F)} -> {u(T, F)}
+  %act = coat.silu %gate_q : {u(T, F)} -> {q(T, F, scaling=g)}
+  %m, %m_t = coat.swiglu_mul %act, %up_q : {q(T, F, scaling=g)}, {u(T, F)}
+      -> {q(T, F)}, {q(F, T)}
+  %down = coat.linear forward %m, %wd_q : {q(T, F)}, {u(H, F)} -> {t(T, H)}
+"""
+    bwd = f"""\
+  %wd_t = coat.transpose %wd_q : {u(H, F)} -> {u(F, H)}
+  %dm = coat.linear dgrad {dy}, %wd_t : {u(T, H)}, {u(F, H)} -> {t(T, F)}
+  %dw_down = coat.linear wgrad {dy_t}, %m_t : {u(H, T)}, {q(F, T)} -> {t(H, F)}
+  %dact, %dup = coat.swiglu_mul_grad %act, %up_q, %dm
+      : {q(T, F, scaling=g)}, {u(T, F)}, {t(T, F)} -> {t(T, F)}, {t(T, F)}
+  %dgate = coat.silu_grad %gate_q, %dact : {u(T, F)}, {t(T, F)} -> {t(T, F)}
+  %dgate_q = coat.quantize_auto %dgate : {t(T, F)} -> {u(T, F)}
+  %dgate_t = coat.transpose %dgate_q : {u(T, F)} -> {u(F, T)}
+  %dup_q = coat.quantize_auto %dup : {t(T, F)} -> {u(T, F)}
+  %dup_t = coat.transpose %dup_q : {u(T, F)} -> {u(F, T)}
+  %wg_t = coat.transpose %wg_q : {u(F, H)} -> {u(H, F)}
+  %wu_t = coat.transpose %wu_q : {u(F, H)} -> {u(H, F)}
+  %dx_gate = coat.linear dgrad %dgate_q, %wg_t : {u(T, F)}, {u(H, F)} -> {t(T, H)}
+  %dw_gate = coat.linear wgrad %dgate_t, {x_t} : {u(F, T)}, {x_t_type} -> {t(F, H)}
+  %dx_up = coat.linear dgrad %dup_q, %wu_t : {u(T, F)}, {u(H, F)} -> {t(T, H)}
+  %dw_up = coat.linear wgrad %dup_t, {x_t} : {u(F, T)}, {x_t_type} -> {t(F, H)}
+"""
+    return fwd, bwd
+
+
 def mlp_block(cfg: MLPBlockConfig) -> str:
     """The MLIR text of the block's program ``@<cfg.name>``.
 
@@ -252,6 +294,7 @@ def mlp_block(cfg: MLPBlockConfig) -> str:
     t, u, q = _t, _u, _q
 
     g = f"per_group<{cfg.group_size}>"
+    fwd, bwd = _swiglu(T, H, F, g, "%ln", q(T, H), "%ln_t", q(H, T), "%dout_q", "%dout_t")
     return f"""\
 func.func @{cfg.name}(
     %h: {t(T, H)},
@@ -267,39 +310,12 @@ func.func @{cfg.name}(
   %h_q = coat.quantize_auto %h : {t(T, H)} -> {u(T, H)}
   %ln, %rstd, %ln_t = coat.rmsnorm %h_q, %w_norm eps = {cfg.eps:e}
       : {u(T, H)}, {t(H)} -> {q(T, H)}, {t(T, dtype="f32")}, {q(H, T)}
-  %wg_q = coat.quantize_auto %w_gate : {t(F, H)} -> {u(F, H)}
-  %wu_q = coat.quantize_auto %w_up : {t(F, H)} -> {u(F, H)}
-  %wd_q = coat.quantize_auto %w_down : {t(H, F)} -> {u(H, F)}
-  %gate = coat.linear forward %ln, %wg_q : {q(T, H)}, {u(F, H)} -> {t(T, F)}
-  %up = coat.linear forward %ln, %wu_q : {q(T, H)}, {u(F, H)} -> {t(T, F)}
-  %gate_q = coat.quantize_auto %gate : {t(T, F)} -> {u(T, F)}
-  %up_q = coat.quantize_auto %up : {t(T, F)} -> {u(T, F)}
-  %act = coat.silu %gate_q : {u(T, F)} -> {q(T, F, scaling=g)}
-  %m, %m_t = coat.swiglu_mul %act, %up_q : {q(T, F, scaling=g)}, {u(T, F)}
-      -> {q(T, F)}, {q(F, T)}
-  %down = coat.linear forward %m, %wd_q : {q(T, F)}, {u(H, F)} -> {t(T, H)}
-  %h_out, %h_out_q = coat.residual_add %h, %down : {t(T, H)}, {t(T, H)}
+{fwd}  %h_out, %h_out_q = coat.residual_add %h, %down : {t(T, H)}, {t(T, H)}
       -> {t(T, H)}, {q(T, H, scaling=g)}
 
   %dout_q = coat.quantize_auto %dout : {t(T, H)} -> {u(T, H)}
   %dout_t = coat.transpose %dout_q : {u(T, H)} -> {u(H, T)}
-  %wd_t = coat.transpose %wd_q : {u(H, F)} -> {u(F, H)}
-  %dm = coat.linear dgrad %dout_q, %wd_t : {u(T, H)}, {u(F, H)} -> {t(T, F)}
-  %dw_down = coat.linear wgrad %dout_t, %m_t : {u(H, T)}, {q(F, T)} -> {t(H, F)}
-  %dact, %dup = coat.swiglu_mul_grad %act, %up_q, %dm
-      : {q(T, F, scaling=g)}, {u(T, F)}, {t(T, F)} -> {t(T, F)}, {t(T, F)}
-  %dgate = coat.silu_grad %gate_q, %dact : {u(T, F)}, {t(T, F)} -> {t(T, F)}
-  %dgate_q = coat.quantize_auto %dgate : {t(T, F)} -> {u(T, F)}
-  %dgate_t = coat.transpose %dgate_q : {u(T, F)} -> {u(F, T)}
-  %dup_q = coat.quantize_auto %dup : {t(T, F)} -> {u(T, F)}
-  %dup_t = coat.transpose %dup_q : {u(T, F)} -> {u(F, T)}
-  %wg_t = coat.transpose %wg_q : {u(F, H)} -> {u(H, F)}
-  %wu_t = coat.transpose %wu_q : {u(F, H)} -> {u(H, F)}
-  %dx_gate = coat.linear dgrad %dgate_q, %wg_t : {u(T, F)}, {u(H, F)} -> {t(T, H)}
-  %dw_gate = coat.linear wgrad %dgate_t, %ln_t : {u(F, T)}, {q(H, T)} -> {t(F, H)}
-  %dx_up = coat.linear dgrad %dup_q, %wu_t : {u(T, F)}, {u(H, F)} -> {t(T, H)}
-  %dw_up = coat.linear wgrad %dup_t, %ln_t : {u(F, T)}, {q(H, T)} -> {t(F, H)}
-  %dln = coat.residual_add_grad %dx_gate, %dx_up : {t(T, H)}, {t(T, H)} -> {t(T, H)}
+{bwd}  %dln = coat.residual_add_grad %dx_gate, %dx_up : {t(T, H)}, {t(T, H)} -> {t(T, H)}
   %dx_norm, %dw_norm = coat.rmsnorm_grad %h_q, %w_norm, %rstd, %dln
       : {u(T, H)}, {t(H)}, {t(T, dtype="f32")}, {t(T, H)} -> {t(T, H)}, {t(H)}
   %dh, %dh_q = coat.residual_add_grad %dout, %dx_norm : {t(T, H)}, {t(T, H)}
@@ -658,6 +674,8 @@ class PostNormMLPConfig:
         t, u, q = _t, _u, _q
         g = f"per_group<{self.group_size}>"
         f32 = t(T, dtype="f32")
+        fwd, bwd = _swiglu(T, H, F, g, "%h_q", u(T, H), "%h_t", u(H, T), "%ddown_q",
+                           "%ddown_t")
         return f"""\
 func.func @{self.name}(
     %h: {t(T, H)},
@@ -671,18 +689,7 @@ func.func @{self.name}(
         {t(H, F)} {{coat.grad_of = 3 : i64}}, {t(H)} {{coat.grad_of = 4 : i64}}) {{
   %h_q = coat.quantize_auto %h : {t(T, H)} -> {u(T, H)}
   %h_t = coat.transpose %h_q : {u(T, H)} -> {u(H, T)}
-  %wg_q = coat.quantize_auto %w_gate : {t(F, H)} -> {u(F, H)}
-  %wu_q = coat.quantize_auto %w_up : {t(F, H)} -> {u(F, H)}
-  %wd_q = coat.quantize_auto %w_down : {t(H, F)} -> {u(H, F)}
-  %gate = coat.linear forward %h_q, %wg_q : {u(T, H)}, {u(F, H)} -> {t(T, F)}
-  %up = coat.linear forward %h_q, %wu_q : {u(T, H)}, {u(F, H)} -> {t(T, F)}
-  %gate_q = coat.quantize_auto %gate : {t(T, F)} -> {u(T, F)}
-  %up_q = coat.quantize_auto %up : {t(T, F)} -> {u(T, F)}
-  %act = coat.silu %gate_q : {u(T, F)} -> {q(T, F, scaling=g)}
-  %m, %m_t = coat.swiglu_mul %act, %up_q : {q(T, F, scaling=g)}, {u(T, F)}
-      -> {q(T, F)}, {q(F, T)}
-  %down = coat.linear forward %m, %wd_q : {q(T, F)}, {u(H, F)} -> {t(T, H)}
-  %down_q = coat.quantize_auto %down : {t(T, H)} -> {u(T, H)}
+{fwd}  %down_q = coat.quantize_auto %down : {t(T, H)} -> {u(T, H)}
   %n, %rstd = coat.rmsnorm %down_q, %w_norm eps = {self.eps:e}
       : {u(T, H)}, {t(H)} -> {t(T, H)}, {f32}
   %h_out, %h_out_q = coat.residual_add %h, %n : {t(T, H)}, {t(T, H)}
@@ -692,23 +699,7 @@ func.func @{self.name}(
       : {u(T, H)}, {t(H)}, {f32}, {t(T, H)} -> {t(T, H)}, {t(H)}
   %ddown_q = coat.quantize_auto %ddown : {t(T, H)} -> {u(T, H)}
   %ddown_t = coat.transpose %ddown_q : {u(T, H)} -> {u(H, T)}
-  %wd_t = coat.transpose %wd_q : {u(H, F)} -> {u(F, H)}
-  %dm = coat.linear dgrad %ddown_q, %wd_t : {u(T, H)}, {u(F, H)} -> {t(T, F)}
-  %dw_down = coat.linear wgrad %ddown_t, %m_t : {u(H, T)}, {q(F, T)} -> {t(H, F)}
-  %dact, %dup = coat.swiglu_mul_grad %act, %up_q, %dm
-      : {q(T, F, scaling=g)}, {u(T, F)}, {t(T, F)} -> {t(T, F)}, {t(T, F)}
-  %dgate = coat.silu_grad %gate_q, %dact : {u(T, F)}, {t(T, F)} -> {t(T, F)}
-  %dgate_q = coat.quantize_auto %dgate : {t(T, F)} -> {u(T, F)}
-  %dgate_t = coat.transpose %dgate_q : {u(T, F)} -> {u(F, T)}
-  %dup_q = coat.quantize_auto %dup : {t(T, F)} -> {u(T, F)}
-  %dup_t = coat.transpose %dup_q : {u(T, F)} -> {u(F, T)}
-  %wg_t = coat.transpose %wg_q : {u(F, H)} -> {u(H, F)}
-  %wu_t = coat.transpose %wu_q : {u(F, H)} -> {u(H, F)}
-  %dx_gate = coat.linear dgrad %dgate_q, %wg_t : {u(T, F)}, {u(H, F)} -> {t(T, H)}
-  %dw_gate = coat.linear wgrad %dgate_t, %h_t : {u(F, T)}, {u(H, T)} -> {t(F, H)}
-  %dx_up = coat.linear dgrad %dup_q, %wu_t : {u(T, F)}, {u(H, F)} -> {t(T, H)}
-  %dw_up = coat.linear wgrad %dup_t, %h_t : {u(F, T)}, {u(H, T)} -> {t(F, H)}
-  %dx = coat.residual_add_grad %dx_gate, %dx_up : {t(T, H)}, {t(T, H)} -> {t(T, H)}
+{bwd}  %dx = coat.residual_add_grad %dx_gate, %dx_up : {t(T, H)}, {t(T, H)} -> {t(T, H)}
   %dh = coat.residual_add_grad %dout, %dx : {t(T, H)}, {t(T, H)} -> {t(T, H)}
   return %h_out, %h_out_q, %dh, %dw_gate, %dw_up, %dw_down, %dw_norm
       : {t(T, H)}, {q(T, H, scaling=g)}, {t(T, H)}, {t(F, H)}, {t(F, H)}, {t(H, F)}, {t(H)}
