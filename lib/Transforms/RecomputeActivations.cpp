@@ -33,20 +33,32 @@ using namespace mlir::coat;
 
 namespace {
 
+/// Whether `v` is a `{coat.weight}` argument of its function.
+bool isWeight(Value v) {
+  auto arg = dyn_cast<BlockArgument>(v);
+  if (!arg)
+    return false;
+  auto fn = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+  return fn && fn.getArgAttr(arg.getArgNumber(), kWeightAttr);
+}
+
 /// Whether `op` may run again in the backward: a Coat_Recomputable op, or
 /// the scale arithmetic on rank-0 tensors between a coat.reduce_scales and
 /// the coat.quantize it scales. A per-tensor FP8 result must get its scale
 /// from an operand (a coat.quantize with `scale`, which the recomputation
 /// derives again too) or be the transpose of such a tensor: an op that
-/// scales per tensor by itself could not reproduce its result alone.
-bool mayRecompute(Operation *op) {
+/// scales per tensor by itself could not reproduce its result alone. With
+/// `weightCopies` a quantize of a weight may: its scale comes from the
+/// whole weight, which the backward has unchanged.
+bool mayRecompute(Operation *op, bool weightCopies) {
   if (op->hasTrait<OpTrait::coat::Recomputable>()) {
     for (Type t : op->getResultTypes()) {
       auto q = dyn_cast<QTensorType>(t);
       if (!q || q.getScalingValue().kind != ::coat::ScalingKind::PerTensor)
         continue;
       auto quantize = dyn_cast<QuantizeOp>(op);
-      if (!(quantize && quantize.getScale()) && !isa<TransposeOp>(op))
+      if (!(quantize && quantize.getScale()) && !isa<TransposeOp>(op) &&
+          !(weightCopies && quantize && isWeight(quantize.getInput())))
         return false;
     }
     return true;
@@ -121,7 +133,7 @@ struct CoatRecomputeActivationsPass
             return false; // an activation argument that is not kept
           if (cone.contains(def))
             return true;
-          if (!mayRecompute(def) || runsInBackward(def, backward))
+          if (!mayRecompute(def, weightCopies) || runsInBackward(def, backward))
             return false;
           for (Value o : def->getOperands())
             if (!collect(o, cone))

@@ -253,7 +253,21 @@ def CoatRecomputeActivations : Pass<"coat-recompute-activations",
     %dact, %dup = coat.swiglu_mul_grad %act_again, %up, %dm : ...
     %dgate = coat.silu_grad %gate, %dact : ...
     ```
+
+    With `weight-copies`, the FP8 copy of a weight (a `coat.quantize` of a
+    `{coat.weight}` argument, which derives its per-tensor scale from the
+    whole weight) is derived again too: the weight is the same in the
+    backward, so the copy is the same bits. That trades one quantization of
+    each weight per step (a read of the weight, a write of its codes) for
+    one byte per parameter less between the forward and the backward, which
+    at the 7B shape is about 6 GiB. Off by default: at small token counts
+    the extra pass over the weights is a visible share of the step.
   }];
+  let options = [
+    Option<"weightCopies", "weight-copies", "bool", /*default=*/"false",
+           "Also derive the FP8 copies of weights again in the backward "
+           "instead of keeping them">,
+  ];
 }
 
 def CoatReportSavedActivations : Pass<"coat-report-saved-activations",
