@@ -61,14 +61,16 @@ def apply_rope(x, cos, sin):
 
 
 def rope_rows(cos, sin, batch: int, rows: int):
-    """The tables of :func:`rope_tables` ([seq, head_dim]) as one row per
-    token of a [batch, seq] block in batch-major order, zero rows padding
-    them to ``rows``: the cos and sin inputs (f32, contiguous) of an
-    attention-input program that rotates q and k itself
-    (:class:`coat.programs.NormLinearConfig` with ``rope_head_dim``)."""
+    """Rotary tables as one row per token of a [batch, seq] block in
+    batch-major order, zero rows padding them to ``rows``: the cos and sin
+    inputs (f32, contiguous) of an attention-input program that rotates q
+    and k itself (:class:`coat.programs.NormLinearConfig` with
+    ``rope_head_dim``). The tables are [seq, head_dim] (:func:`rope_tables`)
+    or [batch or 1, seq, head_dim] (a Hugging Face model's rotary module)."""
     out = []
     for t in (cos, sin):
-        r = t.float().repeat(batch, 1)
+        seq, d = t.shape[-2:]
+        r = t.float().expand(batch, seq, d).reshape(batch * seq, d)
         out.append(torch.nn.functional.pad(r, (0, 0, 0, rows - r.shape[0])).contiguous())
     return out[0], out[1]
 

@@ -92,19 +92,17 @@ class DecoderLayer(_ProgramModule, _LayerBase):
         """Whether the attention-input program rotates q and k."""
         return getattr(self.configs[0], "rope", False)
 
-    def _rope_rows(self, position_embeddings, b: int, s: int, rows: int):
+    def _rope_rows(self, position_embeddings, b: int, rows: int):
         """The model's rotary tables ([batch or 1, seq, head_dim], the
-        hidden states' dtype) as the program's inputs: one f32 row per
-        token, batch-major, zero rows padding them to ``rows``."""
+        hidden states' dtype) as the program's f32 row inputs."""
+        from ..llama import rope_rows
+
         d = self.spec.head_dim
-        out = []
         for t in position_embeddings:
             if t.shape[-1] != d:
                 raise ValueError(f"{_module_name(self)}: rotary tables of {t.shape[-1]} "
                                  f"columns, heads of {d} (partial rotary is not supported)")
-            r = t.float().expand(b, s, d).reshape(b * s, d)
-            out.append(torch.nn.functional.pad(r, (0, 0, 0, rows - b * s)).contiguous())
-        return out
+        return rope_rows(*position_embeddings, b, rows)
 
     # -- the attention core: the model's own code path -------------------
     def _attention(self, qkv: torch.Tensor, b: int, s: int, position_embeddings,
@@ -174,7 +172,7 @@ class DecoderLayer(_ProgramModule, _LayerBase):
         o_ws = (w(attn.o_proj),) + ((attn.o_proj.bias.to(bf),) if spec.o_bias else ())
         tables = ()
         if self.rope_in_program:
-            tables = tuple(self._rope_rows(position_embeddings, b, s, h.shape[0]))
+            tables = self._rope_rows(position_embeddings, b, h.shape[0])
         if spec.norm_placement == "pre":
             (qkv,) = self.run_program(0, f"{name} attention input", h,
                                       w(self.input_layernorm), *qkv_ws, *tables)
