@@ -195,6 +195,9 @@ LogicalResult CoatDialect::verifyRegionArgAttribute(Operation *op, unsigned,
                                                     unsigned argIndex,
                                                     NamedAttribute attr) {
   StringRef name = attr.getName().strref();
+  if (name == kFiniteFlagAttr)
+    return op->emitError() << "'" << name
+                           << "' is an attribute of function results";
   if (name != kWeightAttr && name != kFrozenAttr && name != kGradientAttr &&
       name != kGradOfAttr && name != kWritableAttr)
     return success();
@@ -265,6 +268,21 @@ LogicalResult CoatDialect::verifyRegionResultAttribute(Operation *op, unsigned,
     return op->emitError() << "'" << name
                            << "' is an attribute of function arguments, "
                               "not results";
+  if (name == kFiniteFlagAttr) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitError() << "'" << name << "' must be a unit attribute";
+    auto fn = dyn_cast<FunctionOpInterface>(op);
+    if (!fn)
+      return op->emitError() << "'" << name
+                             << "' is an attribute of function results";
+    auto t = dyn_cast<RankedTensorType>(fn.getResultTypes()[resultIndex]);
+    if (!t || !(t.getElementType().isF32() || t.getElementType().isBF16() ||
+                t.getElementType().isF16()))
+      return op->emitError() << "'" << name << "' result " << resultIndex
+                             << " must be an f32, bf16 or f16 tensor, got "
+                             << fn.getResultTypes()[resultIndex];
+    return success();
+  }
   if (name != kGradOfAttr)
     return success();
   auto fn = dyn_cast<FunctionOpInterface>(op);

@@ -256,7 +256,7 @@ std::string normalize(const Manifest &m) {
 }
 
 void putSource(std::string &o, const BufferSource &s) {
-  static const char *kinds[] = {"value", "alloc", "scratch"};
+  static const char *kinds[] = {"value", "alloc", "scratch", "flag"};
   static const char *parts[] = {"", "codes", "scale"};
   o += "[\"" + std::string(kinds[int(s.kind)]) + "\"," + std::to_string(s.index) +
        ",\"" + parts[int(s.part)] + "\"],";

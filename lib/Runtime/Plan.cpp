@@ -178,6 +178,27 @@ private:
     return true;
   }
 
+  /// The flag word of a result the program returns.
+  bool flag(const KernelSpec &k, const ArgSpec &a, const Binding &b,
+            BufferSource &src) {
+    const ValueRef &ref = b.names.front();
+    if (ref.index >= step.results.size()) {
+      error = "kernel '" + k.name + "' argument '" + a.name + "' flags out" +
+              std::to_string(ref.index) + ", but the call has " +
+              std::to_string(step.results.size()) + " results";
+      return false;
+    }
+    int64_t v = valueOf(ref);
+    for (size_t i = 0; i < p.outputs.size(); ++i)
+      if (p.outputs[i].value == v) {
+        src = {BufferSource::Kind::Flag, int64_t(i), ValueRef::Part::Whole};
+        return true;
+      }
+    error = "kernel '" + k.name + "' argument '" + a.name + "' flags value " +
+            std::to_string(v) + ", which the program does not return";
+    return false;
+  }
+
   int64_t scratch(const ArgSpec &a) {
     for (const auto &[name, index] : scratchByName)
       if (name == a.name)
@@ -206,6 +227,10 @@ private:
       if (b.kind == Binding::Kind::Scratch) {
         src = {BufferSource::Kind::Scratch, scratch(a), ValueRef::Part::Whole};
         numel = out.scratch[size_t(src.index)].shape[0];
+      } else if (b.kind == Binding::Kind::Flag) {
+        if (!flag(k, a, b, src))
+          return false;
+        numel = 1;
       } else if (!buffer(b, src, numel)) {
         return false;
       }

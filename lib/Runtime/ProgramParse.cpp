@@ -129,12 +129,30 @@ bool parseBinding(const ArgSpec &arg, Binding &out, std::string &why) {
     out.kind = Binding::Kind::Scratch;
     return true;
   }
+  const std::string finite = "finite(";
+  if (bind.size() == 1 && bind[0].rfind(finite, 0) == 0) {
+    std::optional<ValueRef> ref;
+    if (bind[0].back() == ')')
+      ref = parseRef(bind[0].substr(finite.size(),
+                                    bind[0].size() - finite.size() - 1));
+    if (!ref || !ref->result || ref->part != ValueRef::Part::Whole) {
+      why = "binds '" + bind[0] + "', not finite(out<i>)";
+      return false;
+    }
+    if (arg.dtype != "i32") {
+      why = "is a finiteness flag of dtype " + arg.dtype + ", not i32";
+      return false;
+    }
+    out.kind = Binding::Kind::Flag;
+    out.names = {*ref};
+    return true;
+  }
   out.kind = Binding::Kind::Buffer;
   for (const auto &name : bind) {
     std::optional<ValueRef> ref = parseRef(name);
     if (!ref) {
       why = "binds '" + name + "', not a value reference (in<i> or out<i>, "
-            "with .codes or .scale) or scratch";
+            "with .codes or .scale), scratch or finite(out<i>)";
       return false;
     }
     out.names.push_back(*ref);

@@ -330,6 +330,19 @@ struct CoatOutlineKernelsPass
     for (Value v : outputs)
       returned.push_back(map.lookup(v));
     func::ReturnOp::create(sb, group.root->getLoc(), returned);
+    // What the program returns is checked for NaN and infinities by the
+    // kernel that writes it (one flag per value, no second read).
+    if (finiteFlags)
+      for (auto [i, v] : llvm::enumerate(outputs)) {
+        auto t = dyn_cast<RankedTensorType>(v.getType());
+        bool returned = llvm::any_of(v.getUsers(), [](Operation *u) {
+          return isa<func::ReturnOp>(u);
+        });
+        if (returned && t &&
+            (t.getElementType().isF32() || t.getElementType().isBF16() ||
+             t.getElementType().isF16()))
+          spec.setResultAttr(i, kFiniteFlagAttr, b.getUnitAttr());
+      }
     // A recomputation runs the forward's kernel; the mark belongs to the
     // call (its phase), not to the kernel.
     bool recomputes = false;
@@ -343,6 +356,8 @@ struct CoatOutlineKernelsPass
       spec.getFunctionType().print(os);
       if (ArrayAttr argAttrs = spec.getAllArgAttrs())
         argAttrs.print(os);
+      if (ArrayAttr resultAttrs = spec.getAllResultAttrs())
+        resultAttrs.print(os);
       for (Operation &op : *body)
         op.print(os, OpPrintingFlags().printGenericOpForm());
     }

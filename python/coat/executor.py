@@ -24,6 +24,11 @@ from .manifest import ProgramError
 from .runtime import Kernel, Module, load
 
 
+#: int32 words per flag in a ``flags`` tensor: the runtime takes 16-byte
+#: aligned buffers, so output k's flag is word FLAG_WORDS * k.
+FLAG_WORDS = 4
+
+
 @dataclasses.dataclass
 class QTensor:
     """A quantized value: FP8 codes and the scale tensor of its scaling."""
@@ -77,11 +82,27 @@ class Program:
         self.steps = [Step(s["spec"], s["phase"], tuple(s["operands"]), tuple(s["results"]),
                            tuple(module.kernels[k] for k in s["kernels"]))
                       for s in plan["steps"]]
+        #: Indices into ``outputs`` of the values whose kernels write a
+        #: finiteness flag (``finite(out<i>)`` bindings, coat.finite_flag).
+        self.flagged = frozenset(self._flagged_outputs())
         self._plans: Dict[Tuple[int, int, str], _StepPlan] = {}
+        self._unread_flags: Dict[Any, Any] = {}  # per device, for runs without flags
         self._dead: Dict[Optional[str], Dict[int, Tuple[int, ...]]] = {}
 
     def __repr__(self) -> str:
         return f"<coat.Program {self.name}: {len(self.steps)} calls>"
+
+    def _flagged_outputs(self) -> List[int]:
+        position = {v: i for i, (v, _, _) in enumerate(self.outputs)}
+        flagged = []
+        for step in self.steps:
+            for kernel in step.kernels:
+                for a in kernel.spec.args:
+                    if len(a.bind) == 1 and a.bind[0].startswith("finite(out"):
+                        result = step.results[int(a.bind[0][len("finite(out"):-1])]
+                        if result in position:  # the reader checked it is
+                            flagged.append(position[result])
+        return flagged
 
     # -- values ------------------------------------------------------------
     def input_ids(self, role: Optional[str] = None) -> List[int]:
@@ -119,7 +140,8 @@ class Program:
 
     # -- running -----------------------------------------------------------
     def run(self, env: Dict[int, Any], phase: Optional[str] = None,
-            tokens: Optional[int] = None, *, drop_dead: bool = False) -> Dict[int, Any]:
+            tokens: Optional[int] = None, *, drop_dead: bool = False,
+            flags: Any = None) -> Dict[int, Any]:
         """Runs the calls of ``phase`` (all when None) on ``env`` (value id ->
         tensor or QTensor), adding their results to it. Returns ``env``.
 
@@ -127,6 +149,12 @@ class Program:
         the run that reads it, so its memory serves the next calls' results;
         the outputs and, in a forward, the saved values stay (what autograd
         uses; without it every intermediate stays, for inspection).
+
+        ``flags``: an int32 tensor of FLAG_WORDS words per output, on the
+        values' device; the kernels of the :attr:`flagged` outputs write a
+        non-zero value into word FLAG_WORDS * k of output k where they store
+        a NaN or an infinity (they never clear it). None: words of the
+        program's own that nobody reads.
 
         The first run of a step for a token count and device kind checks
         every launch (Kernel.bind); later runs replay the recorded launches
@@ -141,7 +169,7 @@ class Program:
                 dead_after = self._dead[phase] = self._dead_after(phase)
         for i, step in enumerate(self.steps):
             if phase is None or step.phase == phase:
-                self._run_step(i, step, env, tokens, streams)
+                self._run_step(i, step, env, tokens, streams, flags)
                 # (torch's caching allocator reuses freed memory in stream
                 # order, so a later call may take it at once.)
                 for vid in dead_after.get(i, ()):
@@ -167,7 +195,7 @@ class Program:
         return {i: tuple(vids) for i, vids in dead.items()}
 
     def _run_step(self, index: int, step: Step, env: Dict[int, Any], tokens: int,
-                  streams: Dict[Any, int]) -> None:
+                  streams: Dict[Any, int], flags: Any = None) -> None:
         for vid in step.operands:
             if vid not in env:
                 raise ProgramError(f"program {self.name}: {step.spec} reads value {vid}, "
@@ -181,12 +209,19 @@ class Program:
             plan = self._plan(index, tokens, like.device if kind == "cuda" else None)
         new = [_empty(shape, dtype, like.device) for shape, dtype in plan.allocs]
         scratch = [_zeros(extent, dtype, like.device) for extent, dtype in plan.scratch]
+        if flags is None and plan.flags:  # written, never read
+            flags = self._unread_flags.get(like.device)
+            if flags is None:
+                flags = self._unread_flags[like.device] = _zeros(
+                    FLAG_WORDS * len(self.outputs), "i32", like.device)
 
         def resolve(src):
             where, i, part = src
             if where == "value":
                 x = env[i]
                 return x.part(part) if part else x
+            if where == "flag":
+                return flags[FLAG_WORDS * i:FLAG_WORDS * i + 1]
             return new[i] if where == "alloc" else scratch[i]
 
         stream = None
@@ -235,7 +270,8 @@ class Program:
                               [tuple(src) for src in l["buffers"]])
                       for l in plan["launches"]],
             results=[(r["value"], [tuple(src) for src in r["buffers"]])
-                     for r in plan["results"]])
+                     for r in plan["results"]],
+            flags=any(src[0] == "flag" for l in plan["launches"] for src in l["buffers"]))
 
 
 @dataclasses.dataclass
@@ -243,7 +279,7 @@ class _Launch:
     kernel: Kernel
     n: int
     scalars: List[int]  # every scalar argument, in manifest order
-    sources: List[Tuple[str, int, str]]  # per buffer: ("value"|"alloc"|"scratch", index, part)
+    sources: List[Tuple[str, int, str]]  # per buffer: ("value"|"alloc"|"scratch"|"flag", index, part)
 
 
 @dataclasses.dataclass
@@ -254,6 +290,7 @@ class _StepPlan:
     scratch: List[Tuple[int, str]]
     launches: List[_Launch]
     results: List[Tuple[int, List[Tuple[str, int, str]]]]
+    flags: bool = False  # a launch writes a finiteness flag
     runners: List[Any] = dataclasses.field(default_factory=list)
 
 

@@ -32,7 +32,8 @@ GPU_LLVM_FLAGS = ("--nvvm-reflect-add=__CUDA_PREC_SQRT=1",)
 
 # A model program (before granularity resolution) to outlined kernel calls.
 PROGRAM_PASSES = ("-coat-mixed-granularity", "-coat-group-scaling",
-                  "-coat-recompute-activations", "-coat-outline-kernels")
+                  "-coat-recompute-activations",
+                  "-coat-outline-kernels=finite-flags=true")
 
 # compile_file's keyword -> the coat-compile-artifact option that takes it.
 _LOWERING_OPTIONS = {"lower_options": "optimizer", "pointwise_options": "pointwise",

@@ -177,3 +177,22 @@ func.func @writable_two_uses(%x: tensor<16x64xbf16> {coat.writable},
 // expected-error @+1 {{'coat.writable' is an attribute of function arguments, not results}}
 func.func private @writable_on_result(%x: tensor<16x32xbf16>)
     -> (tensor<16x32xbf16> {coat.writable})
+
+// -----
+
+// FP8 codes are not checked (saturating conversions write no infinity).
+// expected-error @+1 {{'coat.finite_flag' result 0 must be an f32, bf16 or f16 tensor, got '!coat.qtensor<16x32xf8E4M3FN, per_tensor, scale = bf16>'}}
+func.func private @finite_flag_qtensor(%x: tensor<16x32xbf16>)
+    -> (!coat.qtensor<16x32xf8E4M3FN, per_tensor, scale = bf16> {coat.finite_flag})
+
+// -----
+
+// expected-error @+1 {{'coat.finite_flag' must be a unit attribute}}
+func.func private @finite_flag_not_unit(%x: tensor<16x32xbf16>)
+    -> (tensor<16x32xbf16> {coat.finite_flag = 1 : i64})
+
+// -----
+
+// expected-error @+1 {{'coat.finite_flag' is an attribute of function results}}
+func.func private @finite_flag_on_argument(%x: tensor<16x32xbf16> {coat.finite_flag})
+    -> tensor<16x32xbf16>

@@ -71,3 +71,12 @@ func.func @writable(%x: tensor<?x128xbf16> {coat.writable}, %c: tensor<?x64xf32>
   %y = coat.rope %x, %c, %s rotated_heads = 1 : tensor<?x128xbf16>, tensor<?x64xf32>, tensor<?x64xf32> -> tensor<?x128xbf16>
   return %y : tensor<?x128xbf16>
 }
+
+// -----
+
+// A kernel spec whose result the program returns: its kernel flags NaN and
+// infinities.
+// CHECK-LABEL: func.func private @finite_flag
+// CHECK-SAME: -> (tensor<?x128xbf16> {coat.finite_flag}, tensor<?x4xf32>)
+func.func private @finite_flag(%x: tensor<?x128xbf16>)
+    -> (tensor<?x128xbf16> {coat.finite_flag}, tensor<?x4xf32>)

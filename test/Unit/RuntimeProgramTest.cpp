@@ -176,6 +176,48 @@ TEST(RuntimeProgram, PlansWorkspacesAndFreeScalarsOncePerCall) {
   EXPECT_HAS(err, "no resident-block count for kernel 'p_k1_norm_grad'");
 }
 
+/// kProgram with `from` replaced by `to`, parsed.
+Manifest parseWith(const std::string &from, const std::string &to) {
+  std::string text = kProgram;
+  size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  text.replace(at, from.size(), to);
+  return parseOk(text);
+}
+
+TEST(RuntimeProgram, FiniteFlagsAreWordsOfTheProgramsOutputs) {
+  // The reduction flags the weight gradient (out1 of the call: value 4,
+  // the program's output 1).
+  const std::string dweight =
+      R"j({"name": "dweight", "kind": "memref", "dtype": "bf16", "extent": "cols", "bind": "out1"},)j";
+  const std::string flag =
+      R"j({"name": "finite_dweight", "kind": "memref", "dtype": "i32", "extent": 1, "bind": "finite(out1)"},)j";
+  Manifest m = parseWith(dweight, dweight + flag);
+  StepPlan plan;
+  std::string err;
+  ASSERT_TRUE(planStep(m, m.programs[0], 1, 5, nullptr, plan, err)) << err;
+  ASSERT_EQ(plan.launches[1].buffers.size(), 3u);
+  expectSource(plan.launches[1].buffers[2], Kind::Flag, 1);
+  EXPECT_TRUE(plan.scratch.size() == 1u && plan.allocs.size() == 2u);
+
+  // Only a result of the call, whole, as an i32 word.
+  auto refused = [&](const std::string &bad) {
+    return parseErr(dweight, dweight + bad);
+  };
+  EXPECT_HAS(refused(R"j({"name": "f", "kind": "memref", "dtype": "i32", "extent": 1, "bind": "finite(in0)"},)j"),
+             "binds 'finite(in0)', not finite(out<i>)");
+  EXPECT_HAS(refused(R"j({"name": "f", "kind": "memref", "dtype": "f32", "extent": 1, "bind": "finite(out1)"},)j"),
+             "is a finiteness flag of dtype f32, not i32");
+  EXPECT_HAS(refused(R"j({"name": "f", "kind": "memref", "dtype": "i32", "extent": 1, "bind": "finite(out7)"},)j"),
+             "binds out7, the call has 2 result(s)");
+
+  // A value the program does not return has no word.
+  const std::string scale =
+      R"j({"name": "scale", "kind": "memref", "dtype": "bf16", "extent": "groups", "bind": "out0.scale"},)j";
+  EXPECT_HAS(parseErr(scale, scale + R"j({"name": "f", "kind": "memref", "dtype": "i32", "extent": 1, "bind": "finite(out0)"},)j"),
+             "flags value 2, which the program does not return");
+}
+
 TEST(RuntimeProgram, RefusesCallsItCannotFollow) {
   const std::string step1 = "programs[0] ('p').steps[1] ('p_k1_norm_grad'): ";
   EXPECT_HAS(parseErr("\"spec\": \"p_k1_norm_grad\"", "\"spec\": \"p_k9\""),

@@ -303,6 +303,59 @@ def test_non_finite_output_is_reported_at_the_step(cpu_cache):
         block(h)
 
 
+def test_kernels_flag_what_the_program_returns(cpu_cache, monkeypatch):
+    """The forward output and the GEMM weight gradients are flagged by the
+    kernels that write them (coat.finite_flag): no torch reduction checks
+    them, and a NaN or an infinity they store is reported by the flag."""
+    from coat.nn import _autograd
+
+    block = make_block(*TINY, 12, "cpu")
+    prog = block.program
+    flagged = {prog.outputs[i][0] for i in prog.flagged}
+    returned = {prog.outputs[i][0] for i in _autograd.returned_outputs(prog)}
+    assert returned <= flagged
+    weights = [v for v, role, _ in prog.inputs if role == "weight"]
+    grads = {g: v for v, phase, g in prog.outputs if phase == "backward" and g is not None}
+    position = {v: i for i, (v, _, _) in enumerate(prog.inputs)}
+    # W_gate, W_up, W_down come out of wgrad GEMMs.
+    assert sum(grads[position[w]] in flagged for w in weights) >= 3
+    checked = []
+    monkeypatch.setattr(_autograd, "_check_finite", lambda x, what, phase: checked.append(what))
+    h = torch.randn(16, TINY[0]).bfloat16().requires_grad_()
+    block(h).backward(torch.randn(16, TINY[0]).bfloat16())
+    assert not any("forward output" in w for w in checked), checked
+    assert len(checked) < sum(p == "backward" for _, p, _ in prog.outputs)
+    with torch.no_grad():
+        h[3, 5] = float("nan")
+    with pytest.raises(cnn.NonFiniteError, match="MLPBlock forward output"):
+        block(h)
+
+
+def test_non_finite_gradient_is_reported_by_its_kernel(cpu_cache):
+    block = make_block(*TINY, 13, "cpu")
+    h = torch.randn(16, TINY[0]).bfloat16().requires_grad_()
+    dy = torch.randn(16, TINY[0]).bfloat16()
+    dy[2, 7] = float("inf")
+    y = block(h)
+    with pytest.raises(cnn.NonFiniteError, match="MLPBlock gradient of input"):
+        y.backward(dy)
+
+
+def test_cuda_non_finite_gradient_is_reported_by_the_step_check():
+    hidden, ffn = cuda_block_or_skip()
+    block = make_block(hidden, ffn, 14, "cuda")
+    cnn.check_finite()
+    h = torch.randn(64, hidden, device="cuda").bfloat16().requires_grad_()
+    dy = torch.randn(64, hidden, device="cuda").bfloat16()
+    dy[7, 9] = float("nan")
+    block(h).backward(dy)
+    with pytest.raises(cnn.NonFiniteError, match="MLPBlock gradient of input"):
+        cnn.check_finite()
+    cnn.check_finite()  # the flags were consumed
+    block(h).backward(torch.randn_like(dy))
+    cnn.check_finite()  # a finite step leaves them clear
+
+
 def test_missing_kernels_name_the_command(monkeypatch, tmp_path):
     monkeypatch.setenv("COAT_KERNEL_CACHE", str(tmp_path))
     monkeypatch.setenv("COAT_KERNELS", str(tmp_path))

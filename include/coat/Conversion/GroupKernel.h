@@ -91,6 +91,19 @@ Value loadScalarF32(ImplicitLocOpBuilder &b, Value buffer, Type logical,
 void storeScalarF32(OpBuilder &b, Location loc, Value buffer, Type logical,
                     Value v, Value idx);
 
+/// Finiteness flags (`coat.finite_flag`): i1, whether any of `xs` is
+/// stored as a NaN or an infinity once rounded to `stored` (f32, bf16,
+/// f16), i.e. is NaN or at least the least magnitude that rounds to
+/// infinity there. Values whose entry in `valid` (i1s, one per value; empty:
+/// all valid) is false are not stored and do not count.
+Value storesNonFinite(F32Emitter &f, ArrayRef<Value> xs, Type stored,
+                      ArrayRef<Value> valid = {});
+/// Writes 1 to flag[0] where `bad` holds. Every writer writes the same
+/// value, so plain stores suffice; a finite kernel never writes the flag.
+void raiseFiniteFlag(ImplicitLocOpBuilder &b, Value bad, Value flag);
+/// The ABI argument holding the flag of the output argument `out`.
+std::string finiteFlagArgName(StringRef out);
+
 /// `max |x|` over the values of the lane's group (NaN is skipped, as fmax
 /// does; an all-NaN group gives 0); every lane receives it.
 Value groupMaxAbs(F32Emitter &f, const GroupLane &lane, ArrayRef<Value> xs);

@@ -73,6 +73,16 @@ def Coat_Dialect : Dialect {
       return %y : tensor<?x3072xbf16>
     }
     ```
+
+    `coat.finite_flag` (unit, an f32/bf16/f16 tensor result of a kernel-spec
+    function) says that the program returns the value (a forward output or a
+    gradient), so the kernel that writes it also writes a finiteness flag:
+    an `i32` argument `finite_<name>` bound to `finite(out<i>)`, set to a
+    non-zero value by any thread that stores a NaN or an infinity (the
+    stored, rounded value) and left alone otherwise. The caller zeroes the
+    flags and reads them once a step. `coat-outline-kernels{finite-flags}`
+    sets it; a lowering that has no such epilogue leaves the result
+    unflagged (the manifest then binds no flag to it).
   }];
   let hasRegionArgAttrVerify = 1;
   let hasRegionResultAttrVerify = 1;

@@ -58,6 +58,9 @@ inline constexpr llvm::StringLiteral kGradOfAttr = "coat.grad_of";
 /// On an argument of a kernel-spec function: the caller reads the value no
 /// more after the call, so the kernel may write into its buffer.
 inline constexpr llvm::StringLiteral kWritableAttr = "coat.writable";
+/// On a float tensor result of a kernel-spec function: the program returns
+/// it, so the kernel that writes it also writes a finiteness flag for it.
+inline constexpr llvm::StringLiteral kFiniteFlagAttr = "coat.finite_flag";
 /// Marks an op (or the kernel call outlined from it) that recomputes a
 /// forward value for the backward: it runs in the backward although none of
 /// its operands depends on a gradient (coat-recompute-activations).

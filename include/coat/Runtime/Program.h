@@ -47,10 +47,11 @@ struct Binding {
     Buffer,  ///< one buffer under one or more value names
     Scratch, ///< a zeroed workspace, one per argument name and call
     Extent,  ///< a scalar computed from the call's shapes
-    Free     ///< a scalar the executor picks (a norm backward's partials)
+    Free,    ///< a scalar the executor picks (a norm backward's partials)
+    Flag     ///< `finite(out<i>)`: the finiteness flag of a returned value
   };
   Kind kind = Kind::Buffer;
-  std::vector<ValueRef> names; ///< Buffer
+  std::vector<ValueRef> names; ///< Buffer; Flag: the one flagged result
   ExtentExpr extent;           ///< Extent
 };
 
@@ -101,9 +102,12 @@ struct Program {
 
 /// Where a plan takes one buffer from.
 struct BufferSource {
-  enum class Kind { Value, Alloc, Scratch };
+  enum class Kind { Value, Alloc, Scratch, Flag };
   Kind kind = Kind::Value;
-  int64_t index = 0; ///< value id, or index into allocs / scratch
+  /// Value: value id; Alloc, Scratch: index into allocs / scratch; Flag:
+  /// the flagged value's index in the program's outputs (the executor's
+  /// flag words are one i32 per output).
+  int64_t index = 0;
   ValueRef::Part part = ValueRef::Part::Whole; ///< Value only
 };
 

@@ -202,6 +202,10 @@ def CoatOutlineKernels : Pass<"coat-outline-kernels", "::mlir::ModuleOp"> {
     Option<"dropPrograms", "drop-programs", "bool", /*default=*/"false",
            "Erase the programs after outlining, leaving only the kernel specs "
            "(for compiling them)">,
+    Option<"finiteFlags", "finite-flags", "bool", /*default=*/"false",
+           "Mark each float tensor a program returns (forward outputs, "
+           "gradients) `coat.finite_flag` on the kernel spec that writes it, "
+           "so its kernel flags NaN and infinities in its epilogue">,
   ];
   let dependentDialects = ["::mlir::coat::CoatDialect",
                            "::mlir::arith::ArithDialect",

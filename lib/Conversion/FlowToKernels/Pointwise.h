@@ -125,6 +125,7 @@ struct KernelOutput {
   Type scaleType;
   unsigned mathIndex = 0;
   SmallVector<std::string> absmaxArgs; ///< epilogue maxima of this result
+  std::string finiteFlagArg; ///< its finiteness flag; "" when not flagged
 };
 
 struct PointwiseSpec {
@@ -145,11 +146,18 @@ struct PointwiseSpec {
       return !o.absmaxArgs.empty();
     });
   }
+  bool hasFiniteFlags() const {
+    return llvm::any_of(outputs, [](const KernelOutput &o) {
+      return !o.finiteFlagArg.empty();
+    });
+  }
   /// The heads a rotary kernel's lanes visit: all of them, but only the
-  /// rotated ones when it writes in place and no maxima need the others.
+  /// rotated ones when it writes in place and neither maxima nor a
+  /// finiteness flag need the others.
   int64_t visitedHeads() const {
     const RotaryHeads &r = *info.rotary;
-    return inPlace && !hasMaxima() ? r.rotatedHeads : r.heads;
+    return inPlace && !hasMaxima() && !hasFiniteFlags() ? r.rotatedHeads
+                                                        : r.heads;
   }
 };
 

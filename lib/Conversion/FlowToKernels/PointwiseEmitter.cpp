@@ -188,6 +188,16 @@ private:
         rotaryAccess(part.firstElement, e, storeValid)
             .storeF32(values, ys[h], out.type, align);
       }
+      if (!out.finiteFlagArg.empty()) {
+        // The heads an in-place kernel leaves as they are count too: they
+        // are part of the result.
+        SmallVector<Value> all(ys[0]), valid;
+        all.append(ys[1]);
+        if (lane.valid)
+          valid.assign(all.size(), lane.valid);
+        raiseFiniteFlag(b, storesNonFinite(f, all, out.type, valid),
+                        arg(out.finiteFlagArg));
+      }
       if (out.absmaxArgs.empty())
         continue;
       // Each run lies in one group; its lanes combine the maxima.
@@ -298,6 +308,16 @@ private:
         continue;
       }
       acc.storeF32(values, ys, out.type, alignment(lane, values));
+      if (!out.finiteFlagArg.empty()) {
+        SmallVector<Value> stored; // a tail lane stores its first elements
+        if (tail)
+          for (int64_t i = 0; i < e; ++i)
+            stored.push_back(arith::CmpIOp::create(
+                b, arith::CmpIPredicate::ult,
+                arith::AddIOp::create(b, lane.firstElement, idx(i)), nIndex));
+        raiseFiniteFlag(b, storesNonFinite(f, ys, out.type, stored),
+                        arg(out.finiteFlagArg));
+      }
       if (out.absmaxArgs.empty())
         continue;
       // The maxima are of the stored (rounded) values, which the quantize

@@ -220,6 +220,15 @@ FailureOr<PointwiseSpec> PointwiseLowering::analyze(func::FuncOp fn) const {
     k.absmaxArgs.push_back(name);
     add(name, Float32Type::get(ctx), "groups", {refs.ref(a.getResult())});
   }
+  // Finiteness flags of the high-precision results the program returns
+  // (the spec returns the op's results first, in order).
+  Type i32 = IntegerType::get(ctx, 32);
+  for (auto [i, k, res] : llvm::enumerate(spec.outputs, info->results)) {
+    if (k.fp8 || !fn.getResultAttr(i, kFiniteFlagAttr))
+      continue;
+    k.finiteFlagArg = finiteFlagArgName(k.name);
+    add(k.finiteFlagArg, i32, "1", {"finite(" + refs.ref(res.value) + ")"});
+  }
   Type i64 = IntegerType::get(ctx, 64);
   Value matrix = info->operands.front().value;
   spec.abi.push_back({"rows", i64, "i64", "", {refs.rows(matrix)}});

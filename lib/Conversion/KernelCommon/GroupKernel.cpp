@@ -1,6 +1,7 @@
 //===- GroupKernel.cpp - shared scaffolding of grouped kernels ------------===//
 
 #include "coat/Conversion/GroupKernel.h"
+#include "coat/Conversion/EmitHelpers.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -8,6 +9,8 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include "llvm/ADT/bit.h"
 
 #include <limits>
 
@@ -154,6 +157,42 @@ void mlir::coat::storeScalarF32(OpBuilder &b, Location loc, Value buffer,
     v = arith::BitcastOp::create(b, loc, laneStorageType(logical), v);
   }
   memref::StoreOp::create(b, loc, v, buffer, ValueRange{idx});
+}
+
+Value mlir::coat::storesNonFinite(F32Emitter &f, ArrayRef<Value> xs,
+                                  Type stored, ArrayRef<Value> valid) {
+  ImplicitLocOpBuilder &b = f.b;
+  // The least |x| that rounds (to nearest even) to infinity: half an ulp
+  // above the largest finite value, a tie that rounds up (its last bit is
+  // odd). NaN compares unordered, so `uge` holds for it too.
+  double overflow = std::numeric_limits<float>::infinity();
+  if (stored.isBF16())
+    overflow = llvm::bit_cast<float>(uint32_t{0x7F7F8000});
+  else if (stored.isF16())
+    overflow = 65520.0;
+  Value limit = f.c(overflow);
+  Value any;
+  for (auto [i, x] : llvm::enumerate(xs)) {
+    Value bad = arith::CmpFOp::create(b, arith::CmpFPredicate::UGE, f.abs(x),
+                                      limit);
+    if (!valid.empty())
+      bad = arith::AndIOp::create(b, bad, valid[i]);
+    any = any ? arith::OrIOp::create(b, any, bad).getResult() : bad;
+  }
+  return any ? any : arith::ConstantIntOp::create(b, 0, 1).getResult();
+}
+
+void mlir::coat::raiseFiniteFlag(ImplicitLocOpBuilder &b, Value bad,
+                                 Value flag) {
+  emitIfThen(b, bad, [&] {
+    memref::StoreOp::create(
+        b, arith::ConstantIntOp::create(b, 1, 32).getResult(), flag,
+        ValueRange{arith::ConstantIndexOp::create(b, 0).getResult()});
+  });
+}
+
+std::string mlir::coat::finiteFlagArgName(StringRef out) {
+  return ("finite_" + out).str();
 }
 
 Value mlir::coat::groupMaxAbs(F32Emitter &f, const GroupLane &lane,

@@ -87,6 +87,9 @@ struct GemmProblem {
   /// applied to each 128-wide K slice's partial product before it is added
   /// to the f32 accumulator.
   bool blockScaled = false;
+  /// The result is `coat.finite_flag`: the epilogue flags NaN and infinities
+  /// (bf16/f32 results only) in the `finite_out` argument.
+  bool finiteFlag = false;
 };
 
 constexpr int64_t kTileK = 128; // 128 FP8 bytes: the 128B swizzle span

@@ -27,13 +27,15 @@ namespace {
 /// absent one, such as `bias` without a bias, is null).
 struct TwinArgs {
   Value a, b, out, outScale, aScale, bScale, bias, m, n, k, kBlocks;
+  Value finiteFlag;
 
   explicit TwinArgs(const KernelArgs &args)
       : a(args.lookup("a")), b(args.lookup("b")), out(args.lookup("out")),
         outScale(args.lookup("out_scale")), aScale(args.lookup("a_scale")),
         bScale(args.lookup("b_scale")), bias(args.lookup("bias")),
         m(args.lookup("m")), n(args.lookup("n")), k(args.lookup("k")),
-        kBlocks(args.lookup("k_blocks")) {}
+        kBlocks(args.lookup("k_blocks")),
+        finiteFlag(args.lookup(finiteFlagArgName("out"))) {}
 };
 
 class GemmTwinBuilder {
@@ -78,6 +80,9 @@ public:
             store(args.out, elem, vals[e],
                            add(mul(row, N), cols[e]));
           });
+        if (p.finiteFlag)
+          raiseFiniteFlag(b, storesNonFinite(f, vals, elem, inside),
+                          args.finiteFlag);
       });
     });
   }

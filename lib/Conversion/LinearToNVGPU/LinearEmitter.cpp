@@ -71,6 +71,7 @@ private:
 
   // Kernel arguments.
   Value tensorMapA, tensorMapB, out, outScale, aScale, bScale, bias;
+  Value finiteFlag; ///< null unless the problem asks for it
   Value M, N, K;
   Value nBlocks, kBlocks; ///< block-scaled: scale matrix extents
   // Per-thread values.
@@ -177,6 +178,9 @@ private:
   /// (m0, n0).
   void emitEpilogue(ArrayRef<Value> accs, Value m0, Value n0, Value consumer);
   Value scaled(Value acc, Value scale, Value col, Value colIn);
+  /// Sets the finiteness flag where a value of the fragment (as stored)
+  /// is NaN or infinite.
+  void flagNonFinite(ArrayRef<Value> accs, Value scale, Value n0);
   void storeRows(ArrayRef<Value> accs, Value scale, Value rowBase, Value n0,
                  bool checked);
   /// A thread's share of 1x16 output group `grp` in row half `h` of m-block
@@ -406,6 +410,8 @@ void GemmKernelBuilder::build() {
   aScale = args.lookup("a_scale");
   bScale = args.lookup("b_scale");
   bias = args.lookup("bias");
+  if (p.finiteFlag)
+    finiteFlag = args.lookup(finiteFlagArgName("out"));
   M = toIdx(args.lookup("m"));
   N = toIdx(args.lookup("n"));
   K = toIdx(args.lookup("k"));
@@ -660,6 +666,8 @@ void GemmKernelBuilder::emitEpilogue(ArrayRef<Value> accs, Value m0, Value n0,
                 b, loadScalarF32(b, aScale, p.lhsScale, cIdx(0)),
                 loadScalarF32(b, bScale, p.rhsScale, cIdx(0))));
   Value rowBase = add(add(m0, mul(consumer, cIdx(g.mPerWarpgroup()))), rowInBlock);
+  if (finiteFlag)
+    flagNonFinite(accs, scale, n0);
   if (g.stagesEpilogue())
     return storeStaged(accs, scale, m0, n0, consumer);
   if (p.out == OutputKind::Fp8Groups)
@@ -681,6 +689,24 @@ void GemmKernelBuilder::emitEpilogue(ArrayRef<Value> accs, Value m0, Value n0,
         storeRows(accs, scale, rowBase, n0, /*checked=*/true);
         scf::YieldOp::create(b);
       });
+}
+
+void GemmKernelBuilder::flagNonFinite(ArrayRef<Value> accs, Value scale,
+                                      Value n0) {
+  // Every value of the fragment counts, stored or not: rows and columns
+  // past the edge accumulate TMA's zero fill, so they are finite unless a
+  // non-finite operand or bias element makes stored ones non-finite too.
+  F32Emitter f{b};
+  SmallVector<Value> values;
+  for (int64_t i = 0; i < g.mBlocks(); ++i)
+    for (int64_t e = 0; e < g.tileN / 2; ++e) {
+      // Fragment element e: n8 chunk e / 4, column (e % 2) of the pair.
+      Value col = add(add(n0, cIdx(8 * (e / 4) + e % 2)), colInChunk);
+      values.push_back(
+          scaled(LLVM::ExtractValueOp::create(b, accs[i], e), scale, col, col));
+    }
+  Type stored = p.out == OutputKind::F32 ? Type(b.getF32Type()) : b.getBF16Type();
+  raiseFiniteFlag(b, storesNonFinite(f, values, stored), finiteFlag);
 }
 
 void GemmKernelBuilder::storeRows(ArrayRef<Value> accs, Value scale, Value rowBase,

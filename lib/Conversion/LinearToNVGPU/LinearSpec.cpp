@@ -131,6 +131,16 @@ SmallVector<GemmParam> gemmParams(func::FuncOp fn, LinearOp op,
   if (p.biasElem)
     memref("bias", p.biasElem, manifestDtype(p.biasElem), str("n"),
            op.getBias());
+  if (p.finiteFlag) {
+    std::string name = finiteFlagArgName("out");
+    params.push_back(
+        {name, dynMemref(b.getI32Type()),
+         b.getDictionaryAttr(
+             {named("name", str(name)), named("kind", str("memref")),
+              named("dtype", str("i32")), named("extent", b.getI64IntegerAttr(1)),
+              named("bind", b.getArrayAttr(
+                                {str("finite(" + refs.ref(out) + ")")}))})});
+  }
   // Both operands are K-major: a is M x K, b is N x K.
   scalar("m", refs.rows(lhs));
   scalar("n", refs.rows(rhs));
@@ -353,6 +363,8 @@ FailureOr<LinearPlan> LinearLowering::analyzeLinear(func::FuncOp fn,
   FailureOr<GemmProblem> problem = analyzeProblem(op);
   if (failed(problem))
     return failure();
+  problem->finiteFlag = problem->out != OutputKind::Fp8Groups &&
+                        fn.getResultAttr(0, kFiniteFlagAttr);
   if (onGpu() && failed(checkStaticK(op)))
     return failure();
   GemmShape shape = options;

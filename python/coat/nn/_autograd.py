@@ -7,7 +7,8 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
-from ..executor import Program, ProgramError, QTensor
+from ..executor import FLAG_WORDS, Program, ProgramError, QTensor
+from . import finite
 from .finite import check as _check_finite
 
 def forward_inputs(program: Program) -> List[int]:
@@ -22,16 +23,49 @@ def returned_outputs(program: Program) -> List[int]:
             if phase == "forward" and program.values[v].kind == "tensor"]
 
 
+def _output_names(program: Program, module_name: str) -> List[str]:
+    """How errors name each output of ``program`` called by ``module_name``."""
+    names = []
+    for vid, phase, grad_of in program.outputs:
+        t = program.values[vid]
+        what = "forward output" if phase == "forward" else f"gradient of input {grad_of}"
+        names.append(f"{module_name} {what} ({program._shape_str(t.shape)} {t.dtype})")
+    return names
+
+
+def _flag_words(program: Program, module_name: str, phase: str, device):
+    """The finiteness words this call's kernels write (one per output), or
+    None when checks are off or no kernel of the program flags anything. On
+    the GPU they are the call site's words of the step's flags; on the CPU
+    fresh ones, read right after the call."""
+    if not finite.ENABLED or not program.flagged:
+        return None
+    if device.type != "cuda":
+        return torch.zeros(FLAG_WORDS * len(program.outputs), dtype=torch.int32)
+    finite.begin(phase)
+    return finite.flags_for(device).words((module_name, program.name),
+                                          _output_names(program, module_name))
+
+
+def _read_cpu_words(program: Program, module_name: str, words) -> None:
+    if words is not None and words.device.type != "cuda":
+        finite.raise_flagged(words, _output_names(program, module_name))
+
+
 def run_forward(program: Program, module_name: str, inputs):
     """The forward calls on ``inputs``: (returned tensors, the values the plan
     saves for the backward by id, the token count)."""
     env = dict(zip(forward_inputs(program), inputs))
     program.check_inputs(env)
     tokens = program.tokens_of(env)
-    program.run(env, "forward", tokens, drop_dead=True)
-    outs = [env[program.outputs[i][0]] for i in returned_outputs(program)]
-    for o in outs:
-        _check_finite(o, f"{module_name} forward output", "forward")
+    words = _flag_words(program, module_name, "forward", inputs[0].device)
+    program.run(env, "forward", tokens, drop_dead=True, flags=words)
+    returned = returned_outputs(program)
+    outs = [env[program.outputs[i][0]] for i in returned]
+    _read_cpu_words(program, module_name, words)
+    for i, o in zip(returned, outs):
+        if i not in program.flagged:  # its kernel writes no flag
+            _check_finite(o, f"{module_name} forward output", "forward")
     # Only what the launch plan saves survives the forward.
     return outs, {v: env[v] for v in program.saved}, tokens
 
@@ -56,15 +90,18 @@ def run_backward(program: Program, module_name: str, kept: Dict[int, Any], grads
                             device=device)
         env[vid] = g.to(torch.bfloat16).contiguous()
     kept.clear()
-    program.run(env, "backward", tokens, drop_dead=True)
+    words = _flag_words(program, module_name, "backward", device)
+    program.run(env, "backward", tokens, drop_dead=True, flags=words)
+    _read_cpu_words(program, module_name, words)
     position = {v: i for i, v in enumerate(forward_inputs(program))}
     out: List[Optional[torch.Tensor]] = [None] * len(position)
-    for vid, phase, grad_of in program.outputs:
+    for i, (vid, phase, grad_of) in enumerate(program.outputs):
         if phase == "backward" and grad_of is not None:
             x = env[vid]
             if isinstance(x, QTensor):
                 continue
-            _check_finite(x, f"{module_name} gradient of input {grad_of}", "backward")
+            if i not in program.flagged:  # its kernel writes no flag
+                _check_finite(x, f"{module_name} gradient of input {grad_of}", "backward")
             out[position[program.inputs[grad_of][0]]] = x
     return out
 
