@@ -82,7 +82,12 @@ def hp_values(a, dtype):
 
 
 def empty(shape, dtype, device):
-    """An output buffer filled with garbage (NaN, or code 0x55)."""
+    """An output buffer filled with garbage (NaN, or code 0x55); a
+    finiteness flag (i32) zeroed, as callers must give it."""
+    if dtype == "i32":
+        if device == "cuda":
+            return torch.zeros(shape, dtype=torch.int32, device="cuda")
+        return np.zeros(shape, np.int32)
     if device == "cuda":
         t = {"f32": torch.float32, "bf16": torch.bfloat16}.get(dtype)
         if t is None:
@@ -123,3 +128,22 @@ def assert_values_equal(got, want, what):
 def sync(device):
     if device == "cuda":
         torch.cuda.synchronize()
+
+
+def flag_buffers(kernel, device):
+    """A zeroed finiteness flag (coat.finite_flag: an i32 word, 16-byte
+    aligned) for each `finite_<result>` argument the kernel has."""
+    names = [a.name for a in kernel.spec.memrefs if a.name.startswith("finite_")]
+    if device == "cuda":
+        return {n: torch.zeros(4, dtype=torch.int32, device="cuda")[:1] for n in names}
+    return {n: np.zeros(4, np.int32)[:1] for n in names}
+
+
+def assert_flags(flags, stored):
+    """Each flag is set exactly where its result (name -> the stored values
+    as f32) holds a NaN or an infinity."""
+    for name, flag in flags.items():
+        got = int(np.asarray(flag.cpu() if hasattr(flag, "cpu") else flag)[0])
+        values = np.asarray(stored[name[len("finite_"):]], np.float32)
+        want = not np.isfinite(values).all()
+        assert bool(got) == want, f"{name} = {got}, the result {'holds' if want else 'has no'} NaN/Inf"

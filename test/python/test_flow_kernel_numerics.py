@@ -46,8 +46,8 @@ if not ref.is_available():
     pytest.skip("libcoat_reference.so is not built", allow_module_level=True)
 
 from kernel_io import (compiled_kernels, CASES, DEVICES, NAN_MASK, activation,  # noqa: E402
-                       assert_codes_equal, assert_values_equal, codes_of, empty,
-                       hp_array, hp_values, sync, torch)
+                       assert_codes_equal, assert_flags, assert_values_equal, codes_of,
+                       empty, flag_buffers, hp_array, hp_values, sync, torch)
 
 # f32 math of each op on the dequantized operands -> the values of each result
 # (a quantized copy of a result has the same values).
@@ -157,8 +157,12 @@ def check(kernel, device, shape, case, seed):
     maxima = [a for a in args if a.endswith("_absmax")]
     for name in maxima:
         outputs[name] = empty((rows * cols // G,), "f32", device)
-    kernel.launch(**launch, **outputs, rows=rows, cols=cols)
+    flags = flag_buffers(kernel, device)
+    kernel.launch(**launch, **outputs, **flags, rows=rows, cols=cols)
     sync(device)
+    assert_flags(flags, {name[len("finite_"):]: hp_values(outputs[name[len("finite_"):]],
+                                                          args[name[len("finite_"):]].dtype)
+                         for name in flags})
 
     tolerant = op in SPECIAL_FUNCTIONS and (device == "cuda"
                                             or cfg.get("math", "exact") == "fast")

@@ -118,11 +118,19 @@ def launch_out(kern, out, **args):
     other N the runtime must refuse the launch with that reason, and the
     case is skipped once that is checked."""
     tma = any(a.name == "out" and a.kind == "tensormap" for a in kern.spec.args)
+    # A GEMM whose result a program returns flags NaN/Inf it stores.
+    flag = None
+    if any(a.name == "finite_out" for a in kern.spec.args):
+        flag = args["finite_out"] = torch.zeros(4, dtype=torch.int32, device=out.device)[:1]
     if tma and out.shape[-1] * out.element_size() % 16:
         with pytest.raises(Exception, match=r"not a multiple of 16 \(TMA\)"):
             kern.launch(out=out, **args)
         pytest.skip(f"{tag(kern)}: a TMA-stored out refuses N = {out.shape[-1]} (checked)")
     kern.launch(out=out, **args)
+    if flag is not None:
+        torch.cuda.synchronize()
+        assert bool(flag.item()) == (not torch.isfinite(out).all().item()), \
+            f"{tag(kern)}: finiteness flag {flag.item()}"
 
 
 def launch(kern, a8, b8, sa, sb, bias=None, out=None):

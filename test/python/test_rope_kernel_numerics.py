@@ -22,7 +22,8 @@ import numpy as np
 import pytest
 
 from coat import reference as ref
-from kernel_io import DEVICES, compiled_kernels, empty, hp_array, hp_values, sync  # noqa: E402
+from kernel_io import (DEVICES, assert_flags, compiled_kernels, empty, flag_buffers,  # noqa: E402
+                       hp_array, hp_values, sync)
 
 if not ref.is_available():
     pytest.skip("libcoat_reference.so is not built", allow_module_level=True)
@@ -109,8 +110,10 @@ def check(kernel, device, rows, case, seed):
     G = cfg.get("group_size", 0)
     for name in maxima:
         launch[name] = empty((rows * cols // G,), "f32", device)
-    kernel.launch(**launch, rows=rows, cols=cols)
+    flags = flag_buffers(kernel, device)
+    kernel.launch(**launch, **flags, rows=rows, cols=cols)
     sync(device)
+    assert_flags(flags, {y_name: hp_values(launch[y_name], args[y_name].dtype)})
 
     fn = ref.rope_fwd if kernel.spec.op == "rope" else ref.rope_bwd
     with np.errstate(invalid="ignore", over="ignore"):
