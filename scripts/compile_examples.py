@@ -44,10 +44,13 @@ MODEL_BLOCKS = [*programs.decoder_layer_configs(hidden=1024, ffn=2816, heads=16,
                 programs.NormConfig(1024, "layernorm", bias=True),
                 # 8192 columns: its backward takes the column sums separately.
                 programs.NormConfig(8192, "layernorm", bias=True),
-                # Biased projections (Qwen2's q/k/v; GPT-NeoX/GPT-2 MLPs),
-                # small: the GPU program tests run them.
+                # Biased projections (Qwen2's q/k/v; GPT-NeoX/GPT-2 MLPs;
+                # GPT-NeoX's LayerNorm + q/k/v and its parallel residual's
+                # MLP), small: the GPU program tests run them.
                 programs.NormLinearConfig(64, 192, bias=True),
-                programs.GeluMLPConfig(64, 160, bias=True)]
+                programs.GeluMLPConfig(64, 160, bias=True),
+                programs.NormLinearConfig(64, 192, bias=True, norm="layernorm"),
+                programs.GeluMLPConfig(64, 160, bias=True, residual="separate")]
 _REMARK = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+):\d+: remark: (?P<text>.*)$")
 _NAME = re.compile(r"(%[\w.$-]+)\s*=\s*coat\.quantize_auto")
 

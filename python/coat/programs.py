@@ -85,9 +85,12 @@ class MLPBlockConfig:
 
 @dataclass(frozen=True)
 class NormLinearConfig:
-    """RMSNorm then one projection: an attention block's input side, with
-    q, k and v as one GEMM over their stacked weights (``out`` rows).
-    ``bias``: the projection adds a bias (Qwen2's q/k/v biases).
+    """RMSNorm (``norm="rmsnorm"``, weight) or LayerNorm (``norm="layernorm"``,
+    weight and bias) then one projection: an attention block's input side,
+    with q, k and v as one GEMM over their stacked weights (``out`` rows; the
+    GEMM does not care how q, k and v rows are ordered, so GPT-NeoX's fused
+    per-head weight is taken as it is). ``bias``: the projection adds a bias
+    (Qwen2's and GPT-NeoX's q/k/v biases).
 
     With ``rope_head_dim`` d (and ``rope_heads``, the q and k heads: heads +
     kv_heads) the program also applies the rotary embedding to the first
@@ -104,6 +107,7 @@ class NormLinearConfig:
     bias: bool = False
     rope_head_dim: int = 0
     rope_heads: int = 0
+    norm: str = "rmsnorm"
 
     @property
     def rope(self) -> bool:
@@ -111,6 +115,8 @@ class NormLinearConfig:
 
     def check(self) -> None:
         _check_features("NormLinearConfig", self.group_size, hidden=self.hidden, out=self.out)
+        if self.norm not in ("rmsnorm", "layernorm"):
+            raise ValueError(f"NormLinearConfig: norm {self.norm!r} is not rmsnorm or layernorm")
         if not self.rope:
             return
         d, n = self.rope_head_dim, self.rope_heads
@@ -129,17 +135,43 @@ class NormLinearConfig:
     @property
     def name(self) -> str:
         rope = f"_rope{self.rope_heads}x{self.rope_head_dim}" if self.rope else ""
-        return f"coat_norm_linear_h{self.hidden}_o{self.out}{'_b' if self.bias else ''}{rope}"
+        # RMSNorm keeps the names programs had before LayerNorm was possible.
+        norm = "_ln" if self.norm == "layernorm" else ""
+        return (f"coat_norm_linear{norm}_h{self.hidden}_o{self.out}"
+                f"{'_b' if self.bias else ''}{rope}")
 
     def text(self) -> str:
-        """Arguments: the stream h, the norm weight, W (out x hidden), with
-        ``bias`` the bias (out), with RoPE the tables cos and sin ([tokens,
-        rope_head_dim] f32: one row per token, no gradient), then the
-        gradient of the (rotated) projection. Results: the projection
-        (forward; q and k rotated with RoPE), the gradient of h through the
-        norm, the two weight gradients and the bias gradient."""
+        """Arguments: the stream h, the norm weight (and with LayerNorm its
+        bias), W (out x hidden), with ``bias`` the bias (out), with RoPE the
+        tables cos and sin ([tokens, rope_head_dim] f32: one row per token,
+        no gradient), then the gradient of the (rotated) projection.
+        Results: the projection (forward; q and k rotated with RoPE), the
+        gradient of h through the norm, the norm's weight (and bias)
+        gradients, W's and the bias's gradients."""
         self.check()
         T, H, O = TOKENS, self.hidden, self.out
+        f32 = _t(T, dtype="f32")
+        if self.norm == "layernorm":
+            norm_arg = f"\n    %b_norm: {_t(H)} {{coat.weight}},"
+            norm_result = f"\n        {_t(H)} {{coat.grad_of = 2 : i64}},"
+            norm = f"""\
+  %ln, %mean, %rstd, %ln_t = coat.layernorm %h_q weight %w_norm bias %b_norm eps = {self.eps:e}
+      : {_u(T, H)}, {_t(H)}, {_t(H)} -> {_q(T, H)}, {f32}, {f32}, {_q(H, T)}"""
+            norm_grad = f"""\
+  %dh, %dw_norm, %db_norm = coat.layernorm_grad %h_q, %mean, %rstd, %dln weight %w_norm
+      : {_u(T, H)}, {f32}, {f32}, {_t(T, H)}, {_t(H)} -> {_t(T, H)}, {_t(H)}, {_t(H)}"""
+            norm_grads, norm_types = "%dw_norm, %db_norm", f"{_t(H)}, {_t(H)}"
+        else:
+            norm_arg = norm_result = ""
+            norm = f"""\
+  %ln, %rstd, %ln_t = coat.rmsnorm %h_q, %w_norm eps = {self.eps:e}
+      : {_u(T, H)}, {_t(H)} -> {_q(T, H)}, {f32}, {_q(H, T)}"""
+            norm_grad = f"""\
+  %dh, %dw_norm = coat.rmsnorm_grad %h_q, %w_norm, %rstd, %dln
+      : {_u(T, H)}, {_t(H)}, {f32}, {_t(T, H)} -> {_t(T, H)}, {_t(H)}"""
+            norm_grads, norm_types = "%dw_norm", _t(H)
+        # W and its bias come after the norm's arguments.
+        w_at = 3 if self.norm == "layernorm" else 2
         tables = rotate = rotate_back = ""
         y, dy = "%y", "%dy"
         if self.rope:
@@ -156,18 +188,17 @@ class NormLinearConfig:
             y, dy = "%y_rot", "%dy_unrot"
         # The bias is added before the rotation: its gradient is of the
         # unrotated output.
-        b = _Bias(self.bias, "%b", dy, T, O, grad_of=3)
+        b = _Bias(self.bias, "%b", dy, T, O, grad_of=w_at + 1)
         return f"""\
 func.func @{self.name}(
     %h: {_t(T, H)},
-    %w_norm: {_t(H)} {{coat.weight}},
+    %w_norm: {_t(H)} {{coat.weight}},{norm_arg}
     %w: {_t(O, H)} {{coat.weight}},{b.arg}{tables}
     %dy: {_t(T, O)} {{coat.gradient, coat.grad_of = 0 : i64}})
     -> ({_t(T, O)}, {_t(T, H)} {{coat.grad_of = 0 : i64}},
-        {_t(H)} {{coat.grad_of = 1 : i64}}, {_t(O, H)} {{coat.grad_of = 2 : i64}}{b.result}) {{
+        {_t(H)} {{coat.grad_of = 1 : i64}},{norm_result} {_t(O, H)} {{coat.grad_of = {w_at} : i64}}{b.result}) {{
   %h_q = coat.quantize_auto %h : {_t(T, H)} -> {_u(T, H)}
-  %ln, %rstd, %ln_t = coat.rmsnorm %h_q, %w_norm eps = {self.eps:e}
-      : {_u(T, H)}, {_t(H)} -> {_q(T, H)}, {_t(T, dtype="f32")}, {_q(H, T)}
+{norm}
   %w_q = coat.quantize_auto %w : {_t(O, H)} -> {_u(O, H)}
   %y = coat.linear forward %ln, %w_q{b.operand} : {_q(T, H)}, {_u(O, H)}{b.type} -> {_t(T, O)}{rotate}
 {rotate_back}
@@ -176,9 +207,8 @@ func.func @{self.name}(
   %w_t = coat.transpose %w_q : {_u(O, H)} -> {_u(H, O)}
   %dln = coat.linear dgrad %dy_q, %w_t : {_u(T, O)}, {_u(H, O)} -> {_t(T, H)}
   %dw = coat.linear wgrad %dy_t, %ln_t : {_u(O, T)}, {_q(H, T)} -> {_t(O, H)}{b.grad}
-  %dh, %dw_norm = coat.rmsnorm_grad %h_q, %w_norm, %rstd, %dln
-      : {_u(T, H)}, {_t(H)}, {_t(T, dtype="f32")}, {_t(T, H)} -> {_t(T, H)}, {_t(H)}
-  return {y}, %dh, %dw_norm, %dw{b.returned} : {_t(T, O)}, {_t(T, H)}, {_t(H)}, {_t(O, H)}{b.type}
+{norm_grad}
+  return {y}, %dh, {norm_grads}, %dw{b.returned} : {_t(T, O)}, {_t(T, H)}, {norm_types}, {_t(O, H)}{b.type}
 }}
 """
 
@@ -334,7 +364,13 @@ class GeluMLPConfig:
     the down projection, residual add; with ``bias`` both projections add a
     bias. The up projection's output is quantized 1x16 in its GEMM's
     epilogue, after the bias (the GELU reads it), and the GELU writes the
-    per-tensor copy the down projection reads (COAT.md §3.5)."""
+    per-tensor copy the down projection reads (COAT.md §3.5).
+
+    ``residual="input"``: the MLP's input h is the stream its output is
+    added to (``h + mlp(norm(h))``). ``residual="separate"``: the stream h
+    and the norm's input x are two arguments (``h + mlp(norm(x))``), as in
+    GPT-NeoX's parallel residual, where x is the layer's input and h = x +
+    attention(x); each gets its own gradient."""
 
     hidden: int
     ffn: int
@@ -342,33 +378,46 @@ class GeluMLPConfig:
     bias: bool = True
     eps: float = 1e-5
     group_size: int = 16
+    residual: str = "input"
 
     def check(self) -> None:
         _check_features("GeluMLPConfig", self.group_size, hidden=self.hidden, ffn=self.ffn)
         if self.norm not in ("layernorm", "rmsnorm"):
             raise ValueError(f"GeluMLPConfig: norm {self.norm!r} is not layernorm or rmsnorm")
+        if self.residual not in ("input", "separate"):
+            raise ValueError(f"GeluMLPConfig: residual {self.residual!r} is not input or "
+                             "separate")
 
     @property
     def name(self) -> str:
         norm = "ln" if self.norm == "layernorm" else "rms"
-        return f"coat_gelu_mlp_{norm}_h{self.hidden}_f{self.ffn}{'_b' if self.bias else ''}"
+        # residual="input" keeps the names programs had before the option.
+        sep = "_separate_residual" if self.residual == "separate" else ""
+        return (f"coat_gelu_mlp_{norm}_h{self.hidden}_f{self.ffn}"
+                f"{'_b' if self.bias else ''}{sep}")
 
     def text(self) -> str:
-        """Arguments: the residual stream h (T x H bf16), the norm weight
-        (and LayerNorm bias), W_up (F x H) (and its bias, F), W_down (H x F)
-        (and its bias, H), the incoming gradient of the new stream. Results:
-        the new stream and its 1x16 E4M3 copy (forward), then the gradient
-        of h and its per-tensor E5M2 copy, and the gradient of every weight
-        and bias in argument order (backward)."""
+        """Arguments: the residual stream h (T x H bf16), with
+        ``residual="separate"`` the norm's input x (T x H bf16), the norm
+        weight (and LayerNorm bias), W_up (F x H) (and its bias, F), W_down
+        (H x F) (and its bias, H), the incoming gradient of the new stream.
+        Results: the new stream and its 1x16 E4M3 copy (forward), then the
+        gradient of h and its per-tensor E5M2 copy (separate: the gradient
+        of h, which the residual passes through, and of x), and the gradient
+        of every weight and bias in argument order (backward)."""
         self.check()
         T, H, F = TOKENS, self.hidden, self.ffn
         t, u, q = _t, _u, _q
         g = f"per_group<{self.group_size}>"
         layer = self.norm == "layernorm"
-        # Arguments after h: the norm's, then each projection's weight and
-        # bias; every one of them gets a gradient, in that order.
+        separate = self.residual == "separate"
+        # What the norm reads: h itself, or x.
+        x = "%x" if separate else "%h"
+        # Arguments after h (and x): the norm's, then each projection's
+        # weight and bias; every one of them gets a gradient, in that order.
+        first = 2 if separate else 1
         weights = [("%w_norm", t(H))] + ([("%b_norm", t(H))] if layer else [])
-        up_at = len(weights) + 1
+        up_at = len(weights) + first
         weights.append(("%w_up", t(F, H)))
         down_at = up_at + 1 + self.bias
         b_up = _Bias(self.bias, "%b_up", "%dup", T, F, grad_of=up_at + 1)
@@ -376,36 +425,52 @@ class GeluMLPConfig:
         f32 = t(T, dtype="f32")
         if layer:
             norm = f"""\
-  %ln, %mean, %rstd, %ln_t = coat.layernorm %h_q weight %w_norm bias %b_norm eps = {self.eps:e}
+  %ln, %mean, %rstd, %ln_t = coat.layernorm {x}_q weight %w_norm bias %b_norm eps = {self.eps:e}
       : {u(T, H)}, {t(H)}, {t(H)} -> {q(T, H)}, {f32}, {f32}, {q(H, T)}"""
             norm_grad = f"""\
-  %dx_norm, %dw_norm, %db_norm = coat.layernorm_grad %h_q, %mean, %rstd, %dln weight %w_norm
+  %dx_norm, %dw_norm, %db_norm = coat.layernorm_grad {x}_q, %mean, %rstd, %dln weight %w_norm
       : {u(T, H)}, {f32}, {f32}, {t(T, H)}, {t(H)} -> {t(T, H)}, {t(H)}, {t(H)}"""
             norm_grads = ["%dw_norm", "%db_norm"]
         else:
             norm = f"""\
-  %ln, %rstd, %ln_t = coat.rmsnorm %h_q, %w_norm eps = {self.eps:e}
+  %ln, %rstd, %ln_t = coat.rmsnorm {x}_q, %w_norm eps = {self.eps:e}
       : {u(T, H)}, {t(H)} -> {q(T, H)}, {f32}, {q(H, T)}"""
             norm_grad = f"""\
-  %dx_norm, %dw_norm = coat.rmsnorm_grad %h_q, %w_norm, %rstd, %dln
+  %dx_norm, %dw_norm = coat.rmsnorm_grad {x}_q, %w_norm, %rstd, %dln
       : {u(T, H)}, {t(H)}, {f32}, {t(T, H)} -> {t(T, H)}, {t(H)}"""
             norm_grads = ["%dw_norm"]
         args = "".join(f"\n    {n}: {ty} {{coat.weight}}," for n, ty in weights)
-        grads = [(n, ty, i + 1) for i, (n, ty) in enumerate(weights[:-1])]
+        grads = [(n, ty, i + first) for i, (n, ty) in enumerate(weights[:-1])]
         grad_results = "".join(f",\n        {ty} {{coat.grad_of = {i} : i64}}"
                                for _, ty, i in grads)
         returned = ", ".join(norm_grads)
         types = ", ".join(ty for _, ty, _ in grads)
+        if separate:
+            # The residual passes dout through to h; x's gradient is the
+            # norm's alone here (autograd adds the attention's to it).
+            x_arg = f"\n    %x: {t(T, H)},"
+            stream_grads = f"{t(T, H)} {{coat.grad_of = 1 : i64}}"
+            residual_grad = ""
+            returned_stream = "%dout, %dx_norm"
+            stream_types = f"{t(T, H)}, {t(T, H)}"
+        else:
+            x_arg = ""
+            stream_grads = q(T, H, fmt="f8E5M2")
+            residual_grad = f"""
+  %dh, %dh_q = coat.residual_add_grad %dout, %dx_norm : {t(T, H)}, {t(T, H)}
+      -> {t(T, H)}, {q(T, H, fmt="f8E5M2")}"""
+            returned_stream = "%dh, %dh_q"
+            stream_types = f"{t(T, H)}, {q(T, H, fmt='f8E5M2')}"
         return f"""\
 func.func @{self.name}(
-    %h: {t(T, H)},{args}{b_up.arg}
+    %h: {t(T, H)},{x_arg}{args}{b_up.arg}
     %w_down: {t(H, F)} {{coat.weight}},{b_down.arg}
     %dout: {t(T, H)} {{coat.gradient, coat.grad_of = 0 : i64}})
     -> ({t(T, H)}, {q(T, H, scaling=g)},
-        {t(T, H)} {{coat.grad_of = 0 : i64}}, {q(T, H, fmt="f8E5M2")}{grad_results},
+        {t(T, H)} {{coat.grad_of = 0 : i64}}, {stream_grads}{grad_results},
         {t(F, H)} {{coat.grad_of = {up_at} : i64}}{b_up.result},
         {t(H, F)} {{coat.grad_of = {down_at} : i64}}{b_down.result}) {{
-  %h_q = coat.quantize_auto %h : {t(T, H)} -> {u(T, H)}
+  {x}_q = coat.quantize_auto {x} : {t(T, H)} -> {u(T, H)}
 {norm}
   %wu_q = coat.quantize_auto %w_up : {t(F, H)} -> {u(F, H)}
   %wd_q = coat.quantize_auto %w_down : {t(H, F)} -> {u(H, F)}
@@ -427,11 +492,9 @@ func.func @{self.name}(
   %wu_t = coat.transpose %wu_q : {u(F, H)} -> {u(H, F)}
   %dln = coat.linear dgrad %dup_q, %wu_t : {u(T, F)}, {u(H, F)} -> {t(T, H)}
   %dw_up = coat.linear wgrad %dup_t, %ln_t : {u(F, T)}, {q(H, T)} -> {t(F, H)}{b_up.grad}
-{norm_grad}
-  %dh, %dh_q = coat.residual_add_grad %dout, %dx_norm : {t(T, H)}, {t(T, H)}
-      -> {t(T, H)}, {q(T, H, fmt="f8E5M2")}
-  return %h_out, %h_out_q, %dh, %dh_q, {returned}, %dw_up{b_up.returned}, %dw_down{b_down.returned}
-      : {t(T, H)}, {q(T, H, scaling=g)}, {t(T, H)}, {q(T, H, fmt="f8E5M2")},
+{norm_grad}{residual_grad}
+  return %h_out, %h_out_q, {returned_stream}, {returned}, %dw_up{b_up.returned}, %dw_down{b_down.returned}
+      : {t(T, H)}, {q(T, H, scaling=g)}, {stream_types},
         {types}, {t(F, H)}{b_up.type}, {t(H, F)}{b_down.type}
 }}
 """

@@ -1,12 +1,17 @@
 """Programs with biased projections (coat.programs: NormLinearConfig,
 LinearConfig and LinearResidualConfig with bias=True, GeluMLPConfig), run
 from their launch plans against fp32 torch autograd of the same math from
-the same bf16 values, every gradient included.
+the same bf16 values, every gradient included. GPT-NeoX's programs among
+them: LayerNorm + the fused q/k/v projection (NormLinearConfig(norm=
+"layernorm")), and the GELU MLP whose norm reads another input than the
+stream it adds to (GeluMLPConfig(residual="separate"): the parallel
+residual), whose stream passes the incoming gradient through exactly.
 
 On CPU tensors the programs run their CPU twins (compiled here with
 coat-opt); on CUDA tensors the kernels scripts/compile_examples.py compiled
-for the two demo configurations (a Qwen2-style q/k/v projection and a
-GPT-NeoX-style LayerNorm + GELU MLP; $COAT_KERNELS or build/demo).
+for the demo configurations (a Qwen2-style q/k/v projection, GPT-NeoX-style
+LayerNorm + q/k/v projection, LayerNorm + GELU MLP with either residual;
+$COAT_KERNELS or build/demo).
 
 Tolerances. The forward passes through FP8 roundings (E4M3 per-tensor norm
 output or input, weights; 1x16 up projection and per-tensor GELU output in
@@ -52,9 +57,12 @@ class Case:
     order) and the fp32 math: `math(*inputs)` gives the program's first
     output. `residual`: that output is h + branch (input 0 is h)."""
 
-    def __init__(self, cfg, shapes, math, residual=False, bias_of_dy=()):
+    def __init__(self, cfg, shapes, math, residual=False, bias_of_dy=(), telling_bias=None):
         self.cfg, self.shapes, self.math, self.residual = cfg, shapes, math, residual
         self.bias_of_dy = bias_of_dy  # inputs whose gradient is sum(dy)
+        # A bias input the output must be seen to depend on (default: the
+        # last of bias_of_dy).
+        self.telling_bias = max(bias_of_dy) if telling_bias is None else telling_bias
 
 
 def cases():
@@ -64,6 +72,10 @@ def cases():
     lr = programs.LinearResidualConfig(H, I, bias=True)
     mlp_ln = programs.GeluMLPConfig(H, F)
     mlp_rms = programs.GeluMLPConfig(H, F, norm="rmsnorm")
+    nl_ln = programs.NormLinearConfig(H, O, bias=True, norm="layernorm")
+    nl_ln_nobias = programs.NormLinearConfig(H, O, norm="layernorm")
+    mlp_sep = programs.GeluMLPConfig(H, F, residual="separate")
+    mlp_rms_sep = programs.GeluMLPConfig(H, F, norm="rmsnorm", residual="separate")
     eps = 1e-5
     return {
         "norm_linear": Case(nl, [("T", H), (H,), (O, H), (O,)],
@@ -84,12 +96,31 @@ def cases():
             lambda h, wn, wu, bu, wd, bd:
                 h + gelu(rms_norm(h, wn, eps) @ wu.t() + bu) @ wd.t() + bd,
             residual=True, bias_of_dy=(5,)),
+        "norm_linear_layernorm": Case(
+            nl_ln, [("T", H), (H,), (H,), (O, H), (O,)],
+            lambda h, wn, bn, w, b: layer_norm(h, wn, bn, eps) @ w.t() + b, bias_of_dy=(4,)),
+        # attention_bias=False: the norm's bias must still show.
+        "norm_linear_layernorm_no_bias": Case(
+            nl_ln_nobias, [("T", H), (H,), (H,), (O, H)],
+            lambda h, wn, bn, w: layer_norm(h, wn, bn, eps) @ w.t(), telling_bias=2),
+        # Input 0 is the stream h, input 1 the norm's input x.
+        "gelu_mlp_separate_residual": Case(
+            mlp_sep, [("T", H), ("T", H), (H,), (H,), (F, H), (F,), (H, F), (H,)],
+            lambda h, x, wn, bn, wu, bu, wd, bd:
+                h + gelu(layer_norm(x, wn, bn, eps) @ wu.t() + bu) @ wd.t() + bd,
+            residual=True, bias_of_dy=(7,)),
+        "gelu_mlp_rmsnorm_separate_residual": Case(
+            mlp_rms_sep, [("T", H), ("T", H), (H,), (F, H), (F,), (H, F), (H,)],
+            lambda h, x, wn, wu, bu, wd, bd:
+                h + gelu(rms_norm(x, wn, eps) @ wu.t() + bu) @ wd.t() + bd,
+            residual=True, bias_of_dy=(6,)),
     }
 
 
 CASES = cases()
 # What scripts/compile_examples.py compiles for the GPU.
-GPU_CASES = ["norm_linear", "gelu_mlp_layernorm"]
+GPU_CASES = ["norm_linear", "gelu_mlp_layernorm", "norm_linear_layernorm",
+             "gelu_mlp_separate_residual"]
 
 
 def make_inputs(case, tokens, seed, device):
@@ -171,7 +202,7 @@ def check(name, tokens, seed, device):
     assert not bad, f"{name}, {tokens} tokens: cosines below {COS}: {bad} (all: {cosines})"
     assert errs["output"] <= FWD_TOL, f"{name}, {tokens} tokens: forward {errs}"
     # The tolerance sees the bias: the math without it is far off.
-    bias = max(case.bias_of_dy)
+    bias = case.telling_bias
     unbiased = [x.detach() if j != bias else torch.zeros_like(x.detach())
                 for j, x in enumerate(leaves)]
     off = rel(branch, case.math(*unbiased) - h)
@@ -199,6 +230,46 @@ def test_bias_free_programs_are_unchanged():
         assert "coat.bias_grad" in biased.text()
 
 
+def test_default_norm_and_residual_keep_names_and_texts():
+    """norm="rmsnorm" (NormLinearConfig) and residual="input" (GeluMLPConfig)
+    are the programs from before those fields, by name and text: compiled
+    kernels keep their names and source keys."""
+    nl = programs.NormLinearConfig(64, 192, bias=True)
+    assert nl == programs.NormLinearConfig(64, 192, bias=True, norm="rmsnorm")
+    assert nl.name == "coat_norm_linear_h64_o192_b"
+    assert "coat.rmsnorm " in nl.text() and "layernorm" not in nl.text()
+    ln = programs.NormLinearConfig(64, 192, bias=True, norm="layernorm")
+    assert ln.name == "coat_norm_linear_ln_h64_o192_b"
+    assert "coat.layernorm " in ln.text() and "rmsnorm" not in ln.text()
+    mlp = programs.GeluMLPConfig(64, 160)
+    assert mlp == programs.GeluMLPConfig(64, 160, residual="input")
+    assert mlp.name == "coat_gelu_mlp_ln_h64_f160_b"
+    sep = programs.GeluMLPConfig(64, 160, residual="separate")
+    assert sep.name == "coat_gelu_mlp_ln_h64_f160_b_separate_residual"
+    assert "%x: tensor<?x64xbf16>" in sep.text() and "%x" not in mlp.text()
+    assert "coat.residual_add_grad" in mlp.text()
+    assert "coat.residual_add_grad" not in sep.text()
+    with pytest.raises(ValueError, match="norm 'batchnorm' is not rmsnorm or layernorm"):
+        programs.NormLinearConfig(64, 192, norm="batchnorm").text()
+    with pytest.raises(ValueError, match="residual 'both' is not input or separate"):
+        programs.GeluMLPConfig(64, 160, residual="both").text()
+
+
+def test_separate_residual_tells_the_stream_from_the_norm_input(cpu_cache):
+    """The check of the separate-residual MLP fails against the math with h
+    and x swapped: the program's norm reads x, its residual adds h."""
+    case = CASES["gelu_mlp_separate_residual"]
+    swapped = Case(case.cfg, case.shapes,
+                   lambda h, x, *ws: case.math(x, h, *ws), residual=True,
+                   bias_of_dy=case.bias_of_dy)
+    CASES["swapped"] = swapped
+    try:
+        with pytest.raises(AssertionError):
+            check("swapped", 48, 1, "cpu")
+    finally:
+        del CASES["swapped"]
+
+
 def test_gelu_mlp_rejects_an_unknown_norm():
     with pytest.raises(ValueError, match="norm 'batchnorm' is not layernorm or rmsnorm"):
         programs.GeluMLPConfig(64, 160, norm="batchnorm").text()
@@ -212,7 +283,9 @@ def test_incoming_gradient_is_read_once_for_scale_and_bias(cpu_cache):
     call reads dy; in the MLP the up projection's, whose gradient a GELU
     kernel produces, has a kernel of its own."""
     for name, fused, alone in (("norm_linear", 1, 0), ("linear", 1, 0),
-                               ("linear_residual", 1, 0), ("gelu_mlp_layernorm", 1, 1)):
+                               ("linear_residual", 1, 0), ("gelu_mlp_layernorm", 1, 1),
+                               ("norm_linear_layernorm", 1, 0),
+                               ("gelu_mlp_separate_residual", 1, 1)):
         prog = artifacts.program(CASES[name].cfg)
         kinds = [s.spec.split("_k", 1)[1].split("_", 1)[1] for s in prog.steps
                  if "bias_grad" in s.spec]

@@ -3,7 +3,8 @@ weights, nothing downloaded; fixtures/hf_tiny_configs.json): per family, the
 converted model against the unconverted one on identical inputs, its
 state_dict and save_pretrained/from_pretrained round trips, filter_fn and the
 report, gradient checkpointing, the KV cache, the Trainer, and the families
-and features refused with errors naming them.
+and features refused with errors naming them. GPT-NeoX comes with either
+residual (gpt_neox: parallel, gpt_neox_sequential) and partial rotary.
 
 Needs transformers (5.x) and torch >= 2; on a Hopper GPU the programs come
 from $COAT_KERNELS (compile them where LLVM is: scripts/compile_model.py
@@ -20,6 +21,9 @@ whose gradients at random initialisation pass through a near-uniform
 softmax: with only layer 0 converted, layer 1's unconverted q and k
 projections are already at 0.985, and coat.llama's own converted layer
 gives the same figures from the same weights. A miswired gradient is near 0.
+GPT-NeoX's entries were added on a host without a GPU and are not measured
+there yet; test_hf_neox_layer.py measures its converted layer against fp32
+on the CPU twins (gradient cosines 0.994 and up).
 """
 
 import copy
@@ -39,6 +43,7 @@ import coat  # noqa: E402
 from coat import artifacts  # noqa: E402
 from coat.hf import UnsupportedLayer, inspect_layer, spec_from_config  # noqa: E402
 from coat.hf.layer import DecoderLayer as HFDecoderLayer  # noqa: E402
+from coat.hf.layer import GPTNeoXDecoderLayer  # noqa: E402
 from coat.hf.layer import layer_programs  # noqa: E402
 
 with open(os.path.join(FIXTURES, "hf_tiny_configs.json")) as f:
@@ -69,6 +74,11 @@ def hf_config(family, **overrides):
     cfg = transformers.AutoConfig.for_model(model_type, **kw)
     cfg._attn_implementation = "sdpa"
     return cfg
+
+
+def decoder_layers(model):
+    """model.layers, gpt_neox.layers: the base model's (base_model_prefix)."""
+    return model.base_model.layers
 
 
 def programs_or_skip(spec):
@@ -123,7 +133,7 @@ def test_converted_model_matches_the_unconverted_one(family):
     want_loss, want = loss_and_grads(model, ids)
     coat.convert(model)
     assert len(model.coat_report.converted) == model.config.num_hidden_layers
-    assert all(isinstance(layer, HFDecoderLayer) for layer in model.model.layers)
+    assert all(isinstance(layer, HFDecoderLayer) for layer in decoder_layers(model))
     got_loss, got = loss_and_grads(model, ids)
     assert_matches(got_loss, got, want_loss, want)
 
@@ -131,8 +141,9 @@ def test_converted_model_matches_the_unconverted_one(family):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_spec_from_config_is_what_the_layers_say(family):
     model = build(family)
-    for i, layer in enumerate(model.model.layers):
-        assert inspect_layer(f"model.layers.{i}", layer) == spec_from_config(model.config)
+    for i, layer in enumerate(decoder_layers(model)):
+        assert inspect_layer(f"{model.base_model_prefix}.layers.{i}", layer) == \
+            spec_from_config(model.config)
 
 
 def test_qwen2_biases_are_read_and_run_in_the_programs():
@@ -152,6 +163,41 @@ def test_qwen2_biases_are_read_and_run_in_the_programs():
     assert "model.layers.0.self_attn.q_proj.bias" in got
 
 
+@pytest.mark.parametrize("family", ["gpt_neox", "gpt_neox_sequential"])
+def test_gpt_neox_layers_are_read_and_run_in_the_programs(family):
+    """GPT-NeoX's LayerNorms, fused q/k/v, biases, partial rotary and
+    residual wiring, with norms and biases that matter (transformers
+    initialises them to 1 and 0)."""
+    model = build(family)
+    layer = decoder_layers(model)[0]
+    spec = inspect_layer("gpt_neox.layers.0", layer)
+    parallel = CONFIGS[family]["use_parallel_residual"]
+    assert (spec.family, spec.norm, spec.mlp, spec.qkv_layout, spec.parallel_residual) == \
+        ("GPT-NeoX", "layernorm", "gelu", "fused_per_head", parallel)
+    assert spec.rotary_dim == int(64 * CONFIGS[family]["rotary_pct"]) == \
+        layer.attention.rotary_ndims
+    assert spec.attn_norm_eps == spec.mlp_norm_eps == CONFIGS[family]["layer_norm_eps"]
+    names = [c.name for c in layer_programs(spec)]
+    assert names == ["coat_norm_linear_ln_h512_o1536_b", "coat_linear_residual_i512_h512_b",
+                     "coat_gelu_mlp_ln_h512_f2048_b" + ("_separate_residual" if parallel else "")]
+    with torch.no_grad():
+        for layer in decoder_layers(model):
+            for norm in (layer.input_layernorm, layer.post_attention_layernorm):
+                norm.weight.normal_(1.0, 0.2)
+                norm.bias.normal_(0.0, 0.2)
+            for lin in (layer.attention.query_key_value, layer.attention.dense,
+                        layer.mlp.dense_h_to_4h, layer.mlp.dense_4h_to_h):
+                lin.bias.normal_(std=0.2)
+    ids = tokens(model)
+    want_loss, want = loss_and_grads(model, ids)
+    coat.convert(model)
+    assert all(isinstance(layer, GPTNeoXDecoderLayer) for layer in decoder_layers(model))
+    assert set(model.coat_report.kept) == {"gpt_neox.final_layer_norm", "embed_out"}
+    got_loss, got = loss_and_grads(model, ids)
+    assert_matches(got_loss, got, want_loss, want)
+    assert "gpt_neox.layers.0.attention.query_key_value.bias" in got
+
+
 def test_every_hyperparameter_is_read_from_the_model():
     """A layer with eps 1e-6 runs programs compiled for 1e-6 (another
     content key than 1e-5's), and head_dim comes from the config even where
@@ -166,7 +212,7 @@ def test_every_hyperparameter_is_read_from_the_model():
     assert a.eps != b.eps and a.text() != b.text()
 
 
-@pytest.mark.parametrize("family", ["llama", "olmo2"])
+@pytest.mark.parametrize("family", ["llama", "olmo2", "gpt_neox"])
 def test_state_dict_and_save_pretrained_round_trip(family, tmp_path):
     model = build(family)
     before = {k: v.clone() for k, v in model.state_dict().items()}
@@ -210,12 +256,20 @@ def test_unsupported_families_and_features_are_named():
     with pytest.raises(UnsupportedLayer, match="mlp_bias"):
         spec_from_config(biased_mlp.config)
 
-    neox = transformers.GPTNeoXForCausalLM(transformers.GPTNeoXConfig(
-        vocab_size=256, hidden_size=256, intermediate_size=512, num_hidden_layers=1,
-        num_attention_heads=4))
-    with pytest.raises(ValueError, match=r"gpt_neox.layers.0 is GPTNeoXLayer; coat.convert "
-                                         r"converts"):
-        coat.convert(neox)
+    for kw, match in ((dict(hidden_act="gelu_new"),
+                       r"gpt_neox.layers.0.mlp: activation 'gelu_new'; the GELU MLP program "
+                       r"computes exact \(erf\) GELU"),
+                      (dict(hidden_dropout=0.1),
+                       r"gpt_neox.layers.0.post_attention_dropout: dropout 0.1"),
+                      (dict(attention_dropout=0.1),
+                       r"gpt_neox.layers.0.attention.attention_dropout: dropout 0.1")):
+        neox = transformers.GPTNeoXForCausalLM(transformers.GPTNeoXConfig(
+            vocab_size=256, hidden_size=256, intermediate_size=512, num_hidden_layers=1,
+            num_attention_heads=4, **kw))
+        with pytest.raises(ValueError, match=match):
+            coat.convert(neox)
+        with pytest.raises(UnsupportedLayer, match=r"GPT-NeoX config: "):
+            spec_from_config(neox.config)
 
     mixtral = transformers.MixtralForCausalLM(transformers.MixtralConfig(
         vocab_size=256, hidden_size=256, intermediate_size=512, num_hidden_layers=1,
@@ -227,8 +281,9 @@ def test_unsupported_families_and_features_are_named():
         spec_from_config({"model_type": "gpt2"})
 
 
-def test_gradient_checkpointing_gives_the_same_gradients():
-    model = build("llama")
+@pytest.mark.parametrize("family", ["llama", "gpt_neox"])
+def test_gradient_checkpointing_gives_the_same_gradients(family):
+    model = build(family)
     ids = tokens(model)
     coat.convert(model)
     want_loss, want = loss_and_grads(model, ids)
@@ -238,11 +293,12 @@ def test_gradient_checkpointing_gives_the_same_gradients():
     assert_matches(got_loss, got, want_loss, want, tol=0.999)
 
 
-def test_kv_cache_generation_runs_converted():
+@pytest.mark.parametrize("family", ["llama", "gpt_neox", "gpt_neox_sequential"])
+def test_kv_cache_generation_runs_converted(family):
     """A converted layer keeps the model's attention path, KV cache
     included: greedy decoding runs and its first logits match the
     unconverted model's."""
-    model = build("llama").eval()
+    model = build(family).eval()
     ids = tokens(model, batch=1, seq=16)
     with torch.no_grad(), torch.autocast(device(), torch.bfloat16):
         want = model(input_ids=ids).logits[:, -1].float()

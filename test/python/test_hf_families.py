@@ -1,9 +1,11 @@
 """coat.hf.families without transformers: what is read from a decoder layer
 (eps under each name, head_dim, kv heads, QK-norm kind, norm placement,
-biases) and what is refused, on stand-in modules that have the structure
-and class names of transformers' layers; spec_from_config on config dicts;
-the programs a spec gets (coat.hf.layer.layer_programs). test_hf.py runs the
-real models where transformers is installed."""
+biases; GPT-NeoX's LayerNorms, fused q/k/v, rotary columns, parallel
+residual, activation and dropouts) and what is refused, on stand-in modules
+that have the structure and class names of transformers' layers;
+spec_from_config on config dicts; the programs a spec gets
+(coat.hf.layer.layer_programs). test_hf.py runs the real models where
+transformers is installed."""
 
 import pytest
 
@@ -12,7 +14,7 @@ from conftest import torch_or_skip
 torch = torch_or_skip()
 nn = torch.nn
 
-from coat.hf import UnsupportedLayer, inspect_layer, spec_from_config  # noqa: E402
+from coat.hf import LayerSpec, UnsupportedLayer, inspect_layer, spec_from_config  # noqa: E402
 from coat.hf.layer import layer_programs  # noqa: E402
 
 
@@ -120,7 +122,7 @@ def test_rope_is_in_the_program_where_the_head_size_allows():
 
 
 @pytest.mark.parametrize("make,match", [
-    (lambda: named("GPTNeoXLayer")(), "is GPTNeoXLayer; coat.convert converts"),
+    (lambda: named("GPT2Block")(), "is GPT2Block; coat.convert converts"),
     (lambda: layer(act="gelu"), "activation 'gelu'"),
     (lambda: layer(norm_cls="GemmaRMSNorm"), "GemmaRMSNorm, not an RMSNorm whose numerics"),
     (lambda: layer(family="Mixtral"), "MixtralDecoderLayer; coat.convert converts"),
@@ -180,9 +182,205 @@ def test_spec_from_config(model_type, family, qk_norm, placement, bias):
 def test_spec_from_config_reads_head_dim_and_refuses_what_it_cannot_take():
     assert spec_from_config(config("qwen3", head_dim=32)).head_dim == 32
     assert spec_from_config(config("llama", num_key_value_heads=None)).kv_heads == 4
-    with pytest.raises(UnsupportedLayer, match="model_type 'gpt_neox'"):
-        spec_from_config(config("gpt_neox"))
+    with pytest.raises(UnsupportedLayer, match="model_type 'gpt2'"):
+        spec_from_config(config("gpt2"))
     with pytest.raises(UnsupportedLayer, match="mlp_bias"):
         spec_from_config(config("llama", mlp_bias=True))
     with pytest.raises(UnsupportedLayer, match="activation 'gelu_pytorch_tanh'"):
         spec_from_config(config("llama", hidden_act="gelu_pytorch_tanh"))
+
+
+# -- GPT-NeoX ----------------------------------------------------------------
+
+def neox_layer(hidden=64, heads=4, ffn=256, rotary_pct=0.25, parallel=True, act="gelu",
+               eps=1e-5, mlp_eps=2e-5, attention_bias=True, attention_dropout=0.0,
+               hidden_dropout=0.0, with_rotary_ndims=True):
+    """A stand-in GPTNeoXLayer (transformers' names; by default the second
+    LayerNorm's eps differs so that each is seen to be read)."""
+    d = hidden // heads
+    config = Config(num_attention_heads=heads, hidden_act=act, use_parallel_residual=parallel,
+                    rope_parameters={"partial_rotary_factor": rotary_pct},
+                    attention_dropout=attention_dropout)
+    attn = named("GPTNeoXAttention")()
+    attn.config, attn.head_size = config, d
+    if with_rotary_ndims:
+        attn.rotary_ndims = int(d * rotary_pct)
+    attn.attention_dropout = attention_dropout
+    attn.query_key_value = nn.Linear(hidden, 3 * hidden, bias=attention_bias)
+    attn.dense = nn.Linear(hidden, hidden, bias=attention_bias)
+    mlp = named("GPTNeoXMLP")()
+    mlp.dense_h_to_4h = nn.Linear(hidden, ffn)
+    mlp.dense_4h_to_h = nn.Linear(ffn, hidden)
+    mlp.act = nn.GELU()
+    out = named("GPTNeoXLayer")()
+    out.use_parallel_residual = parallel
+    out.input_layernorm = nn.LayerNorm(hidden, eps=eps)
+    out.post_attention_layernorm = nn.LayerNorm(hidden, eps=mlp_eps)
+    out.post_attention_dropout = nn.Dropout(hidden_dropout)
+    out.post_mlp_dropout = nn.Dropout(hidden_dropout)
+    out.attention, out.mlp = attn, mlp
+    return out
+
+
+def test_a_gpt_neox_layer_is_read_whole():
+    spec = inspect_layer("gpt_neox.layers.2", neox_layer())
+    assert (spec.family, spec.hidden, spec.ffn, spec.heads, spec.kv_heads, spec.head_dim) == \
+        ("GPT-NeoX", 64, 256, 4, 4, 16)
+    assert (spec.attn_norm_eps, spec.mlp_norm_eps) == (1e-5, 2e-5)
+    assert (spec.norm, spec.mlp, spec.qkv_layout, spec.rotary_dim, spec.parallel_residual) == \
+        ("layernorm", "gelu", "fused_per_head", 4, True)
+    assert (spec.qkv_bias, spec.o_bias, spec.mlp_bias, spec.qk_norm) == (True, True, True, "none")
+    first, second, third = layer_programs(spec)
+    assert [c.name for c in (first, second, third)] == [
+        "coat_norm_linear_ln_h64_o192_b", "coat_linear_residual_i64_h64_b",
+        "coat_gelu_mlp_ln_h64_f256_b_separate_residual"]
+    # Partial rotary: the attention core rotates, not the program.
+    assert not first.rope and first.norm == "layernorm"
+    assert (first.eps, third.eps) == (1e-5, 2e-5)
+
+
+def test_gpt_neox_sequential_residual_and_attention_bias_off():
+    spec = inspect_layer("l", neox_layer(parallel=False, attention_bias=False))
+    assert not spec.parallel_residual and not spec.qkv_bias and not spec.o_bias
+    assert spec.mlp_bias  # the MLP's Linears always have biases
+    assert [c.name for c in layer_programs(spec)] == [
+        "coat_norm_linear_ln_h64_o192", "coat_linear_residual_i64_h64",
+        "coat_gelu_mlp_ln_h64_f256_b"]
+
+
+@pytest.mark.parametrize("rotary_pct,rotary_dim", [(0.25, 4), (0.5, 8), (1.0, 16)])
+def test_gpt_neox_rotary_columns_from_the_attention_or_its_config(rotary_pct, rotary_dim):
+    assert inspect_layer("l", neox_layer(rotary_pct=rotary_pct)).rotary_dim == rotary_dim
+    # Without rotary_ndims (an older attention) the config says it.
+    assert inspect_layer("l", neox_layer(rotary_pct=rotary_pct,
+                                         with_rotary_ndims=False)).rotary_dim == rotary_dim
+    legacy = neox_layer(with_rotary_ndims=False)
+    legacy.attention.config = Config(**{**legacy.attention.config.__dict__,
+                                        "rope_parameters": None, "rotary_pct": rotary_pct})
+    assert inspect_layer("l", legacy).rotary_dim == rotary_dim
+
+
+def neox_with(**parts):
+    """A stand-in GPT-NeoX layer with some modules replaced (dotted paths)."""
+    out = neox_layer()
+    for path, mod in parts.items():
+        owner, _, name = path.replace("__", ".").rpartition(".")
+        setattr(out.get_submodule(owner) if owner else out, name, mod)
+    return out
+
+
+@pytest.mark.parametrize("make,match", [
+    (lambda: neox_layer(act="gelu_new"),
+     r"gpt_neox.layers.0.mlp: activation 'gelu_new'; the GELU MLP program computes exact"),
+    (lambda: neox_layer(act="gelu_fast"), "activation 'gelu_fast'"),
+    (lambda: neox_layer(act="gelu_pytorch_tanh"), "activation 'gelu_pytorch_tanh'"),
+    (lambda: neox_layer(act="relu"), "activation 'relu'"),
+    (lambda: neox_with(mlp__act=nn.GELU(approximate="tanh")),
+     r"gpt_neox.layers.0.mlp.act is GELU\(approximate='tanh'\)"),
+    (lambda: neox_layer(hidden_dropout=0.1),
+     r"gpt_neox.layers.0.post_attention_dropout: dropout 0.1; the converted layer has no "
+     r"dropout"),
+    (lambda: neox_layer(attention_dropout=0.1),
+     r"gpt_neox.layers.0.attention.attention_dropout: dropout 0.1"),
+    (lambda: neox_with(attention__attention_dropout=nn.Dropout(0.2)),
+     r"attention.attention_dropout: dropout 0.2"),
+    (lambda: neox_with(input_layernorm=nn.LayerNorm(64, elementwise_affine=False)),
+     r"gpt_neox.layers.0.input_layernorm \(LayerNorm\) has no weight and bias"),
+    (lambda: neox_with(post_attention_layernorm=norm("LlamaRMSNorm", 64)),
+     r"gpt_neox.layers.0.post_attention_layernorm is LlamaRMSNorm, not a torch.nn.LayerNorm"),
+    (lambda: neox_with(mlp__dense_4h_to_h=nn.Linear(256, 64, bias=False)),
+     "one of dense_h_to_4h and dense_4h_to_h has a bias"),
+    (lambda: neox_with(attention__query_key_value=nn.Linear(64, 128)),
+     r"gpt_neox.layers.0.attention: query_key_value \(64 -> 128\) and dense"),
+    (lambda: neox_with(mlp__dense_h_to_4h=nn.Conv1d(64, 256, 1)),
+     r"gpt_neox.layers.0.mlp.dense_h_to_4h is Conv1d, not a torch.nn.Linear"),
+    (lambda: neox_with(attention__rotary_ndims=5),
+     "rotary_ndims 5; the converted layer takes a positive even number of rotary columns"),
+])
+def test_what_gpt_neox_layers_the_programs_cannot_express_is_named(make, match):
+    with pytest.raises(UnsupportedLayer, match=match):
+        inspect_layer("gpt_neox.layers.0", make())
+
+
+def neox_config(**kw):
+    base = dict(model_type="gpt_neox", hidden_size=64, intermediate_size=256,
+                num_attention_heads=4, rotary_pct=0.25, layer_norm_eps=1e-5,
+                hidden_act="gelu", use_parallel_residual=True)
+    base.update(kw)
+    return base
+
+
+@pytest.mark.parametrize("parallel,attention_bias", [(True, True), (False, False)])
+def test_gpt_neox_spec_from_config_is_what_the_layer_says(parallel, attention_bias):
+    # A config has one layer_norm_eps for both norms.
+    want = inspect_layer("l", neox_layer(parallel=parallel, attention_bias=attention_bias,
+                                         eps=1e-6, mlp_eps=1e-6))
+    cfg = neox_config(layer_norm_eps=1e-6, use_parallel_residual=parallel,
+                      attention_bias=attention_bias)
+    assert spec_from_config(cfg) == want
+    assert spec_from_config(Config(**cfg)) == want
+
+
+def test_gpt_neox_spec_from_config_reads_every_name_of_the_rotary_factor():
+    # transformers 5 saves rope_parameters; earlier releases rotary_pct.
+    five = neox_config(rope_parameters={"rope_theta": 10000.0, "partial_rotary_factor": 0.5})
+    del five["rotary_pct"]
+    assert spec_from_config(five).rotary_dim == 8
+    assert spec_from_config(neox_config(rotary_pct=1.0)).rotary_dim == 16
+    # GPTNeoXConfig's defaults: rotary 0.25, parallel residual, biases.
+    bare = {k: v for k, v in neox_config().items()
+            if k not in ("rotary_pct", "use_parallel_residual", "layer_norm_eps")}
+    spec = spec_from_config(bare)
+    assert (spec.rotary_dim, spec.parallel_residual, spec.qkv_bias, spec.attn_norm_eps) == \
+        (4, True, True, 1e-5)
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(hidden_act="gelu_new"), "GPT-NeoX config: activation 'gelu_new'"),
+    (dict(hidden_dropout=0.1), "GPT-NeoX config: hidden_dropout 0.1"),
+    (dict(attention_dropout=0.1), "GPT-NeoX config: attention_dropout 0.1"),
+    (dict(rotary_pct=0.1875), "GPT-NeoX config: 3 rotary columns; the converted layer takes "
+                              "a positive even number"),
+    (dict(rotary_pct=0.0), "GPT-NeoX config: 0 rotary columns"),
+])
+def test_gpt_neox_spec_from_config_refuses_what_the_programs_cannot_express(kw, match):
+    with pytest.raises(UnsupportedLayer, match=match):
+        spec_from_config(neox_config(**kw))
+
+
+def test_a_swiglu_spec_with_neox_parts_is_refused():
+    spec = inspect_layer("l", layer())
+    with pytest.raises(UnsupportedLayer, match="a SwiGLU layer takes RMSNorm"):
+        layer_programs(LayerSpec(**{**spec.__dict__, "norm": "layernorm"}))
+    neox = inspect_layer("l", neox_layer())
+    with pytest.raises(UnsupportedLayer, match="a GELU MLP layer takes pre-norm LayerNorms"):
+        layer_programs(LayerSpec(**{**neox.__dict__, "norm": "rmsnorm"}))
+
+
+def test_the_layer_output_kind_follows_the_installed_layer():
+    """A converted layer returns what the layer it replaces returns: its
+    annotation says, or without one (GPTNeoXLayer) its return statements."""
+    from coat.hf.layer import _returns_tuple
+
+    class Annotated(nn.Module):
+        def forward(self, x) -> torch.Tensor:
+            return (x,)
+
+    class AnnotatedTuple(nn.Module):
+        def forward(self, x) -> "tuple[torch.Tensor]":
+            return x
+
+    class ReturnsTuple(nn.Module):  # transformers 4.x's GPTNeoXLayer
+        def forward(self, x, output_attentions=False):
+            outputs = (x,)
+            if output_attentions:
+                outputs += (None,)
+            return outputs
+
+    class ReturnsTensor(nn.Module):  # 5.x's
+        def forward(self, x):
+            x = x + 1
+            return x
+
+    assert [_returns_tuple(c()) for c in (Annotated, AnnotatedTuple, ReturnsTuple,
+                                           ReturnsTensor)] == [False, True, True, False]

@@ -5,9 +5,10 @@ from the modules themselves (and their config), never assumed.
 A layer is accepted only when each part is one whose numerics the programs
 reproduce: a known decoder-layer class, RMSNorm classes that compute
 ``weight * x / rms(x)`` (Gemma's ``1 + weight`` would not), a SwiGLU MLP with
-SiLU. Anything else raises :class:`UnsupportedLayer` naming the module and
-the missing feature, so nothing silently keeps BF16 or runs with the wrong
-hyperparameters.
+SiLU; for GPT-NeoX, ``torch.nn.LayerNorm`` with weight and bias, the fused
+q/k/v projection, and a non-gated MLP with exact (erf) GELU. Anything else
+raises :class:`UnsupportedLayer` naming the module and the missing feature,
+so nothing silently keeps BF16 or runs with the wrong hyperparameters.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ PRE_NORM_LAYERS = {
     "Qwen3DecoderLayer": "Qwen3",
 }
 POST_NORM_LAYERS = {"Olmo2DecoderLayer": "OLMo2"}
+#: LayerNorm, one fused q/k/v projection, GELU MLP, (parallel) residual.
+NEOX_LAYERS = {"GPTNeoXLayer": "GPT-NeoX"}
 
 #: RMSNorm classes computing ``weight * (x / sqrt(mean(x^2) + eps))``
 #: (OLMo2 multiplies before the cast back, Llama after: both are the same
@@ -70,6 +73,20 @@ class LayerSpec:
     #: the GEMM's epilogue, and of the o-projection (``attention_bias``)
     qkv_bias: bool = False
     o_bias: bool = False
+    #: "rmsnorm" (weight) or "layernorm" (GPT-NeoX: weight and bias)
+    norm: str = "rmsnorm"
+    #: "swiglu" (gate, up, down) or "gelu" (GPT-NeoX: up, exact GELU, down)
+    mlp: str = "swiglu"
+    #: biases of the MLP's projections (GPT-NeoX: both or neither)
+    mlp_bias: bool = False
+    #: "separate": q, k and v projections stacked [q; k; v]; "fused_per_head"
+    #: (GPT-NeoX's query_key_value): rows [heads, (q, k, v), head_dim]
+    qkv_layout: str = "separate"
+    #: the leading columns of each head that RoPE rotates; 0: all head_dim
+    rotary_dim: int = 0
+    #: GPT-NeoX's use_parallel_residual: x + attn(ln1(x)) + mlp(ln2(x))
+    #: rather than h = x + attn(ln1(x)); h + mlp(ln2(h))
+    parallel_residual: bool = False
 
     @property
     def q_features(self) -> int:
@@ -118,6 +135,130 @@ def norm_eps(qual: str, norm: Optional[torch.nn.Module]) -> float:
     return float(eps)
 
 
+def layer_norm_eps(qual: str, norm: Optional[torch.nn.Module]) -> float:
+    """The eps of a torch.nn.LayerNorm with weight and bias over one
+    dimension (what coat.layernorm computes)."""
+    if norm is None:
+        raise UnsupportedLayer(f"{qual}: missing")
+    cls = type(norm).__name__
+    if not isinstance(norm, torch.nn.LayerNorm):
+        raise UnsupportedLayer(f"{qual} is {cls}, not a torch.nn.LayerNorm")
+    if len(norm.normalized_shape) != 1:
+        raise UnsupportedLayer(f"{qual} ({cls}) normalises over {tuple(norm.normalized_shape)}, "
+                               "not one dimension")
+    if not isinstance(norm.weight, torch.nn.Parameter) or \
+            not isinstance(getattr(norm, "bias", None), torch.nn.Parameter):
+        raise UnsupportedLayer(f"{qual} ({cls}) has no weight and bias (elementwise_affine, "
+                               "bias); the programs' LayerNorm takes both")
+    return float(norm.eps)
+
+
+def _dropout_p(qual: str, module) -> float:
+    """The probability of a dropout given as a module or a number."""
+    if module is None:
+        return 0.0
+    if isinstance(module, torch.nn.Dropout):
+        return float(module.p)
+    if isinstance(module, (int, float)):
+        return float(module)
+    raise UnsupportedLayer(f"{qual} is {type(module).__name__}, not a dropout probability")
+
+
+#: GPT-NeoX activations the GELU MLP program computes: exact (erf) GELU.
+#: "gelu_new", "gelu_fast", "gelu_pytorch_tanh" (the tanh approximation),
+#: "quick_gelu" and others are different functions.
+EXACT_GELU = ("gelu",)
+
+
+def _neox_rotary_dim(config, head_dim: int, get=None) -> int:
+    """rotary_ndims of a GPT-NeoX attention: int(head_dim * the partial
+    rotary factor), the factor under whichever name the config has it
+    (``rope_parameters["partial_rotary_factor"]`` since transformers 5,
+    which takes it from ``rotary_pct`` where that is given; ``rotary_pct``
+    before; 0.25 when neither says)."""
+    get = get or (lambda k: getattr(config, k, None))
+    params = get("rope_parameters")
+    factor = params.get("partial_rotary_factor") if isinstance(params, dict) else None
+    for name in ("rotary_pct", "partial_rotary_factor"):
+        if factor is None:
+            factor = get(name)
+    return int(head_dim * (0.25 if factor is None else float(factor)))
+
+
+def _neox_spec(qual: str, layer: torch.nn.Module) -> LayerSpec:
+    """A GPTNeoXLayer: LayerNorms with bias, the fused query_key_value and
+    dense projections, the dense_h_to_4h / dense_4h_to_h MLP with GELU."""
+    cls = type(layer).__name__
+    attn = getattr(layer, "attention", None)
+    mlp = getattr(layer, "mlp", None)
+    if attn is None or mlp is None:
+        raise UnsupportedLayer(f"{qual} ({cls}) has no attention or mlp")
+    at, ml = _where(qual, "attention"), _where(qual, "mlp")
+    config = getattr(attn, "config", None)
+    heads = _config_value(config, "num_attention_heads")
+    head_dim = getattr(attn, "head_size", None)
+    if heads is None or head_dim is None:
+        raise UnsupportedLayer(f"{at} does not say its head count and head size "
+                               "(config.num_attention_heads, head_size)")
+    qkv = _linear(at, attn, "query_key_value", bias_ok=True)
+    dense = _linear(at, attn, "dense", bias_ok=True)
+    hidden = qkv.in_features
+    if qkv.out_features != 3 * heads * head_dim or dense.in_features != heads * head_dim or \
+            dense.out_features != hidden:
+        raise UnsupportedLayer(f"{at}: query_key_value ({qkv.in_features} -> "
+                               f"{qkv.out_features}) and dense ({dense.in_features} -> "
+                               f"{dense.out_features}) do not match {heads} heads of {head_dim}")
+    rotary_dim = getattr(attn, "rotary_ndims", None)
+    if rotary_dim is None:
+        rotary_dim = _neox_rotary_dim(config, head_dim)
+    if not 0 < rotary_dim <= head_dim or rotary_dim % 2:
+        raise UnsupportedLayer(f"{at}: rotary_ndims {rotary_dim}; the converted layer takes a "
+                               f"positive even number of rotary columns, at most head_size "
+                               f"{head_dim}")
+
+    up = _linear(ml, mlp, "dense_h_to_4h", bias_ok=True)
+    down = _linear(ml, mlp, "dense_4h_to_h", bias_ok=True)
+    ffn = up.out_features
+    if up.in_features != hidden or down.in_features != ffn or down.out_features != hidden:
+        raise UnsupportedLayer(f"{ml}: projection shapes do not form a {hidden} -> {ffn} -> "
+                               f"{hidden} MLP")
+    if (up.bias is None) != (down.bias is None):
+        raise UnsupportedLayer(f"{ml}: one of dense_h_to_4h and dense_4h_to_h has a bias, the "
+                               "other not; the GELU MLP program takes both or neither")
+    act = _config_value(config, "hidden_act")
+    if act not in EXACT_GELU:
+        raise UnsupportedLayer(f"{ml}: activation {act!r}; the GELU MLP program computes exact "
+                               "(erf) GELU, hidden_act 'gelu'")
+    act_mod = getattr(mlp, "act", None)
+    if isinstance(act_mod, torch.nn.GELU) and act_mod.approximate != "none":
+        raise UnsupportedLayer(f"{ml}.act is GELU(approximate={act_mod.approximate!r}); the "
+                               "program computes exact (erf) GELU")
+
+    dropouts = {f"{at}.attention_dropout": getattr(attn, "attention_dropout", None),
+                _where(qual, "post_attention_dropout"): getattr(layer, "post_attention_dropout",
+                                                                None),
+                _where(qual, "post_mlp_dropout"): getattr(layer, "post_mlp_dropout", None)}
+    for where, dropout in dropouts.items():
+        p = _dropout_p(where, dropout)
+        if p != 0.0:
+            raise UnsupportedLayer(f"{where}: dropout {p}; the converted layer has no dropout "
+                                   "(attention_dropout and hidden_dropout must be 0)")
+    parallel = getattr(layer, "use_parallel_residual", None)
+    if parallel is None:
+        parallel = _config_value(config, "use_parallel_residual")
+    if parallel is None:
+        raise UnsupportedLayer(f"{qual} ({cls}) does not say use_parallel_residual")
+    e1 = layer_norm_eps(_where(qual, "input_layernorm"), getattr(layer, "input_layernorm", None))
+    e2 = layer_norm_eps(_where(qual, "post_attention_layernorm"),
+                        getattr(layer, "post_attention_layernorm", None))
+    return LayerSpec(family=NEOX_LAYERS[cls], hidden=hidden, ffn=ffn, heads=heads,
+                     kv_heads=heads, head_dim=head_dim, attn_norm_eps=e1, mlp_norm_eps=e2,
+                     qkv_bias=qkv.bias is not None, o_bias=dense.bias is not None,
+                     norm="layernorm", mlp="gelu", mlp_bias=up.bias is not None,
+                     qkv_layout="fused_per_head", rotary_dim=rotary_dim,
+                     parallel_residual=bool(parallel))
+
+
 def _config_value(config, *names):
     for n in names:
         v = getattr(config, n, None)
@@ -134,12 +275,14 @@ def inspect_layer(qual: str, layer: torch.nn.Module) -> LayerSpec:
         if hasattr(layer, attr) or hasattr(getattr(layer, "mlp", None), attr):
             raise UnsupportedLayer(f"{qual} ({cls}) has a {feature}, which the compiled "
                                    "programs do not express")
+    if cls in NEOX_LAYERS:
+        return _neox_spec(qual, layer)
     if cls in PRE_NORM_LAYERS:
         family, placement = PRE_NORM_LAYERS[cls], "pre"
     elif cls in POST_NORM_LAYERS:
         family, placement = POST_NORM_LAYERS[cls], "post"
     else:
-        known = sorted(set(PRE_NORM_LAYERS) | set(POST_NORM_LAYERS))
+        known = sorted(set(PRE_NORM_LAYERS) | set(POST_NORM_LAYERS) | set(NEOX_LAYERS))
         raise UnsupportedLayer(f"{qual} is {cls}; coat.convert converts {', '.join(known)} "
                                "(keep it in high precision with filter_fn)")
     attn = getattr(layer, "self_attn", None)
@@ -220,7 +363,45 @@ CONFIG_FAMILIES = {
     "qwen2": ("Qwen2", "pre", "none"),  # q/k/v biases always
     "qwen3": ("Qwen3", "pre", "head"),
     "olmo2": ("OLMo2", "post", "full"),
+    "gpt_neox": ("GPT-NeoX", "pre", "none"),  # read by _neox_spec_from_config
 }
+
+
+def _neox_spec_from_config(get) -> LayerSpec:
+    """GPT-NeoX's LayerSpec from its config (GPTNeoXConfig's names and
+    defaults: attention_bias True, use_parallel_residual True, rotary 0.25,
+    hidden_act "gelu", layer_norm_eps 1e-5)."""
+    family = "GPT-NeoX"
+    hidden, heads = get("hidden_size"), get("num_attention_heads")
+    if hidden % heads:
+        raise UnsupportedLayer(f"{family} config: hidden_size {hidden} is not a multiple of "
+                               f"num_attention_heads {heads}")
+    head_dim = hidden // heads
+    act = get("hidden_act", "gelu")
+    if act not in EXACT_GELU:
+        raise UnsupportedLayer(f"{family} config: activation {act!r}; the GELU MLP program "
+                               "computes exact (erf) GELU, hidden_act 'gelu'")
+    for name in ("attention_dropout", "hidden_dropout"):
+        p = get(name) or 0.0
+        if p != 0.0:
+            raise UnsupportedLayer(f"{family} config: {name} {p}; the converted layer has no "
+                                   "dropout")
+    rotary_dim = _neox_rotary_dim(None, head_dim, get)
+    if not 0 < rotary_dim <= head_dim or rotary_dim % 2:
+        raise UnsupportedLayer(f"{family} config: {rotary_dim} rotary columns; the converted "
+                               "layer takes a positive even number, at most the head size "
+                               f"{head_dim}")
+    attention_bias = get("attention_bias")
+    attention_bias = True if attention_bias is None else bool(attention_bias)
+    parallel = get("use_parallel_residual")
+    eps = get("layer_norm_eps")
+    eps = 1e-5 if eps is None else float(eps)
+    return LayerSpec(family=family, hidden=hidden, ffn=get("intermediate_size"), heads=heads,
+                     kv_heads=heads, head_dim=head_dim, attn_norm_eps=eps, mlp_norm_eps=eps,
+                     qkv_bias=attention_bias, o_bias=attention_bias, norm="layernorm",
+                     mlp="gelu", mlp_bias=True, qkv_layout="fused_per_head",
+                     rotary_dim=rotary_dim,
+                     parallel_residual=True if parallel is None else bool(parallel))
 
 
 def spec_from_config(config) -> LayerSpec:
@@ -234,6 +415,8 @@ def spec_from_config(config) -> LayerSpec:
     if model_type not in CONFIG_FAMILIES:
         raise UnsupportedLayer(f"model_type {model_type!r}; coat.convert converts "
                                f"{', '.join(sorted(CONFIG_FAMILIES))}")
+    if model_type == "gpt_neox":
+        return _neox_spec_from_config(get)
     family, placement, qk_norm = CONFIG_FAMILIES[model_type]
     hidden, heads = get("hidden_size"), get("num_attention_heads")
     kv_heads = get("num_key_value_heads") or heads

@@ -1,8 +1,8 @@
 """A Hugging Face decoder layer converted in place: its norms and
 projections run as compiled programs, its attention core stays the model's
 own (rotary tables from the model's rotary module, its attention function,
-masks, grouped queries, QK-norm, sliding windows, KV cache), in BF16 as in
-COAT.
+masks, grouped queries, QK-norm, sliding windows, partial rotary, KV cache),
+in BF16 as in COAT.
 
 The converted layer adopts the original layer's children under their own
 names, so parameter names, buffers, the state_dict, ``save_pretrained`` and
@@ -12,8 +12,10 @@ It takes the installed ``transformers``' decoder-layer call signature.
 
 from __future__ import annotations
 
+import ast
 import inspect
 import sys
+import textwrap
 from typing import List, Optional
 
 import torch
@@ -33,6 +35,13 @@ def layer_programs(spec: LayerSpec) -> List[object]:
     stacked q/k/v projection), the attention output (o-projection and the
     residual) and the MLP block."""
     qkv = spec.q_features + 2 * spec.kv_features
+    if spec.mlp == "gelu":
+        return _gelu_layer_programs(spec, qkv)
+    if (spec.norm, spec.qkv_layout, spec.mlp_bias, spec.parallel_residual, spec.rotary_dim) != \
+            ("rmsnorm", "separate", False, False, 0):
+        raise UnsupportedLayer(f"{spec.family}: a SwiGLU layer takes RMSNorm, separate q/k/v "
+                               "projections, no MLP bias, sequential residuals and full "
+                               "rotary")
     if spec.norm_placement == "pre":
         # q and k are rotated in the program unless a QK-norm must come
         # first (it runs in the attention core) or the head size does not
@@ -54,18 +63,58 @@ def layer_programs(spec: LayerSpec) -> List[object]:
             programs.PostNormMLPConfig(spec.hidden, spec.ffn, spec.mlp_norm_eps)]
 
 
+def _gelu_layer_programs(spec: LayerSpec, qkv: int) -> List[object]:
+    """GPT-NeoX: LayerNorm + the fused q/k/v GEMM (rotary, partial, in the
+    attention core), dense + residual, LayerNorm + GELU MLP + residual;
+    with a parallel residual the MLP's norm reads the layer's input, not
+    the stream after attention."""
+    if spec.norm != "layernorm" or spec.norm_placement != "pre" or spec.qk_norm != "none":
+        raise UnsupportedLayer(f"{spec.family}: a GELU MLP layer takes pre-norm LayerNorms "
+                               "and no QK-norm")
+    return [programs.NormLinearConfig(spec.hidden, qkv, spec.attn_norm_eps, bias=spec.qkv_bias,
+                                      norm="layernorm"),
+            programs.LinearResidualConfig(spec.q_features, spec.hidden, bias=spec.o_bias),
+            programs.GeluMLPConfig(spec.hidden, spec.ffn, norm="layernorm", bias=spec.mlp_bias,
+                                   eps=spec.mlp_norm_eps,
+                                   residual="separate" if spec.parallel_residual else "input")]
+
+
 def _returns_tuple(layer: torch.nn.Module) -> bool:
     """Whether the installed transformers' layer returns a tuple (older
-    releases) or the hidden states alone (5.x)."""
-    ret = inspect.signature(type(layer).forward).return_annotation
-    if ret is inspect.Signature.empty:
+    releases) or the hidden states alone (5.x): its return annotation, or
+    where it has none (GPTNeoXLayer) what its return statements return."""
+    forward = type(layer).forward
+    ret = inspect.signature(forward).return_annotation
+    if ret is not inspect.Signature.empty:
+        return "tuple" in str(ret).lower()
+    try:
+        func = ast.parse(textwrap.dedent(inspect.getsource(forward))).body[0]
+    except (OSError, TypeError, SyntaxError, IndexError):
         return True
-    return "tuple" in str(ret).lower()
+    tuples = {t.id for n in ast.walk(func) if isinstance(n, ast.Assign)
+              and isinstance(n.value, ast.Tuple) for t in n.targets if isinstance(t, ast.Name)}
+    returns = [n.value for n in ast.walk(func) if isinstance(n, ast.Return) and n.value]
+    if not returns:
+        return True
+    return any(isinstance(v, ast.Tuple) or (isinstance(v, ast.Name) and v.id in tuples)
+               for v in returns)
+
+
+def converted_layer(layer: torch.nn.Module, spec: LayerSpec, *, qual: str = "",
+                    kernels: Optional[str] = None) -> "DecoderLayer":
+    """The converted layer of ``layer`` (read into ``spec`` by
+    :func:`coat.hf.families.inspect_layer`): GPT-NeoX's fused q/k/v layout
+    and call signature, or the others'."""
+    cls = GPTNeoXDecoderLayer if spec.qkv_layout == "fused_per_head" else DecoderLayer
+    return cls(layer, spec, qual=qual, kernels=kernels)
 
 
 class DecoderLayer(_ProgramModule, _LayerBase):
     """A converted Hugging Face decoder layer (Llama, Mistral, Qwen2, Qwen3,
-    OLMo2)."""
+    OLMo2; GPT-NeoX is :class:`GPTNeoXDecoderLayer`)."""
+
+    #: the child holding the attention's modules and config
+    _attention_child = "self_attn"
 
     def __init__(self, layer: torch.nn.Module, spec: LayerSpec, *, qual: str = "",
                  kernels: Optional[str] = None):
@@ -75,7 +124,9 @@ class DecoderLayer(_ProgramModule, _LayerBase):
         self.spec = spec
         self.tuple_output = _returns_tuple(layer)
         self._coat_name = qual
-        self._family_module = sys.modules[type(layer.self_attn).__module__]
+        attn = getattr(layer, self._attention_child)
+        # apply_rotary_pos_emb and eager_attention_forward come from here.
+        self._family_module = sys.modules[type(attn).__module__]
         # What the model may read from its layers (e.g. the mask kind).
         for attr in ("attention_type", "layer_idx"):
             if hasattr(layer, attr):
@@ -192,4 +243,97 @@ class DecoderLayer(_ProgramModule, _LayerBase):
             (h,) = self.run_program(2, f"{name} MLP", h, *mlp_ws,
                                     w(self.post_feedforward_layernorm))
         out = h[:tokens].view(b, s, spec.hidden).to(x.dtype)
+        return (out,) if self.tuple_output else out
+
+
+class GPTNeoXDecoderLayer(DecoderLayer):
+    """A converted GPTNeoXLayer: LayerNorm + query_key_value, dense +
+    residual, LayerNorm + GELU MLP + residual as programs; the partial
+    rotary embedding (the model's own apply_rotary_pos_emb), attention and
+    KV cache as the model's own attention does them."""
+
+    _attention_child = "attention"
+
+    def extra_repr(self) -> str:
+        s = self.spec
+        return (f"family={s.family}, hidden={s.hidden}, ffn={s.ffn}, heads={s.heads}, "
+                f"head_dim={s.head_dim}, rotary_dim={s.rotary_dim}, "
+                f"parallel_residual={s.parallel_residual}")
+
+    def _attention(self, qkv: torch.Tensor, b: int, s: int, position_embeddings,
+                   attention_mask, cache, kwargs) -> torch.Tensor:
+        spec, attn = self.spec, self.attention
+        d = spec.head_dim
+        # query_key_value's rows are [heads, (q, k, v), head_dim]: q, k and v
+        # are strided views of the program's output, [b, heads, s, d].
+        q, k, v = qkv.view(b, s, spec.heads, 3 * d).transpose(1, 2).chunk(3, dim=-1)
+        cos, sin = position_embeddings
+        if cos.shape[-1] != spec.rotary_dim:
+            raise ValueError(f"{_module_name(self)}: rotary tables of {cos.shape[-1]} columns, "
+                             f"the layer rotates {spec.rotary_dim} of each head")
+        dtype = v.dtype
+        # HF's function rotates the tables' width and passes the rest.
+        q, k = self._family_module.apply_rotary_pos_emb(q, k, cos, sin)
+        q, k = q.to(dtype), k.to(dtype)  # rotated in the tables' precision
+        if cache is not None:
+            k, v = cache.update(k, v, attn.layer_idx)
+        from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+        interface = ALL_ATTENTION_FUNCTIONS.get_interface(
+            attn.config._attn_implementation, self._family_module.eager_attention_forward)
+        # Dropout is refused at conversion (families._neox_spec).
+        out, _ = interface(attn, q, k, v, attention_mask, dropout=0.0, scaling=attn.scaling,
+                           **kwargs)
+        return out.reshape(b, s, -1)
+
+    def forward(self, hidden_states: torch.Tensor, attention_mask=None, position_ids=None,
+                use_cache: bool = False, layer_past=None, output_attentions: bool = False,
+                cache_position=None, position_embeddings=None, **kwargs):
+        name = _module_name(self)
+        x = hidden_states
+        if x.dim() != 3:
+            raise ValueError(f"{name}: hidden_states must be [batch, seq, hidden], got "
+                             f"{tuple(x.shape)}")
+        if position_embeddings is None:
+            raise ValueError(f"{name}: called without position_embeddings (the model's rotary "
+                             "tables); this transformers release computes them in the model")
+        if output_attentions or kwargs.pop("output_attentions", None):
+            raise ValueError(f"{name}: output_attentions is not available from a converted "
+                             "layer")
+        if kwargs.pop("head_mask", None) is not None:
+            raise ValueError(f"{name}: head_mask is not available from a converted layer")
+        cache = kwargs.pop("past_key_values", None)
+        if layer_past is not None:
+            cache = layer_past
+        if position_ids is not None:
+            kwargs["position_ids"] = position_ids  # as GPTNeoXAttention passes it on
+        _check_devices(self, x, name)
+        spec, attn, mlp = self.spec, self.attention, self.mlp
+        b, s, _ = x.shape
+        tokens = b * s
+        bf = torch.bfloat16
+
+        def w(mod):
+            return mod.weight.to(bf).contiguous()
+
+        def wb(mod, with_bias=True):
+            return (w(mod),) + ((mod.bias.to(bf),) if with_bias else ())
+
+        h = _tokens_2d(x, spec.hidden, name)
+        (qkv,) = self.run_program(0, f"{name} attention input", h,
+                                  *wb(self.input_layernorm),
+                                  *wb(attn.query_key_value, spec.qkv_bias))
+        a = self._attention(qkv[:tokens], b, s, position_embeddings, attention_mask, cache,
+                            kwargs)
+        a = _tokens_2d(a, spec.q_features, name)
+        (after_attn,) = self.run_program(1, f"{name} attention output", h, a,
+                                         *wb(attn.dense, spec.o_bias))
+        mlp_ws = (*wb(self.post_attention_layernorm), *wb(mlp.dense_h_to_4h, spec.mlp_bias),
+                  *wb(mlp.dense_4h_to_h, spec.mlp_bias))
+        if spec.parallel_residual:
+            # x + attn(ln1(x)) + mlp(ln2(x)): the MLP's norm reads x.
+            (out,) = self.run_program(2, f"{name} MLP", after_attn, h, *mlp_ws)
+        else:
+            (out,) = self.run_program(2, f"{name} MLP", after_attn, *mlp_ws)
+        out = out[:tokens].view(b, s, spec.hidden).to(x.dtype)
         return (out,) if self.tuple_output else out

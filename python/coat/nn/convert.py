@@ -19,8 +19,10 @@ from .decoder import DecoderLayer, _Projections
 from .modules import _ProgramModule
 
 #: Modules :func:`convert` leaves in high precision unless told otherwise:
-#: the embedding, the final norm and the LM head (as in COAT).
-KEEP_HIGH_PRECISION = ("embed_tokens", "norm", "lm_head")
+#: the embedding, the final norm and the LM head (as in COAT), under Llama's
+#: names and GPT-NeoX's.
+KEEP_HIGH_PRECISION = ("embed_tokens", "norm", "lm_head", "embed_in", "final_layer_norm",
+                       "embed_out")
 
 FilterFn = Callable[[str, torch.nn.Module], bool]
 
@@ -108,11 +110,11 @@ def _llama_layer(qual: str, mod: torch.nn.Module, kernels) -> DecoderLayer:
 
 def _hf_layer(qual: str, mod: torch.nn.Module, kernels):
     from ..hf.families import UnsupportedLayer, inspect_layer
-    from ..hf.layer import DecoderLayer as HFDecoderLayer
+    from ..hf.layer import converted_layer
 
     try:
         spec = inspect_layer(qual, mod)
-        return HFDecoderLayer(mod, spec, qual=qual, kernels=kernels)
+        return converted_layer(mod, spec, qual=qual, kernels=kernels)
     except UnsupportedLayer as e:
         raise ValueError(f"coat.convert: {e}") from None
     except ValueError as e:
