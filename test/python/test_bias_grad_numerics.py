@@ -22,7 +22,8 @@ from coat import reference as ref
 if not ref.is_available():
     pytest.skip("libcoat_reference.so is not built", allow_module_level=True)
 
-from kernel_io import (DEVICES, activation, assert_values_equal, compiled_kernels,  # noqa: E402
+from kernel_io import (DEVICES, activation, assert_flags, assert_values_equal,  # noqa: E402
+                       compiled_kernels, flag_buffers,
                        hp_array, hp_values, sync)
 
 KERNELS = compiled_kernels(("bias_grad",))
@@ -72,9 +73,11 @@ def run(kernel, dy, device):
         args["absmax"] = nan_buffer(rows * cols // c["group_size"], "f32", device)
     kernel.launch(**args)
     db = nan_buffer(cols, c["dbias"], device)
-    kernel.module[kernel.name + "_reduce"].launch(n=cols, dbias_partial=ws, dbias=db,
-                                                 cols=cols, partials=partials)
+    reduce = kernel.module[kernel.name + "_reduce"]
+    flags = flag_buffers(reduce, device)
+    reduce.launch(n=cols, dbias_partial=ws, dbias=db, cols=cols, partials=partials, **flags)
     sync(device)
+    assert_flags(flags, {"dbias": hp_values(db, c["dbias"])})
     maxima = hp_values(args["absmax"], "f32") if c["absmax"] else None
     return hp_values(db, c["dbias"]), maxima, partials
 

@@ -25,7 +25,8 @@ import numpy as np
 import pytest
 
 from coat import reference as ref
-from kernel_io import compiled_kernels, hp_array, hp_values  # noqa: E402
+from kernel_io import (assert_flags, compiled_kernels, flag_buffers, hp_array,  # noqa: E402
+                       hp_values)
 
 if not ref.is_available():
     pytest.skip("libcoat_reference.so is not built", allow_module_level=True)
@@ -76,18 +77,24 @@ def launch_backward(kernel, args, rargs, rows, cols, partials):
     ones are the row kernel's), `_reduce` where there is a weight. Each
     takes the arguments its ABI names."""
     scalars = dict(rows=rows, cols=cols, partials=partials)
+    device = "cuda" if getattr(args["dy"], "is_cuda", False) else "cpu"
+    flags = {}  # finite_<result> of the kernels that flag their results
+
     def call(k, n=None, **given):
         names = {a.name for a in k.spec.args}
+        flags.update(flag_buffers(k, device))
+        given.update({f: flags[f] for f in flag_buffers(k, device)})
         k.launch(n=n, **{name: v for name, v in given.items() if name in names})
     call(kernel, **args, **scalars)
     if rargs is None:
-        return
+        return flags
     if kernel.config["column_sums"] == "separate":
         call(kernel.module[kernel.name + "_columns"], **args, **scalars)
     else:
         assert kernel.config["column_sums"] in ("fused", "shared"), kernel.config
     call(kernel.module[kernel.name + "_reduce"], n=cols, **rargs, cols=cols,
          partials=partials)
+    return flags
 
 
 def fp8_input(rng, shape, case):
@@ -201,9 +208,11 @@ def run_forward(kernel, device, shape, case, seed):
     args["rstd"] = garbage((rows,), "f32", device)
     if cfg["epilogue_absmax"]:
         args["absmax"] = garbage((rows, cols // G), "f32", device)
-    kernel.launch(**args, rows=rows, cols=cols)
+    flags = flag_buffers(kernel, device)
+    kernel.launch(**args, **flags, rows=rows, cols=cols)
     sync(device)
     y = hp_values(args["y"], odt).reshape(shape)
+    assert_flags(flags, {"y": y})
     rstd = hp_values(args["rstd"], "f32")
     eps = np.float32(cfg["eps"])
     if rms:
@@ -281,9 +290,13 @@ def run_backward(kernel, device, shape, case, seed):
             args["dbias_partial"] = garbage((partials, cols), "f32", device)
             rargs.update(dbias_partial=args["dbias_partial"],
                          dbias=garbage((cols,), wdt, device))
-    launch_backward(kernel, args, rargs, rows, cols, partials)
+    flags = launch_backward(kernel, args, rargs, rows, cols, partials)
     sync(device)
     dx = hp_values(args["dx"], cfg["dx"]).reshape(shape)
+    stored = {"dx": dx}
+    if rargs is not None:
+        stored.update({n: hp_values(rargs[n], wdt) for n in ("dweight", "dbias") if n in rargs})
+    assert_flags(flags, stored)
 
     with np.errstate(over="ignore", invalid="ignore"):
         xh = ((x - (0 if mean is None else mean[:, None])) * rstd[:, None]).astype(np.float64)
@@ -414,7 +427,8 @@ def test_launch_rejects_rows_wider_than_the_kernel():
     k = narrow[0]
     rows, cols = 2, k.config["max_cols"] + G
     args = {a.name: np.zeros(a.extent_for(rows * cols, dict(rows=rows, cols=cols)),
-                             {"e4m3": np.uint8, "bf16": ml_dtypes.bfloat16}.get(a.dtype, np.float32))
+                             {"e4m3": np.uint8, "bf16": ml_dtypes.bfloat16,
+                              "i32": np.int32}.get(a.dtype, np.float32))
             for a in k.spec.memrefs}
     with pytest.raises(ValueError, match="max_cols"):
         k.launch(**args, rows=rows, cols=cols)

@@ -98,6 +98,10 @@ void storeScalarF32(OpBuilder &b, Location loc, Value buffer, Type logical,
 /// all valid) is false are not stored and do not count.
 Value storesNonFinite(F32Emitter &f, ArrayRef<Value> xs, Type stored,
                       ArrayRef<Value> valid = {});
+/// The same for a vector of f32 values as one i1 (`valid`, an i1 for the
+/// whole vector, or null).
+Value vectorStoresNonFinite(ImplicitLocOpBuilder &b, Value values, Type stored,
+                            Value valid = {});
 /// Writes 1 to flag[0] where `bad` holds. Every writer writes the same
 /// value, so plain stores suffice; a finite kernel never writes the flag.
 void raiseFiniteFlag(ImplicitLocOpBuilder &b, Value bad, Value flag);

@@ -35,6 +35,8 @@ struct BiasGradPlan {
   /// G of the fused maxima, else V: what the launch checks cols against
   /// (config.group_size) and what a CPU-twin iteration holds.
   int64_t groupSize;
+  /// dbias is `coat.finite_flag`: the reduction writes `finite_dbias`.
+  bool flagDbias = false;
   int64_t lanesPerGroup() const { return groupSize / laneElements; }
 };
 

@@ -119,6 +119,11 @@ struct Emitter {
   void storeDbias(Value column, Value total) {
     storeScalarF32(b, b.getLoc(), args.lookup("dbias"), plan.dbiasType, total,
                    column);
+    if (plan.flagDbias) {
+      F32Emitter f{b};
+      raiseFiniteFlag(b, storesNonFinite(f, {total}, plan.dbiasType),
+                      args.lookup(finiteFlagArgName("dbias")));
+    }
   }
 };
 

@@ -92,6 +92,9 @@ FailureOr<BiasGradPlan> BiasGradLowering::analyze(func::FuncOp fn) const {
                              "loads of ")
            << plan.laneElements << " elements a row: the column count "
            << cols << " is not a multiple of " << plan.laneElements;
+  for (auto [i, r] : llvm::enumerate(ret.getOperands()))
+    if (r == plan.op.getDbias() && fn.getResultAttr(i, kFiniteFlagAttr))
+      plan.flagDbias = true;
   SmallVector<Value> results = {plan.op.getDbias()};
   if (plan.maxima)
     results.push_back(plan.maxima.getResult());
@@ -114,9 +117,11 @@ SmallVector<KernelDecl> BiasGradLowering::declare(func::FuncOp fn,
   for (StringRef name : {"rows", "cols", "partials"})
     partial.push_back(i64Scalar(ctx, name));
   SmallVector<AbiArg> reduce = {buf("dbias_partial", f32, "partials*cols"),
-                                buf("dbias", plan.dbiasType, "cols"),
-                                i64Scalar(ctx, "cols"),
-                                i64Scalar(ctx, "partials")};
+                                buf("dbias", plan.dbiasType, "cols")};
+  if (plan.flagDbias)
+    reduce.push_back(buf(finiteFlagArgName("dbias"), IntegerType::get(ctx, 32), "1"));
+  reduce.push_back(i64Scalar(ctx, "cols"));
+  reduce.push_back(i64Scalar(ctx, "partials"));
   int64_t reduceThreads = kBiasGradReduceColumns * ::coat::kColumnSumStrides;
   std::string name = fn.getSymName().str();
   return {KernelDecl{name, partial, blockSize, {}},
@@ -133,6 +138,8 @@ SpecBindings BiasGradLowering::bindings(func::FuncOp fn,
   SpecBindings binds;
   binds["dy"] = {s.ref(dy)};
   binds["dbias"] = {s.ref(BiasGradOp(plan.op).getDbias())};
+  binds[finiteFlagArgName("dbias")] = {
+      "finite(" + s.ref(BiasGradOp(plan.op).getDbias()) + ")"};
   if (AbsMaxOp m = plan.maxima)
     binds["absmax"] = {s.ref(m.getResult())};
   binds["dbias_partial"] = {kBindScratch};

@@ -87,6 +87,9 @@ struct NormSpec {
   Type outType;            ///< y (forward) or dx (backward)
   Type gradType;           ///< dy (backward)
   float eps = 1e-5f;
+  /// coat.finite_flag results: y or dx (the row kernel), dweight, dbias (the
+  /// reduction) write `finite_<name>` flags.
+  bool flagOut = false, flagDweight = false, flagDbias = false;
 
   StringRef opName() const {
     if (kind == NormKind::RMS)

@@ -556,6 +556,9 @@ void NormEmitter::emitForwardRow() {
       storeGroupStaged(args.lookup("y"), spec.outType, s, y);
     else
       storeGroup(args.lookup("y"), spec.outType, elementIndex(s), s.valid, y);
+    if (spec.flagOut)
+      raiseFiniteFlag(b, vectorStoresNonFinite(b, y, spec.outType, s.valid),
+                      args.lookup(finiteFlagArgName("y")));
     if (spec.epilogueMax)
       storeEpilogueMax(s, y);
     return SmallVector<Value>{};
@@ -656,6 +659,9 @@ SmallVector<Value> NormEmitter::emitBackwardRow(ValueRange accs,
     Value dx = arith::MulFOp::create(
         b, arith::SubFOp::create(b, weighted(s, dy), correction), splat(rstd));
     storeGroup(args.lookup("dx"), spec.outType, elementIndex(s), s.valid, dx);
+    if (spec.flagOut)
+      raiseFiniteFlag(b, vectorStoresNonFinite(b, dx, spec.outType, s.valid),
+                      args.lookup(finiteFlagArgName("dx")));
     if (spec.epilogueMax)
       storeEpilogueMax(s, dx);
     if (!inRow)
@@ -1076,8 +1082,13 @@ void emitColumnSums(ImplicitLocOpBuilder &b, const NormSpec &spec,
     acc = combine(acc, i);
     if (!acc)
       continue;
+    Value flag = args.lookup(finiteFlagArgName(names.second));
     emitIfThen(b, arith::AndIOp::create(b, inRange, storeGuard), [&] {
       Value v = acc;
+      if (flag) {
+        F32Emitter f{b};
+        raiseFiniteFlag(b, storesNonFinite(f, {acc}, spec.weightType), flag);
+      }
       if (!spec.weightType.isF32()) {
         v = arith::TruncFOp::create(b, spec.weightType, v);
         v = arith::BitcastOp::create(b, laneStorageType(spec.weightType), v);

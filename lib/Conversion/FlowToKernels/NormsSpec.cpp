@@ -69,6 +69,7 @@ void appendWorkspaces(MLIRContext *ctx, const NormSpec &s,
 SmallVector<AbiArg> buildRowAbi(MLIRContext *ctx, const NormPlan &plan) {
   const NormSpec &s = plan.spec;
   Type f32 = Float32Type::get(ctx);
+  Type i32 = IntegerType::get(ctx, 32);
   SmallVector<AbiArg> abi = inputAbi(ctx, s);
   if (!s.backward) {
     if (s.hasWeight)
@@ -76,6 +77,8 @@ SmallVector<AbiArg> buildRowAbi(MLIRContext *ctx, const NormPlan &plan) {
     if (s.hasBias)
       abi.push_back(buf("bias", s.weightType, "cols"));
     abi.push_back(buf("y", s.outType, "n"));
+    if (s.flagOut)
+      abi.push_back(buf(finiteFlagArgName("y"), i32, "1"));
     if (s.hasMean())
       abi.push_back(buf("mean", f32, "rows"));
     abi.push_back(buf("rstd", f32, "rows"));
@@ -89,6 +92,8 @@ SmallVector<AbiArg> buildRowAbi(MLIRContext *ctx, const NormPlan &plan) {
     abi.push_back(buf("rstd", f32, "rows"));
     abi.push_back(buf("dy", s.gradType, "n"));
     abi.push_back(buf("dx", s.outType, "n"));
+    if (s.flagOut)
+      abi.push_back(buf(finiteFlagArgName("dx"), i32, "1"));
     if (s.epilogueMax)
       abi.push_back(buf("absmax", f32, "groups"));
     if (plan.sumsInRowKernel())
@@ -117,11 +122,16 @@ SmallVector<AbiArg> buildColumnsAbi(MLIRContext *ctx, const NormSpec &s) {
 
 SmallVector<AbiArg> buildReduceAbi(MLIRContext *ctx, const NormSpec &s) {
   Type f32 = Float32Type::get(ctx);
+  Type i32 = IntegerType::get(ctx, 32);
   SmallVector<AbiArg> abi = {buf("dweight_partial", f32, "partials*cols"),
                              buf("dweight", s.weightType, "cols")};
+  if (s.flagDweight)
+    abi.push_back(buf(finiteFlagArgName("dweight"), i32, "1"));
   if (s.hasBias) {
     abi.push_back(buf("dbias_partial", f32, "partials*cols"));
     abi.push_back(buf("dbias", s.weightType, "cols"));
+    if (s.flagDbias)
+      abi.push_back(buf(finiteFlagArgName("dbias"), i32, "1"));
   }
   abi.push_back(i64Scalar(ctx, "cols"));
   abi.push_back(i64Scalar(ctx, "partials"));
@@ -310,6 +320,13 @@ FailureOr<NormSpec> NormsLowering::analyzeNorm(func::FuncOp fn,
   }
   if (ValueRange(ret.getOperands()) != ValueRange(expected))
     return shapeError();
+  // The norm's results come first, in order: y or dx, then dweight, dbias.
+  auto flagged = [&](unsigned i) {
+    return static_cast<bool>(fn.getResultAttr(i, kFiniteFlagAttr));
+  };
+  spec.flagOut = flagged(0);
+  spec.flagDweight = spec.backward && spec.hasWeight && flagged(1);
+  spec.flagDbias = spec.backward && spec.hasBias && flagged(2);
 
   // Columns a kernel must cover: a static cols extent, else the spec's
   // coat.max_cols attribute, else the pass option.
@@ -595,6 +612,15 @@ SpecBindings NormsLowering::bindings(func::FuncOp fn, const NormPlan &) const {
       });
   if (auto absmax = dyn_cast<AbsMaxOp>(op->getNextNode()))
     set("absmax", absmax.getResult());
+  // Finiteness flags of the results (bound only where the ABI has them).
+  static constexpr StringRef kBackwardResults[] = {"dx", "dweight", "dbias"};
+  static constexpr StringRef kForwardResults[] = {"y"};
+  ArrayRef<StringRef> results = isa<RMSNormGradOp, LayerNormGradOp>(op)
+                                    ? ArrayRef<StringRef>(kBackwardResults)
+                                    : ArrayRef<StringRef>(kForwardResults);
+  for (auto [i, name] : llvm::enumerate(results))
+    if (i < op->getNumResults())
+      binds[finiteFlagArgName(name)] = {"finite(" + s.ref(op->getResult(i)) + ")"};
   binds["dweight_partial"] = {kBindScratch};
   binds["dbias_partial"] = {kBindScratch};
   binds["rows"] = {s.rows(input)};

@@ -159,18 +159,32 @@ void mlir::coat::storeScalarF32(OpBuilder &b, Location loc, Value buffer,
   memref::StoreOp::create(b, loc, v, buffer, ValueRange{idx});
 }
 
+/// The least |x| that rounds (to nearest even) to infinity in `stored`:
+/// half an ulp above the largest finite value, a tie that rounds up (its
+/// last bit is odd). NaN compares unordered, so `uge` holds for it too.
+static float overflowThreshold(Type stored) {
+  if (stored.isBF16())
+    return llvm::bit_cast<float>(uint32_t{0x7F7F8000});
+  if (stored.isF16())
+    return 65520.0f;
+  return std::numeric_limits<float>::infinity();
+}
+
+Value mlir::coat::vectorStoresNonFinite(ImplicitLocOpBuilder &b, Value values,
+                                        Type stored, Value valid) {
+  auto type = cast<VectorType>(values.getType());
+  Value limit = arith::ConstantOp::create(
+      b, DenseElementsAttr::get(type, b.getF32FloatAttr(overflowThreshold(stored))));
+  Value bad = arith::CmpFOp::create(b, arith::CmpFPredicate::UGE,
+                                    math::AbsFOp::create(b, values), limit);
+  Value any = vector::ReductionOp::create(b, vector::CombiningKind::OR, bad);
+  return valid ? arith::AndIOp::create(b, any, valid).getResult() : any;
+}
+
 Value mlir::coat::storesNonFinite(F32Emitter &f, ArrayRef<Value> xs,
                                   Type stored, ArrayRef<Value> valid) {
   ImplicitLocOpBuilder &b = f.b;
-  // The least |x| that rounds (to nearest even) to infinity: half an ulp
-  // above the largest finite value, a tie that rounds up (its last bit is
-  // odd). NaN compares unordered, so `uge` holds for it too.
-  double overflow = std::numeric_limits<float>::infinity();
-  if (stored.isBF16())
-    overflow = llvm::bit_cast<float>(uint32_t{0x7F7F8000});
-  else if (stored.isF16())
-    overflow = 65520.0;
-  Value limit = f.c(overflow);
+  Value limit = f.c(overflowThreshold(stored));
   Value any;
   for (auto [i, x] : llvm::enumerate(xs)) {
     Value bad = arith::CmpFOp::create(b, arith::CmpFPredicate::UGE, f.abs(x),

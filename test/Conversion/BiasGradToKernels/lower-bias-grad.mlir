@@ -116,3 +116,17 @@ func.func @db_f32(%dy: tensor<?x?xf32>) -> tensor<?xf32> {
 // PTX-COUNT-8: ld.global.v4.b32
 // PTX-NOT: .local
 // PTX-NOT: atom.
+
+// A flagged bias gradient (`coat.finite_flag`): the reduction compares each
+// column's sum as stored (bf16) and sets `finite_dbias`.
+func.func @db_flagged(%dy: tensor<?x64xbf16>) -> (tensor<64xbf16> {coat.finite_flag}) {
+  %db = coat.bias_grad %dy : tensor<?x64xbf16> -> tensor<64xbf16>
+  return %db : tensor<64xbf16>
+}
+// GPU-LABEL: gpu.func @db_flagged_reduce(
+// GPU-SAME: {bind = ["finite(out0)"], dtype = "i32", extent = 1 : i64, kind = "memref", name = "finite_dbias"}
+// GPU: arith.constant 3.39617753E+38 : f32
+// GPU: arith.cmpf uge
+// GPU: memref.store %{{.*}} : memref<?xi32>
+// CPU-LABEL: func.func @db_flagged_reduce(
+// CPU: arith.cmpf uge
