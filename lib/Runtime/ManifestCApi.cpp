@@ -155,6 +155,17 @@ void putGradOf(std::string &o, int64_t gradOf) {
   o += gradOf < 0 ? "null" : std::to_string(gradOf);
 }
 
+/// Whether a kernel of some call binds the finiteness flag of `value`.
+bool flagged(const Program &p, int64_t value) {
+  for (const ProgramStep &s : p.steps)
+    for (const CallKernel &c : s.kernels)
+      for (const Binding &b : c.bindings)
+        if (b.kind == Binding::Kind::Flag &&
+            s.results[b.names.front().index] == value)
+          return true;
+  return false;
+}
+
 void putProgram(std::string &o, const Manifest &m, const Program &p) {
   o += '{';
   field(o, "name", p.name);
@@ -205,6 +216,9 @@ void putProgram(std::string &o, const Manifest &m, const Program &p) {
     o += '{';
     field(o, "value", out.value);
     field(o, "phase", out.backward ? "backward" : "forward");
+    // Whether a kernel writes its finiteness flag (a finite(out<i>) binding).
+    key(o, "flagged");
+    o += flagged(p, out.value) ? "true," : "false,";
     putGradOf(o, out.gradOf);
     o += "},";
   }

@@ -84,25 +84,13 @@ class Program:
                       for s in plan["steps"]]
         #: Indices into ``outputs`` of the values whose kernels write a
         #: finiteness flag (``finite(out<i>)`` bindings, coat.finite_flag).
-        self.flagged = frozenset(self._flagged_outputs())
+        self.flagged = frozenset(i for i, o in enumerate(plan["outputs"]) if o["flagged"])
         self._plans: Dict[Tuple[int, int, str], _StepPlan] = {}
         self._unread_flags: Dict[Any, Any] = {}  # per device, for runs without flags
         self._dead: Dict[Optional[str], Dict[int, Tuple[int, ...]]] = {}
 
     def __repr__(self) -> str:
         return f"<coat.Program {self.name}: {len(self.steps)} calls>"
-
-    def _flagged_outputs(self) -> List[int]:
-        position = {v: i for i, (v, _, _) in enumerate(self.outputs)}
-        flagged = []
-        for step in self.steps:
-            for kernel in step.kernels:
-                for a in kernel.spec.args:
-                    if len(a.bind) == 1 and a.bind[0].startswith("finite(out"):
-                        result = step.results[int(a.bind[0][len("finite(out"):-1])]
-                        if result in position:  # the reader checked it is
-                            flagged.append(position[result])
-        return flagged
 
     # -- values ------------------------------------------------------------
     def input_ids(self, role: Optional[str] = None) -> List[int]:

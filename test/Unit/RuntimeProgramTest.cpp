@@ -176,6 +176,12 @@ TEST(RuntimeProgram, PlansWorkspacesAndFreeScalarsOncePerCall) {
   EXPECT_HAS(err, "no resident-block count for kernel 'p_k1_norm_grad'");
 }
 
+std::string open(const std::string &text, coat_manifest **m, int &status) {
+  char err[512];
+  status = coat_manifest_open(text.data(), text.size(), m, err, sizeof err);
+  return err;
+}
+
 /// kProgram with `from` replaced by `to`, parsed.
 Manifest parseWith(const std::string &from, const std::string &to) {
   std::string text = kProgram;
@@ -199,6 +205,18 @@ TEST(RuntimeProgram, FiniteFlagsAreWordsOfTheProgramsOutputs) {
   ASSERT_EQ(plan.launches[1].buffers.size(), 3u);
   expectSource(plan.launches[1].buffers[2], Kind::Flag, 1);
   EXPECT_TRUE(plan.scratch.size() == 1u && plan.allocs.size() == 2u);
+  // The reader's document says which outputs are flagged (the executor's
+  // only source for it).
+  std::string text = kProgram;
+  text.replace(text.find(dweight), dweight.size(), dweight + flag);
+  coat_manifest *cm = nullptr;
+  int status;
+  std::string openErr = open(text, &cm, status);
+  ASSERT_EQ(status, COAT_MANIFEST_OK) << openErr;
+  std::string doc = coat_manifest_document(cm);
+  coat_manifest_close(cm);
+  EXPECT_HAS(doc, "{\"value\":3,\"phase\":\"backward\",\"flagged\":false,\"grad_of\":0}");
+  EXPECT_HAS(doc, "{\"value\":4,\"phase\":\"backward\",\"flagged\":true,\"grad_of\":null}");
 
   // Only a result of the call, whole, as an i32 word.
   auto refused = [&](const std::string &bad) {
@@ -288,12 +306,6 @@ TEST(RuntimeProgram, RefusesLaunchesItsPlansWouldMake) {
              "elements, the kernel takes 64");
   EXPECT_HAS(parseErr("\"bind\": \"out0.scale\"", "\"bind\": \"scratch\""),
              "no kernel of the call writes the scale of result 2 (out0)");
-}
-
-std::string open(const std::string &text, coat_manifest **m, int &status) {
-  char err[512];
-  status = coat_manifest_open(text.data(), text.size(), m, err, sizeof err);
-  return err;
 }
 
 namespace {
