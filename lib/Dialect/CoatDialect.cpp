@@ -57,6 +57,22 @@ std::vector<int64_t> mlir::coat::toLayoutShape(ArrayRef<int64_t> shape) {
   return std::vector<int64_t>(shape.begin(), shape.end());
 }
 
+std::optional<int64_t> mlir::coat::storageBytes(Type type) {
+  auto shaped = dyn_cast<ShapedType>(type);
+  if (!shaped || !shaped.hasStaticShape())
+    return std::nullopt;
+  int64_t elements = shaped.getNumElements();
+  if (auto q = dyn_cast<QTensorType>(type)) {
+    int64_t scales = ::coat::numScales(toLayoutShape(q.getShape()),
+                                       q.getScalingValue());
+    int64_t perScale = q.getScaleType().getIntOrFloatBitWidth() / 8;
+    if (q.getExpanded())
+      perScale += 8; // k and c, f32 each
+    return elements + scales * perScale;
+  }
+  return elements * (shaped.getElementTypeBitWidth() / 8);
+}
+
 std::optional<std::string>
 mlir::coat::verifyLayoutLimits(ArrayRef<int64_t> shape,
                                const ::coat::Scaling &s) {

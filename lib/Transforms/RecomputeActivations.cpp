@@ -42,15 +42,24 @@ bool isWeight(Value v) {
   return fn && fn.getArgAttr(arg.getArgNumber(), kWeightAttr);
 }
 
+/// Whether `q` quantizes a weight into a copy of at least `minBytes`
+/// (negative: no copy qualifies). Its scale comes from the whole weight,
+/// which the backward has unchanged, so the copy can be derived again.
+bool isLargeWeightCopy(QuantizeOp q, int64_t minBytes) {
+  if (minBytes < 0 || !isWeight(q.getInput()))
+    return false;
+  std::optional<int64_t> bytes = storageBytes(q.getResult().getType());
+  return bytes && *bytes >= minBytes;
+}
+
 /// Whether `op` may run again in the backward: a Coat_Recomputable op, or
 /// the scale arithmetic on rank-0 tensors between a coat.reduce_scales and
 /// the coat.quantize it scales. A per-tensor FP8 result must get its scale
 /// from an operand (a coat.quantize with `scale`, which the recomputation
 /// derives again too) or be the transpose of such a tensor: an op that
-/// scales per tensor by itself could not reproduce its result alone. With
-/// `weightCopies` a quantize of a weight may: its scale comes from the
-/// whole weight, which the backward has unchanged.
-bool mayRecompute(Operation *op, bool weightCopies) {
+/// scales per tensor by itself could not reproduce its result alone, except
+/// the copy of a weight of at least `weightCopyMinBytes`.
+bool mayRecompute(Operation *op, int64_t weightCopyMinBytes) {
   if (op->hasTrait<OpTrait::coat::Recomputable>()) {
     for (Type t : op->getResultTypes()) {
       auto q = dyn_cast<QTensorType>(t);
@@ -58,7 +67,7 @@ bool mayRecompute(Operation *op, bool weightCopies) {
         continue;
       auto quantize = dyn_cast<QuantizeOp>(op);
       if (!(quantize && quantize.getScale()) && !isa<TransposeOp>(op) &&
-          !(weightCopies && quantize && isWeight(quantize.getInput())))
+          !(quantize && isLargeWeightCopy(quantize, weightCopyMinBytes)))
         return false;
     }
     return true;
@@ -133,7 +142,7 @@ struct CoatRecomputeActivationsPass
             return false; // an activation argument that is not kept
           if (cone.contains(def))
             return true;
-          if (!mayRecompute(def, weightCopies) || runsInBackward(def, backward))
+          if (!mayRecompute(def, weightCopiesMinBytes) || runsInBackward(def, backward))
             return false;
           for (Value o : def->getOperands())
             if (!collect(o, cone))

@@ -10,7 +10,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "coat/Dialect/CoatDialect.h"
-#include "coat/Numerics/Layout.h"
 #include "coat/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -28,24 +27,6 @@ using namespace mlir;
 using namespace mlir::coat;
 
 namespace {
-
-/// Bytes of a value of `type`, or nothing for dynamic shapes.
-std::optional<int64_t> bytesOf(Type type) {
-  auto shaped = dyn_cast<ShapedType>(type);
-  if (!shaped || !shaped.hasStaticShape())
-    return std::nullopt;
-  int64_t elements = shaped.getNumElements();
-  if (auto q = dyn_cast<QTensorType>(type)) {
-    int64_t scales = ::coat::numScales(toLayoutShape(q.getShape()),
-                                       q.getScalingValue());
-    int64_t perScale = q.getScaleType().getIntOrFloatBitWidth() / 8;
-    // Range-expanded tensors also keep k and c (f32) per scale.
-    if (q.getExpanded())
-      perScale += 8;
-    return elements + scales * perScale;
-  }
-  return elements * (shaped.getElementTypeBitWidth() / 8);
-}
 
 /// The high-precision tensor a saved value stands for: FP8 copies and their
 /// transposes of one tensor are one tensor in a BF16 program.
@@ -117,7 +98,7 @@ struct CoatReportSavedActivationsPass
         return;
       if (!llvm::any_of(v.getUsers(), inBackward))
         return;
-      std::optional<int64_t> bytes = bytesOf(v.getType());
+      std::optional<int64_t> bytes = storageBytes(v.getType());
       if (!bytes) {
         emitWarning(v.getLoc()) << "saved value of dynamic shape " << v.getType()
                                 << " is not counted";
@@ -156,7 +137,7 @@ struct CoatReportSavedActivationsPass
     // COAT's unit: U = one BF16 tensor of the first activation argument.
     std::string unit;
     if (!activations.empty())
-      if (bytesOf(activations.front().getType())) {
+      if (storageBytes(activations.front().getType())) {
         auto shaped = cast<ShapedType>(activations.front().getType());
         int64_t ubytes = shaped.getNumElements() * 2;
         llvm::raw_string_ostream os(unit);

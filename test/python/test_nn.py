@@ -207,14 +207,21 @@ def test_recomputation_changes_no_bit(cpu_cache, tmp_path, monkeypatch):
     """The block compiled with coat-recompute-activations keeps less (the
     SiLU output, the norm's output and the SwiGLU product are derived again
     from the 1x16 input, gate and up) and computes the same bits: output and
-    every gradient equal to the block compiled without the pass."""
+    every gradient equal to the block compiled without the pass. With every
+    weight copy derived again too (weight-copies-min-bytes=0; the tiny
+    block's copies are under the default bound, so it keeps them), the
+    transposed FP8 weights are not kept either, and the bits are the same."""
     from coat import toolchain
 
     cfg = programs.MLPBlockConfig(hidden=TINY[0], ffn=TINY[1], eps=1e-5)
     dirs = {}
+    recompute = "-coat-recompute-activations"
+    assert recompute in toolchain.PROGRAM_PASSES
     for name, passes in (("with", toolchain.PROGRAM_PASSES),
                          ("without", tuple(p for p in toolchain.PROGRAM_PASSES
-                                           if p != "-coat-recompute-activations"))):
+                                           if p != recompute)),
+                         ("weights", tuple(p + "=weight-copies-min-bytes=0" if p == recompute
+                                           else p for p in toolchain.PROGRAM_PASSES))):
         monkeypatch.setattr(toolchain, "PROGRAM_PASSES", passes)
         d = tmp_path / name
         d.mkdir()
@@ -233,11 +240,31 @@ def test_recomputation_changes_no_bit(cpu_cache, tmp_path, monkeypatch):
         y.backward(torch.randn(40, TINY[0]).bfloat16())
         results[name] = (block.program, [y, h.grad] + [p.grad for p in block.parameters()])
     (with_prog, got), (without_prog, want) = results["with"], results["without"]
+    weights_prog, got_weights = results["weights"]
     assert len(with_prog.saved) < len(without_prog.saved)
-    assert sum(s.phase == "backward" for s in with_prog.steps) > \
-        sum(s.phase == "backward" for s in without_prog.steps)
-    for a, b in zip(got, want):
-        assert torch.equal(a, b)
+
+    def kept(prog):
+        """(kind, shape) of each saved value but the weights (parameters
+        are there in the backward anyway)."""
+        weights = {vid for vid, kind, _ in prog.inputs if kind == "weight"}
+        return sorted((prog.values[v].kind, prog.values[v].shape)
+                      for v in prog.saved if v not in weights)
+
+    # The weights variant keeps the same activations (dynamic token extent)
+    # and, instead of the FP8 weight copies (static shapes), only their
+    # per-tensor scales (rank 0).
+    def activations(k):
+        return [e for e in k if -1 in e[1]]
+
+    assert activations(kept(weights_prog)) == activations(kept(with_prog))
+    assert any(e[1] and -1 not in e[1] for e in kept(with_prog))
+    assert all(e == ("tensor", ()) for e in kept(weights_prog) if -1 not in e[1])
+    backward_steps = {n: sum(s.phase == "backward" for s in prog.steps)
+                      for n, prog in (("with", with_prog), ("without", without_prog),
+                                      ("weights", weights_prog))}
+    assert backward_steps["weights"] > backward_steps["with"] > backward_steps["without"]
+    for a, b, c in zip(got, want, got_weights):
+        assert torch.equal(a, b) and torch.equal(c, b)
 
 
 def test_runs_hold_a_value_only_until_its_last_reader(cpu_cache, monkeypatch):

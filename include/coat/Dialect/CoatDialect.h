@@ -86,6 +86,10 @@ std::vector<int64_t> toLayoutShape(ArrayRef<int64_t> shape);
 /// 2^32. Returns an error message, or nothing.
 std::optional<std::string> verifyLayoutLimits(ArrayRef<int64_t> shape,
                                               const ::coat::Scaling &scaling);
+/// The bytes a value of `type` occupies: FP8 codes plus scales (plus k and c
+/// per scale when range-expanded) for a `!coat.qtensor`, elements times
+/// width otherwise. Nothing for dynamic shapes and non-shaped types.
+std::optional<int64_t> storageBytes(Type type);
 } // namespace mlir::coat
 
 #endif // COAT_DIALECT_COATDIALECT_H

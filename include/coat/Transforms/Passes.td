@@ -258,19 +258,26 @@ def CoatRecomputeActivations : Pass<"coat-recompute-activations",
     %dgate = coat.silu_grad %gate, %dact : ...
     ```
 
-    With `weight-copies`, the FP8 copy of a weight (a `coat.quantize` of a
-    `{coat.weight}` argument, which derives its per-tensor scale from the
-    whole weight) is derived again too: the weight is the same in the
+    The FP8 copy of a weight (a `coat.quantize` of a `{coat.weight}`
+    argument, which derives its per-tensor scale from the whole weight) is
+    derived again too when it is large: the weight is the same in the
     backward, so the copy is the same bits. That trades one quantization of
-    each weight per step (a read of the weight, a write of its codes) for
-    one byte per parameter less between the forward and the backward, which
-    at the 7B shape is about 6 GiB. Off by default: at small token counts
-    the extra pass over the weights is a visible share of the step.
+    the weight per step (about five bytes of traffic per byte of copy: the
+    weight read for its maximum and again for the codes, the codes written)
+    for the copy's bytes between the forward and the backward. The pass
+    decides from the copy's static size against `weight-copies-min-bytes`
+    (default 8 MiB): below it the kernels of the recomputation last a few
+    microseconds, about the cost of launching them, and the memory saved is
+    small; above it the pass is bandwidth-bound and a small share of a
+    step's GEMMs over the same weight. At the Llama-2-7B shape every copy
+    is above it (16 to 48 MiB; 6 GiB over 32 layers); at hidden 1024 none
+    is. 0 recomputes every weight copy, a negative value none.
   }];
   let options = [
-    Option<"weightCopies", "weight-copies", "bool", /*default=*/"false",
-           "Also derive the FP8 copies of weights again in the backward "
-           "instead of keeping them">,
+    Option<"weightCopiesMinBytes", "weight-copies-min-bytes", "int64_t",
+           /*default=*/"8 << 20",
+           "Derive the FP8 copy of a weight again in the backward when it "
+           "has at least this many bytes (0: always, negative: never)">,
   ];
 }
 
