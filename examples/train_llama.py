@@ -484,7 +484,11 @@ def train(args) -> dict:
             profiler = StepProfiler(device, step, window[1] - window[0], args.profile_trace)
             profiler.start()
         for g in opt.param_groups:
-            g["lr"] = lr_at(step, args.steps, args.lr, args.warmup)
+            lr = lr_at(step, args.steps, args.lr, args.warmup)
+            if isinstance(g["lr"], torch.Tensor):  # torchao's AdamW8bit keeps lr a tensor
+                g["lr"].fill_(lr)
+            else:
+                g["lr"] = lr
         x, y = batches(train_data, args.batch, args.seq, gen)
         measure = cuda and step == args.memory_step
         if measure:
