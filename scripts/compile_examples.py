@@ -40,7 +40,9 @@ MODEL_BLOCKS = [*programs.decoder_layer_configs(hidden=1024, ffn=2816, heads=16,
                 # head sizes the rotation kernel cannot take, and tests).
                 programs.decoder_layer_configs(hidden=1024, ffn=2816, heads=16, kv_heads=16,
                                                rope=False)[0],
-                programs.LinearConfig(1024, 2816), programs.NormConfig(1024),
+                programs.LinearConfig(1024, 2816),
+                # coat.nn.Linear(bias=True) at the demo size (the module tests).
+                programs.LinearConfig(1024, 2816, bias=True), programs.NormConfig(1024),
                 programs.NormConfig(1024, "layernorm", bias=True),
                 # 8192 columns: its backward takes the column sums separately.
                 programs.NormConfig(8192, "layernorm", bias=True),

@@ -1,6 +1,7 @@
-"""coat.nn.Linear, RMSNorm and LayerNorm: one compiled program each, checked
-against fp32 autograd of the same math from the same bf16 values, gradient
-by gradient.
+"""coat.nn.Linear (with and without a bias), RMSNorm and LayerNorm: one
+compiled program each, checked against fp32 autograd of the same math from
+the same bf16 values, gradient by gradient (test_nn_linear_bias.py checks
+the biased Linear against the host FP8 reference too).
 
 Tolerances (relative L2): the FP8 linear 0.2 (per-tensor E4M3 operands
 forward, E5M2 output gradient; measured about 0.06 on CPU), the norms 0.1
@@ -42,6 +43,9 @@ CASES = {
     "linear": (lambda h, dev: cnn.Linear(h, LINEAR_OUT[h], device=dev),
                lambda x, ps: x @ ps[0].t(),
                lambda x, ps: x @ ps[0].flip(1).t(), 0.2),
+    "linear_bias": (lambda h, dev: cnn.Linear(h, LINEAR_OUT[h], bias=True, device=dev),
+                    lambda x, ps: x @ ps[0].t() + ps[1],
+                    lambda x, ps: x @ ps[0].flip(1).t() + ps[1], 0.2),
     "rmsnorm": (lambda h, dev: cnn.RMSNorm(h, device=dev),
                 lambda x, ps: rms_ref(x, ps[0]),
                 lambda x, ps: F.layer_norm(x, x.shape[-1:], ps[0], None, 1e-5), 0.1),
@@ -144,8 +148,8 @@ def test_saved_activations_are_fp8(cpu_cache, case):
 def test_bad_configs_and_inputs_name_the_module(cpu_cache):
     with pytest.raises(ValueError, match="LinearConfig: inner = 40"):
         cnn.Linear(40, 64)
-    with pytest.raises(ValueError, match="bias is not supported"):
-        cnn.Linear(64, 64, bias=True)
+    with pytest.raises(ValueError, match="LinearConfig: out = 40"):
+        cnn.Linear(64, 40, bias=True)
     with pytest.raises(ValueError, match="NormConfig: hidden = 10"):
         cnn.RMSNorm(10)
     lin = cnn.Linear(64, 96)

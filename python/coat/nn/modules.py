@@ -15,7 +15,9 @@ from ._autograd import _RunProgram
 #: Tokens are padded to a multiple of this: the weight-gradient GEMMs reduce
 #: over tokens and take K in multiples of 16. Zero rows change nothing (every
 #: per-tensor scale is a maximum; a zero row normalises, projects and
-#: back-propagates to zero).
+#: back-propagates to zero; a biased projection's padding rows hold the bias,
+#: are cut off the output and receive zero gradient rows, so the bias
+#: gradient sums only real tokens).
 TOKEN_MULTIPLE = 16
 
 class _Weight(torch.nn.Module):
@@ -106,28 +108,46 @@ class MLPBlock(_ProgramModule):
 
 
 class Linear(_ProgramModule):
-    """``y = x W^T`` as FP8 GEMMs (COAT.md §3.4): x and W per-tensor E4M3
+    """``y = x W^T + b`` as FP8 GEMMs (COAT.md §3.4): x and W per-tensor E4M3
     forward, the output gradient per-tensor E5M2, dgrad and wgrad in FP8; the
-    backward keeps x only as its FP8 transpose. Bias-free, like Llama's
-    projections. ``weight`` is [out_features, in_features] as in
-    torch.nn.Linear; both extents are multiples of 16."""
+    backward keeps x only as its FP8 transpose. ``weight`` is
+    [out_features, in_features] as in torch.nn.Linear; both extents are
+    multiples of 16.
+
+    ``bias=True`` adds ``bias`` ([out_features]; read as bf16 like the
+    weight) in the forward GEMM's epilogue, and its gradient is the output
+    gradient summed over tokens in f32 (``coat.bias_grad``, summed in the
+    kernel that reads that gradient for its FP8 scale), rounded to bf16
+    once; the program is :class:`coat.programs.LinearConfig` with
+    ``bias=True`` (``coat_linear_i<in>_o<out>_b``). The bias is initialised
+    like torch.nn.Linear's, uniform in ±1/sqrt(in_features); the weight is
+    normal with std 1/sqrt(in_features). Without a bias (the default, like
+    Llama's projections) ``bias`` is None and the program is the bias-free
+    one. Parameter names and the state_dict keys are torch.nn.Linear's
+    (``weight``, ``bias``)."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = False, *,
                  kernels: Optional[str] = None, device=None, dtype=torch.float32):
-        if bias:
-            raise ValueError("coat.nn.Linear: a bias is not supported (add it outside, or "
-                             "leave the layer in high precision)")
-        super().__init__([programs.LinearConfig(in_features, out_features)], kernels)
+        super().__init__([programs.LinearConfig(in_features, out_features, bias=bool(bias))],
+                         kernels)
         self.in_features, self.out_features = in_features, out_features
         self.weight = torch.nn.Parameter(torch.empty(out_features, in_features, device=device,
                                                      dtype=dtype))
         torch.nn.init.normal_(self.weight, std=in_features ** -0.5)
+        if bias:
+            self.bias = torch.nn.Parameter(torch.empty(out_features, device=device, dtype=dtype))
+            bound = in_features ** -0.5
+            torch.nn.init.uniform_(self.bias, -bound, bound)
+        else:
+            self.register_parameter("bias", None)
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, bias=False"
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return _apply(self, x, self.in_features, self.weight)
+        ws = (self.weight,) if self.bias is None else (self.weight, self.bias)
+        return _apply(self, x, self.in_features, *ws)
 
 
 class RMSNorm(_ProgramModule):
