@@ -267,6 +267,76 @@ def test_recomputation_changes_no_bit(cpu_cache, tmp_path, monkeypatch):
         assert torch.equal(a, b) and torch.equal(c, b)
 
 
+def _weights_variant(tmp_path, monkeypatch):
+    """The tiny block's program compiled with every weight copy derived
+    again in the backward (weight-copies-min-bytes=0), in its own folder."""
+    from coat import toolchain
+
+    recompute = "-coat-recompute-activations"
+    monkeypatch.setattr(toolchain, "PROGRAM_PASSES", tuple(
+        p + "=weight-copies-min-bytes=0" if p == recompute else p
+        for p in toolchain.PROGRAM_PASSES))
+    cfg = programs.MLPBlockConfig(hidden=TINY[0], ffn=TINY[1], eps=1e-5)
+    src = tmp_path / f"{cfg.name}.mlir"
+    src.write_text(cfg.text())
+    toolchain.Toolchain().compile_program(src, tmp_path)
+    return str(tmp_path)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_weight_read_in_the_backward_is_not_copied_until_then(cpu_cache, tmp_path,
+                                                                monkeypatch, dtype):
+    """A program that derives a weight's FP8 copy again in the backward
+    reads the weight there. With f32 master weights the forward's bf16 copy
+    of each is not kept for that (two bytes a parameter until the
+    backward): the call keeps how to make it and makes it again. bf16
+    parameters are passed as they are and kept by reference. The gradients
+    are those of the copy kept."""
+    kernels = _weights_variant(tmp_path, monkeypatch)
+    torch.manual_seed(5)
+    block = cnn.MLPBlock(*TINY, kernels=kernels, dtype=dtype)
+    h = torch.randn(40, TINY[0]).bfloat16().requires_grad_()
+    dy = torch.randn(40, TINY[0]).bfloat16()
+    y = block(h)
+    kept = program_node(y.grad_fn).kept
+    params = list(block.parameters())
+    weights = [x for x in kept.values() if isinstance(x, torch.Tensor)
+               and x.dim() and -1 not in tuple(x.shape) and tuple(x.shape) in
+               {tuple(p.shape) for p in params}]
+    derived = [x for x in kept.values() if not isinstance(x, torch.Tensor)
+               and hasattr(x, "again")]
+    if dtype == torch.float32:
+        assert len(derived) == len(params) and not weights
+    else:
+        assert not derived and all(any(w is p for p in params) for w in weights)
+        assert len(weights) == len(params)
+    y.backward(dy)
+    got = [h.grad] + [p.grad for p in params]
+
+    # The same call with each copy made up front and kept: the same bits.
+    h2 = h.detach().clone().requires_grad_()
+    ws = [p.detach().to(torch.bfloat16).contiguous().requires_grad_() for p in params]
+    (y2,) = block.run_program(0, "reference", h2, *ws)
+    assert not any(hasattr(x, "again") for x in program_node(y2.grad_fn).kept.values())
+    y2.backward(dy)
+    want = [h2.grad] + [w.grad for w in ws]
+    assert torch.equal(y, y2)
+    for a, b in zip(got, want):
+        assert torch.equal(a.to(torch.bfloat16), b)
+
+
+def test_a_weight_changed_before_the_backward_is_an_error(cpu_cache, tmp_path, monkeypatch):
+    """The backward would derive another copy from a weight changed in
+    place after the forward: refused, naming the block, not a silently
+    different gradient."""
+    block = cnn.MLPBlock(*TINY, kernels=_weights_variant(tmp_path, monkeypatch))
+    y = block(torch.randn(40, TINY[0]).bfloat16())
+    with torch.no_grad():
+        block.up_proj.weight.mul_(2)
+    with pytest.raises(RuntimeError, match="modified in place between the forward"):
+        y.backward(torch.randn(40, TINY[0]).bfloat16())
+
+
 def test_runs_hold_a_value_only_until_its_last_reader(cpu_cache, monkeypatch):
     """Under autograd the executor drops each value from the run's
     environment after the last step that reads it (drop_dead): after the

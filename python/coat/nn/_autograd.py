@@ -3,13 +3,66 @@ calls when autograd asks, keeping exactly the values the launch plan saves."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 
 from ..executor import FLAG_WORDS, Program, ProgramError, QTensor
 from . import finite
 from .finite import check as _check_finite
+
+class _Derivation:
+    """How a program's bf16 weight was made from parameters (cast, rows
+    concatenated), so that an eager call keeps this instead of the copy when
+    its launch plan saves the weight for the backward (the compiler counts a
+    weight as there in the backward: coat-recompute-activations derives its
+    FP8 copy again from it). The parameters are alive anyway; the copy would
+    be an extra two bytes per parameter between the forward and the
+    backward."""
+
+    def __init__(self, params: Sequence[torch.Tensor]):
+        self.params = [p.detach() for p in params]
+        self.versions = [p._version for p in params]
+
+    def again(self, what: str) -> torch.Tensor:
+        """The same copy, made again; an error if a parameter was changed
+        in place since the forward (its copy would differ)."""
+        if [p._version for p in self.params] != self.versions:
+            raise RuntimeError(f"{what}: a weight was modified in place between the forward "
+                               "and the backward; its copy for the backward would differ")
+        with torch.no_grad():
+            return _derive(self.params)
+
+
+def _derive(params: Sequence[torch.Tensor]) -> torch.Tensor:
+    w = params[0] if len(params) == 1 else torch.cat(list(params))
+    return w.to(torch.bfloat16).contiguous()
+
+
+def program_weight(*params: torch.Tensor) -> torch.Tensor:
+    """The bf16 weight a program takes from ``params`` (their rows
+    concatenated, e.g. q, k and v projections): the parameter itself when it
+    is one contiguous bf16 tensor; otherwise a copy, differentiable to the
+    parameters, that is not kept for the backward: an eager program call
+    keeps how to make it again (:class:`_Derivation`); under torch.compile
+    the copy is made in a checkpointed region, which the partitioner
+    recomputes in the backward rather than save (it would save the copy
+    otherwise: a cast shrinks its input)."""
+    if len(params) == 1 and params[0].dtype == torch.bfloat16 and params[0].is_contiguous():
+        return params[0]
+    compiler = getattr(torch, "compiler", None)  # torch >= 2.1
+    if compiler is not None and compiler.is_compiling():
+        from torch.utils.checkpoint import checkpoint
+
+        return checkpoint(_derive_from, *params, use_reentrant=False)
+    w = _derive(params)
+    w._coat_derivation = _Derivation(params)
+    return w
+
+
+def _derive_from(*params: torch.Tensor) -> torch.Tensor:
+    return _derive(params)
+
 
 def forward_inputs(program: Program) -> List[int]:
     """The value ids of a program's forward inputs, in call order."""
@@ -114,6 +167,11 @@ class _RunProgram(torch.autograd.Function):
     @staticmethod
     def forward(ctx, program: Program, module_name: str, *inputs):
         outs, kept, tokens = run_forward(program, module_name, inputs)
+        # A saved weight copy is kept as how to make it again.
+        for vid, x in zip(forward_inputs(program), inputs):
+            derivation = getattr(x, "_coat_derivation", None)
+            if derivation is not None and vid in kept:
+                kept[vid] = derivation
         ctx.program, ctx.tokens, ctx.module_name = program, tokens, module_name
         ctx.kept, ctx.device = kept, inputs[0].device
         return tuple(outs)
@@ -121,6 +179,9 @@ class _RunProgram(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grads):
         kept, ctx.kept = ctx.kept, None
+        for vid, x in kept.items():
+            if isinstance(x, _Derivation):
+                kept[vid] = x.again(f"{ctx.module_name} ({ctx.program.name})")
         out = run_backward(ctx.program, ctx.module_name, kept, grads, ctx.tokens, ctx.device)
         return (None, None, *out)
 

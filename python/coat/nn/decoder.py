@@ -8,6 +8,7 @@ from typing import Dict, Optional
 import torch
 
 from .. import programs
+from ._autograd import program_weight
 from .modules import _ProgramModule, _check_devices, _module_name, _tokens_2d
 
 class _Projections(torch.nn.Module):
@@ -98,26 +99,25 @@ class DecoderLayer(_ProgramModule):
         b, s, _ = x.shape
         tokens = b * s
         at, mlp = self.self_attn, self.mlp
-        bf = torch.bfloat16
         h = _tokens_2d(x, self.hidden, name)
-        w_qkv = torch.cat([at.q_proj.weight, at.k_proj.weight, at.v_proj.weight]).to(bf)
+        w_qkv = program_weight(at.q_proj.weight, at.k_proj.weight, at.v_proj.weight)
         tables = ()
         if self.rope_in_program:
             tables = rope_rows(cos, sin, b, h.shape[0])
             cos = sin = None  # q and k come rotated
         (qkv,) = self.run_program(0, f"{name} attention input", h,
-                                  self.input_layernorm.weight.to(bf), w_qkv, *tables)
+                                  program_weight(self.input_layernorm.weight), w_qkv, *tables)
         q_n = self.heads * (self.hidden // self.heads)
         kv_n = (qkv.shape[1] - q_n) // 2
         q, k, v = qkv[:tokens].view(b, s, -1).split([q_n, kv_n, kv_n], dim=-1)
         a = attention_core(q, k, v, cos, sin, self.heads, self.kv_heads)
         a = _tokens_2d(a, q_n, name)
         (h,) = self.run_program(1, f"{name} attention output", h, a,
-                                at.o_proj.weight.to(bf).contiguous())
+                                program_weight(at.o_proj.weight))
         (h,) = self.run_program(2, f"{name} MLP", h,
-                                self.post_attention_layernorm.weight.to(bf).contiguous(),
-                                mlp.gate_proj.weight.to(bf).contiguous(),
-                                mlp.up_proj.weight.to(bf).contiguous(),
-                                mlp.down_proj.weight.to(bf).contiguous())
+                                program_weight(self.post_attention_layernorm.weight),
+                                program_weight(mlp.gate_proj.weight),
+                                program_weight(mlp.up_proj.weight),
+                                program_weight(mlp.down_proj.weight))
         return h[:tokens].view(b, s, self.hidden).to(x.dtype)
 

@@ -10,7 +10,7 @@ import torch
 from .. import _torch_ops, artifacts, programs
 from ..executor import Program
 from . import finite
-from ._autograd import _RunProgram
+from ._autograd import _RunProgram, program_weight
 
 #: Tokens are padded to a multiple of this: the weight-gradient GEMMs reduce
 #: over tokens and take K in multiples of 16. Zero rows change nothing (every
@@ -208,7 +208,7 @@ def _apply(module: "_ProgramModule", x: torch.Tensor, features: int,
     lead = x.shape[:-1]
     tokens = x.numel() // max(x.shape[-1], 1)
     m = _tokens_2d(x, features, name)
-    ws = [w.to(torch.bfloat16).contiguous() for w in weights]
+    ws = [program_weight(w) for w in weights]
     (y,) = module.run_program(0, name, m, *ws)
     return y[:tokens].reshape(*lead, y.shape[-1]).to(x.dtype)
 
