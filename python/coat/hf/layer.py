@@ -156,6 +156,30 @@ class DecoderLayer(_ProgramModule, _LayerBase):
         return rope_rows(*position_embeddings, b, rows)
 
     # -- the attention core: the model's own code path -------------------
+    def _attend(self, attn: torch.nn.Module, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                b: int, s: int, position_embeddings, attention_mask, cache, kwargs, *,
+                rotate: bool, dropout: float, **extra) -> torch.Tensor:
+        """Attention as the model's own attention module ``attn`` does it,
+        from q, k and v ([b, heads, s, head_dim]): the family's
+        apply_rotary_pos_emb (with ``rotate``), the KV cache update under the
+        layer's index, the attention function the model's config selects
+        (the family's eager one by default). Returns [b, s, heads *
+        head_dim]."""
+        if rotate:
+            cos, sin = position_embeddings
+            dtype = v.dtype
+            q, k = self._family_module.apply_rotary_pos_emb(q, k, cos, sin)
+            q, k = q.to(dtype), k.to(dtype)  # rotated in the tables' precision
+        if cache is not None:
+            k, v = cache.update(k, v, attn.layer_idx)
+        from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+        interface = ALL_ATTENTION_FUNCTIONS.get_interface(
+            attn.config._attn_implementation, self._family_module.eager_attention_forward)
+        out, _ = interface(attn, q, k, v, attention_mask, dropout=dropout, scaling=attn.scaling,
+                           **extra, **kwargs)
+        return out.reshape(b, s, -1)
+
     def _attention(self, qkv: torch.Tensor, b: int, s: int, position_embeddings,
                    attention_mask, past_key_values, kwargs) -> torch.Tensor:
         spec, attn = self.spec, self.self_attn
@@ -168,27 +192,15 @@ class DecoderLayer(_ProgramModule, _LayerBase):
         if spec.qk_norm == "head":
             q, k = attn.q_norm(q), attn.k_norm(k)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))
-        if not self.rope_in_program:
-            cos, sin = position_embeddings
-            dtype = v.dtype
-            q, k = self._family_module.apply_rotary_pos_emb(q, k, cos, sin)
-            q, k = q.to(dtype), k.to(dtype)  # rotated in the tables' precision
-        if past_key_values is not None:
-            k, v = past_key_values.update(k, v, attn.layer_idx)
-        from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-
-        interface = ALL_ATTENTION_FUNCTIONS.get_interface(
-            attn.config._attn_implementation, self._family_module.eager_attention_forward)
         extra = {}
         window = getattr(attn, "sliding_window", None)
         if window is None and spec.family == "Mistral":
             window = getattr(attn.config, "sliding_window", None)
         if window is not None:
             extra["sliding_window"] = window
-        out, _ = interface(attn, q, k, v, attention_mask,
-                           dropout=attn.attention_dropout if self.training else 0.0,
-                           scaling=attn.scaling, **extra, **kwargs)
-        return out.reshape(b, s, -1)
+        return self._attend(attn, q, k, v, b, s, position_embeddings, attention_mask,
+                            past_key_values, kwargs, rotate=not self.rope_in_program,
+                            dropout=attn.attention_dropout if self.training else 0.0, **extra)
 
     def forward(self, hidden_states: torch.Tensor, attention_mask=None, position_ids=None,
                 past_key_values=None, use_cache: bool = False, position_embeddings=None,
@@ -267,24 +279,14 @@ class GPTNeoXDecoderLayer(DecoderLayer):
         # query_key_value's rows are [heads, (q, k, v), head_dim]: q, k and v
         # are strided views of the program's output, [b, heads, s, d].
         q, k, v = qkv.view(b, s, spec.heads, 3 * d).transpose(1, 2).chunk(3, dim=-1)
-        cos, sin = position_embeddings
+        cos = position_embeddings[0]
         if cos.shape[-1] != spec.rotary_dim:
             raise ValueError(f"{_module_name(self)}: rotary tables of {cos.shape[-1]} columns, "
                              f"the layer rotates {spec.rotary_dim} of each head")
-        dtype = v.dtype
         # HF's function rotates the tables' width and passes the rest.
-        q, k = self._family_module.apply_rotary_pos_emb(q, k, cos, sin)
-        q, k = q.to(dtype), k.to(dtype)  # rotated in the tables' precision
-        if cache is not None:
-            k, v = cache.update(k, v, attn.layer_idx)
-        from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-
-        interface = ALL_ATTENTION_FUNCTIONS.get_interface(
-            attn.config._attn_implementation, self._family_module.eager_attention_forward)
         # Dropout is refused at conversion (families._neox_spec).
-        out, _ = interface(attn, q, k, v, attention_mask, dropout=0.0, scaling=attn.scaling,
-                           **kwargs)
-        return out.reshape(b, s, -1)
+        return self._attend(attn, q, k, v, b, s, position_embeddings, attention_mask, cache,
+                            kwargs, rotate=True, dropout=0.0)
 
     def forward(self, hidden_states: torch.Tensor, attention_mask=None, position_ids=None,
                 use_cache: bool = False, layer_past=None, output_attentions: bool = False,
