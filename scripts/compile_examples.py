@@ -52,7 +52,12 @@ MODEL_BLOCKS = [*programs.decoder_layer_configs(hidden=1024, ffn=2816, heads=16,
                 programs.NormLinearConfig(64, 192, bias=True),
                 programs.GeluMLPConfig(64, 160, bias=True),
                 programs.NormLinearConfig(64, 192, bias=True, norm="layernorm"),
-                programs.GeluMLPConfig(64, 160, bias=True, residual="separate")]
+                programs.GeluMLPConfig(64, 160, bias=True, residual="separate"),
+                # OLMo-1's LayerNorm without parameters before the q/k/v
+                # projection and the SwiGLU MLP, small: the GPU program
+                # tests run them (test_layernorm_programs.py).
+                programs.NormLinearConfig(64, 192, norm="layernorm", norm_affine=False),
+                programs.MLPBlockConfig(64, 160, norm="layernorm", norm_affine=False)]
 _REMARK = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+):\d+: remark: (?P<text>.*)$")
 _NAME = re.compile(r"(%[\w.$-]+)\s*=\s*coat\.quantize_auto")
 

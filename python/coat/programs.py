@@ -62,22 +62,98 @@ class _Bias:
         self.returned = f", {grad}" if on else ""
 
 
+#: What a pre-norm's options are called in errors and names.
+_NORMS = ("rmsnorm", "layernorm")
+
+
+def _check_norm(what: str, norm: str, affine: bool) -> None:
+    if norm not in _NORMS:
+        raise ValueError(f"{what}: norm {norm!r} is not rmsnorm or layernorm")
+    if not affine and norm != "layernorm":
+        raise ValueError(f"{what}: norm_affine=False needs norm='layernorm' (coat.rmsnorm "
+                         "takes a weight)")
+
+
+def _norm_tag(norm: str, affine: bool) -> str:
+    """The part of a program name that tells its norm: none for RMSNorm
+    (the names programs had before LayerNorm was possible), ``ln`` for a
+    LayerNorm with weight and bias, ``ln_noaffine`` for one without (OLMo)."""
+    if norm == "rmsnorm":
+        return ""
+    return "ln" if affine else "ln_noaffine"
+
+
+class _PreNorm:
+    """The text of the norm a block applies to its input ``x`` (an
+    unresolved [T, H] FP8 value) before its first GEMMs: the forward line
+    giving ``%ln`` (per-tensor FP8), its transpose ``%ln_t`` and the
+    statistics, the backward line giving ``dx`` from ``%dln``, and the
+    norm's weight arguments and their gradients (in argument order).
+
+    ``rmsnorm``: weight ``%w_norm``. ``layernorm``: weight ``%w_norm`` and
+    bias ``%b_norm``; with ``affine=False`` neither (OLMo's LayerNorm, which
+    has no parameters: the program takes no norm argument and returns no
+    norm gradient)."""
+
+    def __init__(self, norm: str, affine: bool, x: str, dx: str, eps: float, T, H: int):
+        t, u, q = _t, _u, _q
+        f32 = t(T, dtype="f32")
+        if norm == "rmsnorm":
+            self.weights = [("%w_norm", t(H))]
+            self.grads = ["%dw_norm"]
+            self.fwd = f"""\
+  %ln, %rstd, %ln_t = coat.rmsnorm {x}, %w_norm eps = {eps:e}
+      : {u(T, H)}, {t(H)} -> {q(T, H)}, {f32}, {q(H, T)}"""
+            self.bwd = f"""\
+  {dx}, %dw_norm = coat.rmsnorm_grad {x}, %w_norm, %rstd, %dln
+      : {u(T, H)}, {t(H)}, {f32}, {t(T, H)} -> {t(T, H)}, {t(H)}"""
+        elif affine:
+            self.weights = [("%w_norm", t(H)), ("%b_norm", t(H))]
+            self.grads = ["%dw_norm", "%db_norm"]
+            self.fwd = f"""\
+  %ln, %mean, %rstd, %ln_t = coat.layernorm {x} weight %w_norm bias %b_norm eps = {eps:e}
+      : {u(T, H)}, {t(H)}, {t(H)} -> {q(T, H)}, {f32}, {f32}, {q(H, T)}"""
+            self.bwd = f"""\
+  {dx}, %dw_norm, %db_norm = coat.layernorm_grad {x}, %mean, %rstd, %dln weight %w_norm
+      : {u(T, H)}, {f32}, {f32}, {t(T, H)}, {t(H)} -> {t(T, H)}, {t(H)}, {t(H)}"""
+        else:
+            self.weights, self.grads = [], []
+            self.fwd = f"""\
+  %ln, %mean, %rstd, %ln_t = coat.layernorm {x} eps = {eps:e}
+      : {u(T, H)} -> {q(T, H)}, {f32}, {f32}, {q(H, T)}"""
+            self.bwd = f"""\
+  {dx} = coat.layernorm_grad {x}, %mean, %rstd, %dln
+      : {u(T, H)}, {f32}, {f32}, {t(T, H)} -> {t(T, H)}"""
+        self.types = [ty for _, ty in self.weights]
+        #: the weight arguments, each on a line of its own after the last
+        self.args = "".join(f"\n    {n}: {ty} {{coat.weight}}," for n, ty in self.weights)
+
+
 @dataclass(frozen=True)
 class MLPBlockConfig:
     """A Llama MLP block: RMSNorm, gate/up projections, SiLU, SwiGLU
-    product, down projection, residual add (COAT.md §3.5, §3.6)."""
+    product, down projection, residual add (COAT.md §3.5, §3.6).
+
+    ``norm="layernorm"``: a LayerNorm in place of the RMSNorm, with weight
+    and bias, or with ``norm_affine=False`` without either (OLMo's
+    LayerNorm: the program then takes no norm argument)."""
 
     hidden: int
     ffn: int
     eps: float = 1e-5
     group_size: int = 16
+    norm: str = "rmsnorm"
+    norm_affine: bool = True
 
     def check(self) -> None:
         _check_features("MLPBlockConfig", self.group_size, hidden=self.hidden, ffn=self.ffn)
+        _check_norm("MLPBlockConfig", self.norm, self.norm_affine)
 
     @property
     def name(self) -> str:
-        return f"coat_mlp_h{self.hidden}_f{self.ffn}"
+        # RMSNorm keeps the names programs had before the norm was a choice.
+        norm = _norm_tag(self.norm, self.norm_affine)
+        return f"coat_mlp{'_' + norm if norm else ''}_h{self.hidden}_f{self.ffn}"
 
     def text(self) -> str:
         return mlp_block(self)
@@ -86,7 +162,8 @@ class MLPBlockConfig:
 @dataclass(frozen=True)
 class NormLinearConfig:
     """RMSNorm (``norm="rmsnorm"``, weight) or LayerNorm (``norm="layernorm"``,
-    weight and bias) then one projection: an attention block's input side,
+    weight and bias; with ``norm_affine=False`` neither, OLMo's) then one
+    projection: an attention block's input side,
     with q, k and v as one GEMM over their stacked weights (``out`` rows; the
     GEMM does not care how q, k and v rows are ordered, so GPT-NeoX's fused
     per-head weight is taken as it is). ``bias``: the projection adds a bias
@@ -108,6 +185,7 @@ class NormLinearConfig:
     rope_head_dim: int = 0
     rope_heads: int = 0
     norm: str = "rmsnorm"
+    norm_affine: bool = True
 
     @property
     def rope(self) -> bool:
@@ -115,8 +193,7 @@ class NormLinearConfig:
 
     def check(self) -> None:
         _check_features("NormLinearConfig", self.group_size, hidden=self.hidden, out=self.out)
-        if self.norm not in ("rmsnorm", "layernorm"):
-            raise ValueError(f"NormLinearConfig: norm {self.norm!r} is not rmsnorm or layernorm")
+        _check_norm("NormLinearConfig", self.norm, self.norm_affine)
         if not self.rope:
             return
         d, n = self.rope_head_dim, self.rope_heads
@@ -136,42 +213,29 @@ class NormLinearConfig:
     def name(self) -> str:
         rope = f"_rope{self.rope_heads}x{self.rope_head_dim}" if self.rope else ""
         # RMSNorm keeps the names programs had before LayerNorm was possible.
-        norm = "_ln" if self.norm == "layernorm" else ""
+        norm = _norm_tag(self.norm, self.norm_affine)
+        norm = "_" + norm if norm else ""
         return (f"coat_norm_linear{norm}_h{self.hidden}_o{self.out}"
                 f"{'_b' if self.bias else ''}{rope}")
 
     def text(self) -> str:
         """Arguments: the stream h, the norm weight (and with LayerNorm its
-        bias), W (out x hidden), with ``bias`` the bias (out), with RoPE the
-        tables cos and sin ([tokens, rope_head_dim] f32: one row per token,
-        no gradient), then the gradient of the (rotated) projection.
-        Results: the projection (forward; q and k rotated with RoPE), the
-        gradient of h through the norm, the norm's weight (and bias)
-        gradients, W's and the bias's gradients."""
+        bias; neither without affine parameters), W (out x hidden), with
+        ``bias`` the bias (out), with RoPE the tables cos and sin ([tokens,
+        rope_head_dim] f32: one row per token, no gradient), then the
+        gradient of the (rotated) projection. Results: the projection
+        (forward; q and k rotated with RoPE), the gradient of h through the
+        norm, the norm's weight (and bias) gradients, W's and the bias's
+        gradients."""
         self.check()
         T, H, O = TOKENS, self.hidden, self.out
-        f32 = _t(T, dtype="f32")
-        if self.norm == "layernorm":
-            norm_arg = f"\n    %b_norm: {_t(H)} {{coat.weight}},"
-            norm_result = f"\n        {_t(H)} {{coat.grad_of = 2 : i64}},"
-            norm = f"""\
-  %ln, %mean, %rstd, %ln_t = coat.layernorm %h_q weight %w_norm bias %b_norm eps = {self.eps:e}
-      : {_u(T, H)}, {_t(H)}, {_t(H)} -> {_q(T, H)}, {f32}, {f32}, {_q(H, T)}"""
-            norm_grad = f"""\
-  %dh, %dw_norm, %db_norm = coat.layernorm_grad %h_q, %mean, %rstd, %dln weight %w_norm
-      : {_u(T, H)}, {f32}, {f32}, {_t(T, H)}, {_t(H)} -> {_t(T, H)}, {_t(H)}, {_t(H)}"""
-            norm_grads, norm_types = "%dw_norm, %db_norm", f"{_t(H)}, {_t(H)}"
-        else:
-            norm_arg = norm_result = ""
-            norm = f"""\
-  %ln, %rstd, %ln_t = coat.rmsnorm %h_q, %w_norm eps = {self.eps:e}
-      : {_u(T, H)}, {_t(H)} -> {_q(T, H)}, {f32}, {_q(H, T)}"""
-            norm_grad = f"""\
-  %dh, %dw_norm = coat.rmsnorm_grad %h_q, %w_norm, %rstd, %dln
-      : {_u(T, H)}, {_t(H)}, {f32}, {_t(T, H)} -> {_t(T, H)}, {_t(H)}"""
-            norm_grads, norm_types = "%dw_norm", _t(H)
+        norm = _PreNorm(self.norm, self.norm_affine, "%h_q", "%dh", self.eps, T, H)
         # W and its bias come after the norm's arguments.
-        w_at = 3 if self.norm == "layernorm" else 2
+        w_at = 1 + len(norm.weights)
+        norm_results = "".join(f"\n        {ty} {{coat.grad_of = {i + 1} : i64}},"
+                               for i, ty in enumerate(norm.types))
+        norm_grads = "".join(f", {g}" for g in norm.grads)
+        norm_types = "".join(f", {ty}" for ty in norm.types)
         tables = rotate = rotate_back = ""
         y, dy = "%y", "%dy"
         if self.rope:
@@ -191,14 +255,12 @@ class NormLinearConfig:
         b = _Bias(self.bias, "%b", dy, T, O, grad_of=w_at + 1)
         return f"""\
 func.func @{self.name}(
-    %h: {_t(T, H)},
-    %w_norm: {_t(H)} {{coat.weight}},{norm_arg}
+    %h: {_t(T, H)},{norm.args}
     %w: {_t(O, H)} {{coat.weight}},{b.arg}{tables}
     %dy: {_t(T, O)} {{coat.gradient, coat.grad_of = 0 : i64}})
-    -> ({_t(T, O)}, {_t(T, H)} {{coat.grad_of = 0 : i64}},
-        {_t(H)} {{coat.grad_of = 1 : i64}},{norm_result} {_t(O, H)} {{coat.grad_of = {w_at} : i64}}{b.result}) {{
+    -> ({_t(T, O)}, {_t(T, H)} {{coat.grad_of = 0 : i64}},{norm_results} {_t(O, H)} {{coat.grad_of = {w_at} : i64}}{b.result}) {{
   %h_q = coat.quantize_auto %h : {_t(T, H)} -> {_u(T, H)}
-{norm}
+{norm.fwd}
   %w_q = coat.quantize_auto %w : {_t(O, H)} -> {_u(O, H)}
   %y = coat.linear forward %ln, %w_q{b.operand} : {_q(T, H)}, {_u(O, H)}{b.type} -> {_t(T, O)}{rotate}
 {rotate_back}
@@ -207,8 +269,8 @@ func.func @{self.name}(
   %w_t = coat.transpose %w_q : {_u(O, H)} -> {_u(H, O)}
   %dln = coat.linear dgrad %dy_q, %w_t : {_u(T, O)}, {_u(H, O)} -> {_t(T, H)}
   %dw = coat.linear wgrad %dy_t, %ln_t : {_u(O, T)}, {_q(H, T)} -> {_t(O, H)}{b.grad}
-{norm_grad}
-  return {y}, %dh, {norm_grads}, %dw{b.returned} : {_t(T, O)}, {_t(T, H)}, {norm_types}, {_t(O, H)}{b.type}
+{norm.bwd}
+  return {y}, %dh{norm_grads}, %dw{b.returned} : {_t(T, O)}, {_t(T, H)}{norm_types}, {_t(O, H)}{b.type}
 }}
 """
 
@@ -313,46 +375,51 @@ def _swiglu(T, H, F, g: str, x: str, x_type: str, x_t: str, x_t_type: str, dy: s
 def mlp_block(cfg: MLPBlockConfig) -> str:
     """The MLIR text of the block's program ``@<cfg.name>``.
 
-    Arguments: the residual stream h (T x H bf16), the RMSNorm weight, W_gate
-    and W_up (F x H), W_down (H x F), and the incoming gradient of the new
-    stream. Results: the new stream and its 1x16 E4M3 copy (forward), then
-    the gradient of h and its per-tensor E5M2 copy, and the gradients of the
-    four weights (backward)."""
+    Arguments: the residual stream h (T x H bf16), the norm's weight (and
+    with an affine LayerNorm its bias; nothing without affine parameters),
+    W_gate and W_up (F x H), W_down (H x F), and the incoming gradient of the
+    new stream. Results: the new stream and its 1x16 E4M3 copy (forward),
+    then the gradient of h and its per-tensor E5M2 copy, and the gradients
+    of the norm's parameters and of the three weights (backward)."""
     cfg.check()
     T, H, F = TOKENS, cfg.hidden, cfg.ffn
 
     t, u, q = _t, _u, _q
 
     g = f"per_group<{cfg.group_size}>"
+    norm = _PreNorm(cfg.norm, cfg.norm_affine, "%h_q", "%dx_norm", cfg.eps, T, H)
     fwd, bwd = _swiglu(T, H, F, g, "%ln", q(T, H), "%ln_t", q(H, T), "%dout_q", "%dout_t")
+    # The gradients of every weight argument, two to a line.
+    weights = norm.weights + [("%w_gate", t(F, H)), ("%w_up", t(F, H)), ("%w_down", t(H, F))]
+    grads = [f"{ty} {{coat.grad_of = {i + 1} : i64}}" for i, (_, ty) in enumerate(weights)]
+    grad_results = ",\n        ".join(", ".join(grads[i:i + 2])
+                                       for i in range(0, len(grads), 2))
+    returned = ", ".join(norm.grads + ["%dw_gate", "%dw_up", "%dw_down"])
+    types = ", ".join(ty for _, ty in weights)
     return f"""\
 func.func @{cfg.name}(
-    %h: {t(T, H)},
-    %w_norm: {t(H)} {{coat.weight}},
+    %h: {t(T, H)},{norm.args}
     %w_gate: {t(F, H)} {{coat.weight}},
     %w_up: {t(F, H)} {{coat.weight}},
     %w_down: {t(H, F)} {{coat.weight}},
     %dout: {t(T, H)} {{coat.gradient, coat.grad_of = 0 : i64}})
     -> ({t(T, H)}, {q(T, H, scaling=g)},
         {t(T, H)} {{coat.grad_of = 0 : i64}}, {q(T, H, fmt="f8E5M2")},
-        {t(H)} {{coat.grad_of = 1 : i64}}, {t(F, H)} {{coat.grad_of = 2 : i64}},
-        {t(F, H)} {{coat.grad_of = 3 : i64}}, {t(H, F)} {{coat.grad_of = 4 : i64}}) {{
+        {grad_results}) {{
   %h_q = coat.quantize_auto %h : {t(T, H)} -> {u(T, H)}
-  %ln, %rstd, %ln_t = coat.rmsnorm %h_q, %w_norm eps = {cfg.eps:e}
-      : {u(T, H)}, {t(H)} -> {q(T, H)}, {t(T, dtype="f32")}, {q(H, T)}
+{norm.fwd}
 {fwd}  %h_out, %h_out_q = coat.residual_add %h, %down : {t(T, H)}, {t(T, H)}
       -> {t(T, H)}, {q(T, H, scaling=g)}
 
   %dout_q = coat.quantize_auto %dout : {t(T, H)} -> {u(T, H)}
   %dout_t = coat.transpose %dout_q : {u(T, H)} -> {u(H, T)}
 {bwd}  %dln = coat.residual_add_grad %dx_gate, %dx_up : {t(T, H)}, {t(T, H)} -> {t(T, H)}
-  %dx_norm, %dw_norm = coat.rmsnorm_grad %h_q, %w_norm, %rstd, %dln
-      : {u(T, H)}, {t(H)}, {t(T, dtype="f32")}, {t(T, H)} -> {t(T, H)}, {t(H)}
+{norm.bwd}
   %dh, %dh_q = coat.residual_add_grad %dout, %dx_norm : {t(T, H)}, {t(T, H)}
       -> {t(T, H)}, {q(T, H, fmt="f8E5M2")}
-  return %h_out, %h_out_q, %dh, %dh_q, %dw_norm, %dw_gate, %dw_up, %dw_down
+  return %h_out, %h_out_q, %dh, %dh_q, {returned}
       : {t(T, H)}, {q(T, H, scaling=g)}, {t(T, H)}, {q(T, H, fmt="f8E5M2")},
-        {t(H)}, {t(F, H)}, {t(F, H)}, {t(H, F)}
+        {types}
 }}
 """
 
@@ -409,36 +476,20 @@ class GeluMLPConfig:
         T, H, F = TOKENS, self.hidden, self.ffn
         t, u, q = _t, _u, _q
         g = f"per_group<{self.group_size}>"
-        layer = self.norm == "layernorm"
         separate = self.residual == "separate"
         # What the norm reads: h itself, or x.
         x = "%x" if separate else "%h"
         # Arguments after h (and x): the norm's, then each projection's
         # weight and bias; every one of them gets a gradient, in that order.
         first = 2 if separate else 1
-        weights = [("%w_norm", t(H))] + ([("%b_norm", t(H))] if layer else [])
+        pre = _PreNorm(self.norm, True, f"{x}_q", "%dx_norm", self.eps, T, H)
+        norm, norm_grad, norm_grads = pre.fwd, pre.bwd, pre.grads
+        weights = list(pre.weights)
         up_at = len(weights) + first
         weights.append(("%w_up", t(F, H)))
         down_at = up_at + 1 + self.bias
         b_up = _Bias(self.bias, "%b_up", "%dup", T, F, grad_of=up_at + 1)
         b_down = _Bias(self.bias, "%b_down", "%dout", T, H, grad_of=down_at + 1)
-        f32 = t(T, dtype="f32")
-        if layer:
-            norm = f"""\
-  %ln, %mean, %rstd, %ln_t = coat.layernorm {x}_q weight %w_norm bias %b_norm eps = {self.eps:e}
-      : {u(T, H)}, {t(H)}, {t(H)} -> {q(T, H)}, {f32}, {f32}, {q(H, T)}"""
-            norm_grad = f"""\
-  %dx_norm, %dw_norm, %db_norm = coat.layernorm_grad {x}_q, %mean, %rstd, %dln weight %w_norm
-      : {u(T, H)}, {f32}, {f32}, {t(T, H)}, {t(H)} -> {t(T, H)}, {t(H)}, {t(H)}"""
-            norm_grads = ["%dw_norm", "%db_norm"]
-        else:
-            norm = f"""\
-  %ln, %rstd, %ln_t = coat.rmsnorm {x}_q, %w_norm eps = {self.eps:e}
-      : {u(T, H)}, {t(H)} -> {q(T, H)}, {f32}, {q(H, T)}"""
-            norm_grad = f"""\
-  %dx_norm, %dw_norm = coat.rmsnorm_grad {x}_q, %w_norm, %rstd, %dln
-      : {u(T, H)}, {t(H)}, {f32}, {t(T, H)} -> {t(T, H)}, {t(H)}"""
-            norm_grads = ["%dw_norm"]
         args = "".join(f"\n    {n}: {ty} {{coat.weight}}," for n, ty in weights)
         grads = [(n, ty, i + first) for i, (n, ty) in enumerate(weights[:-1])]
         grad_results = "".join(f",\n        {ty} {{coat.grad_of = {i} : i64}}"

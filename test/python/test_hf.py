@@ -4,7 +4,8 @@ converted model against the unconverted one on identical inputs, its
 state_dict and save_pretrained/from_pretrained round trips, filter_fn and the
 report, gradient checkpointing, the KV cache, the Trainer, and the families
 and features refused with errors naming them. GPT-NeoX comes with either
-residual (gpt_neox: parallel, gpt_neox_sequential) and partial rotary.
+residual (gpt_neox: parallel, gpt_neox_sequential) and partial rotary;
+OLMo-1 without and with clip_qkv (olmo, olmo_clip).
 
 Needs transformers (5.x) and torch >= 2; on a Hopper GPU the programs come
 from $COAT_KERNELS (compile them where LLVM is: scripts/compile_model.py
@@ -23,7 +24,8 @@ projections are already at 0.985, and coat.llama's own converted layer
 gives the same figures from the same weights. A miswired gradient is near 0.
 GPT-NeoX's entries were added on a host without a GPU and are not measured
 there yet; test_hf_neox_layer.py measures its converted layer against fp32
-on the CPU twins (gradient cosines 0.994 and up).
+on the CPU twins (gradient cosines 0.994 and up). The same holds for
+OLMo-1's entries (test_hf_olmo_layer.py for its converted layer).
 """
 
 import copy
@@ -201,6 +203,34 @@ def test_gpt_neox_layers_are_read_and_run_in_the_programs(family):
     assert "gpt_neox.layers.0.attention.query_key_value.bias" in got
 
 
+@pytest.mark.parametrize("family", ["olmo", "olmo_clip"])
+def test_olmo_layers_are_read_and_run_in_the_programs(family):
+    """OLMo-1's LayerNorms without parameters (eps 1e-5, fixed in
+    OlmoLayerNorm) run in the programs; clip_qkv clamps q, k and v in the
+    attention core, which then rotates them too. The final norm has no
+    parameters: only the LM head is reported kept."""
+    model = build(family)
+    layer = decoder_layers(model)[0]
+    assert type(layer.input_layernorm).__name__ == "OlmoLayerNorm"
+    assert not list(layer.input_layernorm.parameters())
+    spec = inspect_layer("model.layers.0", layer)
+    clip = CONFIGS[family]["clip_qkv"]
+    assert (spec.family, spec.norm, spec.norm_affine, spec.clip_qkv) == \
+        ("OLMo", "layernorm", False, clip)
+    assert spec.attn_norm_eps == spec.mlp_norm_eps == 1e-5
+    names = [c.name for c in layer_programs(spec)]
+    assert names == ["coat_norm_linear_ln_noaffine_h512_o1536" + ("" if clip else "_rope16x64"),
+                     "coat_linear_residual_i512_h512", "coat_mlp_ln_noaffine_h512_f1408"]
+    ids = tokens(model)
+    want_loss, want = loss_and_grads(model, ids)
+    coat.convert(model)
+    assert all(isinstance(layer, HFDecoderLayer) for layer in decoder_layers(model))
+    assert decoder_layers(model)[0].rope_in_program == (clip is None)
+    assert set(model.coat_report.kept) == {"lm_head"}
+    got_loss, got = loss_and_grads(model, ids)
+    assert_matches(got_loss, got, want_loss, want)
+
+
 def test_every_hyperparameter_is_read_from_the_model():
     """A layer with eps 1e-6 runs programs compiled for 1e-6 (another
     content key than 1e-5's), and head_dim comes from the config even where
@@ -215,7 +245,7 @@ def test_every_hyperparameter_is_read_from_the_model():
     assert a.eps != b.eps and a.text() != b.text()
 
 
-@pytest.mark.parametrize("family", ["llama", "olmo2", "gpt_neox"])
+@pytest.mark.parametrize("family", ["llama", "olmo2", "gpt_neox", "olmo"])
 def test_state_dict_and_save_pretrained_round_trip(family, tmp_path):
     model = build(family)
     before = {k: v.clone() for k, v in model.state_dict().items()}
@@ -274,6 +304,14 @@ def test_unsupported_families_and_features_are_named():
         with pytest.raises(UnsupportedLayer, match=r"GPT-NeoX config: "):
             spec_from_config(neox.config)
 
+    gelu_olmo = transformers.OlmoForCausalLM(transformers.OlmoConfig(
+        vocab_size=256, hidden_size=256, intermediate_size=512, num_hidden_layers=1,
+        num_attention_heads=4, hidden_act="gelu", pad_token_id=1, eos_token_id=2))
+    with pytest.raises(ValueError, match=r"model.layers.0.mlp: activation 'gelu'"):
+        coat.convert(gelu_olmo)
+    with pytest.raises(UnsupportedLayer, match="OLMo config: activation 'gelu'"):
+        spec_from_config(gelu_olmo.config)
+
     mixtral = transformers.MixtralForCausalLM(transformers.MixtralConfig(
         vocab_size=256, hidden_size=256, intermediate_size=512, num_hidden_layers=1,
         num_attention_heads=4, num_key_value_heads=2, num_local_experts=2))
@@ -284,7 +322,7 @@ def test_unsupported_families_and_features_are_named():
         spec_from_config({"model_type": "gpt2"})
 
 
-@pytest.mark.parametrize("family", ["llama", "gpt_neox"])
+@pytest.mark.parametrize("family", ["llama", "gpt_neox", "olmo"])
 def test_gradient_checkpointing_gives_the_same_gradients(family):
     model = build(family)
     ids = tokens(model)
@@ -296,7 +334,8 @@ def test_gradient_checkpointing_gives_the_same_gradients(family):
     assert_matches(got_loss, got, want_loss, want, tol=0.999)
 
 
-@pytest.mark.parametrize("family", ["llama", "gpt_neox", "gpt_neox_sequential"])
+@pytest.mark.parametrize("family", ["llama", "gpt_neox", "gpt_neox_sequential", "olmo",
+                                    "olmo_clip"])
 def test_kv_cache_generation_runs_converted(family):
     """A converted layer keeps the model's attention path, KV cache
     included: greedy decoding runs and its first logits match the

@@ -384,3 +384,168 @@ def test_the_layer_output_kind_follows_the_installed_layer():
 
     assert [_returns_tuple(c()) for c in (Annotated, AnnotatedTuple, ReturnsTuple,
                                            ReturnsTensor)] == [False, True, True, False]
+
+
+# -- OLMo-1 ------------------------------------------------------------------
+
+class OlmoLayerNorm(nn.Module):
+    """transformers' OlmoLayerNorm: no parameters, eps 1e-5 in its forward
+    (not stored); ``eps`` given: stored (a variant that says it); ``uses``:
+    the eps its forward uses (by default the one it says, or 1e-5)."""
+
+    def __init__(self, hidden_size, eps=None, uses=None):
+        super().__init__()
+        self.normalized_shape = (hidden_size,)
+        self.uses = uses if uses is not None else 1e-5 if eps is None else eps
+        if eps is not None:
+            self.eps = eps
+
+    def forward(self, x):
+        return torch.nn.functional.layer_norm(x.float(), self.normalized_shape, None, None,
+                                              eps=self.uses).to(x.dtype)
+
+
+def olmo_layer(hidden=64, heads=4, kv_heads=2, clip_qkv=None, attention_bias=False, **norm_kw):
+    """A stand-in OlmoDecoderLayer: Llama's layout, OlmoLayerNorms, the
+    config's clip_qkv."""
+    out = layer(family="Olmo", hidden=hidden, heads=heads, kv_heads=kv_heads,
+                qkv_bias=attention_bias, o_bias=attention_bias)
+    out.self_attn.config.clip_qkv = clip_qkv
+    out.input_layernorm = OlmoLayerNorm(hidden, **norm_kw)
+    out.post_attention_layernorm = OlmoLayerNorm(hidden, **norm_kw)
+    return out
+
+
+def test_an_olmo_layer_is_read_whole():
+    spec = inspect_layer("model.layers.1", olmo_layer(hidden=256, heads=4, kv_heads=2))
+    assert (spec.family, spec.hidden, spec.ffn, spec.heads, spec.kv_heads, spec.head_dim) == \
+        ("OLMo", 256, 160, 4, 2, 64)
+    assert (spec.norm, spec.norm_affine, spec.norm_placement, spec.clip_qkv) == \
+        ("layernorm", False, "pre", None)
+    # OlmoLayerNorm keeps no eps: the one its forward uses, checked by
+    # running it.
+    assert spec.attn_norm_eps == spec.mlp_norm_eps == 1e-5
+    first, second, third = layer_programs(spec)
+    assert [c.name for c in (first, second, third)] == [
+        "coat_norm_linear_ln_noaffine_h256_o512_rope6x64", "coat_linear_residual_i256_h256",
+        "coat_mlp_ln_noaffine_h256_f160"]
+    assert (first.norm, first.norm_affine, third.norm, third.norm_affine) == \
+        ("layernorm", False, "layernorm", False)
+    assert first.eps == third.eps == 1e-5
+
+
+def test_olmo_attention_bias_and_head_sizes_the_rotation_cannot_take():
+    spec = inspect_layer("l", olmo_layer(attention_bias=True))
+    assert spec.qkv_bias and spec.o_bias
+    first, second, _ = layer_programs(spec)
+    # head_dim 16: the attention core rotates.
+    assert first.bias and second.bias and not first.rope
+    assert first.name == "coat_norm_linear_ln_noaffine_h64_o128_b"
+
+
+def test_olmo_norm_eps_is_read_where_the_module_says_it():
+    spec = inspect_layer("l", olmo_layer(eps=1e-6))
+    assert spec.attn_norm_eps == spec.mlp_norm_eps == 1e-6
+    assert layer_programs(spec)[2].eps == 1e-6
+
+
+def test_olmo_clip_qkv_is_read_and_leaves_the_rotation_to_the_attention_core():
+    spec = inspect_layer("l", olmo_layer(hidden=256, clip_qkv=8))
+    assert spec.clip_qkv == 8.0
+    # The clamp comes before RoPE: the program does not rotate.
+    assert not layer_programs(spec)[0].rope
+    assert layer_programs(inspect_layer("l", olmo_layer(hidden=256)))[0].rope
+
+
+def olmo_with(**parts):
+    out = olmo_layer()
+    for name, mod in parts.items():
+        setattr(out, name, mod)
+    return out
+
+
+class AffineOlmoLayerNorm(OlmoLayerNorm):
+    def __init__(self, hidden_size):
+        super().__init__(hidden_size)
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+
+
+@pytest.mark.parametrize("make,match", [
+    (lambda: olmo_layer(uses=1e-6),
+     r"model.layers.0.input_layernorm \(OlmoLayerNorm\) does not compute a LayerNorm without "
+     r"parameters with eps 1e-05"),
+    (lambda: olmo_layer(eps=1e-5, uses=1e-3), "does not compute a LayerNorm without"),
+    (lambda: olmo_with(post_attention_layernorm=norm("LlamaRMSNorm", 64)),
+     r"model.layers.0.post_attention_layernorm is LlamaRMSNorm, not a LayerNorm without "
+     r"parameters"),
+    (lambda: olmo_with(input_layernorm=nn.LayerNorm(64)),
+     r"model.layers.0.input_layernorm is LayerNorm, not a LayerNorm without parameters"),
+    (lambda: olmo_with(input_layernorm=type("OlmoLayerNorm", (AffineOlmoLayerNorm,), {})(64)),
+     r"model.layers.0.input_layernorm \(OlmoLayerNorm\) has parameters \(weight\)"),
+    (lambda: olmo_with(input_layernorm=OlmoLayerNorm(32)),
+     r"model.layers.0.input_layernorm \(OlmoLayerNorm\) normalises over \(32,\), not the 64"),
+    (lambda: olmo_layer(clip_qkv=-1.0),
+     r"model.layers.0.self_attn \(config.clip_qkv\): clip_qkv -1.0; the converted layer "
+     r"clamps"),
+    (lambda: olmo_layer(clip_qkv=0),
+     r"model.layers.0.self_attn \(config.clip_qkv\): clip_qkv 0"),
+])
+def test_what_olmo_layers_the_programs_cannot_express_is_named(make, match):
+    with pytest.raises(UnsupportedLayer, match=match):
+        inspect_layer("model.layers.0", make())
+
+
+def test_olmo_activation_and_mlp_bias_are_refused_as_llamas_are():
+    act = olmo_layer()
+    act.mlp.config = Config(hidden_act="gelu")
+    with pytest.raises(UnsupportedLayer, match=r"model.layers.0.mlp: activation 'gelu'"):
+        inspect_layer("model.layers.0", act)
+    biased = olmo_layer()
+    biased.mlp.down_proj = nn.Linear(160, 64, bias=True)
+    with pytest.raises(UnsupportedLayer, match=r"model.layers.0.mlp.down_proj has a bias"):
+        inspect_layer("model.layers.0", biased)
+
+
+def olmo_config(**kw):
+    base = dict(model_type="olmo", hidden_size=64, intermediate_size=160,
+                num_attention_heads=4, num_key_value_heads=2, hidden_act="silu",
+                attention_bias=False, clip_qkv=None)
+    base.update(kw)
+    return base
+
+
+@pytest.mark.parametrize("kw", [{}, dict(clip_qkv=8.0), dict(attention_bias=True),
+                                dict(num_key_value_heads=None)])
+def test_olmo_spec_from_config_is_what_the_layer_says(kw):
+    cfg = olmo_config(**kw)
+    want = inspect_layer("l", olmo_layer(kv_heads=cfg["num_key_value_heads"] or 4,
+                                         clip_qkv=cfg["clip_qkv"],
+                                         attention_bias=cfg["attention_bias"]))
+    assert spec_from_config(cfg) == want
+    assert spec_from_config(Config(**cfg)) == want
+    # OlmoConfig has no norm eps: OlmoLayerNorm's fixed 1e-5.
+    assert want.attn_norm_eps == 1e-5 and "rms_norm_eps" not in cfg
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(hidden_act="gelu"), "OLMo config: activation 'gelu'"),
+    (dict(clip_qkv=-2.0), "OLMo config: clip_qkv -2.0"),
+    (dict(mlp_bias=True), "OLMo config: MLP projections with biases"),
+])
+def test_olmo_spec_from_config_refuses_what_the_programs_cannot_express(kw, match):
+    with pytest.raises(UnsupportedLayer, match=match):
+        spec_from_config(olmo_config(**kw))
+
+
+def test_a_layernorm_without_parameters_takes_the_pre_norm_swiglu_layer_only():
+    spec = inspect_layer("l", olmo_layer())
+    with pytest.raises(UnsupportedLayer, match="normalises after each sublayer takes RMSNorms"):
+        layer_programs(LayerSpec(**{**spec.__dict__, "norm_placement": "post"}))
+    with pytest.raises(UnsupportedLayer, match=r"a GELU MLP layer takes pre-norm LayerNorms "
+                                               r"\(weight and bias\)"):
+        layer_programs(LayerSpec(**{**spec.__dict__, "mlp": "gelu"}))
+    with pytest.raises(UnsupportedLayer, match="a SwiGLU layer takes RMSNorm"):
+        layer_programs(LayerSpec(**{**spec.__dict__, "norm_affine": True}))
+    llama = inspect_layer("l", layer())
+    with pytest.raises(UnsupportedLayer, match="a SwiGLU layer takes RMSNorm"):
+        layer_programs(LayerSpec(**{**llama.__dict__, "norm_affine": False}))

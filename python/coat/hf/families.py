@@ -5,8 +5,9 @@ from the modules themselves (and their config), never assumed.
 A layer is accepted only when each part is one whose numerics the programs
 reproduce: a known decoder-layer class, RMSNorm classes that compute
 ``weight * x / rms(x)`` (Gemma's ``1 + weight`` would not), a SwiGLU MLP with
-SiLU; for GPT-NeoX, ``torch.nn.LayerNorm`` with weight and bias, the fused
-q/k/v projection, and a non-gated MLP with exact (erf) GELU. Anything else
+SiLU; for OLMo-1, its LayerNorm without parameters (probed for its eps); for
+GPT-NeoX, ``torch.nn.LayerNorm`` with weight and bias, the fused q/k/v
+projection, and a non-gated MLP with exact (erf) GELU. Anything else
 raises :class:`UnsupportedLayer` naming the module and the missing feature,
 so nothing silently keeps BF16 or runs with the wrong hyperparameters.
 """
@@ -25,7 +26,11 @@ PRE_NORM_LAYERS = {
     "MistralDecoderLayer": "Mistral",
     "Qwen2DecoderLayer": "Qwen2",
     "Qwen3DecoderLayer": "Qwen3",
+    "OlmoDecoderLayer": "OLMo",
 }
+#: Pre-norm layers whose norms are LayerNorms without parameters (OLMo-1):
+#: Llama's layout otherwise, and OLMo's optional clip_qkv.
+NONAFFINE_NORM_LAYERS = {"OlmoDecoderLayer"}
 POST_NORM_LAYERS = {"Olmo2DecoderLayer": "OLMo2"}
 #: LayerNorm, one fused q/k/v projection, GELU MLP, (parallel) residual.
 NEOX_LAYERS = {"GPTNeoXLayer": "GPT-NeoX"}
@@ -35,6 +40,13 @@ NEOX_LAYERS = {"GPTNeoXLayer": "GPT-NeoX"}
 #: function of the bf16 input up to that rounding).
 RMS_NORMS = {"LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm", "Qwen3RMSNorm", "Olmo2RMSNorm",
              "RMSNorm"}
+
+#: LayerNorm classes without parameters, computing ``(x - mean(x)) /
+#: sqrt(var(x) + eps)`` in f32, each with the eps its forward uses where the
+#: module does not store one: transformers' OlmoLayerNorm passes eps=1e-5 to
+#: F.layer_norm and keeps only ``normalized_shape``. The eps is checked
+#: against what the module computes (:func:`nonaffine_layer_norm_eps`).
+NONAFFINE_LAYER_NORMS = {"OlmoLayerNorm": 1e-5}
 
 #: Features a decoder layer may have that no program expresses, by the
 #: attribute that reveals them.
@@ -73,7 +85,8 @@ class LayerSpec:
     #: the GEMM's epilogue, and of the o-projection (``attention_bias``)
     qkv_bias: bool = False
     o_bias: bool = False
-    #: "rmsnorm" (weight) or "layernorm" (GPT-NeoX: weight and bias)
+    #: "rmsnorm" (weight) or "layernorm" (GPT-NeoX: weight and bias; OLMo-1:
+    #: neither, ``norm_affine`` False)
     norm: str = "rmsnorm"
     #: "swiglu" (gate, up, down) or "gelu" (GPT-NeoX: up, exact GELU, down)
     mlp: str = "swiglu"
@@ -87,6 +100,11 @@ class LayerSpec:
     #: GPT-NeoX's use_parallel_residual: x + attn(ln1(x)) + mlp(ln2(x))
     #: rather than h = x + attn(ln1(x)); h + mlp(ln2(h))
     parallel_residual: bool = False
+    #: whether the norms have parameters (False: OLMo-1's LayerNorm)
+    norm_affine: bool = True
+    #: OLMo's clip_qkv: q, k and v clamped to [-clip_qkv, clip_qkv] after
+    #: the projections, before RoPE (in the attention core); None: no clamp
+    clip_qkv: Optional[float] = None
 
     @property
     def q_features(self) -> int:
@@ -151,6 +169,71 @@ def layer_norm_eps(qual: str, norm: Optional[torch.nn.Module]) -> float:
         raise UnsupportedLayer(f"{qual} ({cls}) has no weight and bias (elementwise_affine, "
                                "bias); the programs' LayerNorm takes both")
     return float(norm.eps)
+
+
+def _probe_input(width: int) -> torch.Tensor:
+    """Rows whose spread is comparable to a norm's eps (and rows where it is
+    not), off zero mean: [6, width] f32."""
+    g = torch.Generator().manual_seed(0)
+    spread = torch.tensor([1e-3, 2e-3, 4e-3, 1e-2, 0.1, 1.0])[:, None]
+    return (torch.randn(6, width, generator=g) + 2.0) * spread
+
+
+def nonaffine_layer_norm_eps(qual: str, norm: Optional[torch.nn.Module], width: int) -> float:
+    """The eps of a LayerNorm without parameters over ``width`` features
+    (OLMo-1's): the module's own (``eps``, ``variance_epsilon`` or
+    ``epsilon``) where it stores one, else the one its class is known to use
+    (:data:`NONAFFINE_LAYER_NORMS`); either way checked by running the
+    module on rows whose spread is comparable to eps, so a module computing
+    anything else (another eps, an RMSNorm, an affine transform) is refused
+    rather than converted with the wrong numerics."""
+    if norm is None:
+        raise UnsupportedLayer(f"{qual}: missing")
+    cls = type(norm).__name__
+    if cls not in NONAFFINE_LAYER_NORMS:
+        raise UnsupportedLayer(f"{qual} is {cls}, not a LayerNorm without parameters whose "
+                               f"numerics the programs reproduce "
+                               f"({', '.join(sorted(NONAFFINE_LAYER_NORMS))})")
+    params = [n for n, _ in norm.named_parameters()]
+    if params:
+        raise UnsupportedLayer(f"{qual} ({cls}) has parameters ({', '.join(params)}); the "
+                               "converted layer's LayerNorm here takes none")
+    shape = tuple(getattr(norm, "normalized_shape", ()) or ())
+    if shape != (width,):
+        raise UnsupportedLayer(f"{qual} ({cls}) normalises over {shape}, not the {width} "
+                               "hidden features")
+    eps = None
+    for attr in ("eps", "variance_epsilon", "epsilon"):
+        eps = getattr(norm, attr, None)
+        if eps is not None:
+            break
+    eps = float(NONAFFINE_LAYER_NORMS[cls] if eps is None else eps)
+    x = _probe_input(width)
+    try:
+        with torch.no_grad(), torch.autocast("cpu", enabled=False):
+            got = norm(x).float().cpu()
+    except Exception as e:  # noqa: BLE001 - any failure: not what the program computes
+        raise UnsupportedLayer(f"{qual} ({cls}) could not be probed on CPU f32 rows "
+                               f"({type(e).__name__}: {e})") from None
+    want = torch.nn.functional.layer_norm(x, (width,), None, None, eps)
+    if got.shape != want.shape or not torch.allclose(got, want, rtol=1e-3, atol=1e-4):
+        raise UnsupportedLayer(f"{qual} ({cls}) does not compute a LayerNorm without "
+                               f"parameters with eps {eps:g} (checked on probe rows); the "
+                               "program would compute another function")
+    return eps
+
+
+def _clip_qkv(where: str, value) -> Optional[float]:
+    if value is None:
+        return None
+    try:
+        clip = float(value)
+    except (TypeError, ValueError):
+        clip = float("nan")
+    if not clip > 0 or clip == float("inf"):
+        raise UnsupportedLayer(f"{where}: clip_qkv {value!r}; the converted layer clamps q, k "
+                               "and v to [-clip_qkv, clip_qkv], a positive number")
+    return clip
 
 
 def _dropout_p(qual: str, module) -> float:
@@ -340,7 +423,19 @@ def inspect_layer(qual: str, layer: torch.nn.Module) -> LayerSpec:
         raise UnsupportedLayer(f"{ml}: projection shapes do not form a {hidden} -> {ffn} -> "
                                f"{hidden} MLP")
 
-    if placement == "pre":
+    extra = {}
+    if cls in NONAFFINE_NORM_LAYERS:
+        # OLMo-1: LayerNorms without parameters; clip_qkv clamps q, k and v
+        # after the projections (the converted layer does it in the
+        # attention core, where RoPE then runs too).
+        e1 = nonaffine_layer_norm_eps(_where(qual, "input_layernorm"),
+                                      getattr(layer, "input_layernorm", None), hidden)
+        e2 = nonaffine_layer_norm_eps(_where(qual, "post_attention_layernorm"),
+                                      getattr(layer, "post_attention_layernorm", None), hidden)
+        extra = dict(norm="layernorm", norm_affine=False,
+                     clip_qkv=_clip_qkv(f"{at} (config.clip_qkv)",
+                                        _config_value(config, "clip_qkv")))
+    elif placement == "pre":
         e1 = norm_eps(_where(qual, "input_layernorm"), getattr(layer, "input_layernorm", None))
         e2 = norm_eps(_where(qual, "post_attention_layernorm"),
                       getattr(layer, "post_attention_layernorm", None))
@@ -352,7 +447,7 @@ def inspect_layer(qual: str, layer: torch.nn.Module) -> LayerSpec:
     return LayerSpec(family=family, hidden=hidden, ffn=ffn, heads=heads, kv_heads=kv_heads,
                      head_dim=head_dim, attn_norm_eps=e1, mlp_norm_eps=e2,
                      norm_placement=placement, qk_norm=qk_norm, qkv_bias=all(biases),
-                     o_bias=o.bias is not None)
+                     o_bias=o.bias is not None, **extra)
 
 
 #: model_type -> (family, norm placement, QK-norm kind), for configs read
@@ -363,6 +458,7 @@ CONFIG_FAMILIES = {
     "qwen2": ("Qwen2", "pre", "none"),  # q/k/v biases always
     "qwen3": ("Qwen3", "pre", "head"),
     "olmo2": ("OLMo2", "post", "full"),
+    "olmo": ("OLMo", "pre", "none"),  # LayerNorms without parameters, clip_qkv
     "gpt_neox": ("GPT-NeoX", "pre", "none"),  # read by _neox_spec_from_config
 }
 
@@ -429,8 +525,16 @@ def spec_from_config(config) -> LayerSpec:
     if act not in ("silu", "swish"):
         raise UnsupportedLayer(f"{family} config: activation {act!r}; the gated MLP program "
                                "computes silu(gate) * up")
-    eps = float(get("rms_norm_eps"))
+    extra = {}
+    if model_type == "olmo":
+        # OlmoConfig has no norm eps: OlmoLayerNorm's is fixed.
+        eps = NONAFFINE_LAYER_NORMS["OlmoLayerNorm"]
+        extra = dict(norm="layernorm", norm_affine=False,
+                     clip_qkv=_clip_qkv(f"{family} config", get("clip_qkv")))
+    else:
+        eps = float(get("rms_norm_eps"))
     return LayerSpec(family=family, hidden=hidden, ffn=get("intermediate_size"), heads=heads,
                      kv_heads=kv_heads, head_dim=head_dim, attn_norm_eps=eps, mlp_norm_eps=eps,
                      norm_placement=placement, qk_norm=qk_norm,
-                     qkv_bias=attention_bias or model_type == "qwen2", o_bias=attention_bias)
+                     qkv_bias=attention_bias or model_type == "qwen2", o_bias=attention_bias,
+                     **extra)

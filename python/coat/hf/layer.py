@@ -1,8 +1,8 @@
 """A Hugging Face decoder layer converted in place: its norms and
 projections run as compiled programs, its attention core stays the model's
 own (rotary tables from the model's rotary module, its attention function,
-masks, grouped queries, QK-norm, sliding windows, partial rotary, KV cache),
-in BF16 as in COAT.
+masks, grouped queries, QK-norm, OLMo's clip_qkv, sliding windows, partial
+rotary, KV cache), in BF16 as in COAT.
 
 The converted layer adopts the original layer's children under their own
 names, so parameter names, buffers, the state_dict, ``save_pretrained`` and
@@ -37,24 +37,29 @@ def layer_programs(spec: LayerSpec) -> List[object]:
     qkv = spec.q_features + 2 * spec.kv_features
     if spec.mlp == "gelu":
         return _gelu_layer_programs(spec, qkv)
-    if (spec.norm, spec.qkv_layout, spec.mlp_bias, spec.parallel_residual, spec.rotary_dim) != \
-            ("rmsnorm", "separate", False, False, 0):
-        raise UnsupportedLayer(f"{spec.family}: a SwiGLU layer takes RMSNorm, separate q/k/v "
-                               "projections, no MLP bias, sequential residuals and full "
-                               "rotary")
+    if (spec.norm, spec.norm_affine) not in (("rmsnorm", True), ("layernorm", False)) or \
+            (spec.qkv_layout, spec.mlp_bias, spec.parallel_residual, spec.rotary_dim) != \
+            ("separate", False, False, 0):
+        raise UnsupportedLayer(f"{spec.family}: a SwiGLU layer takes RMSNorm (or a LayerNorm "
+                               "without parameters), separate q/k/v projections, no MLP bias, "
+                               "sequential residuals and full rotary")
     if spec.norm_placement == "pre":
-        # q and k are rotated in the program unless a QK-norm must come
-        # first (it runs in the attention core) or the head size does not
-        # allow it.
+        # q and k are rotated in the program unless something must come
+        # first in the attention core (a QK-norm, OLMo's clip_qkv) or the
+        # head size does not allow it.
         rotary = {}
         rope_heads = spec.heads + spec.kv_heads
-        if spec.qk_norm == "none" and programs.rope_fits(spec.hidden, qkv, spec.head_dim,
-                                                         rope_heads):
+        if spec.qk_norm == "none" and spec.clip_qkv is None and \
+                programs.rope_fits(spec.hidden, qkv, spec.head_dim, rope_heads):
             rotary = dict(rope_head_dim=spec.head_dim, rope_heads=rope_heads)
+        norm = dict(norm=spec.norm, norm_affine=spec.norm_affine)
         return [programs.NormLinearConfig(spec.hidden, qkv, spec.attn_norm_eps,
-                                          bias=spec.qkv_bias, **rotary),
+                                          bias=spec.qkv_bias, **rotary, **norm),
                 programs.LinearResidualConfig(spec.q_features, spec.hidden, bias=spec.o_bias),
-                programs.MLPBlockConfig(spec.hidden, spec.ffn, spec.mlp_norm_eps)]
+                programs.MLPBlockConfig(spec.hidden, spec.ffn, spec.mlp_norm_eps, **norm)]
+    if spec.norm != "rmsnorm" or spec.clip_qkv is not None:
+        raise UnsupportedLayer(f"{spec.family}: a layer that normalises after each sublayer "
+                               "takes RMSNorms and no clip_qkv")
     if spec.o_bias:
         raise UnsupportedLayer(f"{spec.family}: an o-projection bias before the post-attention "
                                "norm is not supported")
@@ -68,9 +73,10 @@ def _gelu_layer_programs(spec: LayerSpec, qkv: int) -> List[object]:
     attention core), dense + residual, LayerNorm + GELU MLP + residual;
     with a parallel residual the MLP's norm reads the layer's input, not
     the stream after attention."""
-    if spec.norm != "layernorm" or spec.norm_placement != "pre" or spec.qk_norm != "none":
+    if spec.norm != "layernorm" or not spec.norm_affine or spec.norm_placement != "pre" or \
+            spec.qk_norm != "none" or spec.clip_qkv is not None:
         raise UnsupportedLayer(f"{spec.family}: a GELU MLP layer takes pre-norm LayerNorms "
-                               "and no QK-norm")
+                               "(weight and bias), no QK-norm and no clip_qkv")
     return [programs.NormLinearConfig(spec.hidden, qkv, spec.attn_norm_eps, bias=spec.qkv_bias,
                                       norm="layernorm"),
             programs.LinearResidualConfig(spec.q_features, spec.hidden, bias=spec.o_bias),
@@ -111,7 +117,7 @@ def converted_layer(layer: torch.nn.Module, spec: LayerSpec, *, qual: str = "",
 
 class DecoderLayer(_ProgramModule, _LayerBase):
     """A converted Hugging Face decoder layer (Llama, Mistral, Qwen2, Qwen3,
-    OLMo2; GPT-NeoX is :class:`GPTNeoXDecoderLayer`)."""
+    OLMo, OLMo2; GPT-NeoX is :class:`GPTNeoXDecoderLayer`)."""
 
     #: the child holding the attention's modules and config
     _attention_child = "self_attn"
@@ -134,9 +140,10 @@ class DecoderLayer(_ProgramModule, _LayerBase):
 
     def extra_repr(self) -> str:
         s = self.spec
+        clip = f", clip_qkv={s.clip_qkv}" if s.clip_qkv is not None else ""
         return (f"family={s.family}, hidden={s.hidden}, ffn={s.ffn}, heads={s.heads}, "
                 f"kv_heads={s.kv_heads}, head_dim={s.head_dim}, qk_norm={s.qk_norm}, "
-                f"rope_in_program={self.rope_in_program}")
+                f"rope_in_program={self.rope_in_program}{clip}")
 
     @property
     def rope_in_program(self) -> bool:
@@ -156,39 +163,56 @@ class DecoderLayer(_ProgramModule, _LayerBase):
         return rope_rows(*position_embeddings, b, rows)
 
     # -- the attention core: the model's own code path -------------------
+    def _attend(self, attn: torch.nn.Module, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                b: int, s: int, position_embeddings, attention_mask, cache, kwargs, *,
+                rotate: bool, dropout: float, **extra) -> torch.Tensor:
+        """Attention as the model's own attention module ``attn`` does it,
+        from q, k and v ([b, heads, s, head_dim]): the family's
+        apply_rotary_pos_emb (with ``rotate``), the KV cache update under the
+        layer's index, the attention function the model's config selects
+        (the family's eager one by default). Returns [b, s, heads *
+        head_dim]."""
+        if rotate:
+            cos, sin = position_embeddings
+            dtype = v.dtype
+            q, k = self._family_module.apply_rotary_pos_emb(q, k, cos, sin)
+            q, k = q.to(dtype), k.to(dtype)  # rotated in the tables' precision
+        if cache is not None:
+            k, v = cache.update(k, v, attn.layer_idx)
+        from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+        interface = ALL_ATTENTION_FUNCTIONS.get_interface(
+            attn.config._attn_implementation, self._family_module.eager_attention_forward)
+        out, _ = interface(attn, q, k, v, attention_mask, dropout=dropout, scaling=attn.scaling,
+                           **extra, **kwargs)
+        return out.reshape(b, s, -1)
+
     def _attention(self, qkv: torch.Tensor, b: int, s: int, position_embeddings,
                    attention_mask, past_key_values, kwargs) -> torch.Tensor:
         spec, attn = self.spec, self.self_attn
         d = spec.head_dim
         q, k, v = qkv.view(b, s, -1).split([spec.q_features, spec.kv_features,
                                             spec.kv_features], dim=-1)
+        if spec.clip_qkv is not None:
+            # OLMo: the projections clamped before anything else reads them
+            # (the program does not rotate such a layer's q and k).
+            c = spec.clip_qkv
+            q, k, v = (t.clamp(-c, c) for t in (q, k, v))
         if spec.qk_norm == "full":
             q, k = attn.q_norm(q), attn.k_norm(k)
         q, k, v = (t.reshape(b, s, -1, d) for t in (q, k, v))
         if spec.qk_norm == "head":
             q, k = attn.q_norm(q), attn.k_norm(k)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))
-        if not self.rope_in_program:
-            cos, sin = position_embeddings
-            dtype = v.dtype
-            q, k = self._family_module.apply_rotary_pos_emb(q, k, cos, sin)
-            q, k = q.to(dtype), k.to(dtype)  # rotated in the tables' precision
-        if past_key_values is not None:
-            k, v = past_key_values.update(k, v, attn.layer_idx)
-        from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-
-        interface = ALL_ATTENTION_FUNCTIONS.get_interface(
-            attn.config._attn_implementation, self._family_module.eager_attention_forward)
         extra = {}
         window = getattr(attn, "sliding_window", None)
         if window is None and spec.family == "Mistral":
             window = getattr(attn.config, "sliding_window", None)
         if window is not None:
             extra["sliding_window"] = window
-        out, _ = interface(attn, q, k, v, attention_mask,
-                           dropout=attn.attention_dropout if self.training else 0.0,
-                           scaling=attn.scaling, **extra, **kwargs)
-        return out.reshape(b, s, -1)
+        return self._attend(attn, q, k, v, b, s, position_embeddings, attention_mask,
+                            past_key_values, kwargs, rotate=not self.rope_in_program,
+                            dropout=attn.attention_dropout if self.training else 0.0, **extra)
 
     def forward(self, hidden_states: torch.Tensor, attention_mask=None, position_ids=None,
                 past_key_values=None, use_cache: bool = False, position_embeddings=None,
@@ -214,6 +238,11 @@ class DecoderLayer(_ProgramModule, _LayerBase):
         def w(mod):
             return mod.weight.to(bf).contiguous()
 
+        def norm_ws(mod):
+            """A norm's parameters as its program takes them: none for
+            OLMo's LayerNorm, the weight of an RMSNorm."""
+            return (w(mod),) if spec.norm_affine else ()
+
         def stacked(attr):
             return torch.cat([getattr(p, attr) for p in (attn.q_proj, attn.k_proj,
                                                          attn.v_proj)]).to(bf)
@@ -226,7 +255,7 @@ class DecoderLayer(_ProgramModule, _LayerBase):
             tables = self._rope_rows(position_embeddings, b, h.shape[0])
         if spec.norm_placement == "pre":
             (qkv,) = self.run_program(0, f"{name} attention input", h,
-                                      w(self.input_layernorm), *qkv_ws, *tables)
+                                      *norm_ws(self.input_layernorm), *qkv_ws, *tables)
         else:
             (qkv,) = self.run_program(0, f"{name} attention input", h, *qkv_ws)
         a = self._attention(qkv[:tokens], b, s, position_embeddings, attention_mask,
@@ -235,7 +264,7 @@ class DecoderLayer(_ProgramModule, _LayerBase):
         mlp_ws = (w(mlp.gate_proj), w(mlp.up_proj), w(mlp.down_proj))
         if spec.norm_placement == "pre":
             (h,) = self.run_program(1, f"{name} attention output", h, a, *o_ws)
-            (h,) = self.run_program(2, f"{name} MLP", h, w(self.post_attention_layernorm),
+            (h,) = self.run_program(2, f"{name} MLP", h, *norm_ws(self.post_attention_layernorm),
                                     *mlp_ws)
         else:
             (h,) = self.run_program(1, f"{name} attention output", h, a, w(attn.o_proj),
@@ -267,24 +296,14 @@ class GPTNeoXDecoderLayer(DecoderLayer):
         # query_key_value's rows are [heads, (q, k, v), head_dim]: q, k and v
         # are strided views of the program's output, [b, heads, s, d].
         q, k, v = qkv.view(b, s, spec.heads, 3 * d).transpose(1, 2).chunk(3, dim=-1)
-        cos, sin = position_embeddings
+        cos = position_embeddings[0]
         if cos.shape[-1] != spec.rotary_dim:
             raise ValueError(f"{_module_name(self)}: rotary tables of {cos.shape[-1]} columns, "
                              f"the layer rotates {spec.rotary_dim} of each head")
-        dtype = v.dtype
         # HF's function rotates the tables' width and passes the rest.
-        q, k = self._family_module.apply_rotary_pos_emb(q, k, cos, sin)
-        q, k = q.to(dtype), k.to(dtype)  # rotated in the tables' precision
-        if cache is not None:
-            k, v = cache.update(k, v, attn.layer_idx)
-        from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-
-        interface = ALL_ATTENTION_FUNCTIONS.get_interface(
-            attn.config._attn_implementation, self._family_module.eager_attention_forward)
         # Dropout is refused at conversion (families._neox_spec).
-        out, _ = interface(attn, q, k, v, attention_mask, dropout=0.0, scaling=attn.scaling,
-                           **kwargs)
-        return out.reshape(b, s, -1)
+        return self._attend(attn, q, k, v, b, s, position_embeddings, attention_mask, cache,
+                            kwargs, rotate=True, dropout=0.0)
 
     def forward(self, hidden_states: torch.Tensor, attention_mask=None, position_ids=None,
                 use_cache: bool = False, layer_past=None, output_attentions: bool = False,
