@@ -21,6 +21,7 @@ from typing import List, Optional
 import torch
 
 from .. import programs
+from ..nn._autograd import program_weight
 from ..nn.modules import _ProgramModule, _check_devices, _module_name, _tokens_2d
 from .families import LayerSpec, UnsupportedLayer
 
@@ -233,10 +234,9 @@ class DecoderLayer(_ProgramModule, _LayerBase):
         spec, attn, mlp = self.spec, self.self_attn, self.mlp
         b, s, _ = x.shape
         tokens = b * s
-        bf = torch.bfloat16
 
         def w(mod):
-            return mod.weight.to(bf).contiguous()
+            return program_weight(mod.weight)
 
         def norm_ws(mod):
             """A norm's parameters as its program takes them: none for
@@ -244,12 +244,12 @@ class DecoderLayer(_ProgramModule, _LayerBase):
             return (w(mod),) if spec.norm_affine else ()
 
         def stacked(attr):
-            return torch.cat([getattr(p, attr) for p in (attn.q_proj, attn.k_proj,
-                                                         attn.v_proj)]).to(bf)
+            return program_weight(*(getattr(p, attr) for p in (attn.q_proj, attn.k_proj,
+                                                                attn.v_proj)))
 
         h = _tokens_2d(x, spec.hidden, name)
         qkv_ws = (stacked("weight"),) + ((stacked("bias"),) if spec.qkv_bias else ())
-        o_ws = (w(attn.o_proj),) + ((attn.o_proj.bias.to(bf),) if spec.o_bias else ())
+        o_ws = (w(attn.o_proj),) + ((program_weight(attn.o_proj.bias),) if spec.o_bias else ())
         tables = ()
         if self.rope_in_program:
             tables = self._rope_rows(position_embeddings, b, h.shape[0])
@@ -330,13 +330,10 @@ class GPTNeoXDecoderLayer(DecoderLayer):
         spec, attn, mlp = self.spec, self.attention, self.mlp
         b, s, _ = x.shape
         tokens = b * s
-        bf = torch.bfloat16
-
-        def w(mod):
-            return mod.weight.to(bf).contiguous()
 
         def wb(mod, with_bias=True):
-            return (w(mod),) + ((mod.bias.to(bf),) if with_bias else ())
+            return (program_weight(mod.weight),) + (
+                (program_weight(mod.bias),) if with_bias else ())
 
         h = _tokens_2d(x, spec.hidden, name)
         (qkv,) = self.run_program(0, f"{name} attention input", h,
