@@ -2,10 +2,12 @@
 compiled modules (scripts/demo.sh writes them under build/demo) and skip with
 a reason when there are none."""
 
+import importlib
 import os
 import shutil
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -88,3 +90,25 @@ def captured_and_eager_steps(module, call, x, dy, replays=1):
     y_eager.backward(dy_new)
     eager = [y_eager.detach(), x_eager.grad, *[p.grad for p in params]]
     return names, replayed, eager, graphed
+
+
+@pytest.fixture
+def hf_attention_dispatch(monkeypatch):
+    """transformers' attention dispatch, or where transformers is absent a
+    stand-in of it that gives the family's eager function for "eager"
+    (the CPU tests of converted Hugging Face layers use it)."""
+    try:
+        importlib.import_module("transformers.modeling_utils")
+    except Exception:  # noqa: BLE001
+        class Dispatch:
+            @staticmethod
+            def get_interface(implementation, default):
+                assert implementation == "eager", implementation
+                return default
+
+        package = types.ModuleType("transformers")
+        utils = types.ModuleType("transformers.modeling_utils")
+        utils.ALL_ATTENTION_FUNCTIONS = Dispatch()
+        package.modeling_utils = utils
+        monkeypatch.setitem(sys.modules, "transformers", package)
+        monkeypatch.setitem(sys.modules, "transformers.modeling_utils", utils)

@@ -23,8 +23,6 @@ they see which input the MLP's norm reads.
 
 import copy
 import importlib
-import sys
-import types
 
 import pytest
 
@@ -34,11 +32,14 @@ torch = torch_or_skip()
 nn = torch.nn
 
 import coat  # noqa: E402
-from coat.hf import inspect_layer  # noqa: E402
-from coat.hf.layer import GPTNeoXDecoderLayer, converted_layer  # noqa: E402
+from hf_layer_testing import (Cache, Config, cosine,  # noqa: E402
+                               output_and_grads, rel, rotate_half)
+from hf_layer_testing import convert as convert_copy  # noqa: E402
+from coat.hf.layer import GPTNeoXDecoderLayer  # noqa: E402
 
 # (coat.nn's convert function hides the module of that name)
 convert_module = importlib.import_module("coat.nn.convert")
+pytestmark = pytest.mark.usefixtures("hf_attention_dispatch")
 
 HIDDEN, HEADS, FFN, ROTARY_PCT = 64, 4, 256, 0.25
 D = HIDDEN // HEADS
@@ -48,11 +49,6 @@ FWD_TOL, FWD_COS, GRAD_COS, GRAD_COS_MEDIAN = 0.08, 0.99, 0.98, 0.99
 
 # -- what the converted layer takes from the family's module ---------------
 
-def _rotate_half(x):
-    half = x.shape[-1] // 2
-    return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-
-
 def apply_rotary_pos_emb(q, k, cos, sin):
     """Rotates the first cos.shape[-1] columns of each head of q and k
     ([batch, heads, seq, head_dim]; tables [batch, seq, rotary columns])."""
@@ -61,7 +57,7 @@ def apply_rotary_pos_emb(q, k, cos, sin):
 
     def rotate(t):
         part = t[..., :r]
-        return torch.cat([part * cos + _rotate_half(part) * sin, t[..., r:]], dim=-1)
+        return torch.cat([part * cos + rotate_half(part) * sin, t[..., r:]], dim=-1)
 
     return rotate(q), rotate(k)
 
@@ -77,11 +73,6 @@ def eager_attention_forward(module, query, key, value, attention_mask, scaling, 
     weights = scores.masked_fill(~causal, float("-inf")).softmax(-1)
     out = (weights @ value.float()).to(value.dtype)
     return out.transpose(1, 2).contiguous(), weights
-
-
-class _Config:
-    def __init__(self, **kw):
-        self.__dict__.update(kw)
 
 
 class GPTNeoXAttention(nn.Module):
@@ -151,22 +142,8 @@ def _tuple_forward(self, hidden_states, **kwargs):
 TupleGPTNeoXLayer = type("GPTNeoXLayer", (GPTNeoXLayer,), {"forward": _tuple_forward})
 
 
-class Cache:
-    """The part of transformers' DynamicCache a layer calls."""
-
-    def __init__(self):
-        self.kv = {}
-
-    def update(self, k, v, layer_idx):
-        if layer_idx in self.kv:
-            k = torch.cat([self.kv[layer_idx][0], k], dim=-2)
-            v = torch.cat([self.kv[layer_idx][1], v], dim=-2)
-        self.kv[layer_idx] = (k, v)
-        return k, v
-
-
 def neox_config(parallel=True):
-    return _Config(hidden_size=HIDDEN, num_attention_heads=HEADS, intermediate_size=FFN,
+    return Config(hidden_size=HIDDEN, num_attention_heads=HEADS, intermediate_size=FFN,
                    rotary_pct=ROTARY_PCT, layer_norm_eps=EPS, hidden_act="gelu",
                    use_parallel_residual=parallel, _attn_implementation="eager")
 
@@ -192,51 +169,8 @@ def rotary_tables(seq, batch=1):
     return ang.cos(), ang.sin()
 
 
-@pytest.fixture(autouse=True)
-def attention_dispatch(monkeypatch):
-    """transformers' attention dispatch, or where transformers is absent a
-    stand-in of it that gives the family's eager function for "eager"."""
-    try:
-        importlib.import_module("transformers.modeling_utils")
-    except Exception:  # noqa: BLE001
-        class Dispatch:
-            @staticmethod
-            def get_interface(implementation, default):
-                assert implementation == "eager", implementation
-                return default
-
-        package = types.ModuleType("transformers")
-        utils = types.ModuleType("transformers.modeling_utils")
-        utils.ALL_ATTENTION_FUNCTIONS = Dispatch()
-        package.modeling_utils = utils
-        monkeypatch.setitem(sys.modules, "transformers", package)
-        monkeypatch.setitem(sys.modules, "transformers.modeling_utils", utils)
-
-
-def convert(layer, qual="gpt_neox.layers.0"):
-    layer = copy.deepcopy(layer)
-    return converted_layer(layer, inspect_layer(qual, layer), qual=qual)
-
-
-def cosine(a, b):
-    a, b = a.float().flatten(), b.float().flatten()
-    return (a @ b / (a.norm() * b.norm()).clamp_min(1e-30)).item()
-
-
-def rel(a, b):
-    return ((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30)).item()
-
-
-def output_and_grads(layer, x, dy, tables):
-    """The layer's output and the gradients of its input and parameters."""
-    layer.zero_grad(set_to_none=True)
-    x = x.detach().clone().requires_grad_()
-    y = layer(x, position_embeddings=tables)
-    y = y[0] if isinstance(y, tuple) else y
-    y.backward(dy)
-    grads = {"input": x.grad - dy}  # less what the residual passes through
-    grads.update({n: p.grad.clone() for n, p in layer.named_parameters()})
-    return (y - x).detach(), grads
+def _convert(layer, qual="gpt_neox.layers.0"):
+    return convert_copy(layer, qual)
 
 
 def check(got, want):
@@ -260,7 +194,7 @@ def inputs(batch=2, seq=16, seed=1):
 def test_converted_layer_matches_the_fp32_layer(cpu_cache, parallel):
     layer = neox_layer(parallel)
     x, dy, tables = inputs()
-    conv = convert(layer)
+    conv = _convert(layer)
     assert isinstance(conv, GPTNeoXDecoderLayer) and not conv.tuple_output
     assert [c.name for c in conv.configs][2].endswith("_separate_residual") == parallel
     got = output_and_grads(conv, x, dy, tables)
@@ -275,7 +209,7 @@ def test_converted_layer_matches_the_fp32_layer(cpu_cache, parallel):
 def test_converted_layer_keeps_the_parameters_and_the_state_dict(cpu_cache):
     layer = neox_layer()
     before = {k: v.clone() for k, v in layer.state_dict().items()}
-    conv = convert(layer)
+    conv = _convert(layer)
     assert list(conv.state_dict()) == list(before)
     for k, v in conv.state_dict().items():
         assert torch.equal(v, before[k]), k
@@ -288,7 +222,7 @@ def test_kv_cache_decoding_matches_the_full_sequence(cpu_cache):
     ones."""
     layer = neox_layer()
     layer.attention.layer_idx = 3
-    conv = convert(layer)
+    conv = _convert(layer)
     x, _, (cos, sin) = inputs(batch=1, seq=32)
     with torch.no_grad():
         want = layer(x, position_embeddings=(cos, sin))
@@ -308,7 +242,7 @@ def test_kv_cache_decoding_matches_the_full_sequence(cpu_cache):
 
 def test_a_tuple_returning_layer_gets_a_tuple(cpu_cache):
     layer = neox_layer(cls=TupleGPTNeoXLayer)
-    conv = convert(layer)
+    conv = _convert(layer)
     assert conv.tuple_output
     x, _, tables = inputs()
     out = conv(x, position_embeddings=tables)
@@ -316,7 +250,7 @@ def test_a_tuple_returning_layer_gets_a_tuple(cpu_cache):
 
 
 def test_what_the_converted_layer_cannot_take_is_named(cpu_cache):
-    conv = convert(neox_layer())
+    conv = _convert(neox_layer())
     x, _, (cos, sin) = inputs()
     name = r"GPTNeoXDecoderLayer gpt_neox.layers.0"
     with pytest.raises(ValueError, match=name + ": called without position_embeddings"):

@@ -31,8 +31,6 @@ the clamp bites (forward errors 0.17-0.22, lowest gradient cosines
 
 import copy
 import importlib
-import sys
-import types
 
 import pytest
 
@@ -43,11 +41,14 @@ nn = torch.nn
 F = torch.nn.functional
 
 import coat  # noqa: E402
-from coat.hf import inspect_layer  # noqa: E402
-from coat.hf.layer import DecoderLayer, converted_layer  # noqa: E402
+from hf_layer_testing import (Cache, Config, cosine,  # noqa: E402
+                               output_and_grads, rel, rotate_half)
+from hf_layer_testing import convert as convert_copy  # noqa: E402
+from coat.hf.layer import DecoderLayer  # noqa: E402
 
 # (coat.nn's convert function hides the module of that name)
 convert_module = importlib.import_module("coat.nn.convert")
+pytestmark = pytest.mark.usefixtures("hf_attention_dispatch")
 
 # head_dim 32: the attention-input program rotates q and k itself (half a
 # head a multiple of the group size).
@@ -61,16 +62,11 @@ CLIP = 0.9
 
 # -- what the converted layer takes from the family's module ---------------
 
-def _rotate_half(x):
-    half = x.shape[-1] // 2
-    return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-
-
 def apply_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):
     cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
     q_type, k_type = q.dtype, k.dtype
-    q_embed = q * cos + _rotate_half(q) * sin
-    k_embed = k * cos + _rotate_half(k) * sin
+    q_embed = q * cos + rotate_half(q) * sin
+    k_embed = k * cos + rotate_half(k) * sin
     return q_embed.to(q_type), k_embed.to(k_type)
 
 
@@ -88,11 +84,6 @@ def eager_attention_forward(module, query, key, value, attention_mask, scaling, 
     weights = scores.masked_fill(~causal, float("-inf")).softmax(-1)
     out = (weights @ value.float()).to(value.dtype)
     return out.transpose(1, 2).contiguous(), weights
-
-
-class _Config:
-    def __init__(self, **kw):
-        self.__dict__.update(kw)
 
 
 class OlmoLayerNorm(nn.Module):
@@ -168,22 +159,8 @@ class OlmoDecoderLayer(nn.Module):
         return h + self.mlp(self.post_attention_layernorm(h))
 
 
-class Cache:
-    """The part of transformers' DynamicCache a layer calls."""
-
-    def __init__(self):
-        self.kv = {}
-
-    def update(self, k, v, layer_idx):
-        if layer_idx in self.kv:
-            k = torch.cat([self.kv[layer_idx][0], k], dim=-2)
-            v = torch.cat([self.kv[layer_idx][1], v], dim=-2)
-        self.kv[layer_idx] = (k, v)
-        return k, v
-
-
 def olmo_config(clip_qkv=None, attention_bias=False):
-    return _Config(hidden_size=HIDDEN, num_attention_heads=HEADS, num_key_value_heads=KV_HEADS,
+    return Config(hidden_size=HIDDEN, num_attention_heads=HEADS, num_key_value_heads=KV_HEADS,
                    intermediate_size=FFN, hidden_act="silu", clip_qkv=clip_qkv,
                    attention_bias=attention_bias, attention_dropout=0.0,
                    _attn_implementation="eager")
@@ -214,51 +191,8 @@ def rotary_tables(seq, batch=1):
     return ang.cos(), ang.sin()
 
 
-@pytest.fixture(autouse=True)
-def attention_dispatch(monkeypatch):
-    """transformers' attention dispatch, or where transformers is absent a
-    stand-in of it that gives the family's eager function for "eager"."""
-    try:
-        importlib.import_module("transformers.modeling_utils")
-    except Exception:  # noqa: BLE001
-        class Dispatch:
-            @staticmethod
-            def get_interface(implementation, default):
-                assert implementation == "eager", implementation
-                return default
-
-        package = types.ModuleType("transformers")
-        utils = types.ModuleType("transformers.modeling_utils")
-        utils.ALL_ATTENTION_FUNCTIONS = Dispatch()
-        package.modeling_utils = utils
-        monkeypatch.setitem(sys.modules, "transformers", package)
-        monkeypatch.setitem(sys.modules, "transformers.modeling_utils", utils)
-
-
-def convert(layer, qual="model.layers.0"):
-    layer = copy.deepcopy(layer)
-    return converted_layer(layer, inspect_layer(qual, layer), qual=qual)
-
-
-def cosine(a, b):
-    a, b = a.float().flatten(), b.float().flatten()
-    return (a @ b / (a.norm() * b.norm()).clamp_min(1e-30)).item()
-
-
-def rel(a, b):
-    return ((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30)).item()
-
-
-def output_and_grads(layer, x, dy, tables):
-    """The layer's branch and the gradients of its input and parameters."""
-    layer.zero_grad(set_to_none=True)
-    x = x.detach().clone().requires_grad_()
-    y = layer(x, position_embeddings=tables)
-    y = y[0] if isinstance(y, tuple) else y
-    y.backward(dy)
-    grads = {"input": x.grad - dy}  # less what the residual passes through
-    grads.update({n: p.grad.clone() for n, p in layer.named_parameters()})
-    return (y - x).detach(), grads
+def _convert(layer, qual="model.layers.0"):
+    return convert_copy(layer, qual)
 
 
 def check(got, want, grad_cos=GRAD_COS):
@@ -292,7 +226,7 @@ def with_rms_norms(layer):
 def test_converted_layer_matches_the_fp32_layer(cpu_cache, attention_bias):
     layer = olmo_layer(attention_bias=attention_bias)
     x, dy, tables = inputs()
-    conv = convert(layer)
+    conv = _convert(layer)
     assert isinstance(conv, DecoderLayer) and conv.rope_in_program and not conv.tuple_output
     bias = "_b" if attention_bias else ""
     assert [c.name for c in conv.configs] == [
@@ -318,7 +252,7 @@ def test_clip_qkv_clamps_q_k_and_v_before_the_rotation(cpu_cache):
                                          layer.self_attn.v_proj)], dim=-1)
     clamped = (qkv.abs() > CLIP).float().mean().item()
     assert 0.1 < clamped < 0.4, clamped
-    conv = convert(layer)
+    conv = _convert(layer)
     assert not conv.rope_in_program and conv.spec.clip_qkv == CLIP
     assert conv.configs[0].name == "coat_norm_linear_ln_noaffine_h128_o256"
     assert "clip_qkv=0.9" in repr(conv)
@@ -333,7 +267,7 @@ def test_clip_qkv_clamps_q_k_and_v_before_the_rotation(cpu_cache):
 def test_converted_layer_keeps_the_parameters_and_the_state_dict(cpu_cache):
     layer = olmo_layer()
     before = {k: v.clone() for k, v in layer.state_dict().items()}
-    conv = convert(layer)
+    conv = _convert(layer)
     assert list(conv.state_dict()) == list(before)
     for k, v in conv.state_dict().items():
         assert torch.equal(v, before[k]), k
@@ -347,7 +281,7 @@ def test_kv_cache_decoding_matches_the_full_sequence(cpu_cache, clip_qkv):
     ones."""
     layer = olmo_layer(clip_qkv=clip_qkv)
     layer.self_attn.layer_idx = 3
-    conv = convert(layer)
+    conv = _convert(layer)
     x, _, (cos, sin) = inputs(batch=1, seq=32)
     with torch.no_grad():
         want = layer(x, position_embeddings=(cos, sin))

@@ -1,0 +1,64 @@
+"""What the CPU tests of converted Hugging Face layers share: stand-ins of
+the parts of transformers a layer calls (the cache, a config; the
+attention dispatch is conftest's hf_attention_dispatch fixture), the layer
+conversion, and how outputs and gradients compare. Import it after
+conftest.torch_or_skip()."""
+
+import copy
+
+import torch
+
+from coat.hf import inspect_layer
+from coat.hf.layer import converted_layer
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+
+
+class Config:
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+class Cache:
+    """The part of transformers' DynamicCache a layer calls."""
+
+    def __init__(self):
+        self.kv = {}
+
+    def update(self, k, v, layer_idx):
+        if layer_idx in self.kv:
+            k = torch.cat([self.kv[layer_idx][0], k], dim=-2)
+            v = torch.cat([self.kv[layer_idx][1], v], dim=-2)
+        self.kv[layer_idx] = (k, v)
+        return k, v
+
+
+def convert(layer, qual):
+    """A converted copy of ``layer`` (the original stays the reference)."""
+    layer = copy.deepcopy(layer)
+    return converted_layer(layer, inspect_layer(qual, layer), qual=qual)
+
+
+def cosine(a, b):
+    a, b = a.float().flatten(), b.float().flatten()
+    return (a @ b / (a.norm() * b.norm()).clamp_min(1e-30)).item()
+
+
+def rel(a, b):
+    return ((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30)).item()
+
+
+def output_and_grads(layer, x, dy, tables):
+    """The layer's branch (output less input) and the gradients of its input
+    (less what the residual passes through) and parameters."""
+    layer.zero_grad(set_to_none=True)
+    x = x.detach().clone().requires_grad_()
+    y = layer(x, position_embeddings=tables)
+    y = y[0] if isinstance(y, tuple) else y
+    y.backward(dy)
+    grads = {"input": x.grad - dy}
+    grads.update({n: p.grad.clone() for n, p in layer.named_parameters()})
+    return (y - x).detach(), grads
