@@ -57,14 +57,20 @@ std::vector<int64_t> mlir::coat::toLayoutShape(ArrayRef<int64_t> shape) {
   return std::vector<int64_t>(shape.begin(), shape.end());
 }
 
-std::optional<int64_t> mlir::coat::storageBytes(Type type) {
+std::optional<int64_t>
+mlir::coat::storageBytes(Type type, std::optional<int64_t> dynamicExtent) {
   auto shaped = dyn_cast<ShapedType>(type);
-  if (!shaped || !shaped.hasStaticShape())
+  if (!shaped || !shaped.hasRank() ||
+      (!shaped.hasStaticShape() && !dynamicExtent))
     return std::nullopt;
-  int64_t elements = shaped.getNumElements();
+  SmallVector<int64_t> shape(shaped.getShape());
+  for (int64_t &d : shape)
+    if (ShapedType::isDynamic(d))
+      d = *dynamicExtent;
+  int64_t elements = ShapedType::getNumElements(shape);
   if (auto q = dyn_cast<QTensorType>(type)) {
-    int64_t scales = ::coat::numScales(toLayoutShape(q.getShape()),
-                                       q.getScalingValue());
+    int64_t scales =
+        ::coat::numScales(toLayoutShape(shape), q.getScalingValue());
     int64_t perScale = q.getScaleType().getIntOrFloatBitWidth() / 8;
     if (q.getExpanded())
       perScale += 8; // k and c, f32 each

@@ -22,6 +22,7 @@
 #include "llvm/ADT/SetVector.h"
 
 #include <functional>
+#include <string>
 
 namespace mlir::coat {
 #define GEN_PASS_DEF_COATRECOMPUTEACTIVATIONS
@@ -168,8 +169,6 @@ struct CoatRecomputeActivationsPass
           t.firstReader = user;
       targets.push_back(std::move(t));
     }
-    if (targets.empty())
-      return;
 
     // Each op is copied once, right before the first backward reader of
     // the first value that needs it; later values reuse the copy.
@@ -202,6 +201,47 @@ struct CoatRecomputeActivationsPass
     for (Value v : kept)
       if (Operation *def = v.getDefiningOp(); def && copyOf.count(def))
         redirect(v, copyOf[def]);
+    remarkWeightCopies(body, copyOf, isBackwardUser);
+  }
+
+  /// Says, at each forward quantize of a weight whose copy the backward
+  /// reads, whether the copy is derived again there or kept, and why.
+  void remarkWeightCopies(Block &body,
+                          const DenseMap<Operation *, Operation *> &copyOf,
+                          llvm::function_ref<bool(Operation *)> isBackwardUser) {
+    auto readInBackward = [&](Value v) {
+      return llvm::any_of(v.getUsers(), [&](Operation *user) {
+        if (isBackwardUser(user))
+          return true;
+        auto t = dyn_cast<TransposeOp>(user);
+        return t && llvm::any_of(t.getResult().getUsers(), isBackwardUser);
+      });
+    };
+    for (Operation &op : body) {
+      auto q = dyn_cast<QuantizeOp>(&op);
+      if (!q || q.getScale() || q->hasAttr(kRecomputeAttr) ||
+          !isWeight(q.getInput()))
+        continue;
+      std::optional<int64_t> bytes = storageBytes(q.getResult().getType());
+      if (!bytes)
+        continue;
+      std::string decision;
+      if (copyOf.count(q))
+        decision = "derived again in the backward: at least "
+                   "weight-copies-min-bytes (" +
+                   std::to_string(weightCopiesMinBytes) + ")";
+      else if (readInBackward(q.getResult()))
+        decision = weightCopiesMinBytes < 0
+                       ? "kept for the backward: weight-copies-min-bytes is "
+                         "negative"
+                       : "kept for the backward: under weight-copies-min-bytes "
+                         "(" + std::to_string(weightCopiesMinBytes) + ")";
+      else
+        continue; // the forward alone reads it
+      q.emitRemark() << "FP8 copy of weight argument "
+                     << cast<BlockArgument>(q.getInput()).getArgNumber() << " ("
+                     << *bytes << " bytes) " << decision;
+    }
   }
 };
 

@@ -54,6 +54,27 @@ struct CoatReportSavedActivationsPass
     func::FuncOp fn = getOperation();
     if (fn.isExternal())
       return;
+    if (tokens < 0) {
+      fn.emitError("coat-report-saved-activations: tokens must be positive "
+                   "(or 0: dynamic shapes not counted), got ")
+          << static_cast<int64_t>(tokens);
+      return signalPassFailure();
+    }
+    std::optional<int64_t> extent;
+    if (tokens > 0)
+      extent = tokens;
+    // Elements of a shaped type, its dynamic dimensions `tokens` long.
+    auto elements = [&](ShapedType t) -> std::optional<int64_t> {
+      if (!t.hasRank())
+        return std::nullopt;
+      int64_t n = 1;
+      for (int64_t d : t.getShape()) {
+        if (ShapedType::isDynamic(d) && !extent)
+          return std::nullopt;
+        n *= ShapedType::isDynamic(d) ? *extent : d;
+      }
+      return n;
+    };
     SmallVector<BlockArgument> gradients, weights, activations;
     for (BlockArgument a : fn.getArguments()) {
       if (fn.getArgAttr(a.getArgNumber(), "coat.gradient"))
@@ -98,18 +119,17 @@ struct CoatReportSavedActivationsPass
         return;
       if (!llvm::any_of(v.getUsers(), inBackward))
         return;
-      std::optional<int64_t> bytes = storageBytes(v.getType());
+      std::optional<int64_t> bytes = storageBytes(v.getType(), extent);
       if (!bytes) {
         emitWarning(v.getLoc()) << "saved value of dynamic shape " << v.getType()
-                                << " is not counted";
+                                << " is not counted (tokens=N counts it)";
         return;
       }
       bool weight = weightOnly.contains(v);
       (weight ? weightCopies : saved) += *bytes;
-      if (!weight && logical.insert(logicalTensor(v))) {
-        auto shaped = cast<ShapedType>(logicalTensor(v).getType());
-        bf16 += shaped.getNumElements() * 2;
-      }
+      if (!weight && logical.insert(logicalTensor(v)))
+        bf16 += elements(cast<ShapedType>(logicalTensor(v).getType()))
+                    .value_or(0) * 2;
       emitRemark(v.getLoc()) << "saved for the backward: " << v.getType()
                              << ", " << *bytes << " bytes"
                              << (weight ? " (weight copy)" : "");
@@ -128,18 +148,18 @@ struct CoatReportSavedActivationsPass
                    !u->hasTrait<OpTrait::ReturnLike>();
           });
           auto shaped = dyn_cast<ShapedType>(logicalTensor(r).getType());
-          if (readByBackward && shaped && shaped.hasStaticShape() &&
-              logical.insert(logicalTensor(r)))
-            bf16 += shaped.getNumElements() * 2;
+          std::optional<int64_t> n = shaped ? elements(shaped) : std::nullopt;
+          if (readByBackward && n && logical.insert(logicalTensor(r)))
+            bf16 += *n * 2;
         }
     });
 
     // COAT's unit: U = one BF16 tensor of the first activation argument.
     std::string unit;
     if (!activations.empty())
-      if (storageBytes(activations.front().getType())) {
-        auto shaped = cast<ShapedType>(activations.front().getType());
-        int64_t ubytes = shaped.getNumElements() * 2;
+      if (std::optional<int64_t> n = elements(
+              cast<ShapedType>(activations.front().getType()))) {
+        int64_t ubytes = *n * 2;
         llvm::raw_string_ostream os(unit);
         os << " (" << llvm::format("%.2f", double(saved) / ubytes)
            << "U vs BF16 " << llvm::format("%.2f", double(bf16) / ubytes)

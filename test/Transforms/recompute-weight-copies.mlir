@@ -4,6 +4,8 @@
 // RUN: coat-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(coat-recompute-activations{weight-copies-min-bytes=0},coat-report-saved-activations))' -o /dev/null 2>&1 | FileCheck %s --check-prefix=SAVED
 // RUN: coat-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(coat-recompute-activations{weight-copies-min-bytes=2050}))' | FileCheck %s --check-prefix=SIZE
 // RUN: coat-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(coat-recompute-activations{weight-copies-min-bytes=2051}))' | FileCheck %s --check-prefix=KEPT
+// RUN: coat-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(coat-recompute-activations{weight-copies-min-bytes=2050}))' -o /dev/null 2>&1 | FileCheck %s --check-prefix=REMARK
+// RUN: coat-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(coat-recompute-activations{weight-copies-min-bytes=-1}))' -o /dev/null 2>&1 | FileCheck %s --check-prefix=NEVER
 
 !w = !coat.qtensor<32x64xf8E4M3FN, per_tensor, scale = bf16>
 !wt = !coat.qtensor<64x32xf8E4M3FN, per_tensor, scale = bf16>
@@ -23,6 +25,9 @@
 // CHECK-NEXT: coat.transpose %[[AGAIN]]
 // SIZE-LABEL: func.func @weight_copy
 // SIZE: coat.quantize %arg1 {coat.recompute} :
+// Each decision is a remark at the weight's quantize.
+// REMARK: remark: FP8 copy of weight argument 1 (2050 bytes) derived again in the backward: at least weight-copies-min-bytes (2050)
+// NEVER: remark: FP8 copy of weight argument 1 (2050 bytes) kept for the backward: weight-copies-min-bytes is negative
 // KEPT-LABEL: func.func @weight_copy
 // KEPT-NOT: coat.recompute
 // SAVED: saved activations: 0 bytes{{.*}}weight copies kept for the backward: 0 bytes
@@ -68,6 +73,8 @@ func.func @activation_copy(%x: !x, %a: tensor<32x64xbf16>, %dy: !dy {coat.gradie
 
 // The decision is per copy: at 2050 bytes the 32x64 weight's copy is
 // derived again and the 16x64 one's (1026 bytes) is kept.
+// REMARK: remark: FP8 copy of weight argument 1 (2050 bytes) derived again in the backward: at least weight-copies-min-bytes (2050)
+// REMARK: remark: FP8 copy of weight argument 2 (1026 bytes) kept for the backward: under weight-copies-min-bytes (2050)
 // SIZE-LABEL: func.func @two_weights
 // SIZE: %[[V:.*]] = coat.quantize %arg2 :
 // SIZE: %[[VT:.*]] = coat.transpose %[[V]]

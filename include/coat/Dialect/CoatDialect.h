@@ -88,8 +88,10 @@ std::optional<std::string> verifyLayoutLimits(ArrayRef<int64_t> shape,
                                               const ::coat::Scaling &scaling);
 /// The bytes a value of `type` occupies: FP8 codes plus scales (plus k and c
 /// per scale when range-expanded) for a `!coat.qtensor`, elements times
-/// width otherwise. Nothing for dynamic shapes and non-shaped types.
-std::optional<int64_t> storageBytes(Type type);
+/// width otherwise. Nothing for non-shaped types and for dynamic shapes,
+/// unless `dynamicExtent` gives every dynamic dimension an extent.
+std::optional<int64_t>
+storageBytes(Type type, std::optional<int64_t> dynamicExtent = std::nullopt);
 } // namespace mlir::coat
 
 #endif // COAT_DIALECT_COATDIALECT_H

@@ -302,9 +302,16 @@ def CoatReportSavedActivations : Pass<"coat-report-saved-activations",
     - weight copies kept for the backward (values derived from weights
       alone, which a memory-efficient program recomputes instead).
 
-    Values of dynamic shape are not counted (with a warning). A function
-    without `coat.gradient` arguments is left alone. The IR is not changed.
+    Values of dynamic shape are counted with `tokens=N` (every dynamic
+    dimension N long: the programs' token count), otherwise not (with a
+    warning). A function without `coat.gradient` arguments is left alone.
+    The IR is not changed.
   }];
+  let options = [
+    Option<"tokens", "tokens", "int64_t", /*default=*/"0",
+           "The extent of every dynamic dimension (the token count) for "
+           "counting values of dynamic shape; 0 leaves them uncounted">,
+  ];
 }
 
 #endif // COAT_TRANSFORMS_PASSES_TD
