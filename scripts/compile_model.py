@@ -66,7 +66,12 @@ def main() -> int:
                          "does)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--coat-opt", default=None)
+    ap.add_argument("--report-tokens", type=int, default=None, metavar="N",
+                    help="also print what each program keeps from its forward for its "
+                         "backward at N tokens (coat-report-saved-activations), and the sum")
     args = ap.parse_args()
+    if args.report_tokens is not None and args.report_tokens <= 0:
+        ap.error("--report-tokens must be positive")
     if args.rope != "auto" and not args.heads:
         ap.error("--rope needs --heads")
     if args.hf_config:
@@ -102,7 +107,27 @@ def main() -> int:
         src.write_text(cfg.text())
         tools.compile_program(src, out)
         print(f"{cfg.name} -> {out}")
+    if args.report_tokens:
+        print_saved(tools, configs, args.report_tokens)
     return 0
+
+
+def print_saved(tools: toolchain.Toolchain, configs, tokens: int) -> None:
+    """Per program, the bytes its forward keeps for its backward at
+    ``tokens`` tokens (FP8 activations, the same tensors in BF16, FP8 weight
+    copies), and their sum: a decoder layer's, for --heads."""
+    mib = 2.0 ** 20
+    print(f"\nkept for the backward at {tokens} tokens (MiB):")
+    print(f"{'program':<48} {'FP8':>10} {'in BF16':>10} {'weight copies':>14}")
+    total = [0, 0, 0]
+    for cfg in dict.fromkeys(configs):
+        r = tools.saved_report(cfg.text(), tokens)
+        for i, v in enumerate((r.saved, r.bf16, r.weight_copies)):
+            total[i] += v
+        print(f"{cfg.name:<48} {r.saved / mib:>10.1f} {r.bf16 / mib:>10.1f} "
+              f"{r.weight_copies / mib:>14.1f}")
+    print(f"{'sum':<48} {total[0] / mib:>10.1f} {total[1] / mib:>10.1f} "
+          f"{total[2] / mib:>14.1f}")
 
 
 if __name__ == "__main__":

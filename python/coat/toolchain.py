@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,6 +70,23 @@ def source_key(text: str, *, program: bool = True, **options) -> str:
     return "-".join(hashlib.sha256(s.encode("utf-8")).hexdigest()[:32] for s in (text, how))
 
 
+#: coat-report-saved-activations' summary remark.
+_SAVED_SUMMARY = re.compile(r"saved activations: (?P<saved>\d+) bytes, BF16 (?P<bf16>\d+) "
+                            r"bytes.*; weight copies kept for the backward: (?P<weights>\d+) bytes")
+
+
+@dataclass(frozen=True)
+class SavedReport:
+    """Bytes a program keeps from its forward for its backward
+    (coat-report-saved-activations): FP8 codes and scales of activations;
+    the same tensors in BF16 (what a BF16 program of the same math keeps,
+    values derived again counted as kept); FP8 weight copies."""
+
+    saved: int
+    bf16: int
+    weight_copies: int
+
+
 @dataclass
 class Toolchain:
     coat_opt: Optional[str] = None
@@ -81,10 +99,12 @@ class Toolchain:
             raise CompileError("coat-opt not found: build it (scripts/build.sh) "
                                "or set COAT_OPT")
 
-    def _run(self, cmd: List[str], what: str) -> None:
+    def _run(self, cmd: List[str], what: str,
+             stdin: Optional[str] = None) -> subprocess.CompletedProcess:
         try:
-            r = subprocess.run(cmd, capture_output=True, text=True,
-                               timeout=self.timeout, stdin=subprocess.DEVNULL)
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout,
+                               **({"input": stdin} if stdin is not None
+                                  else {"stdin": subprocess.DEVNULL}))
         except subprocess.TimeoutExpired:
             raise CompileError(f"{what} timed out after {self.timeout} s",
                                command=cmd) from None
@@ -93,6 +113,25 @@ class Toolchain:
         if r.returncode != 0:
             raise CompileError(f"{what} failed ({_describe_exit(r.returncode)})",
                                r.stderr + r.stdout, cmd, r.returncode)
+        return r
+
+    def saved_report(self, text: str, tokens: int) -> "SavedReport":
+        """What a model program (coat.programs text) keeps from its forward
+        for its backward at ``tokens`` tokens, as the compiled program
+        does: PROGRAM_PASSES up to outlining (granularity, scaling,
+        recomputation), then ``coat-report-saved-activations``."""
+        if tokens <= 0:
+            raise ValueError(f"tokens must be positive, got {tokens}")
+        passes = [p for p in PROGRAM_PASSES if not p.startswith("-coat-outline-kernels")]
+        r = self._run([self.coat_opt, "-", *passes,
+                       f"-coat-report-saved-activations=tokens={tokens}",
+                       "-mlir-print-op-on-diagnostic=false", "-o", os.devnull],
+                      "coat-opt (saved-activations report)", stdin=text)
+        m = _SAVED_SUMMARY.search(r.stderr)
+        if not m:
+            raise CompileError("coat-opt reported no saved activations (does the program "
+                               "have {coat.gradient} arguments?)", r.stderr)
+        return SavedReport(int(m["saved"]), int(m["bf16"]), int(m["weights"]))
 
     def compile_file(self, src: Path, out: Path, **options) -> List[Path]:
         """Compiles the kernel specs of ``src`` into ``out``; returns the

@@ -122,3 +122,31 @@ def test_source_key_tells_configurations_apart():
                 source_key("text", chip="sm_100a")}) == 5
     with pytest.raises(TypeError, match="unknown compile option"):
         source_key("text", tile=3)
+
+
+def test_saved_report_counts_what_the_compiled_program_keeps():
+    """Toolchain.saved_report runs the program passes and
+    coat-report-saved-activations at a token count. The MLP block keeps its
+    input's 1x16 E4M3 copy and the gate's and up's (codes, and a bf16 scale
+    per 16): 1.125 bytes per element of N x (H + 2F), linear in N; its three
+    FP8 weight copies (codes and a bf16 scale each) are under the 8 MiB bound
+    and kept."""
+    from coat import _paths, programs
+    from coat.toolchain import Toolchain
+
+    if not _paths.find_coat_opt():
+        pytest.skip("coat-opt is not built")
+    H, F = 64, 160
+    text = programs.MLPBlockConfig(hidden=H, ffn=F).text()
+    tools = Toolchain()
+    for n in (32, 48):
+        r = tools.saved_report(text, n)
+        assert r.saved == n * (H + 2 * F) * 9 // 8
+        assert r.weight_copies == 3 * (H * F + 2)
+        assert r.bf16 > r.saved
+    with pytest.raises(ValueError, match="tokens must be positive"):
+        tools.saved_report(text, 0)
+    forward_only = "func.func @f(%x: tensor<?x32xbf16>) -> tensor<?x32xbf16> {\n" \
+                   "  return %x : tensor<?x32xbf16>\n}\n"
+    with pytest.raises(coat.CompileError, match="no saved activations"):
+        tools.saved_report(forward_only, 16)
