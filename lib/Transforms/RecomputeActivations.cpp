@@ -143,7 +143,8 @@ struct CoatRecomputeActivationsPass
             return false; // an activation argument that is not kept
           if (cone.contains(def))
             return true;
-          if (!mayRecompute(def, weightCopiesMinBytes) || runsInBackward(def, backward))
+          if (!mayRecompute(def, weightCopiesMinBytes) ||
+              runsInBackward(def, backward))
             return false;
           for (Value o : def->getOperands())
             if (!collect(o, cone))
@@ -206,9 +207,10 @@ struct CoatRecomputeActivationsPass
 
   /// Says, at each forward quantize of a weight whose copy the backward
   /// reads, whether the copy is derived again there or kept, and why.
-  void remarkWeightCopies(Block &body,
-                          const DenseMap<Operation *, Operation *> &copyOf,
-                          llvm::function_ref<bool(Operation *)> isBackwardUser) {
+  void
+  remarkWeightCopies(Block &body,
+                     const DenseMap<Operation *, Operation *> &copyOf,
+                     llvm::function_ref<bool(Operation *)> isBackwardUser) {
     auto readInBackward = [&](Value v) {
       return llvm::any_of(v.getUsers(), [&](Operation *user) {
         if (isBackwardUser(user))

@@ -121,8 +121,9 @@ struct CoatReportSavedActivationsPass
         return;
       std::optional<int64_t> bytes = storageBytes(v.getType(), extent);
       if (!bytes) {
-        emitWarning(v.getLoc()) << "saved value of dynamic shape " << v.getType()
-                                << " is not counted (tokens=N counts it)";
+        emitWarning(v.getLoc())
+            << "saved value of dynamic shape " << v.getType()
+            << " is not counted (tokens=N counts it)";
         return;
       }
       bool weight = weightOnly.contains(v);

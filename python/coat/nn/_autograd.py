@@ -11,6 +11,7 @@ from ..executor import FLAG_WORDS, Program, ProgramError, QTensor
 from . import finite
 from .finite import check as _check_finite
 
+
 class _Derivation:
     """How a program's bf16 weight was made from parameters (cast, rows
     concatenated), so that an eager call keeps this instead of the copy when
