@@ -62,3 +62,26 @@ def output_and_grads(layer, x, dy, tables):
     grads = {"input": x.grad - dy}
     grads.update({n: p.grad.clone() for n, p in layer.named_parameters()})
     return (y - x).detach(), grads
+
+
+def assert_cached_decoding(layer, conv, x, tables, cache_arg, layer_idx, kv_shape,
+                           fwd_cos, prefix=16):
+    """The converted layer ``conv`` on the first ``prefix`` tokens, then on
+    the rest with the cache (passed as ``cache_arg``: past_key_values,
+    layer_past): the cache holds ``kv_shape`` keys under ``layer_idx``, the
+    later tokens match the unconverted ``layer`` on the whole sequence, and
+    without the prefix's keys they are far off."""
+    cos, sin = tables
+    rest = (cos[:, prefix:], sin[:, prefix:])
+    with torch.no_grad():
+        want = layer(x, position_embeddings=tables)
+        cache = Cache()
+        conv(x[:, :prefix], position_embeddings=(cos[:, :prefix], sin[:, :prefix]),
+             use_cache=True, **{cache_arg: cache})
+        got = conv(x[:, prefix:], position_embeddings=rest, use_cache=True,
+                   **{cache_arg: cache})
+        alone = conv(x[:, prefix:], position_embeddings=rest)
+    assert list(cache.kv) == [layer_idx] and cache.kv[layer_idx][0].shape == kv_shape
+    tail = want[:, prefix:] - x[:, prefix:]
+    assert cosine(got - x[:, prefix:], tail) >= fwd_cos
+    assert rel(alone - x[:, prefix:], tail) > 2 * rel(got - x[:, prefix:], tail)

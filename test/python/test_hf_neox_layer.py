@@ -32,8 +32,8 @@ torch = torch_or_skip()
 nn = torch.nn
 
 import coat  # noqa: E402
-from hf_layer_testing import (Cache, Config, cosine,  # noqa: E402
-                               output_and_grads, rel, rotate_half)
+from hf_layer_testing import (Config, assert_cached_decoding,  # noqa: E402
+                               cosine, output_and_grads, rel, rotate_half)
 from hf_layer_testing import convert as convert_copy  # noqa: E402
 from coat.hf.layer import GPTNeoXDecoderLayer  # noqa: E402
 
@@ -222,22 +222,9 @@ def test_kv_cache_decoding_matches_the_full_sequence(cpu_cache):
     ones."""
     layer = neox_layer()
     layer.attention.layer_idx = 3
-    conv = _convert(layer)
-    x, _, (cos, sin) = inputs(batch=1, seq=32)
-    with torch.no_grad():
-        want = layer(x, position_embeddings=(cos, sin))
-        cache = Cache()
-        conv(x[:, :16], position_embeddings=(cos[:, :16], sin[:, :16]), layer_past=cache,
-             use_cache=True)
-        got = conv(x[:, 16:], position_embeddings=(cos[:, 16:], sin[:, 16:]),
-                   layer_past=cache, use_cache=True)
-    assert list(cache.kv) == [3] and cache.kv[3][0].shape == (1, HEADS, 32, D)
-    tail = want[:, 16:] - x[:, 16:]
-    assert cosine(got - x[:, 16:], tail) >= FWD_COS
-    # Without the prefix's keys the tokens attend to less: far off.
-    with torch.no_grad():
-        alone = conv(x[:, 16:], position_embeddings=(cos[:, 16:], sin[:, 16:]))
-    assert rel(alone - x[:, 16:], tail) > 2 * rel(got - x[:, 16:], tail)
+    x, _, tables = inputs(batch=1, seq=32)
+    assert_cached_decoding(layer, _convert(layer), x, tables, "layer_past", 3,
+                           (1, HEADS, 32, D), FWD_COS)
 
 
 def test_a_tuple_returning_layer_gets_a_tuple(cpu_cache):
