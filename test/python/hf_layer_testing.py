@@ -85,3 +85,18 @@ def assert_cached_decoding(layer, conv, x, tables, cache_arg, layer_idx, kv_shap
     tail = want[:, prefix:] - x[:, prefix:]
     assert cosine(got - x[:, prefix:], tail) >= fwd_cos
     assert rel(alone - x[:, prefix:], tail) > 2 * rel(got - x[:, prefix:], tail)
+
+
+def assert_matches(got, want, fwd_tol, fwd_cos, grad_cos, grad_cos_median):
+    """``got`` and ``want`` (output_and_grads of a converted layer and its
+    reference) agree: the branch within ``fwd_tol`` relative error and
+    ``fwd_cos`` cosine, every gradient's cosine at least ``grad_cos`` and
+    their median at least ``grad_cos_median``."""
+    (branch, grads), (want_branch, want_grads) = got, want
+    assert rel(branch, want_branch) <= fwd_tol, rel(branch, want_branch)
+    assert cosine(branch, want_branch) >= fwd_cos, cosine(branch, want_branch)
+    assert grads.keys() == want_grads.keys()
+    cos = {n: cosine(g, want_grads[n]) for n, g in grads.items()}
+    worst = min(cos, key=cos.get)
+    assert cos[worst] >= grad_cos, (worst, cos)
+    assert sorted(cos.values())[len(cos) // 2] >= grad_cos_median, cos

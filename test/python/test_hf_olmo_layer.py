@@ -41,8 +41,8 @@ nn = torch.nn
 F = torch.nn.functional
 
 import coat  # noqa: E402
-from hf_layer_testing import (Config, assert_cached_decoding,  # noqa: E402
-                               cosine, output_and_grads, rel, rotate_half)
+from hf_layer_testing import (Config, assert_cached_decoding, assert_matches,  # noqa: E402
+                               output_and_grads, rotate_half)
 from hf_layer_testing import convert as convert_copy  # noqa: E402
 from coat.hf.layer import DecoderLayer  # noqa: E402
 
@@ -196,14 +196,7 @@ def _convert(layer, qual="model.layers.0"):
 
 
 def check(got, want, grad_cos=GRAD_COS):
-    (branch, grads), (want_branch, want_grads) = got, want
-    assert rel(branch, want_branch) <= FWD_TOL, rel(branch, want_branch)
-    assert cosine(branch, want_branch) >= FWD_COS, cosine(branch, want_branch)
-    assert grads.keys() == want_grads.keys()
-    cos = {n: cosine(g, want_grads[n]) for n, g in grads.items()}
-    worst = min(cos, key=cos.get)
-    assert cos[worst] >= grad_cos, (worst, cos)
-    assert sorted(cos.values())[len(cos) // 2] >= GRAD_COS_MEDIAN, cos
+    assert_matches(got, want, FWD_TOL, FWD_COS, grad_cos, GRAD_COS_MEDIAN)
 
 
 def inputs(batch=2, seq=16, seed=1):
