@@ -100,3 +100,21 @@ def assert_matches(got, want, fwd_tol, fwd_cos, grad_cos, grad_cos_median):
     worst = min(cos, key=cos.get)
     assert cos[worst] >= grad_cos, (worst, cos)
     assert sorted(cos.values())[len(cos) // 2] >= grad_cos_median, cos
+
+
+def eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout=0.0,
+                            **kwargs):
+    """transformers' eager attention for the stand-ins: causal (the queries
+    are the last keys), grouped queries where the module has
+    num_key_value_groups, [batch, seq, heads, head_dim] out. A family's
+    module must hold it under this name (the converted layer takes the
+    model's own)."""
+    assert dropout == 0.0
+    n_rep = getattr(module, "num_key_value_groups", 1)
+    key, value = (t.repeat_interleave(n_rep, dim=1) for t in (key, value))
+    scores = query.float() @ key.float().transpose(-1, -2) * scaling
+    q_len, k_len = query.shape[-2], key.shape[-2]
+    causal = torch.ones(q_len, k_len, dtype=torch.bool).tril(k_len - q_len)
+    weights = scores.masked_fill(~causal, float("-inf")).softmax(-1)
+    out = (weights @ value.float()).to(value.dtype)
+    return out.transpose(1, 2).contiguous(), weights

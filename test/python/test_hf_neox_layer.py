@@ -33,7 +33,7 @@ nn = torch.nn
 
 import coat  # noqa: E402
 from hf_layer_testing import (Config, assert_cached_decoding, assert_matches,  # noqa: E402
-                               output_and_grads, rotate_half)
+                               eager_attention_forward, output_and_grads, rotate_half)
 from hf_layer_testing import convert as convert_copy  # noqa: E402
 from coat.hf.layer import GPTNeoXDecoderLayer  # noqa: E402
 
@@ -60,19 +60,6 @@ def apply_rotary_pos_emb(q, k, cos, sin):
         return torch.cat([part * cos + rotate_half(part) * sin, t[..., r:]], dim=-1)
 
     return rotate(q), rotate(k)
-
-
-def eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout=0.0,
-                            **kwargs):
-    """Causal attention (the queries are the last keys), [batch, seq, heads,
-    head_dim] out, as transformers' attention functions return it."""
-    assert dropout == 0.0
-    scores = query.float() @ key.float().transpose(-1, -2) * scaling
-    q_len, k_len = query.shape[-2], key.shape[-2]
-    causal = torch.ones(q_len, k_len, dtype=torch.bool).tril(k_len - q_len)
-    weights = scores.masked_fill(~causal, float("-inf")).softmax(-1)
-    out = (weights @ value.float()).to(value.dtype)
-    return out.transpose(1, 2).contiguous(), weights
 
 
 class GPTNeoXAttention(nn.Module):

@@ -42,7 +42,7 @@ F = torch.nn.functional
 
 import coat  # noqa: E402
 from hf_layer_testing import (Config, assert_cached_decoding, assert_matches,  # noqa: E402
-                               output_and_grads, rotate_half)
+                               eager_attention_forward, output_and_grads, rotate_half)
 from hf_layer_testing import convert as convert_copy  # noqa: E402
 from coat.hf.layer import DecoderLayer  # noqa: E402
 
@@ -68,22 +68,6 @@ def apply_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):
     q_embed = q * cos + rotate_half(q) * sin
     k_embed = k * cos + rotate_half(k) * sin
     return q_embed.to(q_type), k_embed.to(k_type)
-
-
-def eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout=0.0,
-                            **kwargs):
-    """Causal attention with grouped queries (the queries are the last
-    keys), [batch, seq, heads, head_dim] out, as transformers' attention
-    functions return it."""
-    assert dropout == 0.0
-    n_rep = module.num_key_value_groups
-    key, value = (t.repeat_interleave(n_rep, dim=1) for t in (key, value))
-    scores = query.float() @ key.float().transpose(-1, -2) * scaling
-    q_len, k_len = query.shape[-2], key.shape[-2]
-    causal = torch.ones(q_len, k_len, dtype=torch.bool).tril(k_len - q_len)
-    weights = scores.masked_fill(~causal, float("-inf")).softmax(-1)
-    out = (weights @ value.float()).to(value.dtype)
-    return out.transpose(1, 2).contiguous(), weights
 
 
 class OlmoLayerNorm(nn.Module):
