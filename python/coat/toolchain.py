@@ -103,8 +103,7 @@ class Toolchain:
              stdin: Optional[str] = None) -> subprocess.CompletedProcess:
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout,
-                               **({"input": stdin} if stdin is not None
-                                  else {"stdin": subprocess.DEVNULL}))
+                               input=stdin or "")
         except subprocess.TimeoutExpired:
             raise CompileError(f"{what} timed out after {self.timeout} s",
                                command=cmd) from None
