@@ -23,6 +23,7 @@ from typing import List, Optional
 
 from . import _paths
 from ._compile_error import CompileError, _describe_exit
+from ._compiler_id import COMPILER_ID
 from ._version import __version__
 
 LLVM_BIN = Path(os.environ.get("COAT_LLVM_BIN", "/usr/lib/llvm-22/bin"))
@@ -62,11 +63,12 @@ def source_key(text: str, *, program: bool = True, **options) -> str:
     """What identifies a compiled artifact, in two halves: a hash of the
     source text, then one of how it was compiled (whether it is a model
     program run through PROGRAM_PASSES first, every compile option of
-    ``artifact_options`` and this compiler's version). Recorded as the
-    manifest's ``source_key``; :mod:`coat.artifacts` finds artifacts by it,
-    so nothing compiled for one configuration serves another."""
+    ``artifact_options``, the package's version and COMPILER_ID, the hash
+    of the compiler's sources). Recorded as the manifest's ``source_key``;
+    :mod:`coat.artifacts` finds artifacts by it, so nothing compiled for one
+    configuration, or by an older compiler, serves another."""
     passes = ",".join(PROGRAM_PASSES) if program else ""
-    how = "\0".join((__version__, passes, artifact_options(**options)))
+    how = "\0".join((__version__, COMPILER_ID, passes, artifact_options(**options)))
     return "-".join(hashlib.sha256(s.encode("utf-8")).hexdigest()[:32] for s in (text, how))
 
 

@@ -1,0 +1,6 @@
+"""The compiler's identity: a hash of the sources coat-opt is built from
+(scripts/compiler_id.py writes it; test_compiler_id checks it is current).
+Part of every artifact's source key, so kernels a previous compiler made
+are not taken for this one's."""
+
+COMPILER_ID = "51262c448a9cce306137e4d34e62c77e"
