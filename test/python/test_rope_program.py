@@ -225,6 +225,23 @@ def test_cuda_rope_program_matches_fp32_torch(tokens):
     assert all(e <= TOL for e in errs.values()), errs
 
 
+def test_rope_rows_are_made_once_per_tables():
+    """Every layer of a forward passes the same tables: their rows are made
+    once and shared, and made again when a table or the shape changes."""
+    from coat import llama
+
+    lcfg = llama.LlamaConfig(hidden=64, heads=2, kv_heads=2)
+    cos, sin = llama.rope_tables(lcfg, 9, "cpu")
+    first = llama.rope_rows(cos, sin, 2, 32)
+    again = llama.rope_rows(cos, sin, 2, 32)
+    assert all(a is b for a, b in zip(first, again))
+    assert llama.rope_rows(cos, sin, 2, 48)[0].shape[0] == 48
+    assert llama.rope_rows(cos, sin.clone(), 2, 32)[1] is not first[1]
+    sin.mul_(2)
+    changed = llama.rope_rows(cos, sin, 2, 32)
+    assert changed[1] is not first[1] and torch.equal(changed[1][:9], sin)
+
+
 def test_cpu_rotated_projection_feeds_attention_without_tables(cpu_cache):
     """The attention input as a decoder layer would take it from the program
     with RoPE: tables from coat.llama.rope_rows (one row per token, padded),
