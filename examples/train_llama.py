@@ -475,6 +475,12 @@ def train(args) -> dict:
     profiler = memory = None
     step_times, pending, t_mark, steps_since = [], [], time.perf_counter(), 0
     for step in range(args.steps):
+        if step == args.warmup_timing and timing:
+            # Time from here: a log interval that began in the warm-up (the
+            # first, compiling steps) must not count.
+            if cuda:
+                torch.cuda.synchronize()
+            t_mark, steps_since = time.perf_counter(), 0
         if window and step == window[0]:
             if cuda:
                 torch.cuda.synchronize()

@@ -83,6 +83,29 @@ def test_example_trains_on_cpu(example, tmp_path, mode):
     assert r["step_time_s"] > 0
 
 
+def test_step_time_leaves_out_the_warm_up_inside_a_log_interval(plain_example, tmp_path,
+                                                                  monkeypatch):
+    """The first log interval spans the warm-up (where torch.compile
+    compiles); only its steps after --warmup-timing are timed. A made-up
+    clock: each warm-up step takes 100 s, each later one 1 s."""
+    clock = [0.0]
+    fetched = [0]
+    real_batches = plain_example.batches
+
+    def batches(*args):
+        clock[0] += 100.0 if fetched[0] < 3 else 1.0
+        fetched[0] += 1
+        return real_batches(*args)
+
+    monkeypatch.setattr(plain_example, "batches", batches)
+    monkeypatch.setattr(plain_example, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+    log = tmp_path / "bf16.json"
+    plain_example.main(["--mode", "bf16", "--config", "tiny", "--device", "cpu", "--steps",
+                        "8", "--batch", "1", "--seq", "16", "--eval-every", "0",
+                        "--log-every", "5", "--warmup-timing", "3", "--log", str(log)])
+    assert json.loads(log.read_text())["step_time_s"] == 1.0
+
+
 def test_graph_needs_cuda(example, tmp_path):
     with pytest.raises(SystemExit, match="--graph needs --device cuda"):
         example.main(["--mode", "bf16", "--config", "tiny", "--device", "cpu", "--steps", "1",
