@@ -57,13 +57,23 @@ class TinyLlama(nn.Module):
         self.norm = RMSNorm(hidden)
         self.lm_head = nn.Linear(hidden, vocab, bias=False)
 
-    def forward(self, tokens):
+    #: As coat.llama.LlamaForCausalLM.coat_loss: set by coat.convert to the
+    #: fused LM head + loss where its program is compiled.
+    coat_loss = None
+
+    def hidden(self, tokens):
         x = self.embed(tokens)
         for layer in self.layers:
             x = layer(x)
-        return self.lm_head(self.norm(x))
+        return self.norm(x)
+
+    def forward(self, tokens):
+        return self.lm_head(self.hidden(tokens))
 
     def loss(self, tokens):
+        if self.coat_loss is not None:
+            return self.coat_loss(self.hidden(tokens[:, :-1]), self.lm_head.weight,
+                                  tokens[:, 1:])
         logits = self(tokens[:, :-1])
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(),
                                tokens[:, 1:].reshape(-1))
