@@ -61,19 +61,18 @@ class TinyLlama(nn.Module):
     #: fused LM head + loss where its program is compiled.
     coat_loss = None
 
-    def hidden(self, tokens):
+    def forward(self, tokens, targets=None):
         x = self.embed(tokens)
         for layer in self.layers:
             x = layer(x)
-        return self.norm(x)
-
-    def forward(self, tokens):
-        return self.lm_head(self.hidden(tokens))
+        x = self.norm(x)
+        if targets is not None:  # (inside forward: FSDP's hooks gather lm_head)
+            return self.coat_loss(x, self.lm_head.weight, targets)
+        return self.lm_head(x)
 
     def loss(self, tokens):
         if self.coat_loss is not None:
-            return self.coat_loss(self.hidden(tokens[:, :-1]), self.lm_head.weight,
-                                  tokens[:, 1:])
+            return self(tokens[:, :-1], tokens[:, 1:])
         logits = self(tokens[:, :-1])
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(),
                                tokens[:, 1:].reshape(-1))
