@@ -57,7 +57,16 @@ MODEL_BLOCKS = [*programs.decoder_layer_configs(hidden=1024, ffn=2816, heads=16,
                 # projection and the SwiGLU MLP, small: the GPU program
                 # tests run them (test_layernorm_programs.py).
                 programs.NormLinearConfig(64, 192, norm="layernorm", norm_affine=False),
-                programs.MLPBlockConfig(64, 160, norm="layernorm", norm_affine=False)]
+                programs.MLPBlockConfig(64, 160, norm="layernorm", norm_affine=False),
+                # The LM head's loss (coat.cross_entropy) at the vocabularies of
+                # the big models and odd small ones (the numerics tests), 256
+                # (coat.llama's default) and 320 (the tiny test model), and
+                # another ignore_index (test_cross_entropy_numerics.py,
+                # test_linear_cross_entropy.py).
+                *(programs.CrossEntropyConfig(v) for v in (17, 256, 320, 1001, 32000, 50257,
+                                                           128256, 151936)),
+                programs.CrossEntropyConfig(17, ignore_index=0),
+                programs.CrossEntropyConfig(1001, ignore_index=0)]
 _REMARK = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+):\d+: remark: (?P<text>.*)$")
 _NAME = re.compile(r"(%[\w.$-]+)\s*=\s*coat\.quantize_auto")
 

@@ -10,9 +10,12 @@ the same name, e.g. another eps) (PTX, cubin, CPU twins, manifest.json with the
 program's launch plan) for the MLP block, and with --heads for the whole
 decoder layer (attention input and output programs too; the attention input
 rotates q and k itself where the head size allows, as coat.nn.DecoderLayer
-decides; --rope on/off forces it). With
+decides; --rope on/off forces it), and with --vocab the LM head's loss
+(coat.cross_entropy, which coat.nn.linear_cross_entropy and a converted
+coat.llama model run; the 1B/7B Llama sets: --vocab 32000). With
 --hf-config, the programs of a Hugging Face model's decoder layers, read from
-its config.json (or a JSON object of several named configs):
+its config.json (or a JSON object of several named configs), and the loss
+program of each config's vocab_size:
 
   .venv/bin/python scripts/compile_model.py --hf-config config.json --out DIR
 
@@ -47,6 +50,8 @@ def hf_configs(path: str, ap: argparse.ArgumentParser):
             out += layer_programs(spec_from_config(cfg))
         except UnsupportedLayer as e:
             ap.error(f"{path}{' ' + name if name else ''}: {e}")
+        if cfg.get("vocab_size"):  # the LM head's loss (coat.nn.linear_cross_entropy)
+            out.append(programs.CrossEntropyConfig(int(cfg["vocab_size"])))
     return out
 
 
@@ -64,6 +69,10 @@ def main() -> int:
                     help="with --heads: whether the attention input program applies RoPE to "
                          "q and k (auto: where the head size allows, as coat.nn.DecoderLayer "
                          "does)")
+    ap.add_argument("--vocab", type=int, default=None,
+                    help="also the LM head's loss program (coat.cross_entropy of this "
+                         "vocabulary: coat.nn.linear_cross_entropy, a converted "
+                         "coat.llama model's loss)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--coat-opt", default=None)
     ap.add_argument("--report-tokens", type=int, default=None, metavar="N",
@@ -88,6 +97,10 @@ def main() -> int:
             ap.error(str(e))
     else:
         configs = [programs.MLPBlockConfig(hidden=args.hidden, ffn=args.ffn, eps=args.eps)]
+    if args.vocab is not None:
+        if args.vocab < 1:
+            ap.error("--vocab must be positive")
+        configs = [*configs, programs.CrossEntropyConfig(args.vocab)]
     tools = toolchain.Toolchain(coat_opt=args.coat_opt)
     seen, used = set(), set()
     for cfg in configs:

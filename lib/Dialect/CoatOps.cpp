@@ -660,6 +660,40 @@ bool BiasGradOp::canFuseMaxima(AbsMaxOp maxima) {
 }
 
 //===----------------------------------------------------------------------===//
+// CrossEntropyOp
+//===----------------------------------------------------------------------===//
+
+int64_t CrossEntropyOp::getVocab() {
+  return cast<ShapedType>(getLogits().getType()).getDimSize(1);
+}
+
+LogicalResult CrossEntropyOp::verify() {
+  auto logits = cast<RankedTensorType>(getLogits().getType());
+  if (logits.getRank() != 2)
+    return emitOpError("logits must be 2-D [tokens, vocab], got ") << logits;
+  int64_t vocab = logits.getDimSize(1);
+  if (ShapedType::isDynamic(vocab) || vocab < 1)
+    return emitOpError("the vocabulary (logits' row length) must be static "
+                       "and positive, got ")
+           << logits;
+  int64_t rows = logits.getDimSize(0);
+  auto targets = cast<RankedTensorType>(getTargets().getType());
+  if (targets.getRank() != 1 || !dimsCompatible(targets.getDimSize(0), rows))
+    return emitOpError("targets must be 1-D with one class per row of the "
+                       "logits, got ")
+           << targets << " for " << logits;
+  auto loss = cast<RankedTensorType>(getLoss().getType());
+  if (loss.getRank() != 1 || !dimsCompatible(loss.getDimSize(0), rows))
+    return emitOpError("loss must be 1-D with one value per row of the "
+                       "logits, got ")
+           << loss << " for " << logits;
+  if (getDlogits().getType() != logits)
+    return emitOpError("dlogits must have the type of the logits ")
+           << logits << ", got " << getDlogits().getType();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Precision flow
 //===----------------------------------------------------------------------===//
 

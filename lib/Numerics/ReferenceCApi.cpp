@@ -372,4 +372,12 @@ int32_t coat_ref_bias_grad(const float *dy, int64_t rows, int64_t cols,
   return 0;
 }
 
+int32_t coat_ref_cross_entropy(const uint16_t *logits, const int64_t *targets,
+                               int64_t rows, int64_t vocab,
+                               int64_t ignore_index, int64_t threads,
+                               float *loss, uint16_t *dlogits) {
+  return result(crossEntropy(logits, targets, rows, vocab, ignore_index,
+                             threads, loss, dlogits));
+}
+
 } // extern "C"

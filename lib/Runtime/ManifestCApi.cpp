@@ -192,6 +192,8 @@ void putProgram(std::string &o, const Manifest &m, const Program &p) {
                      : in.role == ProgramInput::Role::Gradient ? "gradient"
                                                                : "activation");
     putGradOf(o, in.gradOf);
+    if (in.writable)
+      o += ",\"writable\":true";
     o += "},";
   }
   close(o, ']');

@@ -325,6 +325,10 @@ private:
         !r.string(v, w, "role", role, true) ||
         !r.integer(v, w, "grad_of", in.gradOf, false, 0))
       return false;
+    if (const Value *wr = r.member(v, w, "writable", Value::Type::Bool, false))
+      in.writable = wr->boolean;
+    else if (!r.error.empty())
+      return false;
     if (role == "activation")
       in.role = ProgramInput::Role::Activation;
     else if (role == "weight")
@@ -334,6 +338,10 @@ private:
     else
       return r.fail(w + ".role", "expected \"activation\", \"weight\" or "
                                  "\"gradient\", got \"" + role + "\"");
+    if (in.writable && in.role != ProgramInput::Role::Activation)
+      return r.fail(w + ".writable", "only an activation input can be given "
+                                     "up; a weight or gradient is the caller's "
+                                     "to keep");
     p.inputs.push_back(in);
     return true;
   }
@@ -494,7 +502,8 @@ private:
   /// A kernel that binds a result's values to an operand's buffer writes
   /// the result over the operand (an in-place rotary embedding), so that
   /// operand must be the program's own and read by that call alone: not an
-  /// input (the caller's), an output or a saved value. A result's scale
+  /// input (the caller's, unless it gives it up: `writable`), an output or a
+  /// saved value. A result's scale
   /// bound to a given per-tensor scale shares it unchanged and consumes
   /// nothing.
   bool checkOverwrites() {
@@ -504,7 +513,7 @@ private:
         ++reads[size_t(v)];
     std::vector<bool> input(p.values.size(), false), kept(p.values.size(), false);
     for (const ProgramInput &in : p.inputs)
-      input[size_t(in.value)] = true;
+      input[size_t(in.value)] = !in.writable;
     for (const ProgramOutput &out : p.outputs)
       kept[size_t(out.value)] = true;
     for (int64_t v : p.saved)

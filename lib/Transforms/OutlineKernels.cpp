@@ -309,11 +309,16 @@ struct CoatOutlineKernelsPass
     // A tensor the program computes and reads only here is the kernel's to
     // overwrite: an op that can update its input in place writes its
     // result there, sparing a buffer and the copy of what it leaves as is.
+    // So is a program input the caller gives up (`coat.writable`).
     for (Operation *op : group.ops) {
       if (!op->hasTrait<OpTrait::coat::InPlace>())
         continue;
       Value v = op->getOperand(0);
-      if (!v.getDefiningOp() || !v.hasOneUse() || !inputs.contains(v))
+      auto arg = dyn_cast<BlockArgument>(v);
+      bool given = arg && arg.getOwner()->isEntryBlock() &&
+                   fn.getArgAttr(arg.getArgNumber(), kWritableAttr);
+      if ((!v.getDefiningOp() && !given) || !v.hasOneUse() ||
+          !inputs.contains(v))
         continue;
       unsigned i = llvm::find(inputs, v) - inputs.begin();
       spec.setArgAttr(i, kWritableAttr, b.getUnitAttr());
@@ -388,7 +393,8 @@ struct CoatOutlineKernelsPass
       return signalPassFailure();
     }
     // Programs: functions holding more than one coat op. (A function with
-    // one op, or two that make one kernel, is already a spec.)
+    // one op, or two that make one kernel, is already a spec, unless it is
+    // marked `coat.program`: a program of one kernel call.)
     SmallVector<func::FuncOp> programs;
     for (auto fn : module.getOps<func::FuncOp>()) {
       if (fn.isExternal() || !fn.getBody().hasOneBlock())
@@ -399,7 +405,8 @@ struct CoatOutlineKernelsPass
           coatOps.push_back(op);
       });
       if (coatOps.size() > 2 ||
-          (coatOps.size() == 2 && !isOneKernel(coatOps[0], coatOps[1])))
+          (coatOps.size() == 2 && !isOneKernel(coatOps[0], coatOps[1])) ||
+          (!coatOps.empty() && fn->hasAttr(kProgramAttr)))
         programs.push_back(fn);
     }
     SymbolTable symbols(module);

@@ -57,13 +57,22 @@ class TinyLlama(nn.Module):
         self.norm = RMSNorm(hidden)
         self.lm_head = nn.Linear(hidden, vocab, bias=False)
 
-    def forward(self, tokens):
+    #: As coat.llama.LlamaForCausalLM.coat_loss: set by coat.convert to the
+    #: fused LM head + loss where its program is compiled.
+    coat_loss = None
+
+    def forward(self, tokens, targets=None):
         x = self.embed(tokens)
         for layer in self.layers:
             x = layer(x)
-        return self.lm_head(self.norm(x))
+        x = self.norm(x)
+        if targets is not None:  # (inside forward: FSDP's hooks gather lm_head)
+            return self.coat_loss(x, self.lm_head.weight, targets)
+        return self.lm_head(x)
 
     def loss(self, tokens):
+        if self.coat_loss is not None:
+            return self(tokens[:, :-1], tokens[:, 1:])
         logits = self(tokens[:, :-1])
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(),
                                tokens[:, 1:].reshape(-1))

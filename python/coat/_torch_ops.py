@@ -211,6 +211,50 @@ if AVAILABLE:
     program_forward.register_autograd(_backward, setup_context=_setup_context)
 
 
+if AVAILABLE:
+    # coat.nn.linear_cross_entropy under torch.compile: the chunked LM head
+    # and loss as one operator returning the mean loss and the gradients of
+    # the loss sum (the backward only scales them; its one input that
+    # matters is the loss's gradient).
+    @torch.library.custom_op("coat::linear_cross_entropy", mutates_args=())
+    def _linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor,
+                              targets: torch.Tensor, ignore_index: int, chunk_tokens: int,
+                              kernels: Optional[str]) -> List[torch.Tensor]:
+        from .nn.cross_entropy import fused_forward
+
+        loss_sum, valid, gh, gw = fused_forward(hidden, weight, targets, ignore_index,
+                                                chunk_tokens, kernels)
+        return [loss_sum / valid, valid, gh, gw.to(weight.dtype)]
+
+    @_linear_cross_entropy.register_fake
+    def _linear_cross_entropy_fake(hidden, weight, targets, ignore_index, chunk_tokens,
+                                   kernels):
+        f32 = torch.float32
+        return [hidden.new_empty((), dtype=f32), hidden.new_empty((), dtype=f32),
+                torch.empty_like(hidden), torch.empty_like(weight)]
+
+    def _lce_setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output[1], output[2], output[3])
+
+    def _lce_backward(ctx, grads):
+        valid, gh, gw = ctx.saved_tensors
+        from .nn.cross_entropy import _scale
+
+        scale = _scale(grads[0], valid)
+        return ((gh.float() * scale).to(gh.dtype), (gw.float() * scale).to(gw.dtype),
+                None, None, None, None)
+
+    _linear_cross_entropy.register_autograd(_lce_backward, setup_context=_lce_setup_context)
+
+
+def linear_cross_entropy(hidden, weight, targets, ignore_index: int, chunk_tokens: int,
+                         kernels=None):
+    """coat.nn.linear_cross_entropy's mean loss through its operator."""
+    kernels = None if kernels is None else str(kernels)
+    return torch.ops.coat.linear_cross_entropy(hidden, weight, targets, ignore_index,
+                                               chunk_tokens, kernels)[0]
+
+
 def run(key: str, what: str, inputs: Sequence[torch.Tensor], returns: int = 1):
     """The first ``returns`` outputs the program registered as ``key``
     returns on ``inputs``, through the forward operator, differentiable

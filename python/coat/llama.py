@@ -198,6 +198,13 @@ class Model(nn.Module):
 
 
 class LlamaForCausalLM(nn.Module):
+    #: The loss of ``forward(tokens, targets)`` from the final hidden states,
+    #: the LM head's weight and the targets, or None for the LM head and
+    #: ``F.cross_entropy`` of the fp32 logits. :func:`coat.convert` sets it
+    #: to the fused, chunked ``coat.nn.linear_cross_entropy`` where its
+    #: program is compiled (its report says which).
+    coat_loss = None
+
     def __init__(self, cfg: LlamaConfig):
         super().__init__()
         self.config = cfg
@@ -210,7 +217,10 @@ class LlamaForCausalLM(nn.Module):
                 nn.init.normal_(m.weight, std=0.02)
 
     def forward(self, tokens, targets=None):
-        logits = self.lm_head(self.model(tokens))
+        h = self.model(tokens)
+        if targets is not None and self.coat_loss is not None:
+            return self.coat_loss(h, self.lm_head.weight, targets)
+        logits = self.lm_head(h)
         if targets is None:
             return logits
         return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())

@@ -819,3 +819,47 @@ func.func @{self.name}(
       : {t(T, H)}, {q(T, H, scaling=g)}, {t(T, H)}, {t(F, H)}, {t(F, H)}, {t(H, F)}, {t(H)}
 }}
 """
+
+
+@dataclass(frozen=True)
+class CrossEntropyConfig:
+    """Softmax cross-entropy of bf16 logits ``[T, vocab]`` with int64 class
+    targets (``coat.cross_entropy``): one forward call that returns the
+    per-token f32 loss (0 for ``ignore_index``) and writes the unscaled
+    gradient ``softmax - onehot`` over the logits, which the program takes
+    as a ``coat.writable`` input (the caller gives that buffer up). Both
+    results are flagged for NaN/infinity (a target outside [0, vocab) that
+    is not ``ignore_index`` gives NaN). One op makes one kernel call, so
+    the function says it is a program (``coat.program``) rather than a
+    kernel spec."""
+
+    vocab: int
+    ignore_index: int = -100
+
+    def check(self) -> None:
+        if self.vocab < 1:
+            raise ValueError(f"CrossEntropyConfig: vocab = {self.vocab} must be positive")
+
+    @property
+    def name(self) -> str:
+        ignore = "" if self.ignore_index == -100 else (
+            f"_ig{self.ignore_index}" if self.ignore_index >= 0 else f"_igm{-self.ignore_index}")
+        return f"coat_cross_entropy_v{self.vocab}{ignore}"
+
+    def text(self) -> str:
+        """Arguments: the logits (given up: the gradient overwrites them),
+        the targets. Results: the loss per token, the gradient of the
+        logits."""
+        self.check()
+        T, V = TOKENS, self.vocab
+        ignore = "" if self.ignore_index == -100 else f" ignore_index = {self.ignore_index}"
+        return f"""\
+func.func @{self.name}(
+    %logits: {_t(T, V)} {{coat.writable}},
+    %targets: {_t(T, dtype="i64")})
+    -> ({_t(T, dtype="f32")}, {_t(T, V)}) attributes {{coat.program}} {{
+  %loss, %dlogits = coat.cross_entropy %logits, %targets{ignore}
+      : {_t(T, V)}, {_t(T, dtype="i64")} -> {_t(T, dtype="f32")}, {_t(T, V)}
+  return %loss, %dlogits : {_t(T, dtype="f32")}, {_t(T, V)}
+}}
+"""

@@ -88,6 +88,7 @@ _SIGNATURES = {
     "coat_ref_bias_grad": (_i32, [_p, _i64, _i64, _i64, _p]),
     "coat_ref_rope_fwd": (_i32, [_p, _p, _p, _i64, _i64, _i64, _i64, _p]),
     "coat_ref_rope_bwd": (_i32, [_p, _p, _p, _i64, _i64, _i64, _i64, _p]),
+    "coat_ref_cross_entropy": (_i32, [_p, _p, _i64, _i64, _i64, _i64, _p, _p]),
 }
 
 
@@ -611,3 +612,27 @@ def rope_fwd(x, cos, sin, rotated_heads: int) -> np.ndarray:
 def rope_bwd(dy, cos, sin, rotated_heads: int) -> np.ndarray:
     """coat.rope_grad in f32: the gradient of rope_fwd's input."""
     return _rope("coat_ref_rope_bwd", dy, cos, sin, rotated_heads)
+
+
+# --------------------------------------------------------------------------
+# Softmax cross-entropy (coat.cross_entropy)
+# --------------------------------------------------------------------------
+
+def cross_entropy(logits_bits, targets, ignore_index: int = -100, threads: int = 32):
+    """coat.cross_entropy of [rows, vocab] bf16 logits, given as their uint16
+    bits (``bf16_encode``), and int64 ``targets``: (f32 loss per row, bf16
+    bits of the gradient softmax - onehot), summed in the order of a team of
+    ``threads`` (the kernel's ``config.threads``). Ignored rows give 0 and a
+    zero gradient; a target outside [0, vocab) otherwise gives NaNs."""
+    x = np.ascontiguousarray(logits_bits, dtype=np.uint16)
+    if x.ndim != 2:
+        raise ValueError(f"cross_entropy: logits must be [rows, vocab], got shape {x.shape}")
+    t = np.ascontiguousarray(targets, dtype=np.int64)
+    if t.shape != (x.shape[0],):
+        raise ValueError(f"cross_entropy: {t.shape} targets for {x.shape[0]} rows")
+    loss = np.empty(x.shape[0], dtype=np.float32)
+    grad = np.empty_like(x)
+    _check(load().coat_ref_cross_entropy(_ptr(x), _ptr(t), x.shape[0], x.shape[1],
+                                         int(ignore_index), int(threads), _ptr(loss),
+                                         _ptr(grad)))
+    return loss, grad

@@ -991,3 +991,75 @@ func.func @rope_grad_result_type(%g: tensor<4x192xbf16>, %t: tensor<4x64xf32>) {
   %0 = coat.rope_grad %g, %t, %t rotated_heads = 2 : tensor<4x192xbf16>, tensor<4x64xf32>, tensor<4x64xf32> -> tensor<4x192xf16>
   return
 }
+
+// -----
+
+func.func @cross_entropy_rank(%x: tensor<4x8x32xbf16>, %t: tensor<4xi64>) {
+  // expected-error @+1 {{logits must be 2-D [tokens, vocab], got 'tensor<4x8x32xbf16>'}}
+  %l, %g = coat.cross_entropy %x, %t : tensor<4x8x32xbf16>, tensor<4xi64> -> tensor<4xf32>, tensor<4x8x32xbf16>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_dynamic_vocab(%x: tensor<?x?xbf16>, %t: tensor<?xi64>) {
+  // expected-error @+1 {{the vocabulary (logits' row length) must be static and positive, got 'tensor<?x?xbf16>'}}
+  %l, %g = coat.cross_entropy %x, %t : tensor<?x?xbf16>, tensor<?xi64> -> tensor<?xf32>, tensor<?x?xbf16>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_f32_logits(%x: tensor<?x32xf32>, %t: tensor<?xi64>) {
+  // expected-error @+1 {{operand #0 must be ranked tensor of bfloat16 type values}}
+  %l, %g = coat.cross_entropy %x, %t : tensor<?x32xf32>, tensor<?xi64> -> tensor<?xf32>, tensor<?x32xf32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_i32_targets(%x: tensor<?x32xbf16>, %t: tensor<?xi32>) {
+  // expected-error @+1 {{operand #1 must be ranked tensor of 64-bit signless integer values}}
+  %l, %g = coat.cross_entropy %x, %t : tensor<?x32xbf16>, tensor<?xi32> -> tensor<?xf32>, tensor<?x32xbf16>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_rows(%x: tensor<8x32xbf16>, %t: tensor<4xi64>) {
+  // expected-error @+1 {{targets must be 1-D with one class per row of the logits, got 'tensor<4xi64>' for 'tensor<8x32xbf16>'}}
+  %l, %g = coat.cross_entropy %x, %t : tensor<8x32xbf16>, tensor<4xi64> -> tensor<8xf32>, tensor<8x32xbf16>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_target_rank(%x: tensor<?x32xbf16>, %t: tensor<?x1xi64>) {
+  // expected-error @+1 {{targets must be 1-D with one class per row of the logits, got 'tensor<?x1xi64>' for 'tensor<?x32xbf16>'}}
+  %l, %g = coat.cross_entropy %x, %t : tensor<?x32xbf16>, tensor<?x1xi64> -> tensor<?xf32>, tensor<?x32xbf16>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_loss_rows(%x: tensor<8x32xbf16>, %t: tensor<8xi64>) {
+  // expected-error @+1 {{loss must be 1-D with one value per row of the logits, got 'tensor<4xf32>' for 'tensor<8x32xbf16>'}}
+  %l, %g = coat.cross_entropy %x, %t : tensor<8x32xbf16>, tensor<8xi64> -> tensor<4xf32>, tensor<8x32xbf16>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_loss_type(%x: tensor<?x32xbf16>, %t: tensor<?xi64>) {
+  // expected-error @+1 {{result #0 must be ranked tensor of 32-bit float values}}
+  %l, %g = coat.cross_entropy %x, %t : tensor<?x32xbf16>, tensor<?xi64> -> tensor<?xbf16>, tensor<?x32xbf16>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_grad_type(%x: tensor<?x32xbf16>, %t: tensor<?xi64>) {
+  // expected-error @+1 {{dlogits must have the type of the logits 'tensor<?x32xbf16>', got 'tensor<?x16xbf16>'}}
+  %l, %g = coat.cross_entropy %x, %t : tensor<?x32xbf16>, tensor<?xi64> -> tensor<?xf32>, tensor<?x16xbf16>
+  return
+}

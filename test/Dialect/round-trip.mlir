@@ -310,3 +310,18 @@ func.func @rope(%qkv: tensor<?x3072xbf16>, %cos: tensor<?x64xf32>, %sin: tensor<
   %dx = coat.rope_grad %g, %c, %s rotated_heads = 40 : tensor<7x6144xf32>, tensor<7x128xbf16>, tensor<7x128xbf16> -> tensor<7x6144xf32>
   return %y, %dx : tensor<?x3072xbf16>, tensor<7x6144xf32>
 }
+
+// The softmax cross-entropy: the default ignore_index is not printed,
+// another one is; a writable logits argument (the gradient may take its
+// buffer).
+// CHECK-LABEL: func.func @cross_entropy
+// CHECK-SAME: {coat.writable}
+// CHECK: coat.cross_entropy %{{.*}}, %{{.*}} : tensor<?x32000xbf16>, tensor<?xi64> -> tensor<?xf32>, tensor<?x32000xbf16>
+// CHECK: coat.cross_entropy %{{.*}}, %{{.*}} ignore_index = 0 : tensor<3x17xbf16>, tensor<3xi64> -> tensor<3xf32>, tensor<3x17xbf16>
+func.func @cross_entropy(%x: tensor<?x32000xbf16> {coat.writable}, %t: tensor<?xi64>,
+                         %y: tensor<3x17xbf16>, %u: tensor<3xi64>)
+    -> (tensor<?xf32>, tensor<?x32000xbf16>, tensor<3xf32>, tensor<3x17xbf16>) {
+  %l, %g = coat.cross_entropy %x, %t ignore_index = -100 : tensor<?x32000xbf16>, tensor<?xi64> -> tensor<?xf32>, tensor<?x32000xbf16>
+  %l2, %g2 = coat.cross_entropy %y, %u ignore_index = 0 : tensor<3x17xbf16>, tensor<3xi64> -> tensor<3xf32>, tensor<3x17xbf16>
+  return %l, %g, %l2, %g2 : tensor<?xf32>, tensor<?x32000xbf16>, tensor<3xf32>, tensor<3x17xbf16>
+}

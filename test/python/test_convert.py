@@ -144,6 +144,43 @@ def test_convert_keeps_parameter_names_and_state_dict(cpu_cache):
     assert abs(float(loss) - float(loss_ref)) < 0.02 * float(loss_ref)
 
 
+def test_convert_fuses_the_lm_head_with_its_loss(cpu_cache):
+    """A coat.llama model gets coat.nn.linear_cross_entropy as its loss (the
+    report says so); fused_loss=False, or no program of its vocabulary,
+    keeps the unfused loss, the latter with a warning."""
+    from coat.nn import cross_entropy
+
+    model = coat.convert(llama.LlamaForCausalLM(TINY))
+    assert model.coat_loss is not None and model.coat_loss.vocab == TINY.vocab
+    assert model.coat_report.loss.startswith("fused with lm_head")
+    assert "loss: fused" in str(model.coat_report)
+    calls = []
+    real = cross_entropy.fused_forward
+    try:
+        cross_entropy.fused_forward = lambda *a, **k: calls.append(1) or real(*a, **k)
+        x = torch.randint(0, TINY.vocab, (2, 9))
+        model(x[:, :-1], x[:, 1:]).backward()
+    finally:
+        cross_entropy.fused_forward = real
+    assert calls and model.lm_head.weight.grad is not None
+
+    kept = coat.convert(llama.LlamaForCausalLM(TINY), fused_loss=False)
+    assert kept.coat_loss is None and kept.coat_report.loss.startswith("unfused")
+
+    def missing(*a, **k):
+        raise coat.artifacts.ArtifactNotFound("none here")
+
+    real_program = coat.artifacts.program
+    try:
+        coat.artifacts.program = lambda cfg, folder=None: (
+            missing() if "cross_entropy" in cfg.name else real_program(cfg, folder))
+        with pytest.warns(UserWarning, match="no compiled coat_cross_entropy_v256"):
+            plain = coat.convert(llama.LlamaForCausalLM(TINY))
+    finally:
+        coat.artifacts.program = real_program
+    assert plain.coat_loss is None and "materialises" in plain.coat_report.loss
+
+
 def test_convert_then_fp8adamw_trains(cpu_cache):
     """The whole recipe in two lines on CPU tensors (CPU twins): the loss on
     a fixed batch goes down over a few steps."""

@@ -549,6 +549,70 @@ def CoatLowerBiasGrad : Pass<"coat-lower-bias-grad", "::mlir::ModuleOp"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Softmax cross-entropy (owned with lib/Conversion/CrossEntropyToKernels)
+//===----------------------------------------------------------------------===//
+
+def CoatLowerCrossEntropy : Pass<"coat-lower-cross-entropy", "::mlir::ModuleOp"> {
+  let summary = "Lowers coat.cross_entropy kernel specs to a row-per-CTA "
+                "kernel that writes the loss and the gradient";
+  let description = [{
+    A kernel-spec function holding one `coat.cross_entropy` of a `[rows,
+    V]` bf16 argument (rows dynamic or static, V static) and an i64
+    argument of targets, returning both results, becomes one kernel
+    (`target=gpu`: in `gpu.module @coat_cross_entropy_kernels`;
+    `target=cpu`: a twin with the same ABI):
+
+    | kernel | `op` | arguments |
+    |---|---|---|
+    | `<name>` | `cross_entropy` | logits, targets, loss, [dlogits], [finite_loss], [finite_dlogits], rows, cols |
+
+    With `logits` a `coat.writable` argument there is no `dlogits`
+    argument: the kernel writes the gradient over the logits (`bind` of
+    `logits` names the input and the result). Finiteness flags are there
+    for the results marked `coat.finite_flag`.
+
+    GPU: one CTA a row, `threads` threads (recorded in `config.threads`: 32
+    to 1024, the power of two nearest `ceil(V / 64)`, about eight 16-byte
+    chunks a thread). Pass 1 reads the row's aligned 8-element chunks
+    round-robin (one 16-byte load each; masked loads for the partial first
+    and last chunk where the row does not start at a 16-byte boundary or V
+    is not a multiple of 8, their missing lanes read as -inf) and keeps an
+    online maximum and sum of `2^((x - max) log2 e)` in f32; the pairs
+    combine by warp shuffles and, over warps, through workgroup memory in
+    warp order, so every thread holds the same `(max, sum)`. After a
+    barrier (the target's logit is read before it, as the gradient may
+    overwrite it), pass 2 reads the chunks again and writes the bf16
+    gradient with 16-byte stores; thread 0 writes the loss. The `exp2`s are
+    marked `coat.soft_exp2` (the FMA-unit sequence of coat/Numerics/
+    SoftExp2.h, on the GPU and in the CPU twin) and the logarithm is the
+    sequence of coat/Numerics/SoftLog.h, so the kernel, the twin and
+    `coat_ref_cross_entropy` agree bit for bit. The CPU twin runs the same
+    chunk and combination order with loops.
+
+    ```mlir
+    func.func @ce(%x: tensor<?x32000xbf16> {coat.writable}, %t: tensor<?xi64>)
+        -> (tensor<?xf32>, tensor<?x32000xbf16>) {
+      %loss, %dx = coat.cross_entropy %x, %t
+          : tensor<?x32000xbf16>, tensor<?xi64> -> tensor<?xf32>, tensor<?x32000xbf16>
+      return %loss, %dx : tensor<?xf32>, tensor<?x32000xbf16>
+    }
+    ```
+  }];
+  let options = [
+    KernelTargetOption,
+    Option<"threads", "threads", "int64_t", /*default=*/"0",
+           "Threads of a row's CTA (a power of two in [32, 1024]; 0: chosen "
+           "from V). It fixes the order of the sums, so it is recorded in "
+           "the manifest">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
+    "::mlir::gpu::GPUDialect", "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect"];
+}
+
+//===----------------------------------------------------------------------===//
 // Pointwise precision-flow kernels (owned with lib/Conversion/FlowToKernels)
 //===----------------------------------------------------------------------===//
 

@@ -518,6 +518,79 @@ def Coat_BiasGradOp : Coat_Op<"bias_grad", [Pure]> {
 }
 
 //===----------------------------------------------------------------------===//
+// Loss
+//===----------------------------------------------------------------------===//
+
+def Coat_CrossEntropyOp : Coat_Op<"cross_entropy", [Pure, Coat_InPlace]> {
+  let summary = "Per-row softmax cross-entropy of bf16 logits and its gradient";
+  let description = [{
+    For each row `x` (a token's `V` logits) of `logits` `[T, V]` and its
+    class `t = targets[row]`:
+
+    ```
+    loss[row]   = logsumexp(x) - x[t]              (0.0 where t = ignore_index)
+    dlogits[row] = softmax(x) - onehot(t)          (zeros where t = ignore_index)
+    ```
+
+    The gradient is that of the row's loss, not scaled: the caller applies
+    the mean's `1/n` and the incoming gradient to what it makes of it (a
+    linear layer's two GEMMs, coat.nn.linear_cross_entropy). Forward and
+    backward are one op, so the caller never keeps the logits: the
+    gradient is ready when the loss is.
+
+    Evaluation (f32 throughout, `coat-lower-cross-entropy`): with
+    `E(d) = soft_exp2(d * log2(e))` (coat/Numerics/SoftExp2.h, the
+    FMA-unit 2^x that the GPU and the CPU compute alike) each row is read
+    in aligned chunks of 8 elements (`V` need not be a multiple of 8; the
+    first and last chunk of a row may be partial) that the `threads` of the
+    row's team take round-robin, each keeping an online maximum `m` and sum
+    `s`: per chunk `m' = max(m, max chunk)`, `s = s * E(m - m')`, then
+    `s += E(x_i - m')` in element order (`m` starts at `-FLT_MAX`, so a
+    `-inf` logit adds exactly 0). The teams' pairs combine by a butterfly
+    within each warp, then across warps in warp order; `loss = (m - x[t]) +
+    soft_log(s)` (coat/Numerics/SoftLog.h) and `dlogits = E(x - m) * (1 /
+    s)`, minus 1 at `t`, rounded once to bf16. The order depends on `V` and
+    the row's offset modulo 8 only, so the GPU kernel, its CPU twin and the
+    reference library (`coat_ref_cross_entropy`) agree bit for bit.
+
+    Special rows. A NaN logit, or a `+inf` one, makes the row's loss and
+    every gradient element NaN (as for torch's `cross_entropy`); a row of
+    only `-inf` has a NaN loss and gradient; a `-inf` target logit in an
+    otherwise finite row gives `+inf`. A target that is neither
+    `ignore_index` nor in `[0, V)` is never read: that row's loss and
+    gradient are NaN, which the finiteness flags of a program report
+    (`coat.finite_flag`); coat.nn checks its targets before it calls the
+    program.
+
+    `targets` is i64 (torch's class-index dtype, passed without a copy; the
+    executor and runtime move i32 and i64 buffers alike). `dlogits` has the
+    type of `logits`; in a kernel spec whose `logits` is a `coat.writable`
+    argument the kernel writes it over the logits (one buffer of `[T, V]`
+    in all), which a program asks for by marking its logits argument
+    `coat.writable`.
+
+    ```mlir
+    %loss, %dlogits = coat.cross_entropy %logits, %targets ignore_index = -100
+        : tensor<?x32000xbf16>, tensor<?xi64> -> tensor<?xf32>, tensor<?x32000xbf16>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[BF16]>:$logits,
+                       RankedTensorOf<[I64]>:$targets,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs RankedTensorOf<[F32]>:$loss,
+                      RankedTensorOf<[BF16]>:$dlogits);
+  let assemblyFormat = [{
+    $logits `,` $targets (`ignore_index` `=` $ignore_index^)? attr-dict `:`
+    type($logits) `,` type($targets) `->` type($loss) `,` type($dlogits)
+  }];
+  let extraClassDeclaration = [{
+    /// V: the row length (static).
+    int64_t getVocab();
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Rotary position embedding
 //===----------------------------------------------------------------------===//
 

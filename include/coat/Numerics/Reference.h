@@ -306,6 +306,30 @@ std::optional<std::string> ropeBackward(const float *dy, const float *cos,
                                         int64_t cols, int64_t headDim,
                                         int64_t rotatedHeads, float *dx);
 
+
+//===----------------------------------------------------------------------===//
+// Softmax cross-entropy (coat.cross_entropy)
+//===----------------------------------------------------------------------===//
+
+/// Aligned chunks of this many elements: the 16-byte bf16 loads the kernel
+/// takes a row in.
+inline constexpr int64_t kCrossEntropyChunk = 8;
+
+/// coat.cross_entropy over the row-major [rows, vocab] bf16 `logits` (bits;
+/// element 0 at a 16-byte boundary) and `targets`: per row r the loss
+/// `logsumexp(x) - x[t]` and the bf16 gradient `softmax(x) - onehot(t)` (a
+/// zero loss and gradient for t = ignoreIndex; NaN ones for any other t
+/// outside [0, vocab)). The sums run in the op's order for a team of
+/// `threads` (a multiple of 32): the row's aligned chunks of
+/// kCrossEntropyChunk elements go round-robin to the threads, each keeps an
+/// online (maximum, sum), the pairs combine by a butterfly in each warp
+/// and then across warps in order. `dlogits` may be `logits`.
+std::optional<std::string> crossEntropy(const uint16_t *logits,
+                                        const int64_t *targets, int64_t rows,
+                                        int64_t vocab, int64_t ignoreIndex,
+                                        int64_t threads, float *loss,
+                                        uint16_t *dlogits);
+
 } // namespace coat::ref
 
 #endif // COAT_NUMERICS_REFERENCE_H

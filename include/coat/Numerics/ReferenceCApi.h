@@ -153,6 +153,14 @@ void coat_ref_linear_bias_epilogue(const float *acc, int64_t rows,
 int32_t coat_ref_bias_grad(const float *dy, int64_t rows, int64_t cols,
                            int64_t partials, float *db);
 
+/* --- Softmax cross-entropy (coat.cross_entropy): bf16 logits as bits,
+ * [rows, vocab], the sums in the order of a team of `threads` (the kernel's
+ * config.threads). dlogits may alias logits. Fails (1) for bad extents. --- */
+int32_t coat_ref_cross_entropy(const uint16_t *logits, const int64_t *targets,
+                               int64_t rows, int64_t vocab,
+                               int64_t ignore_index, int64_t threads,
+                               float *loss, uint16_t *dlogits);
+
 #ifdef __cplusplus
 }
 #endif

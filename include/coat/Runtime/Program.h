@@ -83,6 +83,8 @@ struct ProgramInput {
   int64_t value = 0;
   Role role = Role::Activation;
   int64_t gradOf = -1; ///< output index, -1 when absent
+  /// The caller gives the buffer up: a kernel may write its result there.
+  bool writable = false;
 };
 
 struct ProgramOutput {

@@ -150,6 +150,9 @@ FailureOr<llvm::json::Object> describe(func::FuncOp fn,
     llvm::json::Object in{{"value", ids[a]}, {"role", role}};
     if (auto g = fn.getArgAttrOfType<IntegerAttr>(i, kGradOfAttr))
       in["grad_of"] = g.getInt();
+    // The caller gives the buffer up: a kernel may write over it.
+    if (fn.getArgAttr(i, kWritableAttr))
+      in["writable"] = true;
     inputs.push_back(std::move(in));
   }
 

@@ -146,6 +146,7 @@ struct CoatCompileArtifactPass
                                   : ""}),
         withOptions("coat-lower-reduce-scales", {t}),
         withOptions("coat-lower-bias-grad", {t}),
+        withOptions("coat-lower-cross-entropy", {t}),
         withOptions("coat-lower-linear", {t, linearOptions})};
     // What coat-gpu-to-binary does first on the GPU, before the LLVM
     // conversions that drop the records.

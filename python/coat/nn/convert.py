@@ -34,13 +34,65 @@ class ConversionReport:
 
     converted: Dict[str, str] = field(default_factory=dict)
     kept: Dict[str, str] = field(default_factory=dict)
+    #: For a model that takes a loss function (``coat_loss``): whether its
+    #: LM head and loss run fused (coat.nn.linear_cross_entropy) and why
+    #: not; "" for other models.
+    loss: str = ""
 
     def __str__(self) -> str:
         lines = [f"converted {len(self.converted)} layer(s), kept {len(self.kept)} in high "
                  "precision"]
         lines += [f"  {name}: {what}" for name, what in self.converted.items()]
         lines += [f"  {name}: kept ({why})" for name, why in self.kept.items()]
+        if self.loss:
+            lines.append(f"  loss: {self.loss}")
         return "\n".join(lines)
+
+
+class FusedLoss:
+    """A model's ``coat_loss``: coat.nn.linear_cross_entropy with the
+    program folder the conversion found it in."""
+
+    def __init__(self, vocab: int, ignore_index: int = -100, kernels=None):
+        self.vocab, self.ignore_index, self.kernels = vocab, ignore_index, kernels
+
+    def __call__(self, hidden, weight, targets):
+        from .cross_entropy import linear_cross_entropy
+
+        return linear_cross_entropy(hidden, weight, targets, self.ignore_index,
+                                    kernels=self.kernels)
+
+    def __repr__(self) -> str:
+        return f"FusedLoss(vocab={self.vocab}, ignore_index={self.ignore_index})"
+
+
+def _fuse_loss(model: torch.nn.Module, kernels, fused_loss: bool) -> str:
+    """Sets ``model.coat_loss`` to the fused LM head + loss where the model
+    takes one (a ``coat_loss`` attribute and a bias-free Linear
+    ``lm_head``) and its program is there; returns the report's line."""
+    import warnings
+
+    from .. import artifacts, programs
+    from ..manifest import ManifestError, ProgramError
+
+    if not hasattr(model, "coat_loss"):
+        return ""
+    head = getattr(model, "lm_head", None)
+    if not fused_loss:
+        return "unfused (fused_loss=False): lm_head, then F.cross_entropy of fp32 logits"
+    if not isinstance(head, torch.nn.Linear) or head.bias is not None:
+        return "unfused: lm_head is not a bias-free Linear"
+    cfg = programs.CrossEntropyConfig(head.weight.shape[0])
+    try:
+        artifacts.program(cfg, kernels)
+    except (artifacts.ArtifactNotFound, ManifestError, ProgramError, OSError,
+            RuntimeError) as e:
+        why = (f"unfused: no compiled {cfg.name} ({str(e).splitlines()[0]}); the loss "
+               "materialises the fp32 logits")
+        warnings.warn(f"coat.convert: {why}", stacklevel=3)
+        return why
+    model.coat_loss = FusedLoss(cfg.vocab, cfg.ignore_index, kernels)
+    return f"fused with lm_head, chunked (coat.nn.linear_cross_entropy, {cfg.name})"
 
 
 def _is_hf(module: torch.nn.Module) -> bool:
@@ -129,7 +181,8 @@ def _describe(new: torch.nn.Module) -> str:
 
 
 def convert(model: torch.nn.Module, *, filter_fn: Optional[FilterFn] = None,
-            keep=KEEP_HIGH_PRECISION, kernels=None) -> torch.nn.Module:
+            keep=KEEP_HIGH_PRECISION, kernels=None,
+            fused_loss: bool = True) -> torch.nn.Module:
     """Replaces every decoder layer of ``model`` in place by one whose norms
     and projections run as compiled COAT programs, keeping parameter names,
     the state_dict and an optimizer built afterwards unchanged.
@@ -141,6 +194,13 @@ def convert(model: torch.nn.Module, *, filter_fn: Optional[FilterFn] = None,
     cannot express, or any other Linear or norm not kept by one of those,
     raises ValueError naming it: nothing silently stays in high precision
     or runs with the wrong hyperparameters.
+
+    A model that takes a loss function (a ``coat_loss`` attribute, as
+    :mod:`coat.llama`'s) gets the LM head fused with its cross-entropy
+    (:func:`coat.nn.linear_cross_entropy`) where the ``coat.cross_entropy``
+    program of its vocabulary is compiled (or can be, with coat-opt), unless
+    ``fused_loss`` is False; where it is not, it keeps the unfused loss with
+    a warning. The report's ``loss`` line says which.
 
     Returns ``model``; ``model.coat_report`` is the ConversionReport."""
     report = ConversionReport()
@@ -182,5 +242,6 @@ def convert(model: torch.nn.Module, *, filter_fn: Optional[FilterFn] = None,
                              f"decoder layer and not in keep={tuple(keep)}; add it to keep "
                              "(or return False for it from filter_fn) to leave it in high "
                              "precision")
+    report.loss = _fuse_loss(model, kernels, fused_loss)
     model.coat_report = report
     return model
