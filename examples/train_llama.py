@@ -215,7 +215,7 @@ def build(mode: str, cfg: LlamaConfig, device: str, lr: float, kernels: str | No
           compile: bool = False, *, param_dtype: str = "f32", step_in_backward: bool = False,
           bucket: float | None | str = "default", graph: bool = False,
           torchao_optim: str = "adamw", on_device: bool = False,
-          persistent_grads: bool = False):
+          persistent_grads: bool = False, fused_loss: bool = True):
     if on_device and hasattr(torch.device, "__enter__"):  # torch >= 2.0
         with torch.device(device):
             model = LlamaForCausalLM(cfg)
@@ -235,7 +235,7 @@ def build(mode: str, cfg: LlamaConfig, device: str, lr: float, kernels: str | No
     elif mode == "coat":
         import coat
 
-        coat.convert(model, kernels=kernels)
+        coat.convert(model, kernels=kernels, fused_loss=fused_loss)
         memory = {} if bucket == "default" else {"bucket_mb": bucket}
         if step_in_backward:
             memory.update(step_in_backward=True, bucket_max_norm=CLIP_NORM)
@@ -445,7 +445,8 @@ def train(args) -> dict:
                                  bucket=args.bucket_mb, graph=args.graph,
                                  torchao_optim=args.torchao_optim,
                                  on_device=args.config in BUILD_ON_DEVICE,
-                                 persistent_grads=args.persistent_grads)
+                                 persistent_grads=args.persistent_grads,
+                                 fused_loss=not args.unfused_loss)
     params = sum(p.numel() for p in model.parameters())
     gen = torch.Generator().manual_seed(args.seed)
     tokens_per_step = args.batch * args.seq
@@ -469,6 +470,7 @@ def train(args) -> dict:
         record["bucket_mb"] = opt.bucket_mb
         record["optimizer_buckets"] = len(opt.buckets)
         record["persistent_grads"] = opt.persistent_grads
+        record["loss"] = model.coat_report.loss
     if args.mode == "torchao":
         record["torchao_optim"] = args.torchao_optim
     graphed = graphed_forward_backward(model, train_data, args, autocast) if args.graph else None
@@ -641,6 +643,9 @@ def parse_args(argv=None):
     ap.add_argument("--bucket-mb", type=bucket_mb, default="default", metavar="MB",
                     help="coat: FP8AdamW bucket size in MiB of gradient, or none "
                          "(default: FP8AdamW's)")
+    ap.add_argument("--unfused-loss", action="store_true",
+                    help="coat: the LM head, then F.cross_entropy of the fp32 logits, instead "
+                         "of coat.nn.linear_cross_entropy (coat.convert(fused_loss=False))")
     ap.add_argument("--persistent-grads", action="store_true",
                     help="coat: FP8AdamW's gradient buffers allocated once and kept (as "
                          "before they became lazy)")

@@ -260,3 +260,27 @@ def test_llama_forward_uses_the_fused_loss_when_set():
     assert abs(got.item() - want.item()) <= 2e-3 * abs(want.item())
     got.backward()
     assert model.lm_head.weight.grad is not None
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_without_gradients_the_loss_alone(device, monkeypatch):
+    """Under no_grad (an evaluation) the loss is the same and no gradient
+    GEMM runs: each chunk makes its logits only."""
+    from coat.nn import cross_entropy
+
+    h, w, t = inputs(device)
+    want = linear_cross_entropy(h.clone().requires_grad_(), w, t, chunk_tokens=8)
+    calls = []
+    real = cross_entropy.fused_forward
+
+    def counting(*args, **kw):
+        out = real(*args, **kw)
+        calls.append(out[2] is None and out[3] is None)
+        return out
+
+    monkeypatch.setattr(cross_entropy, "_no_grad_outside_graphs", counting)
+    with torch.no_grad():
+        got = linear_cross_entropy(h, w, t, chunk_tokens=8)
+    assert calls == [True]
+    torch.testing.assert_close(got, want.detach(), rtol=1e-6, atol=0)
+    assert linear_cross_entropy(h, w, t, chunk_tokens=8).requires_grad is False

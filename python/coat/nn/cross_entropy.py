@@ -73,19 +73,28 @@ def _bf16_weight(weight: torch.Tensor) -> torch.Tensor:
 
 
 def fused_forward(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
-                  ignore_index: int, chunk_tokens: int, kernels=None):
+                  ignore_index: int, chunk_tokens: int, kernels=None, grads: bool = True):
     """(loss sum f32 [], count of non-ignored tokens f32 [], gradient of
     the loss sum w.r.t. ``hidden`` [N, H] in hidden's dtype, w.r.t.
     ``weight`` [V, H] in f32) for ``hidden`` [N, H], ``weight`` [V, H],
-    int64 ``targets`` [N]: the work of the forward, chunk by chunk."""
+    int64 ``targets`` [N]: the work of the forward, chunk by chunk. Without
+    ``grads`` (nothing will differentiate the loss) the two gradient GEMMs
+    of each chunk are left out and both gradients are None."""
     n, h = hidden.shape
     vocab = weight.shape[0]
     program = _program(vocab, ignore_index, kernels)
     w = _bf16_weight(weight)
     x = hidden.to(torch.bfloat16)
+    loss_sum = torch.zeros((), dtype=torch.float32, device=hidden.device)
+    valid = (targets != ignore_index).sum().to(torch.float32)
+    if not grads:
+        for start in range(0, n, chunk_tokens):
+            logits = x[start:start + chunk_tokens] @ w.t()
+            tc = targets[start:start + chunk_tokens].clone()
+            loss_sum += run_forward(program, _WHAT, [logits, tc])[0][0].sum()
+        return loss_sum, valid, None, None
     grad_hidden = torch.empty(n, h, dtype=hidden.dtype, device=hidden.device)
     grad_weight = torch.zeros(vocab, h, dtype=torch.float32, device=hidden.device)
-    loss_sum = torch.zeros((), dtype=torch.float32, device=hidden.device)
     partial = None  # one chunk's g.T @ h, bf16, reused
     for start in range(0, n, chunk_tokens):
         xc = x[start:start + chunk_tokens]
@@ -102,7 +111,6 @@ def fused_forward(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Ten
         torch.mm(grad.t(), xc, out=partial)
         grad_weight += partial
         del logits, grad, gh
-    valid = (targets != ignore_index).sum().to(torch.float32)
     return loss_sum, valid, grad_hidden, grad_weight
 
 
@@ -144,8 +152,10 @@ if _dynamo is not None and hasattr(_dynamo, "disable"):
     # Where no custom operator can stand for it, torch.compile leaves the
     # Function out of the graph rather than trace into the program runner.
     _eager_outside_graphs = _dynamo.disable(_eager)
+    _no_grad_outside_graphs = _dynamo.disable(fused_forward)
 else:  # torch < 2.0: nothing compiles
     _eager_outside_graphs = _eager
+    _no_grad_outside_graphs = fused_forward
 
 
 def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
@@ -177,4 +187,9 @@ def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, targets: to
     if _torch_ops.AVAILABLE and torch.compiler.is_compiling():
         return _torch_ops.linear_cross_entropy(h2, weight, t, int(ignore_index), chunk,
                                                kernels)
+    if not (torch.is_grad_enabled() and (h2.requires_grad or weight.requires_grad)):
+        # An evaluation: the loss alone, without the gradients' GEMMs.
+        loss_sum, valid, _, _ = _no_grad_outside_graphs(h2, weight, t, int(ignore_index),
+                                                        chunk, kernels, False)
+        return loss_sum / valid
     return _eager_outside_graphs(h2, weight, t, int(ignore_index), chunk, kernels)
