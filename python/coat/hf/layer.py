@@ -215,22 +215,36 @@ class DecoderLayer(_ProgramModule, _LayerBase):
                             past_key_values, kwargs, rotate=not self.rope_in_program,
                             dropout=attn.attention_dropout if self.training else 0.0, **extra)
 
-    def forward(self, hidden_states: torch.Tensor, attention_mask=None, position_ids=None,
-                past_key_values=None, use_cache: bool = False, position_embeddings=None,
-                **kwargs):
+    def _check_call(self, x: torch.Tensor, kwargs: dict, position_embeddings=None, *,
+                    rotary: bool = True, output_attentions: bool = False,
+                    refused=()) -> str:
+        """Checks what a call gives the converted layer and returns the
+        layer's name for errors: hidden states [batch, seq, hidden], the
+        model's rotary tables (``rotary``), no request for attention weights
+        (``output_attentions``, given or in ``kwargs``), none of the keyword
+        arguments ``refused`` (both popped from ``kwargs``), inputs on the
+        parameters' device."""
         name = _module_name(self)
-        x = hidden_states
         if x.dim() != 3:
             raise ValueError(f"{name}: hidden_states must be [batch, seq, hidden], got "
                              f"{tuple(x.shape)}")
-        if position_embeddings is None:
+        if rotary and position_embeddings is None:
             raise ValueError(f"{name}: called without position_embeddings (the model's rotary "
                              "tables); this transformers release computes them in the model")
-        if kwargs.get("output_attentions"):
+        if output_attentions or kwargs.pop("output_attentions", None):
             raise ValueError(f"{name}: output_attentions is not available from a converted "
                              "layer")
-        kwargs.pop("output_attentions", None)
+        for arg in refused:
+            if kwargs.pop(arg, None) is not None:
+                raise ValueError(f"{name}: {arg} is not available from a converted layer")
         _check_devices(self, x, name)
+        return name
+
+    def forward(self, hidden_states: torch.Tensor, attention_mask=None, position_ids=None,
+                past_key_values=None, use_cache: bool = False, position_embeddings=None,
+                **kwargs):
+        x = hidden_states
+        name = self._check_call(x, kwargs, position_embeddings)
         spec, attn, mlp = self.spec, self.self_attn, self.mlp
         b, s, _ = x.shape
         tokens = b * s
@@ -308,25 +322,14 @@ class GPTNeoXDecoderLayer(DecoderLayer):
     def forward(self, hidden_states: torch.Tensor, attention_mask=None, position_ids=None,
                 use_cache: bool = False, layer_past=None, output_attentions: bool = False,
                 cache_position=None, position_embeddings=None, **kwargs):
-        name = _module_name(self)
         x = hidden_states
-        if x.dim() != 3:
-            raise ValueError(f"{name}: hidden_states must be [batch, seq, hidden], got "
-                             f"{tuple(x.shape)}")
-        if position_embeddings is None:
-            raise ValueError(f"{name}: called without position_embeddings (the model's rotary "
-                             "tables); this transformers release computes them in the model")
-        if output_attentions or kwargs.pop("output_attentions", None):
-            raise ValueError(f"{name}: output_attentions is not available from a converted "
-                             "layer")
-        if kwargs.pop("head_mask", None) is not None:
-            raise ValueError(f"{name}: head_mask is not available from a converted layer")
+        name = self._check_call(x, kwargs, position_embeddings,
+                                output_attentions=output_attentions, refused=("head_mask",))
         cache = kwargs.pop("past_key_values", None)
         if layer_past is not None:
             cache = layer_past
         if position_ids is not None:
             kwargs["position_ids"] = position_ids  # as GPTNeoXAttention passes it on
-        _check_devices(self, x, name)
         spec, attn, mlp = self.spec, self.attention, self.mlp
         b, s, _ = x.shape
         tokens = b * s
