@@ -11,6 +11,8 @@
 //     next GEMM; the gradients: E5M2) are written in bf16 together with their
 //     1x16 maxima; coat.reduce_scales + the quantize(+transpose) kernels of
 //     examples/activations finish them.
+//   - GELU in both forms: exact (erf, GPT-NeoX) and tanh (approximate =
+//     "tanh": GPT-2's gelu_new).
 
 // Forward.
 
@@ -23,6 +25,13 @@ func.func @coat_silu_e4m3_g16(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, sca
 func.func @coat_gelu_e4m3_g16(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>)
     -> (tensor<?x?xbf16>, tensor<?x?xf32>) {
   %y = coat.gelu %x : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16> -> tensor<?x?xbf16>
+  %y_max = coat.absmax %y, per_group<16> epilogue : tensor<?x?xbf16> -> tensor<?x?xf32>
+  return %y, %y_max : tensor<?x?xbf16>, tensor<?x?xf32>
+}
+
+func.func @coat_gelu_tanh_e4m3_g16(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>)
+    -> (tensor<?x?xbf16>, tensor<?x?xf32>) {
+  %y = coat.gelu %x {approximate = "tanh"} : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16> -> tensor<?x?xbf16>
   %y_max = coat.absmax %y, per_group<16> epilogue : tensor<?x?xbf16> -> tensor<?x?xf32>
   return %y, %y_max : tensor<?x?xbf16>, tensor<?x?xf32>
 }
@@ -52,6 +61,13 @@ func.func @coat_silu_grad_e4m3_g16(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>
 func.func @coat_gelu_grad_e4m3_g16(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, %dy: tensor<?x?xbf16>)
     -> (tensor<?x?xbf16>, tensor<?x?xf32>) {
   %dx = coat.gelu_grad %x, %dy : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, tensor<?x?xbf16> -> tensor<?x?xbf16>
+  %dx_max = coat.absmax %dx, per_group<16> epilogue : tensor<?x?xbf16> -> tensor<?x?xf32>
+  return %dx, %dx_max : tensor<?x?xbf16>, tensor<?x?xf32>
+}
+
+func.func @coat_gelu_tanh_grad_e4m3_g16(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, %dy: tensor<?x?xbf16>)
+    -> (tensor<?x?xbf16>, tensor<?x?xf32>) {
+  %dx = coat.gelu_grad %x, %dy {approximate = "tanh"} : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, tensor<?x?xbf16> -> tensor<?x?xbf16>
   %dx_max = coat.absmax %dx, per_group<16> epilogue : tensor<?x?xbf16> -> tensor<?x?xf32>
   return %dx, %dx_max : tensor<?x?xbf16>, tensor<?x?xf32>
 }

@@ -769,7 +769,19 @@ LogicalResult SiluGradOp::verify() {
                            getDxQ(), getDxQt());
 }
 
+/// GELU's forms, as torch names them (`approximate`).
+static LogicalResult verifyGeluApproximation(Operation *op,
+                                             StringRef approximate) {
+  if (approximate != "none" && approximate != "tanh")
+    return op->emitOpError("approximate must be \"none\" (exact erf) or "
+                           "\"tanh\", got \"")
+           << approximate << "\"";
+  return success();
+}
+
 LogicalResult GeluOp::verify() {
+  if (failed(verifyGeluApproximation(*this, getApproximate())))
+    return failure();
   if (failed(verifyGroupedActivation(*this, "input", resolvedType(getInput()))))
     return failure();
   return verifyPerTensorForwardResult(*this, getInput(), getResult(),
@@ -777,6 +789,8 @@ LogicalResult GeluOp::verify() {
 }
 
 LogicalResult GeluGradOp::verify() {
+  if (failed(verifyGeluApproximation(*this, getApproximate())))
+    return failure();
   ShapedType x = getInput().getType();
   if (failed(verifyGroupedActivation(*this, "input", resolvedType(getInput()))))
     return failure();

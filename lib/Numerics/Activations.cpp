@@ -20,6 +20,12 @@ const float kSqrt2Pi = static_cast<float>(std::sqrt(2.0 * 3.14159265358979323846
 
 float geluCdf(float x) { return (1.0f + std::erf(x / kSqrt2)) / 2.0f; }
 
+/// tanh(sqrt(2/pi) * (x + 0.044715 x^3)), the cube formed as (x * x) * x.
+float geluTanhInner(float x) {
+  const float cube = x * x * x;
+  return std::tanh(kGeluTanhScale * (x + kGeluTanhCubic * cube));
+}
+
 float rowMean(const float *row, int64_t cols) {
   float sum = 0.0f;
   for (int64_t j = 0; j < cols; ++j)
@@ -68,6 +74,22 @@ void geluBackward(const float *x, const float *g, int64_t n, float *dx) {
   for (int64_t i = 0; i < n; ++i) {
     const float pdfTerm = x[i] * std::exp(-(x[i] * x[i]) / 2.0f) / kSqrt2Pi;
     dx[i] = g[i] * (geluCdf(x[i]) + pdfTerm);
+  }
+}
+
+void geluTanhForward(const float *x, int64_t n, float *y) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = 0.5f * x[i] * (1.0f + geluTanhInner(x[i]));
+}
+
+void geluTanhBackward(const float *x, const float *g, int64_t n, float *dx) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float t = geluTanhInner(x[i]);
+    const float cdf = 0.5f * (1.0f + t);
+    const float slope =
+        kGeluTanhScale * (1.0f + 3.0f * kGeluTanhCubic * (x[i] * x[i]));
+    const float pdfTerm = 0.5f * x[i] * (1.0f - t * t) * slope;
+    dx[i] = g[i] * (cdf + pdfTerm);
   }
 }
 

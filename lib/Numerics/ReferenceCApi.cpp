@@ -304,6 +304,13 @@ void coat_ref_gelu_fwd(const float *x, int64_t n, float *y) {
 void coat_ref_gelu_bwd(const float *x, const float *g, int64_t n, float *dx) {
   geluBackward(x, g, n, dx);
 }
+void coat_ref_gelu_tanh_fwd(const float *x, int64_t n, float *y) {
+  geluTanhForward(x, n, y);
+}
+void coat_ref_gelu_tanh_bwd(const float *x, const float *g, int64_t n,
+                            float *dx) {
+  geluTanhBackward(x, g, n, dx);
+}
 void coat_ref_swiglu_mul_fwd(const float *x1, const float *x2, int64_t n,
                              float *y) {
   swigluMulForward(x1, x2, n, y);

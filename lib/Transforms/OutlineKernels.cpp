@@ -101,6 +101,10 @@ std::string kernelSuffix(const KernelGroup &group) {
     return "absmax_bias_grad";
   if (auto linear = dyn_cast<LinearOp>(root))
     name += "_" + stringifyLinearKind(linear.getKind()).str();
+  if (auto gelu = dyn_cast<GeluOp>(root); gelu && gelu.isTanh())
+    name += "_tanh";
+  if (auto grad = dyn_cast<GeluGradOp>(root); grad && grad.isTanh())
+    name = "gelu_tanh_grad";
   if (auto q = dyn_cast<QuantizeOp>(root)) {
     if (q.getResult().getType().getScaling().isPerTensor())
       name += "_per_tensor";

@@ -62,6 +62,9 @@ class _Bias:
         self.returned = f", {grad}" if on else ""
 
 
+#: GELU's forms as torch names them (``approximate``): exact (erf), tanh.
+GELU_APPROXIMATIONS = ("none", "tanh")
+
 #: What a pre-norm's options are called in errors and names.
 _NORMS = ("rmsnorm", "layernorm")
 
@@ -427,9 +430,12 @@ func.func @{cfg.name}(
 @dataclass(frozen=True)
 class GeluMLPConfig:
     """A non-gated MLP block (GPT-NeoX, GPT-2): LayerNorm (weight and bias,
-    ``norm="layernorm"``) or RMSNorm (weight), the up projection, exact GELU,
-    the down projection, residual add; with ``bias`` both projections add a
-    bias. The up projection's output is quantized 1x16 in its GEMM's
+    ``norm="layernorm"``) or RMSNorm (weight), the up projection, GELU, the
+    down projection, residual add; with ``bias`` both projections add a
+    bias. ``approximate`` is GELU's form as torch names it: "none", exact
+    (erf; GPT-NeoX's "gelu"), or "tanh" (GPT-2's "gelu_new"), the
+    ``approximate`` of coat.gelu and coat.gelu_grad; programs of the tanh
+    form are named ``..._tanh``. The up projection's output is quantized 1x16 in its GEMM's
     epilogue, after the bias (the GELU reads it), and the GELU writes the
     per-tensor copy the down projection reads (COAT.md §3.5).
 
@@ -446,6 +452,7 @@ class GeluMLPConfig:
     eps: float = 1e-5
     group_size: int = 16
     residual: str = "input"
+    approximate: str = "none"
 
     def check(self) -> None:
         _check_features("GeluMLPConfig", self.group_size, hidden=self.hidden, ffn=self.ffn)
@@ -454,14 +461,19 @@ class GeluMLPConfig:
         if self.residual not in ("input", "separate"):
             raise ValueError(f"GeluMLPConfig: residual {self.residual!r} is not input or "
                              "separate")
+        if self.approximate not in GELU_APPROXIMATIONS:
+            raise ValueError(f"GeluMLPConfig: approximate {self.approximate!r} is not "
+                             f"{' or '.join(GELU_APPROXIMATIONS)}")
 
     @property
     def name(self) -> str:
         norm = "ln" if self.norm == "layernorm" else "rms"
-        # residual="input" keeps the names programs had before the option.
+        # residual="input" and the exact GELU keep the names programs had
+        # before those options.
         sep = "_separate_residual" if self.residual == "separate" else ""
+        form = "_tanh" if self.approximate == "tanh" else ""
         return (f"coat_gelu_mlp_{norm}_h{self.hidden}_f{self.ffn}"
-                f"{'_b' if self.bias else ''}{sep}")
+                f"{'_b' if self.bias else ''}{sep}{form}")
 
     def text(self) -> str:
         """Arguments: the residual stream h (T x H bf16), with
@@ -477,6 +489,9 @@ class GeluMLPConfig:
         t, u, q = _t, _u, _q
         g = f"per_group<{self.group_size}>"
         separate = self.residual == "separate"
+        # The exact form is the ops' default: its text is the one programs
+        # had before the option.
+        form = ' {approximate = "tanh"}' if self.approximate == "tanh" else ""
         # What the norm reads: h itself, or x.
         x = "%x" if separate else "%h"
         # Arguments after h (and x): the norm's, then each projection's
@@ -527,7 +542,7 @@ func.func @{self.name}(
   %wd_q = coat.quantize_auto %w_down : {t(H, F)} -> {u(H, F)}
   %up = coat.linear forward %ln, %wu_q{b_up.operand} : {q(T, H)}, {u(F, H)}{b_up.type} -> {t(T, F)}
   %up_q = coat.quantize_auto %up : {t(T, F)} -> {u(T, F)}
-  %act, %act_t = coat.gelu %up_q : {u(T, F)} -> {q(T, F)}, {q(F, T)}
+  %act, %act_t = coat.gelu %up_q{form} : {u(T, F)} -> {q(T, F)}, {q(F, T)}
   %down = coat.linear forward %act, %wd_q{b_down.operand} : {q(T, F)}, {u(H, F)}{b_down.type} -> {t(T, H)}
   %h_out, %h_out_q = coat.residual_add %h, %down : {t(T, H)}, {t(T, H)}
       -> {t(T, H)}, {q(T, H, scaling=g)}
@@ -537,7 +552,7 @@ func.func @{self.name}(
   %wd_t = coat.transpose %wd_q : {u(H, F)} -> {u(F, H)}
   %dact = coat.linear dgrad %dout_q, %wd_t : {u(T, H)}, {u(F, H)} -> {t(T, F)}
   %dw_down = coat.linear wgrad %dout_t, %act_t : {u(H, T)}, {q(F, T)} -> {t(H, F)}{b_down.grad}
-  %dup = coat.gelu_grad %up_q, %dact : {u(T, F)}, {t(T, F)} -> {t(T, F)}
+  %dup = coat.gelu_grad %up_q, %dact{form} : {u(T, F)}, {t(T, F)} -> {t(T, F)}
   %dup_q = coat.quantize_auto %dup : {t(T, F)} -> {u(T, F)}
   %dup_t = coat.transpose %dup_q : {u(T, F)} -> {u(F, T)}
   %wu_t = coat.transpose %wu_q : {u(F, H)} -> {u(H, F)}

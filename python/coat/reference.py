@@ -19,6 +19,7 @@ from typing import Dict, Optional, Sequence, Tuple
 import numpy as np
 
 from ._paths import REPO_DIR, build_dirs
+from .programs import GELU_APPROXIMATIONS
 
 ABI_VERSION = 3
 LIBRARY_NAME = "libcoat_reference.so"
@@ -77,6 +78,8 @@ _SIGNATURES = {
     "coat_ref_silu_bwd": (None, [_p, _p, _i64, _p]),
     "coat_ref_gelu_fwd": (None, [_p, _i64, _p]),
     "coat_ref_gelu_bwd": (None, [_p, _p, _i64, _p]),
+    "coat_ref_gelu_tanh_fwd": (None, [_p, _i64, _p]),
+    "coat_ref_gelu_tanh_bwd": (None, [_p, _p, _i64, _p]),
     "coat_ref_swiglu_mul_fwd": (None, [_p, _p, _i64, _p]),
     "coat_ref_swiglu_mul_bwd": (None, [_p, _p, _p, _i64, _p, _p]),
     "coat_ref_rmsnorm_fwd": (None, [_p, _p, _i64, _i64, _f32, _p, _p]),
@@ -470,12 +473,22 @@ def silu_bwd(x, g) -> np.ndarray:
     return _binary("coat_ref_silu_bwd", x, g)
 
 
-def gelu_fwd(x) -> np.ndarray:
-    return _unary("coat_ref_gelu_fwd", x)
+def _gelu_fn(approximate: str, direction: str) -> str:
+    if approximate not in GELU_APPROXIMATIONS:
+        raise ValueError(f"approximate {approximate!r} is not one of {GELU_APPROXIMATIONS}")
+    return f"coat_ref_gelu{'_tanh' if approximate == 'tanh' else ''}_{direction}"
 
 
-def gelu_bwd(x, g) -> np.ndarray:
-    return _binary("coat_ref_gelu_bwd", x, g)
+def gelu_fwd(x, approximate: str = "none") -> np.ndarray:
+    """GELU in the form ``approximate`` names (as torch does): "none", exact
+    ``x (1 + erf(x / sqrt 2)) / 2``; "tanh", ``x (1 + t) / 2`` with ``t =
+    tanh(sqrt(2 / pi) (x + 0.044715 x^3))`` (GPT-2's gelu_new), each
+    evaluated in f32 by the library."""
+    return _unary(_gelu_fn(approximate, "fwd"), x)
+
+
+def gelu_bwd(x, g, approximate: str = "none") -> np.ndarray:
+    return _binary(_gelu_fn(approximate, "bwd"), x, g)
 
 
 def swiglu_mul_fwd(x1, x2) -> np.ndarray:

@@ -610,6 +610,22 @@ func.func @silu_grad_transposed_alone(%x: !coat.qtensor<4x32xf8E4M3FN, per_group
 
 // -----
 
+func.func @gelu_approximate(%x: !coat.qtensor<4x32xf8E4M3FN, per_group<16>>) {
+  // expected-error @+1 {{approximate must be "none" (exact erf) or "tanh", got "sigmoid"}}
+  %0 = coat.gelu %x {approximate = "sigmoid"} : !coat.qtensor<4x32xf8E4M3FN, per_group<16>> -> tensor<4x32xbf16>
+  return
+}
+
+// -----
+
+func.func @gelu_grad_approximate(%x: !coat.qtensor<4x32xf8E4M3FN, per_group<16>>, %dy: tensor<4x32xbf16>) {
+  // expected-error @+1 {{approximate must be "none" (exact erf) or "tanh", got "Tanh"}}
+  %0 = coat.gelu_grad %x, %dy {approximate = "Tanh"} : !coat.qtensor<4x32xf8E4M3FN, per_group<16>>, tensor<4x32xbf16> -> tensor<4x32xbf16>
+  return
+}
+
+// -----
+
 func.func @gelu_result_granularity(%x: !coat.qtensor<4x32xf8E4M3FN, per_group<16>>) {
   // expected-error @+1 {{result must be per_tensor, got per_group<16>}}
   %0 = coat.gelu %x : !coat.qtensor<4x32xf8E4M3FN, per_group<16>> -> !coat.qtensor<4x32xf8E4M3FN, per_group<16>>

@@ -216,6 +216,21 @@ func.func @activations(%x: !coat.qtensor<128x512xf8E4M3FN, per_group<16>, scale 
   return %0, %1, %2#2, %3, %4#1, %5#1 : !coat.qtensor<128x512xf8E4M3FN, per_group<16>, scale = bf16>, tensor<128x512xbf16>, !coat.qtensor<512x128xf8E5M2, per_tensor, scale = bf16>, !coat.qtensor<128x512xf8E4M3FN, per_tensor>, !coat.qtensor<512x128xf8E4M3FN, per_tensor>, !coat.qtensor<128x512xf8E5M2, per_tensor>
 }
 
+// GELU's tanh form is an attribute of both ops; the exact form ("none") is
+// the default and is not printed, even when written out.
+// CHECK-LABEL: func.func @gelu_tanh
+// CHECK: coat.gelu %{{.*}} {approximate = "tanh"} : !coat.qtensor<128x512xf8E4M3FN, per_group<16>, scale = bf16> -> tensor<128x512xbf16>{{$}}
+// CHECK: coat.gelu_grad %{{.*}}, %{{.*}} {approximate = "tanh"} : !coat.qtensor<128x512xf8E4M3FN, per_group<16>, scale = bf16>, tensor<128x512xbf16> -> tensor<128x512xbf16>, !coat.qtensor<128x512xf8E5M2, per_tensor>{{$}}
+// CHECK: coat.gelu %{{.*}} : !coat.qtensor<128x512xf8E4M3FN, per_group<16>, scale = bf16> -> tensor<128x512xbf16>{{$}}
+func.func @gelu_tanh(%x: !coat.qtensor<128x512xf8E4M3FN, per_group<16>, scale = bf16>,
+                     %dy: tensor<128x512xbf16>)
+    -> (tensor<128x512xbf16>, !coat.qtensor<128x512xf8E5M2, per_tensor>, tensor<128x512xbf16>) {
+  %0 = coat.gelu %x {approximate = "tanh"} : !coat.qtensor<128x512xf8E4M3FN, per_group<16>, scale = bf16> -> tensor<128x512xbf16>
+  %1:2 = coat.gelu_grad %x, %dy {approximate = "tanh"} : !coat.qtensor<128x512xf8E4M3FN, per_group<16>, scale = bf16>, tensor<128x512xbf16> -> tensor<128x512xbf16>, !coat.qtensor<128x512xf8E5M2, per_tensor>
+  %2 = coat.gelu %x {approximate = "none"} : !coat.qtensor<128x512xf8E4M3FN, per_group<16>, scale = bf16> -> tensor<128x512xbf16>
+  return %0, %1#1, %2 : tensor<128x512xbf16>, !coat.qtensor<128x512xf8E5M2, per_tensor>, tensor<128x512xbf16>
+}
+
 // CHECK-LABEL: func.func @swiglu
 // CHECK: coat.swiglu_mul %{{.*}}, %{{.*}} : !coat.qtensor<2x64x512xf8E4M3FN, per_group<16>>, !coat.qtensor<2x64x512xf8E4M3FN, per_group<16>, scale = bf16> -> !coat.qtensor<2x64x512xf8E4M3FN, per_tensor, scale = bf16>, !coat.qtensor<512x128xf8E4M3FN, per_tensor, scale = bf16>
 // CHECK: coat.swiglu_mul_grad %{{.*}}, %{{.*}}, %{{.*}} : !coat.qtensor<2x64x512xf8E4M3FN, per_group<16>>, !coat.qtensor<2x64x512xf8E4M3FN, per_group<16>, scale = bf16>, tensor<2x64x512xbf16> -> tensor<2x64x512xbf16>, tensor<2x64x512xbf16>, !coat.qtensor<2x64x512xf8E5M2, per_tensor>, !coat.qtensor<512x128xf8E5M2, per_tensor>

@@ -135,6 +135,44 @@ TEST(Activations, GeluIsExactErfAndItsDerivative) {
   expectClose(dx, numeric, 1e-5, 1e-6);
 }
 
+double geluTanhDouble(double x) {
+  const double k = std::sqrt(2.0 / 3.14159265358979323846);
+  return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
+}
+
+TEST(Activations, GeluTanhFormAndItsDerivative) {
+  std::vector<float> x = randomValues(256, 8, 3.0f), g = randomValues(256, 9, 1.0f);
+  std::vector<float> y(256), dx(256), exact(256);
+  geluTanhForward(x.data(), 256, y.data());
+  geluTanhBackward(x.data(), g.data(), 256, dx.data());
+  std::vector<double> yWant(256);
+  for (int i = 0; i < 256; ++i)
+    yWant[i] = geluTanhDouble(x[i]);
+  // 1 + tanh cancels for negative x: absolute error of the order of x ulp(1).
+  expectClose(y, yWant, 1e-6, 1e-6);
+  auto numeric = numericGradient(x, g, [](const std::vector<double> &v) {
+    std::vector<double> out(v.size());
+    for (size_t i = 0; i < v.size(); ++i)
+      out[i] = geluTanhDouble(v[i]);
+    return out;
+  });
+  expectClose(dx, numeric, 1e-5, 1e-5);
+  // It is not the exact form: they differ by up to 5e-4 (x near +-2).
+  geluForward(x.data(), 256, exact.data());
+  double most = 0;
+  for (int i = 0; i < 256; ++i)
+    most = std::max(most, double(std::fabs(exact[i] - y[i])));
+  EXPECT_GT(most, 1e-4);
+  // The derivative at 0 is 1/2, and the form saturates to x and 0.
+  const float at[] = {0.0f, 20.0f, -20.0f}, ones[] = {1.0f, 1.0f, 1.0f};
+  float d[3], v[3];
+  geluTanhBackward(at, ones, 3, d);
+  geluTanhForward(at, 3, v);
+  EXPECT_EQ(d[0], 0.5f);
+  EXPECT_EQ(v[1], 20.0f);
+  EXPECT_EQ(v[2], 0.0f);
+}
+
 TEST(Activations, SwigluMul) {
   std::vector<float> a = randomValues(64, 5, 1.0f), b = randomValues(64, 6, 1.0f),
                      g = randomValues(64, 7, 1.0f);

@@ -28,7 +28,8 @@ class Cache:
     def __init__(self):
         self.kv = {}
 
-    def update(self, k, v, layer_idx):
+    def update(self, k, v, layer_idx, cache_kwargs=None):
+        self.cache_kwargs = cache_kwargs
         if layer_idx in self.kv:
             k = torch.cat([self.kv[layer_idx][0], k], dim=-2)
             v = torch.cat([self.kv[layer_idx][1], v], dim=-2)
@@ -53,10 +54,11 @@ def rel(a, b):
 
 def output_and_grads(layer, x, dy, tables):
     """The layer's branch (output less input) and the gradients of its input
-    (less what the residual passes through) and parameters."""
+    (less what the residual passes through) and parameters. ``tables``: the
+    rotary tables, None for a layer without (GPT-2)."""
     layer.zero_grad(set_to_none=True)
     x = x.detach().clone().requires_grad_()
-    y = layer(x, position_embeddings=tables)
+    y = layer(x) if tables is None else layer(x, position_embeddings=tables)
     y = y[0] if isinstance(y, tuple) else y
     y.backward(dy)
     grads = {"input": x.grad - dy}

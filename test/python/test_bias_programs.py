@@ -270,6 +270,23 @@ def test_separate_residual_tells_the_stream_from_the_norm_input(cpu_cache):
         del CASES["swapped"]
 
 
+def test_gelu_mlp_takes_the_tanh_form_of_gelu():
+    """approximate="tanh" (GPT-2's gelu_new): both GELU ops of the program
+    take it, and it is part of the name and the text (so of the content
+    key); the exact form keeps the program as it was."""
+    exact = programs.GeluMLPConfig(64, 160)
+    tanh = programs.GeluMLPConfig(64, 160, approximate="tanh")
+    assert exact == programs.GeluMLPConfig(64, 160, approximate="none")
+    assert tanh.name == "coat_gelu_mlp_ln_h64_f160_b_tanh" and tanh != exact
+    text = tanh.text()
+    assert 'coat.gelu %up_q {approximate = "tanh"} :' in text
+    assert 'coat.gelu_grad %up_q, %dact {approximate = "tanh"} :' in text
+    assert text.replace(' {approximate = "tanh"}', "").replace(tanh.name, exact.name) == \
+        exact.text()
+    with pytest.raises(ValueError, match="approximate 'erf' is not none or tanh"):
+        programs.GeluMLPConfig(64, 160, approximate="erf").text()
+
+
 def test_gelu_mlp_rejects_an_unknown_norm():
     with pytest.raises(ValueError, match="norm 'batchnorm' is not layernorm or rmsnorm"):
         programs.GeluMLPConfig(64, 160, norm="batchnorm").text()

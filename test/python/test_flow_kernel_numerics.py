@@ -18,9 +18,13 @@ bit on both targets, as must the CPU twins of kernels compiled with
 exact-math=true (manifest config math = "exact"): those evaluate each formula
 in the library's order with IEEE division and call the same libm expf/erff.
 
+GELU and its gradient come in both forms (the manifest's approximate =
+"tanh": the library's gelu_tanh functions, libm tanhf in the exact CPU
+twins).
+
 Ops with special functions (silu, gelu and their gradients) differ from the
 library: by a few f32 ulps on the GPU with exact-math (libdevice
-__nv_expf/__nv_erff), and on both targets with the default fast formulas
+__nv_expf/__nv_erff/__nv_tanhf), and on both targets with the default fast formulas
 (math = "fast": ex2/rcp and erfc as t exp(P(t) - z^2)) by at most 2^-16.0
 relative, or 2^-21.0 * (1 + |x|) * |dy| absolute for the derivatives, before
 rounding (coat-lower-pointwise's description derives these bounds). Near the
@@ -49,20 +53,22 @@ from kernel_io import (compiled_kernels, CASES, DEVICES, NAN_MASK, activation,  
                        assert_codes_equal, assert_flags, assert_values_equal, codes_of,
                        empty, flag_buffers, hp_array, hp_values, sync, torch)
 
-# f32 math of each op on the dequantized operands -> the values of each result
-# (a quantized copy of a result has the same values).
+# f32 math of each op on the dequantized operands (and the kernel's manifest
+# config: GELU's form, approximate) -> the values of each result (a quantized
+# copy of a result has the same values).
 MATH = {
-    "silu": lambda v: {"y": ref.silu_fwd(v["x"])},
-    "silu_grad": lambda v: dict.fromkeys(("dx", "dx_q"), ref.silu_bwd(v["x"], v["dy"])),
-    "gelu": lambda v: {"y": ref.gelu_fwd(v["x"])},
-    "gelu_grad": lambda v: dict.fromkeys(("dx", "dx_q"), ref.gelu_bwd(v["x"], v["dy"])),
-    "swiglu_mul": lambda v: {"y": ref.swiglu_mul_fwd(v["x1"], v["x2"])},
-    "swiglu_mul_grad": lambda v: dict(zip(("dx1", "dx2"), ref.swiglu_mul_bwd(
+    "silu": lambda v, c: {"y": ref.silu_fwd(v["x"])},
+    "silu_grad": lambda v, c: dict.fromkeys(("dx", "dx_q"), ref.silu_bwd(v["x"], v["dy"])),
+    "gelu": lambda v, c: {"y": ref.gelu_fwd(v["x"], c.get("approximate", "none"))},
+    "gelu_grad": lambda v, c: dict.fromkeys(("dx", "dx_q"), ref.gelu_bwd(
+        v["x"], v["dy"], c.get("approximate", "none"))),
+    "swiglu_mul": lambda v, c: {"y": ref.swiglu_mul_fwd(v["x1"], v["x2"])},
+    "swiglu_mul_grad": lambda v, c: dict(zip(("dx1", "dx2"), ref.swiglu_mul_bwd(
         v["x1"], v["x2"], v["dy"])), dx2_q=ref.swiglu_mul_bwd(v["x1"], v["x2"], v["dy"])[1]),
-    "residual_add": lambda v: dict.fromkeys(
+    "residual_add": lambda v, c: dict.fromkeys(
         ("sum", "sum_q"), ref.residual_add_bwd(v["residual"], v["branch"])),
-    "residual_add_grad": lambda v: dict.fromkeys(("sum", "sum_q"),
-                                                 ref.residual_add_bwd(v["a"], v["b"])),
+    "residual_add_grad": lambda v, c: dict.fromkeys(("sum", "sum_q"),
+                                                    ref.residual_add_bwd(v["a"], v["b"])),
 }
 # Ops whose GPU kernel calls a special function (expf, erff): see the docstring.
 SPECIAL_FUNCTIONS = {"silu", "silu_grad", "gelu", "gelu_grad"}
@@ -141,12 +147,14 @@ def code_order(codes, fmt):
     return np.where(c & 0x80, -mag, mag)
 
 
-def check(kernel, device, shape, case, seed):
+def check(kernel, device, shape, case, seed, approximate=None):
+    """``approximate``: the library's GELU form to compare with in place of
+    the one the manifest records (the checks must tell the forms apart)."""
     rows, cols = shape
     G, op, cfg = kernel.spec.group_size, kernel.spec.op, kernel.config
     args = args_of(kernel)
     launch, values = make_operands(kernel, shape, case, seed, device)
-    math = MATH[op](values)
+    math = MATH[op](values, cfg if approximate is None else dict(cfg, approximate=approximate))
     outputs = {}
     for name in cfg["results"]:
         a = args[name]
@@ -285,8 +293,27 @@ def test_variant_cpu_twins_match_the_library(variant_cpu_kernels, case):
 
 
 def test_every_flow_op_has_a_kernel():
-    """examples/flow covers every pointwise op of COAT's flow."""
+    """examples/flow covers every pointwise op of COAT's flow, GELU and its
+    gradient in both forms."""
     assert {k.spec.op for k in KERNELS} == set(MATH)
+    assert {(k.spec.op, k.config.get("approximate", "none")) for k in KERNELS
+            if k.spec.op.startswith("gelu")} == {
+        (op, form) for op in ("gelu", "gelu_grad") for form in ref.GELU_APPROXIMATIONS}
+
+
+@pytest.mark.parametrize("op", ["gelu", "gelu_grad"])
+def test_the_tanh_form_is_not_the_exact_one(op):
+    """The checks tell GELU's forms apart: a tanh-form kernel (CPU twin)
+    passes against the library's tanh form and fails against its exact
+    (erf) form, which differs by more than the tolerance (the tails below
+    x = -3, the derivative near x = -2)."""
+    kernel = next((k for k in KERNELS if k.spec.op == op
+                   and k.config.get("approximate") == "tanh"), None)
+    if kernel is None:
+        pytest.skip(f"no compiled tanh-form {op} kernel")
+    check(kernel, "cpu", (256, 64), "random", seed=0)
+    with pytest.raises(AssertionError, match="off by more than the tolerance"):
+        check(kernel, "cpu", (256, 64), "random", seed=0, approximate="none")
 
 
 @pytest.mark.parametrize("kernel", KERNELS[:1], ids=lambda k: k.name)

@@ -5,7 +5,9 @@ state_dict and save_pretrained/from_pretrained round trips, filter_fn and the
 report, gradient checkpointing, the KV cache, the Trainer, and the families
 and features refused with errors naming them. GPT-NeoX comes with either
 residual (gpt_neox: parallel, gpt_neox_sequential) and partial rotary;
-OLMo-1 without and with clip_qkv (olmo, olmo_clip).
+OLMo-1 without and with clip_qkv (olmo, olmo_clip); GPT-2 (gpt2: Conv1D
+projections, gelu_new, absolute positions), also with
+scale_attn_by_inverse_layer_idx under the eager attention.
 
 Needs transformers (5.x) and torch >= 2; on a Hopper GPU the programs come
 from $COAT_KERNELS (compile them where LLVM is: scripts/compile_model.py
@@ -25,7 +27,8 @@ gives the same figures from the same weights. A miswired gradient is near 0.
 GPT-NeoX's entries were added on a host without a GPU and are not measured
 there yet; test_hf_neox_layer.py measures its converted layer against fp32
 on the CPU twins (gradient cosines 0.994 and up). The same holds for
-OLMo-1's entries (test_hf_olmo_layer.py for its converted layer).
+OLMo-1's entries (test_hf_olmo_layer.py for its converted layer), and
+GPT-2's (test_hf_gpt2_layer.py).
 """
 
 import copy
@@ -45,7 +48,7 @@ import coat  # noqa: E402
 from coat import artifacts  # noqa: E402
 from coat.hf import UnsupportedLayer, inspect_layer, spec_from_config  # noqa: E402
 from coat.hf.layer import DecoderLayer as HFDecoderLayer  # noqa: E402
-from coat.hf.layer import GPTNeoXDecoderLayer  # noqa: E402
+from coat.hf.layer import GPT2DecoderLayer, GPTNeoXDecoderLayer  # noqa: E402
 from coat.hf.layer import layer_programs  # noqa: E402
 
 with open(os.path.join(FIXTURES, "hf_tiny_configs.json")) as f:
@@ -69,18 +72,20 @@ def kernels(request):
         request.getfixturevalue("cpu_cache")
 
 
-def hf_config(family, **overrides):
+def hf_config(family, attn="sdpa", **overrides):
     kw = dict(CONFIGS[family])
     model_type = kw.pop("model_type")
     kw.update(overrides)
     cfg = transformers.AutoConfig.for_model(model_type, **kw)
-    cfg._attn_implementation = "sdpa"
+    cfg._attn_implementation = attn
     return cfg
 
 
 def decoder_layers(model):
-    """model.layers, gpt_neox.layers: the base model's (base_model_prefix)."""
-    return model.base_model.layers
+    """model.layers, gpt_neox.layers, transformer.h: the base model's
+    (base_model_prefix)."""
+    base = model.base_model
+    return base.h if hasattr(base, "h") else base.layers
 
 
 def programs_or_skip(spec):
@@ -91,11 +96,12 @@ def programs_or_skip(spec):
         pytest.skip(str(e))
 
 
-def build(family, seed=0, programs=True, **overrides):
-    """The tiny model of ``family``; with ``programs``, skips unless its
-    layers' programs are compiled (or can be)."""
+def build(family, seed=0, programs=True, attn="sdpa", **overrides):
+    """The tiny model of ``family`` (attention implementation ``attn``); with
+    ``programs``, skips unless its layers' programs are compiled (or can
+    be)."""
     torch.manual_seed(seed)
-    cfg = hf_config(family, **overrides)
+    cfg = hf_config(family, attn, **overrides)
     model = transformers.AutoModelForCausalLM.from_config(cfg).to(device())
     if programs:
         programs_or_skip(spec_from_config(cfg))
@@ -147,7 +153,7 @@ def test_converted_model_matches_the_unconverted_one(family):
 def test_spec_from_config_is_what_the_layers_say(family):
     model = build(family)
     for i, layer in enumerate(decoder_layers(model)):
-        assert inspect_layer(f"{model.base_model_prefix}.layers.{i}", layer) == \
+        assert inspect_layer(f"{model.base_model_prefix}.{i}", layer) == \
             spec_from_config(model.config)
 
 
@@ -206,6 +212,61 @@ def test_gpt_neox_layers_are_read_and_run_in_the_programs(family):
     assert "gpt_neox.layers.0.attention.query_key_value.bias" in got
 
 
+def _gpt2_weights_that_matter(model):
+    """LayerNorms and Conv1D biases away from transformers' 1 and 0."""
+    with torch.no_grad():
+        for block in decoder_layers(model):
+            for norm in (block.ln_1, block.ln_2):
+                norm.weight.normal_(1.0, 0.2)
+                norm.bias.normal_(0.0, 0.2)
+            for conv in (block.attn.c_attn, block.attn.c_proj, block.mlp.c_fc,
+                         block.mlp.c_proj):
+                conv.bias.normal_(std=0.2)
+
+
+def test_gpt2_blocks_are_read_and_run_in_the_programs():
+    """GPT-2's LayerNorms, Conv1D projections (transposed into the
+    programs; gradients in their [in, out] shape), biases and gelu_new (the
+    tanh form, in the MLP program), with norms and biases that matter."""
+    model = build("gpt2")
+    block = decoder_layers(model)[0]
+    spec = inspect_layer("transformer.h.0", block)
+    assert (spec.family, spec.norm, spec.mlp, spec.gelu_approximate, spec.positions,
+            spec.qkv_layout, spec.parallel_residual) == \
+        ("GPT-2", "layernorm", "gelu", "tanh", "absolute", "separate", False)
+    assert spec.attn_norm_eps == spec.mlp_norm_eps == CONFIGS["gpt2"]["layer_norm_epsilon"]
+    assert [c.name for c in layer_programs(spec)] == [
+        "coat_norm_linear_ln_h512_o1536_b", "coat_linear_residual_i512_h512_b",
+        "coat_gelu_mlp_ln_h512_f2048_b_tanh"]
+    _gpt2_weights_that_matter(model)
+    ids = tokens(model)
+    want_loss, want = loss_and_grads(model, ids)
+    coat.convert(model)
+    assert all(isinstance(b, GPT2DecoderLayer) for b in decoder_layers(model))
+    assert set(model.coat_report.kept) == {"transformer.ln_f", "lm_head"}
+    got_loss, got = loss_and_grads(model, ids)
+    assert_matches(got_loss, got, want_loss, want)
+    c_attn = decoder_layers(model)[0].attn.c_attn
+    assert got["transformer.h.0.attn.c_attn.weight"].shape == c_attn.weight.shape == (512, 1536)
+    assert "transformer.h.0.attn.c_attn.bias" in got
+
+
+def test_gpt2_attention_scaled_by_inverse_layer_index():
+    """scale_attn_by_inverse_layer_idx under the eager attention (GPT-2's
+    own eager function reads it from the module; transformers' sdpa path
+    does not pass a scale, so there the unconverted model ignores it)."""
+    model = build("gpt2", attn="eager", scale_attn_by_inverse_layer_idx=True)
+    spec = inspect_layer("transformer.h.1", decoder_layers(model)[1])
+    assert spec.scale_attn_by_inverse_layer_idx
+    _gpt2_weights_that_matter(model)
+    ids = tokens(model)
+    want_loss, want = loss_and_grads(model, ids)
+    coat.convert(model)
+    assert decoder_layers(model)[1]._scaling() == pytest.approx(64 ** -0.5 / 2)
+    got_loss, got = loss_and_grads(model, ids)
+    assert_matches(got_loss, got, want_loss, want)
+
+
 @pytest.mark.parametrize("family", ["olmo", "olmo_clip"])
 def test_olmo_layers_are_read_and_run_in_the_programs(family):
     """OLMo-1's LayerNorms without parameters (eps 1e-5, fixed in
@@ -248,7 +309,7 @@ def test_every_hyperparameter_is_read_from_the_model():
     assert a.eps != b.eps and a.text() != b.text()
 
 
-@pytest.mark.parametrize("family", ["llama", "olmo2", "gpt_neox", "olmo"])
+@pytest.mark.parametrize("family", ["llama", "olmo2", "gpt_neox", "olmo", "gpt2"])
 def test_state_dict_and_save_pretrained_round_trip(family, tmp_path):
     model = build(family)
     before = {k: v.clone() for k, v in model.state_dict().items()}
@@ -321,11 +382,25 @@ def test_unsupported_families_and_features_are_named():
     with pytest.raises(ValueError, match=r"model.layers.0 .*mixture-of-experts"):
         coat.convert(mixtral)
 
-    with pytest.raises(UnsupportedLayer, match="model_type 'gpt2'"):
-        spec_from_config({"model_type": "gpt2"})
+    with pytest.raises(UnsupportedLayer, match="model_type 'bloom'"):
+        spec_from_config({"model_type": "bloom"})
+
+    for kw, match in ((dict(reorder_and_upcast_attn=True),
+                       r"transformer.h.0.attn: reorder_and_upcast_attn"),
+                      (dict(add_cross_attention=True),
+                       r"transformer.h.0 \(GPT2Block\) has a cross-attention"),
+                      (dict(resid_pdrop=0.1),
+                       r"transformer.h.0.attn.resid_dropout: dropout 0.1"),
+                      (dict(activation_function="gelu_fast"),
+                       r"transformer.h.0.mlp: activation 'gelu_fast'")):
+        gpt2 = transformers.GPT2LMHeadModel(hf_config("gpt2", **kw))
+        with pytest.raises(ValueError, match=match):
+            coat.convert(gpt2)
+        with pytest.raises(UnsupportedLayer, match=r"GPT-2 config: "):
+            spec_from_config(gpt2.config)
 
 
-@pytest.mark.parametrize("family", ["llama", "gpt_neox", "olmo"])
+@pytest.mark.parametrize("family", ["llama", "gpt_neox", "olmo", "gpt2"])
 def test_gradient_checkpointing_gives_the_same_gradients(family):
     model = build(family)
     ids = tokens(model)
@@ -338,7 +413,7 @@ def test_gradient_checkpointing_gives_the_same_gradients(family):
 
 
 @pytest.mark.parametrize("family", ["llama", "gpt_neox", "gpt_neox_sequential", "olmo",
-                                    "olmo_clip"])
+                                    "olmo_clip", "gpt2"])
 def test_kv_cache_generation_runs_converted(family):
     """A converted layer keeps the model's attention path, KV cache
     included: greedy decoding runs and its first logits match the

@@ -1,11 +1,14 @@
 """coat.hf.families without transformers: what is read from a decoder layer
 (eps under each name, head_dim, kv heads, QK-norm kind, norm placement,
 biases; GPT-NeoX's LayerNorms, fused q/k/v, rotary columns, parallel
-residual, activation and dropouts) and what is refused, on stand-in modules
+residual, activation and dropouts; GPT-2's Conv1D projections, GELU form
+and attention scale options) and what is refused, on stand-in modules
 that have the structure and class names of transformers' layers;
 spec_from_config on config dicts; the programs a spec gets
 (coat.hf.layer.layer_programs). test_hf.py runs the real models where
 transformers is installed."""
+
+import math
 
 import pytest
 
@@ -122,7 +125,7 @@ def test_rope_is_in_the_program_where_the_head_size_allows():
 
 
 @pytest.mark.parametrize("make,match", [
-    (lambda: named("GPT2Block")(), "is GPT2Block; coat.convert converts"),
+    (lambda: named("BloomBlock")(), "is BloomBlock; coat.convert converts"),
     (lambda: layer(act="gelu"), "activation 'gelu'"),
     (lambda: layer(norm_cls="GemmaRMSNorm"), "GemmaRMSNorm, not an RMSNorm whose numerics"),
     (lambda: layer(family="Mixtral"), "MixtralDecoderLayer; coat.convert converts"),
@@ -182,8 +185,8 @@ def test_spec_from_config(model_type, family, qk_norm, placement, bias):
 def test_spec_from_config_reads_head_dim_and_refuses_what_it_cannot_take():
     assert spec_from_config(config("qwen3", head_dim=32)).head_dim == 32
     assert spec_from_config(config("llama", num_key_value_heads=None)).kv_heads == 4
-    with pytest.raises(UnsupportedLayer, match="model_type 'gpt2'"):
-        spec_from_config(config("gpt2"))
+    with pytest.raises(UnsupportedLayer, match="model_type 'bloom'"):
+        spec_from_config(config("bloom"))
     with pytest.raises(UnsupportedLayer, match="mlp_bias"):
         spec_from_config(config("llama", mlp_bias=True))
     with pytest.raises(UnsupportedLayer, match="activation 'gelu_pytorch_tanh'"):
@@ -355,6 +358,192 @@ def test_a_swiglu_spec_with_neox_parts_is_refused():
     neox = inspect_layer("l", neox_layer())
     with pytest.raises(UnsupportedLayer, match="a GELU MLP layer takes pre-norm LayerNorms"):
         layer_programs(LayerSpec(**{**neox.__dict__, "norm": "rmsnorm"}))
+
+
+# -- GPT-2 ---------------------------------------------------------------------
+
+def conv1d(nx, nf, bias=True):
+    """A stand-in of transformers' Conv1D: weight [in, out], bias [out]."""
+    m = named("Conv1D")()
+    m.nf = nf
+    m.weight = nn.Parameter(torch.randn(nx, nf) * 0.02)
+    m.bias = nn.Parameter(torch.zeros(nf)) if bias else None
+    return m
+
+
+class NewGELUActivation(nn.Module):
+    def forward(self, x):
+        return 0.5 * x * (1 + torch.tanh((2 / math.pi) ** 0.5 * (x + 0.044715 * x ** 3)))
+
+
+def gpt2_block(hidden=64, heads=4, ffn=256, act="gelu_new", act_module=None, eps=1e-5,
+               mlp_eps=2e-5, resid_pdrop=0.0, attn_pdrop=0.1, layer_idx=2, **config_kw):
+    """A stand-in GPT2Block (transformers' names; the second LayerNorm's eps
+    differs so that each is seen to be read; attention dropout, which the
+    model's attention function applies, is allowed)."""
+    config = Config(num_attention_heads=heads, n_head=heads, activation_function=act,
+                    scale_attn_weights=True, scale_attn_by_inverse_layer_idx=False,
+                    reorder_and_upcast_attn=False, add_cross_attention=False)
+    config.__dict__.update(config_kw)
+    attn = named("GPT2Attention")()
+    attn.config, attn.num_heads, attn.head_dim = config, heads, hidden // heads
+    attn.split_size, attn.layer_idx, attn.is_cross_attention = hidden, layer_idx, False
+    for name in ("scale_attn_weights", "scale_attn_by_inverse_layer_idx",
+                 "reorder_and_upcast_attn"):
+        setattr(attn, name, getattr(config, name))
+    attn.c_attn, attn.c_proj = conv1d(hidden, 3 * hidden), conv1d(hidden, hidden)
+    attn.attn_dropout, attn.resid_dropout = nn.Dropout(attn_pdrop), nn.Dropout(resid_pdrop)
+    mlp = named("GPT2MLP")()
+    mlp.c_fc, mlp.c_proj = conv1d(hidden, ffn), conv1d(ffn, hidden)
+    mlp.act = act_module if act_module is not None else {
+        "gelu_new": NewGELUActivation(), "gelu_pytorch_tanh": nn.GELU(approximate="tanh"),
+        "gelu": nn.GELU()}.get(act, nn.ReLU())
+    mlp.dropout = nn.Dropout(resid_pdrop)
+    out = named("GPT2Block")()
+    out.ln_1, out.ln_2 = nn.LayerNorm(hidden, eps=eps), nn.LayerNorm(hidden, eps=mlp_eps)
+    out.attn, out.mlp = attn, mlp
+    return out
+
+
+@pytest.mark.parametrize("act,form", [("gelu_new", "tanh"), ("gelu_pytorch_tanh", "tanh"),
+                                      ("gelu", "none")])
+def test_a_gpt2_block_is_read_whole(act, form):
+    spec = inspect_layer("transformer.h.2", gpt2_block(act=act))
+    assert (spec.family, spec.hidden, spec.ffn, spec.heads, spec.kv_heads, spec.head_dim) == \
+        ("GPT-2", 64, 256, 4, 4, 16)
+    assert (spec.attn_norm_eps, spec.mlp_norm_eps) == (1e-5, 2e-5)
+    assert (spec.norm, spec.mlp, spec.qkv_layout, spec.rotary_dim, spec.parallel_residual,
+            spec.positions) == ("layernorm", "gelu", "separate", 0, False, "absolute")
+    assert (spec.qkv_bias, spec.o_bias, spec.mlp_bias, spec.gelu_approximate) == \
+        (True, True, True, form)
+    assert (spec.scale_attn_weights, spec.scale_attn_by_inverse_layer_idx) == (True, False)
+    first, second, third = layer_programs(spec)
+    tanh = "_tanh" if form == "tanh" else ""
+    assert [c.name for c in (first, second, third)] == [
+        "coat_norm_linear_ln_h64_o192_b", "coat_linear_residual_i64_h64_b",
+        "coat_gelu_mlp_ln_h64_f256_b" + tanh]
+    assert not first.rope and third.approximate == form and third.residual == "input"
+    assert (first.eps, third.eps) == (1e-5, 2e-5)
+    if form == "tanh":
+        assert 'coat.gelu %up_q {approximate = "tanh"}' in third.text()
+        assert '{approximate = "tanh"} :' in third.text().split("coat.gelu_grad")[1]
+    else:
+        assert "approximate" not in third.text()
+
+
+def test_gelu_form_is_part_of_the_mlp_program():
+    """The two forms are two programs: another name, another text (so
+    another content key)."""
+    tanh = layer_programs(inspect_layer("l", gpt2_block()))[2]
+    exact = layer_programs(inspect_layer("l", gpt2_block(act="gelu")))[2]
+    assert tanh != exact and tanh.name != exact.name and tanh.text() != exact.text()
+    with pytest.raises(ValueError, match="approximate 'sigmoid' is not none or tanh"):
+        type(tanh)(64, 256, approximate="sigmoid").text()
+
+
+def test_gpt2_attention_scale_options_are_read():
+    spec = inspect_layer("l", gpt2_block(scale_attn_weights=False,
+                                         scale_attn_by_inverse_layer_idx=True))
+    assert (spec.scale_attn_weights, spec.scale_attn_by_inverse_layer_idx) == (False, True)
+
+
+def gpt2_with(**parts):
+    """A stand-in GPT-2 block with some modules replaced (dotted paths)."""
+    out = gpt2_block()
+    for path, mod in parts.items():
+        owner, _, name = path.replace("__", ".").rpartition(".")
+        setattr(out.get_submodule(owner) if owner else out, name, mod)
+    return out
+
+
+def _cross_attention():
+    block = gpt2_block(add_cross_attention=True)
+    block.crossattention = named("GPT2Attention")()
+    return block
+
+
+def _disagreeing_scale():
+    block = gpt2_block()
+    block.attn.scale_attn_weights = False
+    return block
+
+
+@pytest.mark.parametrize("make,match", [
+    (lambda: gpt2_block(reorder_and_upcast_attn=True),
+     r"transformer.h.0.attn: reorder_and_upcast_attn .* is not supported"),
+    (_cross_attention, r"transformer.h.0 \(GPT2Block\) has a cross-attention"),
+    (lambda: gpt2_block(add_cross_attention=True),
+     r"transformer.h.0 \(GPT2Block\) has a cross-attention \(add_cross_attention\)"),
+    (lambda: gpt2_block(act="gelu_fast"), r"transformer.h.0.mlp: activation 'gelu_fast'"),
+    (lambda: gpt2_block(act="relu"), "activation 'relu'"),
+    # The module computes the other form than its config names: caught by the probe.
+    (lambda: gpt2_block(act_module=nn.GELU()),
+     r"transformer.h.0.mlp.act \(GELU\) does not compute GELU's tanh form, which "
+     r"activation 'gelu_new' names"),
+    (lambda: gpt2_block(act="gelu", act_module=NewGELUActivation()),
+     r"mlp.act \(NewGELUActivation\) does not compute GELU's exact form"),
+    (lambda: gpt2_block(resid_pdrop=0.1),
+     r"transformer.h.0.attn.resid_dropout: dropout 0.1; the converted layer has no residual "
+     r"dropout"),
+    (lambda: gpt2_with(mlp__dropout=nn.Dropout(0.2)), r"transformer.h.0.mlp.dropout: dropout"),
+    (lambda: gpt2_with(attn__c_attn=nn.Linear(64, 192)),
+     r"transformer.h.0.attn.c_attn is Linear, not transformers' Conv1D"),
+    (lambda: gpt2_with(mlp__c_fc=conv1d(64, 256, bias=False)),
+     r"transformer.h.0.mlp.c_fc \(Conv1D\) has no bias"),
+    (lambda: gpt2_with(attn__c_attn=conv1d(64, 128)),
+     r"transformer.h.0.attn: c_attn \(\(64, 128\)\) and c_proj"),
+    (lambda: gpt2_with(mlp__c_proj=conv1d(128, 64)),
+     "transformer.h.0.mlp: projection shapes do not form"),
+    (lambda: gpt2_with(ln_2=norm("LlamaRMSNorm", 64)),
+     r"transformer.h.0.ln_2 is LlamaRMSNorm, not a torch.nn.LayerNorm"),
+    (_disagreeing_scale, r"attn: scale_attn_weights is False on the module, True in its config"),
+])
+def test_what_gpt2_blocks_the_programs_cannot_express_is_named(make, match):
+    with pytest.raises(UnsupportedLayer, match=match):
+        inspect_layer("transformer.h.0", make())
+
+
+def gpt2_config(**kw):
+    base = dict(model_type="gpt2", n_embd=64, n_head=4, n_inner=256, n_layer=2,
+                layer_norm_epsilon=1e-5, activation_function="gelu_new", resid_pdrop=0.0,
+                attn_pdrop=0.1, embd_pdrop=0.1)
+    base.update(kw)
+    return base
+
+
+@pytest.mark.parametrize("kw", [{}, dict(activation_function="gelu"),
+                                dict(scale_attn_by_inverse_layer_idx=True)])
+def test_gpt2_spec_from_config_is_what_the_block_says(kw):
+    # A config has one layer_norm_epsilon for both norms.
+    want = inspect_layer("l", gpt2_block(act=kw.get("activation_function", "gelu_new"),
+                                         mlp_eps=1e-5, **{k: v for k, v in kw.items()
+                                                          if k != "activation_function"}))
+    cfg = gpt2_config(**kw)
+    assert spec_from_config(cfg) == want
+    assert spec_from_config(Config(**cfg)) == want
+
+
+def test_gpt2_spec_from_config_takes_gpt2configs_defaults():
+    # n_inner None: 4 * n_embd; the activation gelu_new; eps 1e-5.
+    bare = {k: v for k, v in gpt2_config(n_inner=None).items()
+            if k not in ("activation_function", "layer_norm_epsilon")}
+    spec = spec_from_config(bare)
+    assert (spec.ffn, spec.gelu_approximate, spec.attn_norm_eps, spec.scale_attn_weights) == \
+        (256, "tanh", 1e-5, True)
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(activation_function="gelu_fast"), "GPT-2 config: activation 'gelu_fast'"),
+    (dict(add_cross_attention=True), "GPT-2 config: add_cross_attention"),
+    (dict(reorder_and_upcast_attn=True), "GPT-2 config: reorder_and_upcast_attn"),
+    (dict(resid_pdrop=0.1), "GPT-2 config: resid_pdrop 0.1"),
+    (dict(resid_pdrop=None), "GPT-2 config: resid_pdrop 0.1"),  # GPT2Config's default
+    (dict(n_head=5), "GPT-2 config: n_embd 64 is not a multiple of n_head 5"),
+])
+def test_gpt2_spec_from_config_refuses_what_the_programs_cannot_express(kw, match):
+    cfg = {k: v for k, v in gpt2_config(**kw).items() if v is not None}
+    with pytest.raises(UnsupportedLayer, match=match):
+        spec_from_config(cfg)
 
 
 def test_the_layer_output_kind_follows_the_installed_layer():

@@ -337,6 +337,68 @@ def test_a_weight_changed_before_the_backward_is_an_error(cpu_cache, tmp_path, m
         y.backward(torch.randn(40, TINY[0]).bfloat16())
 
 
+def test_a_transposed_weight_is_derived_and_not_kept():
+    """program_weight(transposed=True): [in, out] parameters (transformers'
+    Conv1D) give the [out, in] bf16 matrix a program takes, concatenated
+    along out; the copy records how to make it again, refuses a parameter
+    changed in place, and its gradient lands in each parameter in the
+    parameter's own [in, out] shape."""
+    from coat.nn._autograd import program_weight
+
+    torch.manual_seed(0)
+    a = torch.randn(8, 24, requires_grad=True)
+    b = torch.randn(8, 16, requires_grad=True)
+    w = program_weight(a, b, transposed=True)
+    assert w.shape == (40, 8) and w.dtype == torch.bfloat16 and w.is_contiguous()
+    assert torch.equal(w, torch.cat([a, b], dim=1).t().bfloat16())
+    again = w._coat_derivation.again("w")
+    assert torch.equal(again, w) and again.is_contiguous() and again.grad_fn is None
+    g = torch.randn(40, 8).bfloat16()
+    w.backward(g)
+    assert a.grad.shape == a.shape and b.grad.shape == b.shape
+    assert torch.equal(a.grad, g[:24].t().float()) and torch.equal(b.grad, g[24:].t().float())
+    # A bf16 parameter is copied too (its transpose is not the parameter).
+    c = torch.randn(8, 16).bfloat16()
+    assert torch.equal(program_weight(c, transposed=True), c.t())
+    with torch.no_grad():
+        a.mul_(2)
+    with pytest.raises(RuntimeError, match="modified in place between the forward"):
+        w._coat_derivation.again("w")
+    with pytest.raises(ValueError, match=r"takes \[in, out\] matrices"):
+        program_weight(torch.zeros(8), transposed=True)
+
+
+def test_transposed_weights_run_the_program_like_their_copies(cpu_cache, tmp_path,
+                                                               monkeypatch):
+    """The block's program with its projections given as [in, out]
+    parameters (Conv1D's layout): the call keeps how to make each
+    transposed copy, not the copy, and computes the same bits as with the
+    [out, in] parameters; each [in, out] parameter's gradient is the
+    transpose of the [out, in] one's."""
+    from coat.nn._autograd import program_weight
+
+    kernels = _weights_variant(tmp_path, monkeypatch)
+    torch.manual_seed(6)
+    block = cnn.MLPBlock(*TINY, kernels=kernels, dtype=torch.float32)
+    h = torch.randn(40, TINY[0]).bfloat16()
+    dy = torch.randn(40, TINY[0]).bfloat16()
+    norm, *projections = list(block.parameters())
+    y = block(h)
+    y.backward(dy)
+    conv = [p.detach().t().contiguous().requires_grad_() for p in projections]
+    ws = [program_weight(p, transposed=True) for p in conv]
+    (y2,) = block.run_program(0, "conv1d", h, program_weight(norm), *ws)
+    kept = program_node(y2.grad_fn).kept
+    derived = [x for x in kept.values() if hasattr(x, "again")]
+    assert sum(getattr(x, "transposed", False) for x in derived) == len(conv)
+    assert not any(isinstance(x, torch.Tensor) and any(x is w for w in ws)
+                   for x in kept.values())
+    y2.backward(dy)
+    assert torch.equal(y, y2)
+    for p, c in zip(projections, conv):
+        assert c.grad.shape == c.shape and torch.equal(c.grad, p.grad.t())
+
+
 def test_runs_hold_a_value_only_until_its_last_reader(cpu_cache, monkeypatch):
     """Under autograd the executor drops each value from the run's
     environment after the last step that reads it (drop_dead): after the

@@ -233,6 +233,27 @@ def test_adamw_step_rejects_bad_arguments():
 # Activations
 # --------------------------------------------------------------------------
 
+def test_gelu_tanh_form_is_the_formula_and_not_erf():
+    """approximate="tanh": torch's gelu(approximate="tanh") / GPT-2's gelu_new,
+    forward and derivative against fp64 of the formula; it differs from the
+    exact (erf) form by more than its own error."""
+    x = np.linspace(-8, 8, 4001).astype(np.float32)
+    g = np.random.default_rng(3).standard_normal(x.size).astype(np.float32)
+    xd = x.astype(np.float64)
+    t = np.tanh(np.sqrt(2 / np.pi) * (xd + 0.044715 * xd ** 3))
+    y = 0.5 * xd * (1 + t)
+    dy = g * (0.5 * (1 + t) + 0.5 * xd * (1 - t * t) * np.sqrt(2 / np.pi)
+              * (1 + 3 * 0.044715 * xd ** 2))
+    got = ref.gelu_fwd(x, approximate="tanh")
+    np.testing.assert_allclose(got, y, rtol=1e-6, atol=1e-6)
+    # (1 - t^2) cancels where |t| nears 1: absolute error ~ ulp(1) |x|^3.
+    err = np.abs(ref.gelu_bwd(x, g, approximate="tanh") - dy)
+    assert np.all(err <= 1e-5 * np.abs(dy) + 2e-6 * np.abs(g) * (1 + np.abs(xd) ** 3))
+    assert np.abs(ref.gelu_fwd(x) - got).max() > 1e-4
+    with pytest.raises(ValueError, match="approximate 'sigmoid'"):
+        ref.gelu_fwd(x, approximate="sigmoid")
+
+
 def test_activation_ops():
     rng = np.random.default_rng(8)
     x = rng.standard_normal((4, 32)).astype(np.float32)

@@ -75,10 +75,12 @@ struct F32Emitter {
   Value eq(Value x, Value y);
   /// True for finite values (not NaN, not +-inf).
   Value isFinite(Value x);
-  /// Correctly rounded on neither target: libm `expf`/`erff` on the CPU,
-  /// libdevice `__nv_expf`/`__nv_erff` on the GPU (within 2 ulp).
+  /// Correctly rounded on neither target: libm `expf`/`erff`/`tanhf` on the
+  /// CPU, libdevice `__nv_expf`/`__nv_erff`/`__nv_tanhf` on the GPU (within
+  /// 2 ulp).
   Value exp(Value x);
   Value erf(Value x);
+  Value tanh(Value x);
   /// `x` rounded to the narrower float type `t` (RNE) and widened back.
   Value roundTo(Value x, Type t);
 };

@@ -677,6 +677,18 @@ def CoatLowerPointwise : Pass<"coat-lower-pointwise", "::mlir::ModuleOp"> {
       when y/s lies within about 2^-18 of a rounding boundary. The SFU ops
       flush subnormal results: sigmoid(x) for x < -87.3 is 0 (an absolute
       error below 2^-126 |x|).
+    - GELU's tanh form (`approximate = "tanh"` on coat.gelu/gelu_grad): the
+      argument u = sqrt(2/pi) (x + 0.044715 x^3) is formed in the library's
+      order; `exact-math=true` takes `tanhf` (libm in the CPU twin, which is
+      then bit-exact; libdevice `__nv_tanhf` on the GPU), the fast form
+      t = sign(u) (1 - 2 rcp(1 + ex2(2 |u| log2 e))): one ex2 and one rcp,
+      a quotient that stays accurate as it shrinks, and a difference that
+      rounds to +-1 where the library's tanhf does (|u| > 9.01), so 1 + t
+      and 1 - t^2 vanish where the library's do. The rest (`(x/2)(1 + t)`,
+      `(1 + t)/2 + (x/2)(1 - t^2) sqrt(2/pi)(1 + 3 * 0.044715 x^2)`) follows
+      the library's order on both forms, and the results meet the bounds
+      the tests hold the other special functions to. The manifest records
+      `approximate = "tanh"`.
     - `soft-exp2=true` (fast forms only): each ex2 is evaluated on the FMA
       units instead (`coat.soft_exp2`, coat-expand-soft-exp2: within 1.36
       ulp, so the bounds above hold), halving the SFU operations of silu,

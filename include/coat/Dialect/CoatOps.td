@@ -743,11 +743,17 @@ def Coat_SiluGradOp : Coat_Op<"silu_grad", [Pure, AttrSizedResultSegments]> {
 }
 
 def Coat_GeluOp : Coat_Op<"gelu", [Pure, Coat_Recomputable]> {
-  let summary = "Exact (erf) GELU on a 1xG-quantized FP8 activation";
+  let summary = "GELU (exact erf, or its tanh form) on a 1xG-quantized FP8 "
+                "activation";
   let description = [{
     `y = x · (1 + erf(x / sqrt(2))) / 2` in f32. The input is 1xG E4M3; the
     result is a `per_tensor` FP8 tensor of the input format (scaled by group
     scaling), optionally with its 2-D transposed copy (COAT's `gelu_fwd`).
+
+    `approximate` names the form as torch does: `"none"` (the default,
+    elided) is the exact function above; `"tanh"` is
+    `y = x · (1 + tanh(sqrt(2/π) · (x + 0.044715 x³))) / 2`, torch's
+    `gelu(approximate="tanh")` and GPT-2's `gelu_new`.
 
     The result may instead be a bf16/f16/f32 tensor of the input shape (no
     transposed copy): the unquantized values, which is how
@@ -758,13 +764,20 @@ def Coat_GeluOp : Coat_Op<"gelu", [Pure, Coat_Recomputable]> {
     %y, %yt = coat.gelu %x : !coat.qtensor<128x512xf8E4M3FN, per_group<16>>
         -> !coat.qtensor<128x512xf8E4M3FN, per_tensor>,
            !coat.qtensor<512x128xf8E4M3FN, per_tensor>
+    %z = coat.gelu %x {approximate = "tanh"}
+        : !coat.qtensor<128x512xf8E4M3FN, per_group<16>> -> tensor<128x512xbf16>
     ```
   }];
-  let arguments = (ins Coat_Fp8Operand:$input);
+  let arguments = (ins Coat_Fp8Operand:$input,
+                       DefaultValuedStrAttr<StrAttr, "none">:$approximate);
   let results = (outs Coat_FlowResult:$result, Optional<Coat_QTensor>:$result_t);
   let assemblyFormat = [{
     $input attr-dict `:` qualified(type($input)) `->` qualified(type($result))
     (`,` qualified(type($result_t))^)?
+  }];
+  let extraClassDeclaration = [{
+    /// Whether the op computes GELU's tanh form.
+    bool isTanh() { return getApproximate() == "tanh"; }
   }];
   let hasVerifier = 1;
 }
@@ -776,19 +789,29 @@ def Coat_GeluGradOp : Coat_Op<"gelu_grad", [Pure, AttrSizedResultSegments]> {
     input. Results as for `coat.silu_grad`: `dx` in the type of `dy`, an
     optional `per_tensor` E5M2 copy and its optional transposed copy.
 
+    With `approximate = "tanh"` it is the derivative of the tanh form,
+    `dx = dy · ((1 + t)/2 + x/2 · (1 − t²) · sqrt(2/π) · (1 + 3 · 0.044715 x²))`,
+    `t = tanh(sqrt(2/π) · (x + 0.044715 x³))`; the forward op and its
+    gradient must name the same form.
+
     ```mlir
     %dx, %dxq = coat.gelu_grad %x, %dy
         : !coat.qtensor<128x512xf8E4M3FN, per_group<16>>, tensor<128x512xbf16>
         -> tensor<128x512xbf16>, !coat.qtensor<128x512xf8E5M2, per_tensor>
     ```
   }];
-  let arguments = (ins Coat_Fp8Operand:$input, Coat_HighPrecisionTensor:$grad);
+  let arguments = (ins Coat_Fp8Operand:$input, Coat_HighPrecisionTensor:$grad,
+                       DefaultValuedStrAttr<StrAttr, "none">:$approximate);
   let results = (outs Coat_HighPrecisionTensor:$dx,
                       Optional<Coat_QTensor>:$dx_q,
                       Optional<Coat_QTensor>:$dx_qt);
   let assemblyFormat = [{
     $input `,` $grad attr-dict `:` qualified(type($input)) `,` type($grad)
     `->` type($dx) (`,` qualified(type($dx_q))^)? (`,` qualified(type($dx_qt))^)?
+  }];
+  let extraClassDeclaration = [{
+    /// Whether the op is the derivative of GELU's tanh form.
+    bool isTanh() { return getApproximate() == "tanh"; }
   }];
   let hasVerifier = 1;
 }

@@ -237,6 +237,18 @@ void geluForward(const float *x, int64_t n, float *y);
 /// dx = g * (Phi + x*exp(-x^2/2)/sqrt(2*pi))
 void geluBackward(const float *x, const float *g, int64_t n, float *dx);
 
+/// The constants of GELU's tanh form, as f32: sqrt(2/pi) and the cubic
+/// coefficient (the kernels' lowering uses these values too).
+inline constexpr float kGeluTanhScale = 0.7978845608028654f;
+inline constexpr float kGeluTanhCubic = 0.044715f;
+
+/// GELU's tanh form (torch's `gelu(approximate="tanh")`, GPT-2's
+/// `gelu_new`): y = x * (1 + t) / 2, t = tanh(sqrt(2/pi) (x + 0.044715 x^3)),
+/// evaluated as (0.5f * x) * (1 + t) in f32 with libm tanhf.
+void geluTanhForward(const float *x, int64_t n, float *y);
+/// dx = g * ((1 + t)/2 + x/2 (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2))
+void geluTanhBackward(const float *x, const float *g, int64_t n, float *dx);
+
 /// SwiGLU product y = x1 * x2 and its gradients g1 = g*x2, g2 = g*x1.
 void swigluMulForward(const float *x1, const float *x2, int64_t n, float *y);
 void swigluMulBackward(const float *x1, const float *x2, const float *g,

@@ -115,6 +115,9 @@ void coat_ref_silu_fwd(const float *x, int64_t n, float *y);
 void coat_ref_silu_bwd(const float *x, const float *g, int64_t n, float *dx);
 void coat_ref_gelu_fwd(const float *x, int64_t n, float *y);
 void coat_ref_gelu_bwd(const float *x, const float *g, int64_t n, float *dx);
+void coat_ref_gelu_tanh_fwd(const float *x, int64_t n, float *y);
+void coat_ref_gelu_tanh_bwd(const float *x, const float *g, int64_t n,
+                            float *dx);
 void coat_ref_swiglu_mul_fwd(const float *x1, const float *x2, int64_t n,
                              float *y);
 void coat_ref_swiglu_mul_bwd(const float *x1, const float *x2, const float *g,

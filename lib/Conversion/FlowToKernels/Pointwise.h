@@ -37,8 +37,10 @@ namespace mlir::coat {
 ///   et al., Numerical Recipes in C, 2nd ed., §6.2: degree-9 P, relative
 ///   error < 1.2e-7) in gelu_grad, a degree-5 P in gelu. ex2 and rcp are
 ///   the SFU approximations on the GPU (afn, coat-fast-nvvm-math) and libm
-///   exp2f / IEEE division on the CPU. The pass description has the error
-///   bounds.
+///   exp2f / IEEE division on the CPU. GELU's tanh form takes
+///   |tanh(u)| = 1 - 2 rcp(1 + ex2(2 |u| log2 e)) with the sign of u, which
+///   rounds to 1 where the library's tanhf does. The pass description has
+///   the error bounds.
 struct ActivationMath {
   F32Emitter &f;
   bool exact;
@@ -53,6 +55,9 @@ struct ActivationMath {
   /// `refine` (fast form) adds one Newton step to the SFU reciprocal, for
   /// the cancellation of the GELU derivative.
   Value geluCdf(Value x, Value *gauss = nullptr, bool refine = false);
+  /// t = tanh(sqrt(2/pi) (x + 0.044715 x^3)) of GELU's tanh form, the
+  /// argument formed in the library's order.
+  Value geluTanh(Value x);
 
   static constexpr double kLog2e = 1.44269504088896340736;
 };
@@ -92,6 +97,9 @@ struct PointwiseOpInfo {
   bool special = false;
   SmallVector<Value> transposed = {};
   StringRef opName = {}; ///< the manifest's `op`, from the op table
+  /// Entries the op adds to its manifest record's `config` (GELU's
+  /// `approximate = "tanh"`).
+  SmallVector<std::pair<StringRef, StringRef>> configEntries = {};
   std::optional<RotaryHeads> rotary = {};
 };
 

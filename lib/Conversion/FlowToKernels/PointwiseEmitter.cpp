@@ -339,28 +339,31 @@ private:
   Value nI64, nIndex, groups;
 };
 
-/// The CPU twin calls libm's erff, as the reference library does (the LLVM
-/// lowering has no erf).
-void callLibmErf(func::FuncOp fn, ModuleOp module) {
-  SmallVector<math::ErfOp> erfs;
-  fn.walk([&](math::ErfOp op) { erfs.push_back(op); });
-  if (erfs.empty())
-    return;
+/// The CPU twin calls libm's erff and tanhf, as the reference library does
+/// (the LLVM lowering has no erf, and the library's tanh is libm's).
+void callLibm(func::FuncOp fn, ModuleOp module) {
+  SmallVector<Operation *> calls;
+  fn.walk([&](Operation *op) {
+    if (isa<math::ErfOp, math::TanhOp>(op))
+      calls.push_back(op);
+  });
   MLIRContext *ctx = module.getContext();
   Type f32 = Float32Type::get(ctx);
   auto type = FunctionType::get(ctx, {f32}, {f32});
-  auto decl = module.lookupSymbol<func::FuncOp>("erff");
-  if (!decl) {
-    OpBuilder mb(ctx);
-    mb.setInsertionPointToStart(module.getBody());
-    decl = func::FuncOp::create(mb, module.getLoc(), "erff", type);
-    decl.setPrivate();
-  }
-  for (math::ErfOp op : erfs) {
+  for (Operation *op : calls) {
+    StringRef name = isa<math::ErfOp>(op) ? "erff" : "tanhf";
+    auto decl = module.lookupSymbol<func::FuncOp>(name);
+    if (!decl) {
+      OpBuilder mb(ctx);
+      mb.setInsertionPointToStart(module.getBody());
+      decl = func::FuncOp::create(mb, module.getLoc(), name, type);
+      decl.setPrivate();
+    }
     OpBuilder b(op);
-    auto call = func::CallOp::create(b, op.getLoc(), decl, op.getOperand());
-    op.replaceAllUsesWith(call.getResult(0));
-    op.erase();
+    auto call =
+        func::CallOp::create(b, op->getLoc(), decl, op->getOperand(0));
+    op->replaceAllUsesWith(call.getResults());
+    op->erase();
   }
 }
 
@@ -504,5 +507,5 @@ void PointwiseLowering::emitCpu(ImplicitLocOpBuilder &b,
     emitter.emitLanes(lane, /*tail=*/true);
     return SmallVector<Value>{};
   });
-  callLibmErf(twin, twin->getParentOfType<ModuleOp>());
+  callLibm(twin, twin->getParentOfType<ModuleOp>());
 }

@@ -11,6 +11,7 @@
 
 #include "coat/Conversion/Passes.h"
 #include "coat/Dialect/CoatDialect.h"
+#include "coat/Numerics/Reference.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 
@@ -94,6 +95,24 @@ Value ActivationMath::geluCdf(Value x, Value *gauss, bool refine) {
   return f.select(f.le(x, f.c(0.0)), h, f.sub(f.c(1.0), h));
 }
 
+Value ActivationMath::geluTanh(Value x) {
+  // u = sqrt(2/pi) * (x + 0.044715 * ((x * x) * x)), as the library forms it.
+  Value cube = f.mul(f.mul(x, x), x);
+  Value u = f.mul(f.c(::coat::ref::kGeluTanhScale),
+                  f.add(x, f.mul(f.c(::coat::ref::kGeluTanhCubic), cube)));
+  if (exact)
+    return f.tanh(u);
+  // |t| = 1 - 2 / (1 + exp(2|u|)): the quotient is small and accurate, and
+  // the difference rounds to 1 where tanhf's result does (|u| > 9.01), so
+  // 1 + t and 1 - t^2 vanish where the library's do. ex2(inf) = inf gives
+  // rcp = 0 and t = +-1 for u = +-inf; NaN stays NaN.
+  F32Emitter sfu{f.b, /*approx=*/true};
+  Value e = ex2(f.mul(f.abs(u), f.c(2.0 * kLog2e)));
+  Value r = sfu.div(f.c(1.0), f.add(f.c(1.0), e));
+  Value magnitude = f.sub(f.c(1.0), f.mul(f.c(2.0), r));
+  return f.copysign(magnitude, u);
+}
+
 //===----------------------------------------------------------------------===//
 // The op table
 //===----------------------------------------------------------------------===//
@@ -123,6 +142,15 @@ PointwiseOpInfo withCopies(PointwiseOpInfo info, Value q, StringRef name,
     info.results.push_back({q, name});
   if (qt)
     info.transposed.push_back(qt);
+  return info;
+}
+
+/// GELU's tanh form: recorded in the manifest (`approximate = "tanh"`), as
+/// the op names it; the exact form records nothing (the records of kernels
+/// compiled before the option).
+PointwiseOpInfo withForm(PointwiseOpInfo info, bool tanh) {
+  if (tanh)
+    info.configEntries.push_back({"approximate", "tanh"});
   return info;
 }
 
@@ -171,33 +199,63 @@ ArrayRef<PointwiseOpDef> pointwiseOps() {
           }),
       def<GeluOp>("gelu",
                   [](GeluOp op) {
-                    return withCopies(
-                        {{{op.getInput(), "x"}},
-                         {{op.getResult(), "y"}},
-                         [](ActivationMath &m, ArrayRef<Value> in) -> Ys {
-                           return {m.f.mul(in[0], m.geluCdf(in[0]))};
-                         },
-                         /*special=*/true},
-                        Value(), "", op.getResultT());
+                    ElementMath erfForm = [](ActivationMath &m,
+                                             ArrayRef<Value> in) -> Ys {
+                      return {m.f.mul(in[0], m.geluCdf(in[0]))};
+                    };
+                    // (x / 2) (1 + t), in the library's order.
+                    ElementMath tanhForm = [](ActivationMath &m,
+                                              ArrayRef<Value> in) -> Ys {
+                      F32Emitter &f = m.f;
+                      Value t = m.geluTanh(in[0]);
+                      return {f.mul(f.mul(f.c(0.5), in[0]),
+                                    f.add(f.c(1.0), t))};
+                    };
+                    return withForm(
+                        withCopies({{{op.getInput(), "x"}},
+                                    {{op.getResult(), "y"}},
+                                    op.isTanh() ? tanhForm : erfForm,
+                                    /*special=*/true},
+                                   Value(), "", op.getResultT()),
+                        op.isTanh());
                   }),
       def<GeluGradOp>(
           "gelu_grad",
           [](GeluGradOp op) {
-            return withCopies(
-                {{{op.getInput(), "x"}, {op.getGrad(), "dy"}},
-                 {{op.getDx(), "dx"}},
-                 [](ActivationMath &m, ArrayRef<Value> in) -> Ys {
-                   F32Emitter &f = m.f;
-                   Value x = in[0], e;
-                   Value cdf = m.geluCdf(x, &e, /*refine=*/true);
-                   Value pdfTerm =
-                       m.exact ? f.div(f.mul(x, e), f.c(kSqrt2Pi))
-                               : f.mul(f.mul(x, e), f.c(1.0 / kSqrt2Pi));
-                   Value dx = f.mul(in[1], f.add(cdf, pdfTerm));
-                   return {dx, dx};
-                 },
-                 /*special=*/true},
-                op.getDxQ(), "dx_q", op.getDxQt());
+            ElementMath erfForm = [](ActivationMath &m,
+                                     ArrayRef<Value> in) -> Ys {
+              F32Emitter &f = m.f;
+              Value x = in[0], e;
+              Value cdf = m.geluCdf(x, &e, /*refine=*/true);
+              Value pdfTerm = m.exact ? f.div(f.mul(x, e), f.c(kSqrt2Pi))
+                                      : f.mul(f.mul(x, e), f.c(1.0 / kSqrt2Pi));
+              Value dx = f.mul(in[1], f.add(cdf, pdfTerm));
+              return {dx, dx};
+            };
+            // (1 + t) / 2 + (x / 2) (1 - t^2) sqrt(2/pi) (1 + 3c x^2), in
+            // the library's order (3c is its f32 product).
+            ElementMath tanhForm = [](ActivationMath &m,
+                                      ArrayRef<Value> in) -> Ys {
+              F32Emitter &f = m.f;
+              Value x = in[0], t = m.geluTanh(x);
+              Value cdf = f.mul(f.c(0.5), f.add(f.c(1.0), t));
+              const float cubic3 = 3.0f * ::coat::ref::kGeluTanhCubic;
+              Value slope =
+                  f.mul(f.c(::coat::ref::kGeluTanhScale),
+                        f.add(f.c(1.0), f.mul(f.c(cubic3), f.mul(x, x))));
+              Value pdfTerm =
+                  f.mul(f.mul(f.mul(f.c(0.5), x), f.sub(f.c(1.0), f.mul(t, t))),
+                        slope);
+              Value dx = f.mul(in[1], f.add(cdf, pdfTerm));
+              return {dx, dx};
+            };
+            return withForm(
+                withCopies({{{op.getInput(), "x"}, {op.getGrad(), "dy"}},
+                            {{op.getDx(), "dx"}},
+                            op.isTanh() ? tanhForm : erfForm,
+                            /*special=*/true},
+                           op.getDxQ(), "dx_q", op.getDxQt()),
+                op.isTanh());
           }),
       def<SwigluMulOp>("swiglu_mul",
                        [](SwigluMulOp op) {

@@ -315,6 +315,8 @@ DictionaryAttr PointwiseLowering::record(const PointwiseSpec &spec,
   if (spec.hasFp8Output())
     config.push_back(b.getNamedAttr(
         "eps", b.getF64FloatAttr(::coat::kActivationScaleEps)));
+  for (auto [key, value] : spec.info.configEntries)
+    config.push_back(b.getNamedAttr(key, b.getStringAttr(value)));
   // Which formulas the special functions use (the tests' tolerances differ).
   if (spec.info.special)
     config.push_back(

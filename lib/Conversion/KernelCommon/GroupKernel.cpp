@@ -134,6 +134,7 @@ Value F32Emitter::isFinite(Value x) {
 
 Value F32Emitter::exp(Value x) { return math::ExpOp::create(b, x); }
 Value F32Emitter::erf(Value x) { return math::ErfOp::create(b, x); }
+Value F32Emitter::tanh(Value x) { return math::TanhOp::create(b, x); }
 Value F32Emitter::roundTo(Value x, Type t) {
   if (t == x.getType())
     return x;

@@ -7,9 +7,13 @@ reproduce: a known decoder-layer class, RMSNorm classes that compute
 ``weight * x / rms(x)`` (Gemma's ``1 + weight`` would not), a SwiGLU MLP with
 SiLU; for OLMo-1, its LayerNorm without parameters (probed for its eps); for
 GPT-NeoX, ``torch.nn.LayerNorm`` with weight and bias, the fused q/k/v
-projection, and a non-gated MLP with exact (erf) GELU. Anything else
-raises :class:`UnsupportedLayer` naming the module and the missing feature,
-so nothing silently keeps BF16 or runs with the wrong hyperparameters.
+projection, and a non-gated MLP with exact (erf) GELU; for GPT-2, those
+LayerNorms, transformers' ``Conv1D`` projections ([in, out] weights with a
+bias; c_attn's output is q, k and v stacked) and GELU in the form the config
+names (exact, or the tanh form of ``gelu_new``), checked on probe values.
+Anything else raises :class:`UnsupportedLayer` naming the module and the
+missing feature, so nothing silently keeps BF16 or runs with the wrong
+hyperparameters.
 """
 
 from __future__ import annotations
@@ -34,6 +38,10 @@ NONAFFINE_NORM_LAYERS = {"OlmoDecoderLayer"}
 POST_NORM_LAYERS = {"Olmo2DecoderLayer": "OLMo2"}
 #: LayerNorm, one fused q/k/v projection, GELU MLP, (parallel) residual.
 NEOX_LAYERS = {"GPTNeoXLayer": "GPT-NeoX"}
+#: LayerNorm, Conv1D projections (q, k, v stacked in c_attn's output), GELU
+#: MLP, sequential residual; absolute position embeddings (outside the
+#: blocks), no RoPE.
+GPT2_LAYERS = {"GPT2Block": "GPT-2"}
 
 #: RMSNorm classes computing ``weight * (x / sqrt(mean(x^2) + eps))``
 #: (OLMo2 multiplies before the cast back, Llama after: both are the same
@@ -105,6 +113,16 @@ class LayerSpec:
     #: OLMo's clip_qkv: q, k and v clamped to [-clip_qkv, clip_qkv] after
     #: the projections, before RoPE (in the attention core); None: no clamp
     clip_qkv: Optional[float] = None
+    #: GELU's form in a "gelu" MLP, as torch names it: "none" (exact, erf)
+    #: or "tanh" (GPT-2's gelu_new)
+    gelu_approximate: str = "none"
+    #: "rotary" (RoPE in the attention) or "absolute" (GPT-2: position
+    #: embeddings added before the first layer; none in the layers)
+    positions: str = "rotary"
+    #: GPT-2's attention scale: 1/sqrt(head_dim) with scale_attn_weights,
+    #: further divided by layer_idx + 1 with scale_attn_by_inverse_layer_idx
+    scale_attn_weights: bool = True
+    scale_attn_by_inverse_layer_idx: bool = False
 
     @property
     def q_features(self) -> int:
@@ -252,6 +270,127 @@ def _dropout_p(qual: str, module) -> float:
 #: "quick_gelu" and others are different functions.
 EXACT_GELU = ("gelu",)
 
+#: GPT-2 activations (activation_function) by the GELU form the program
+#: computes for them (coat.gelu's approximate): exact "gelu", and the tanh
+#: form of "gelu_new" and "gelu_pytorch_tanh" (torch's gelu(approximate=
+#: "tanh")). Others ("gelu_fast", "quick_gelu", "relu", ...) are refused.
+GELU_FORMS = {"gelu": "none", "gelu_new": "tanh", "gelu_pytorch_tanh": "tanh"}
+
+
+def _gelu_form(where: str, act: Optional[str], module: Optional[torch.nn.Module]) -> str:
+    """The GELU form of activation ``act`` (:data:`GELU_FORMS`), checked on
+    the activation module itself where there is one: run on probe values,
+    it must compute that form (erf and tanh differ by up to 5e-4 there), so
+    a module that computes another function is refused."""
+    if act not in GELU_FORMS:
+        raise UnsupportedLayer(f"{where}: activation {act!r}; the GELU MLP program computes "
+                               "exact GELU ('gelu') or its tanh form ('gelu_new', "
+                               "'gelu_pytorch_tanh')")
+    form = GELU_FORMS[act]
+    if module is None:
+        return form
+    x = torch.linspace(-6.0, 6.0, 241)
+    try:
+        with torch.no_grad(), torch.autocast("cpu", enabled=False):
+            got = module(x).float().cpu()
+    except Exception as e:  # noqa: BLE001 - any failure: not what the program computes
+        raise UnsupportedLayer(f"{where}.act ({type(module).__name__}) could not be probed on "
+                               f"CPU f32 values ({type(e).__name__}: {e})") from None
+    want = torch.nn.functional.gelu(x, approximate=form)
+    if got.shape != want.shape or not torch.allclose(got, want, rtol=1e-5, atol=2e-5):
+        raise UnsupportedLayer(f"{where}.act ({type(module).__name__}) does not compute GELU's "
+                               f"{'exact' if form == 'none' else form} form, which activation "
+                               f"{act!r} names (checked on probe values)")
+    return form
+
+
+def _conv1d(qual: str, owner: torch.nn.Module, name: str):
+    """transformers' Conv1D ``name`` of ``owner``: an [in, out] weight and
+    an [out] bias, ``x @ weight + bias``."""
+    mod = getattr(owner, name, None)
+    where = _where(qual, name)
+    cls = type(mod).__name__
+    w, b = getattr(mod, "weight", None), getattr(mod, "bias", None)
+    if cls != "Conv1D" or not isinstance(w, torch.nn.Parameter) or w.dim() != 2:
+        raise UnsupportedLayer(f"{where} is {cls}, not transformers' Conv1D (an [in, out] "
+                               "weight)")
+    if not isinstance(b, torch.nn.Parameter) or tuple(b.shape) != (w.shape[1],):
+        raise UnsupportedLayer(f"{where} (Conv1D) has no bias of its {w.shape[1]} outputs")
+    return mod
+
+
+def _attention_flag(where: str, attn, config, name: str, default: bool) -> bool:
+    """A GPT-2 attention option: the config's (which the attention module
+    copies); the module's own where the config has none. Where both say and
+    differ, refused."""
+    mine, theirs = getattr(attn, name, None), getattr(config, name, None)
+    if mine is not None and theirs is not None and bool(mine) != bool(theirs):
+        raise UnsupportedLayer(f"{where}: {name} is {mine!r} on the module, {theirs!r} in its "
+                               "config")
+    value = theirs if theirs is not None else mine
+    return default if value is None else bool(value)
+
+
+def _gpt2_spec(qual: str, layer: torch.nn.Module) -> LayerSpec:
+    """A GPT2Block: ln_1, attn (c_attn: q, k and v stacked; c_proj), ln_2,
+    mlp (c_fc, GELU, c_proj), all Conv1D with biases, sequential residual.
+    The attention core, its scale (scale_attn_weights,
+    scale_attn_by_inverse_layer_idx) and its dropout stay the model's."""
+    cls = type(layer).__name__
+    attn = getattr(layer, "attn", None)
+    mlp = getattr(layer, "mlp", None)
+    if attn is None or mlp is None:
+        raise UnsupportedLayer(f"{qual} ({cls}) has no attn or mlp")
+    at, ml = _where(qual, "attn"), _where(qual, "mlp")
+    config = getattr(attn, "config", None)
+    if getattr(attn, "is_cross_attention", False) or _config_value(config, "add_cross_attention"):
+        raise UnsupportedLayer(f"{qual} ({cls}) has a cross-attention (add_cross_attention), "
+                               "which the compiled programs do not express")
+    if _attention_flag(at, attn, config, "reorder_and_upcast_attn", False):
+        raise UnsupportedLayer(f"{at}: reorder_and_upcast_attn (the f32, reordered attention "
+                               "scores of GPT2Attention) is not supported; the converted layer "
+                               "runs the model's attention function")
+    heads = getattr(attn, "num_heads", None) or _config_value(config, "num_attention_heads",
+                                                               "n_head")
+    head_dim = getattr(attn, "head_dim", None)
+    if heads is None or head_dim is None:
+        raise UnsupportedLayer(f"{at} does not say its head count and head_dim (num_heads, "
+                               "head_dim)")
+    c_attn, c_proj = _conv1d(at, attn, "c_attn"), _conv1d(at, attn, "c_proj")
+    hidden = c_attn.weight.shape[0]
+    if heads * head_dim != hidden or c_attn.weight.shape[1] != 3 * hidden or \
+            tuple(c_proj.weight.shape) != (hidden, hidden):
+        raise UnsupportedLayer(f"{at}: c_attn ({tuple(c_attn.weight.shape)}) and c_proj "
+                               f"({tuple(c_proj.weight.shape)}) do not match {heads} heads of "
+                               f"{head_dim} (pruned heads are not supported)")
+    if getattr(attn, "pruned_heads", None):
+        raise UnsupportedLayer(f"{at}: pruned heads are not supported")
+    c_fc, c_out = _conv1d(ml, mlp, "c_fc"), _conv1d(ml, mlp, "c_proj")
+    ffn = c_fc.weight.shape[1]
+    if c_fc.weight.shape[0] != hidden or tuple(c_out.weight.shape) != (ffn, hidden):
+        raise UnsupportedLayer(f"{ml}: projection shapes do not form a {hidden} -> {ffn} -> "
+                               f"{hidden} MLP")
+    form = _gelu_form(ml, _config_value(config, "activation_function"),
+                      getattr(mlp, "act", None))
+    # The residual dropouts would sit inside the programs; the attention's
+    # runs in the model's attention function, as before.
+    for where, dropout in ((f"{at}.resid_dropout", getattr(attn, "resid_dropout", None)),
+                           (f"{ml}.dropout", getattr(mlp, "dropout", None))):
+        p = _dropout_p(where, dropout)
+        if p != 0.0:
+            raise UnsupportedLayer(f"{where}: dropout {p}; the converted layer has no residual "
+                                   "dropout (resid_pdrop must be 0)")
+    e1 = layer_norm_eps(_where(qual, "ln_1"), getattr(layer, "ln_1", None))
+    e2 = layer_norm_eps(_where(qual, "ln_2"), getattr(layer, "ln_2", None))
+    return LayerSpec(family=GPT2_LAYERS[cls], hidden=hidden, ffn=ffn, heads=heads,
+                     kv_heads=heads, head_dim=head_dim, attn_norm_eps=e1, mlp_norm_eps=e2,
+                     qkv_bias=True, o_bias=True, norm="layernorm", mlp="gelu", mlp_bias=True,
+                     gelu_approximate=form, positions="absolute",
+                     scale_attn_weights=_attention_flag(at, attn, config,
+                                                        "scale_attn_weights", True),
+                     scale_attn_by_inverse_layer_idx=_attention_flag(
+                         at, attn, config, "scale_attn_by_inverse_layer_idx", False))
+
 
 def _neox_rotary_dim(config, head_dim: int, get=None) -> int:
     """rotary_ndims of a GPT-NeoX attention: int(head_dim * the partial
@@ -356,16 +495,19 @@ def inspect_layer(qual: str, layer: torch.nn.Module) -> LayerSpec:
     cls = type(layer).__name__
     for attr, feature in _UNSUPPORTED_FEATURES.items():
         if hasattr(layer, attr) or hasattr(getattr(layer, "mlp", None), attr):
-            raise UnsupportedLayer(f"{qual} ({cls}) has a {feature}, which the compiled "
-                                   "programs do not express")
+            raise UnsupportedLayer(f"{qual} ({cls}) has a {feature} ({attr}), which the "
+                                   "compiled programs do not express")
     if cls in NEOX_LAYERS:
         return _neox_spec(qual, layer)
+    if cls in GPT2_LAYERS:
+        return _gpt2_spec(qual, layer)
     if cls in PRE_NORM_LAYERS:
         family, placement = PRE_NORM_LAYERS[cls], "pre"
     elif cls in POST_NORM_LAYERS:
         family, placement = POST_NORM_LAYERS[cls], "post"
     else:
-        known = sorted(set(PRE_NORM_LAYERS) | set(POST_NORM_LAYERS) | set(NEOX_LAYERS))
+        known = sorted(set(PRE_NORM_LAYERS) | set(POST_NORM_LAYERS) | set(NEOX_LAYERS) |
+                       set(GPT2_LAYERS))
         raise UnsupportedLayer(f"{qual} is {cls}; coat.convert converts {', '.join(known)} "
                                "(keep it in high precision with filter_fn)")
     attn = getattr(layer, "self_attn", None)
@@ -460,6 +602,7 @@ CONFIG_FAMILIES = {
     "olmo2": ("OLMo2", "post", "full"),
     "olmo": ("OLMo", "pre", "none"),  # LayerNorms without parameters, clip_qkv
     "gpt_neox": ("GPT-NeoX", "pre", "none"),  # read by _neox_spec_from_config
+    "gpt2": ("GPT-2", "pre", "none"),  # read by _gpt2_spec_from_config
 }
 
 
@@ -500,6 +643,45 @@ def _neox_spec_from_config(get) -> LayerSpec:
                      parallel_residual=True if parallel is None else bool(parallel))
 
 
+def _gpt2_spec_from_config(get) -> LayerSpec:
+    """GPT-2's LayerSpec from its config (GPT2Config's names and defaults:
+    n_inner 4 * n_embd, activation_function "gelu_new", layer_norm_epsilon
+    1e-5, resid_pdrop 0.1, scale_attn_weights True, the other options
+    False)."""
+    family = "GPT-2"
+    hidden = get("n_embd") or get("hidden_size")
+    heads = get("n_head") or get("num_attention_heads")
+    if hidden % heads:
+        raise UnsupportedLayer(f"{family} config: n_embd {hidden} is not a multiple of n_head "
+                               f"{heads}")
+    act = get("activation_function") or "gelu_new"
+    if act not in GELU_FORMS:
+        raise UnsupportedLayer(f"{family} config: activation {act!r}; the GELU MLP program "
+                               "computes exact GELU ('gelu') or its tanh form ('gelu_new', "
+                               "'gelu_pytorch_tanh')")
+    if get("add_cross_attention"):
+        raise UnsupportedLayer(f"{family} config: add_cross_attention; cross-attention is not "
+                               "supported")
+    if get("reorder_and_upcast_attn"):
+        raise UnsupportedLayer(f"{family} config: reorder_and_upcast_attn is not supported")
+    p = get("resid_pdrop")
+    p = 0.1 if p is None else float(p)
+    if p != 0.0:
+        raise UnsupportedLayer(f"{family} config: resid_pdrop {p}; the converted layer has no "
+                               "residual dropout")
+    eps = get("layer_norm_epsilon")
+    scale = get("scale_attn_weights")
+    return LayerSpec(family=family, hidden=hidden, ffn=get("n_inner") or 4 * hidden,
+                     heads=heads, kv_heads=heads, head_dim=hidden // heads,
+                     attn_norm_eps=1e-5 if eps is None else float(eps),
+                     mlp_norm_eps=1e-5 if eps is None else float(eps), qkv_bias=True,
+                     o_bias=True, norm="layernorm", mlp="gelu", mlp_bias=True,
+                     gelu_approximate=GELU_FORMS[act], positions="absolute",
+                     scale_attn_weights=True if scale is None else bool(scale),
+                     scale_attn_by_inverse_layer_idx=bool(
+                         get("scale_attn_by_inverse_layer_idx")))
+
+
 def spec_from_config(config) -> LayerSpec:
     """The LayerSpec every decoder layer of a model with this ``transformers``
     config (an object or the dict of its config.json) gets, without building
@@ -513,6 +695,8 @@ def spec_from_config(config) -> LayerSpec:
                                f"{', '.join(sorted(CONFIG_FAMILIES))}")
     if model_type == "gpt_neox":
         return _neox_spec_from_config(get)
+    if model_type == "gpt2":
+        return _gpt2_spec_from_config(get)
     family, placement, qk_norm = CONFIG_FAMILIES[model_type]
     hidden, heads = get("hidden_size"), get("num_attention_heads")
     kv_heads = get("num_key_value_heads") or heads

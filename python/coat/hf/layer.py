@@ -2,7 +2,7 @@
 projections run as compiled programs, its attention core stays the model's
 own (rotary tables from the model's rotary module, its attention function,
 masks, grouped queries, QK-norm, OLMo's clip_qkv, sliding windows, partial
-rotary, KV cache), in BF16 as in COAT.
+rotary, GPT-2's attention scale, KV cache), in BF16 as in COAT.
 
 The converted layer adopts the original layer's children under their own
 names, so parameter names, buffers, the state_dict, ``save_pretrained`` and
@@ -70,8 +70,9 @@ def layer_programs(spec: LayerSpec) -> List[object]:
 
 
 def _gelu_layer_programs(spec: LayerSpec, qkv: int) -> List[object]:
-    """GPT-NeoX: LayerNorm + the fused q/k/v GEMM (rotary, partial, in the
-    attention core), dense + residual, LayerNorm + GELU MLP + residual;
+    """GPT-NeoX and GPT-2: LayerNorm + the q/k/v GEMM (GPT-NeoX's rotary,
+    partial, in the attention core), the attention's output projection +
+    residual, LayerNorm + GELU MLP (GELU in the layer's form) + residual;
     with a parallel residual the MLP's norm reads the layer's input, not
     the stream after attention."""
     if spec.norm != "layernorm" or not spec.norm_affine or spec.norm_placement != "pre" or \
@@ -83,7 +84,8 @@ def _gelu_layer_programs(spec: LayerSpec, qkv: int) -> List[object]:
             programs.LinearResidualConfig(spec.q_features, spec.hidden, bias=spec.o_bias),
             programs.GeluMLPConfig(spec.hidden, spec.ffn, norm="layernorm", bias=spec.mlp_bias,
                                    eps=spec.mlp_norm_eps,
-                                   residual="separate" if spec.parallel_residual else "input")]
+                                   residual="separate" if spec.parallel_residual else "input",
+                                   approximate=spec.gelu_approximate)]
 
 
 def _returns_tuple(layer: torch.nn.Module) -> bool:
@@ -111,8 +113,14 @@ def converted_layer(layer: torch.nn.Module, spec: LayerSpec, *, qual: str = "",
                     kernels: Optional[str] = None) -> "DecoderLayer":
     """The converted layer of ``layer`` (read into ``spec`` by
     :func:`coat.hf.families.inspect_layer`): GPT-NeoX's fused q/k/v layout
-    and call signature, or the others'."""
-    cls = GPTNeoXDecoderLayer if spec.qkv_layout == "fused_per_head" else DecoderLayer
+    and call signature, GPT-2's Conv1D projections, absolute positions and
+    call signature, or the others'."""
+    if spec.qkv_layout == "fused_per_head":
+        cls = GPTNeoXDecoderLayer
+    elif spec.positions == "absolute":
+        cls = GPT2DecoderLayer
+    else:
+        cls = DecoderLayer
     return cls(layer, spec, qual=qual, kernels=kernels)
 
 
@@ -166,26 +174,30 @@ class DecoderLayer(_ProgramModule, _LayerBase):
     # -- the attention core: the model's own code path -------------------
     def _attend(self, attn: torch.nn.Module, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                 b: int, s: int, position_embeddings, attention_mask, cache, kwargs, *,
-                rotate: bool, dropout: float, **extra) -> torch.Tensor:
+                rotate: bool, dropout: float, scaling: Optional[float] = None,
+                cache_kwargs: Optional[dict] = None, **extra) -> torch.Tensor:
         """Attention as the model's own attention module ``attn`` does it,
         from q, k and v ([b, heads, s, head_dim]): the family's
         apply_rotary_pos_emb (with ``rotate``), the KV cache update under the
-        layer's index, the attention function the model's config selects
-        (the family's eager one by default). Returns [b, s, heads *
-        head_dim]."""
+        layer's index (with ``cache_kwargs`` where the family passes some),
+        the attention function the model's config selects (the family's
+        eager one by default) with ``scaling`` (the module's ``scaling``
+        where None). Returns [b, s, heads * head_dim]."""
         if rotate:
             cos, sin = position_embeddings
             dtype = v.dtype
             q, k = self._family_module.apply_rotary_pos_emb(q, k, cos, sin)
             q, k = q.to(dtype), k.to(dtype)  # rotated in the tables' precision
         if cache is not None:
-            k, v = cache.update(k, v, attn.layer_idx)
+            k, v = cache.update(k, v, attn.layer_idx,
+                                *(() if cache_kwargs is None else (cache_kwargs,)))
         from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
         interface = ALL_ATTENTION_FUNCTIONS.get_interface(
             attn.config._attn_implementation, self._family_module.eager_attention_forward)
-        out, _ = interface(attn, q, k, v, attention_mask, dropout=dropout, scaling=attn.scaling,
-                           **extra, **kwargs)
+        out, _ = interface(attn, q, k, v, attention_mask, dropout=dropout,
+                           scaling=attn.scaling if scaling is None else scaling, **extra,
+                           **kwargs)
         return out.reshape(b, s, -1)
 
     def _attention(self, qkv: torch.Tensor, b: int, s: int, position_embeddings,
@@ -215,22 +227,36 @@ class DecoderLayer(_ProgramModule, _LayerBase):
                             past_key_values, kwargs, rotate=not self.rope_in_program,
                             dropout=attn.attention_dropout if self.training else 0.0, **extra)
 
-    def forward(self, hidden_states: torch.Tensor, attention_mask=None, position_ids=None,
-                past_key_values=None, use_cache: bool = False, position_embeddings=None,
-                **kwargs):
+    def _check_call(self, x: torch.Tensor, kwargs: dict, position_embeddings=None, *,
+                    rotary: bool = True, output_attentions: bool = False,
+                    refused=()) -> str:
+        """Checks what a call gives the converted layer and returns the
+        layer's name for errors: hidden states [batch, seq, hidden], the
+        model's rotary tables (``rotary``), no request for attention weights
+        (``output_attentions``, given or in ``kwargs``), none of the keyword
+        arguments ``refused`` (both popped from ``kwargs``), inputs on the
+        parameters' device."""
         name = _module_name(self)
-        x = hidden_states
         if x.dim() != 3:
             raise ValueError(f"{name}: hidden_states must be [batch, seq, hidden], got "
                              f"{tuple(x.shape)}")
-        if position_embeddings is None:
+        if rotary and position_embeddings is None:
             raise ValueError(f"{name}: called without position_embeddings (the model's rotary "
                              "tables); this transformers release computes them in the model")
-        if kwargs.get("output_attentions"):
+        if output_attentions or kwargs.pop("output_attentions", None):
             raise ValueError(f"{name}: output_attentions is not available from a converted "
                              "layer")
-        kwargs.pop("output_attentions", None)
+        for arg in refused:
+            if kwargs.pop(arg, None) is not None:
+                raise ValueError(f"{name}: {arg} is not available from a converted layer")
         _check_devices(self, x, name)
+        return name
+
+    def forward(self, hidden_states: torch.Tensor, attention_mask=None, position_ids=None,
+                past_key_values=None, use_cache: bool = False, position_embeddings=None,
+                **kwargs):
+        x = hidden_states
+        name = self._check_call(x, kwargs, position_embeddings)
         spec, attn, mlp = self.spec, self.self_attn, self.mlp
         b, s, _ = x.shape
         tokens = b * s
@@ -308,25 +334,14 @@ class GPTNeoXDecoderLayer(DecoderLayer):
     def forward(self, hidden_states: torch.Tensor, attention_mask=None, position_ids=None,
                 use_cache: bool = False, layer_past=None, output_attentions: bool = False,
                 cache_position=None, position_embeddings=None, **kwargs):
-        name = _module_name(self)
         x = hidden_states
-        if x.dim() != 3:
-            raise ValueError(f"{name}: hidden_states must be [batch, seq, hidden], got "
-                             f"{tuple(x.shape)}")
-        if position_embeddings is None:
-            raise ValueError(f"{name}: called without position_embeddings (the model's rotary "
-                             "tables); this transformers release computes them in the model")
-        if output_attentions or kwargs.pop("output_attentions", None):
-            raise ValueError(f"{name}: output_attentions is not available from a converted "
-                             "layer")
-        if kwargs.pop("head_mask", None) is not None:
-            raise ValueError(f"{name}: head_mask is not available from a converted layer")
+        name = self._check_call(x, kwargs, position_embeddings,
+                                output_attentions=output_attentions, refused=("head_mask",))
         cache = kwargs.pop("past_key_values", None)
         if layer_past is not None:
             cache = layer_past
         if position_ids is not None:
             kwargs["position_ids"] = position_ids  # as GPTNeoXAttention passes it on
-        _check_devices(self, x, name)
         spec, attn, mlp = self.spec, self.attention, self.mlp
         b, s, _ = x.shape
         tokens = b * s
@@ -351,5 +366,84 @@ class GPTNeoXDecoderLayer(DecoderLayer):
             (out,) = self.run_program(2, f"{name} MLP", after_attn, h, *mlp_ws)
         else:
             (out,) = self.run_program(2, f"{name} MLP", after_attn, *mlp_ws)
+        out = out[:tokens].view(b, s, spec.hidden).to(x.dtype)
+        return (out,) if self.tuple_output else out
+
+
+class GPT2DecoderLayer(DecoderLayer):
+    """A converted GPT2Block: ln_1 + c_attn, c_proj + residual, ln_2 + GELU
+    MLP (the block's form) + residual as programs, each Conv1D's [in, out]
+    weight passed as the [out, in] copy the program takes (made again in the
+    backward, not kept; the gradient lands in the [in, out] parameter);
+    attention, its scale and dropout, masks and KV cache as the model's own
+    attention does them. GPT-2 has no rotary embedding: positions are added
+    before the first block."""
+
+    _attention_child = "attn"
+
+    def extra_repr(self) -> str:
+        s = self.spec
+        return (f"family={s.family}, hidden={s.hidden}, ffn={s.ffn}, heads={s.heads}, "
+                f"head_dim={s.head_dim}, gelu={s.gelu_approximate}, "
+                f"scale_attn_weights={s.scale_attn_weights}, "
+                f"scale_attn_by_inverse_layer_idx={s.scale_attn_by_inverse_layer_idx}")
+
+    def _scaling(self) -> float:
+        """GPT2Attention's scale of the scores: 1/sqrt(head_dim) with
+        scale_attn_weights, divided by layer_idx + 1 with
+        scale_attn_by_inverse_layer_idx. The eager function of
+        transformers' GPT-2 computes it from the module (the same options);
+        the others take it from here."""
+        spec = self.spec
+        scale = spec.head_dim ** -0.5 if spec.scale_attn_weights else 1.0
+        if spec.scale_attn_by_inverse_layer_idx:
+            layer_idx = getattr(self.attn, "layer_idx", None)
+            if layer_idx is None:
+                raise ValueError(f"{_module_name(self)}: scale_attn_by_inverse_layer_idx needs "
+                                 "the attention's layer_idx")
+            scale /= float(layer_idx + 1)
+        return scale
+
+    def _attention(self, qkv: torch.Tensor, b: int, s: int, attention_mask, cache,
+                   cache_position, kwargs) -> torch.Tensor:
+        spec, attn = self.spec, self.attn
+        q, k, v = (t.reshape(b, s, -1, spec.head_dim).transpose(1, 2)
+                   for t in qkv.view(b, s, -1).split(spec.hidden, dim=-1))
+        # An encoder-decoder cache holds this attention's keys in its
+        # self-attention part (cross-attention is refused).
+        cache = getattr(cache, "self_attention_cache", cache)
+        cache_kwargs = None if cache_position is None else {"cache_position": cache_position}
+        return self._attend(attn, q, k, v, b, s, None, attention_mask, cache, kwargs,
+                            rotate=False, scaling=self._scaling(), cache_kwargs=cache_kwargs,
+                            dropout=attn.attn_dropout.p if self.training else 0.0)
+
+    def forward(self, hidden_states: torch.Tensor, past_key_values=None, cache_position=None,
+                attention_mask=None, encoder_hidden_states=None, encoder_attention_mask=None,
+                use_cache: bool = False, **kwargs):
+        x = hidden_states
+        name = self._check_call(x, kwargs, rotary=False, refused=("head_mask",))
+        if encoder_hidden_states is not None or encoder_attention_mask is not None:
+            raise ValueError(f"{name}: encoder_hidden_states (cross-attention) are not "
+                             "available from a converted layer")
+        spec, attn, mlp = self.spec, self.attn, self.mlp
+        b, s, _ = x.shape
+        tokens = b * s
+
+        def conv(mod):
+            """A Conv1D's [out, in] weight copy and its bias."""
+            return program_weight(mod.weight, transposed=True), program_weight(mod.bias)
+
+        def norm(mod):
+            return program_weight(mod.weight), program_weight(mod.bias)
+
+        h = _tokens_2d(x, spec.hidden, name)
+        (qkv,) = self.run_program(0, f"{name} attention input", h, *norm(self.ln_1),
+                                  *conv(attn.c_attn))
+        a = self._attention(qkv[:tokens], b, s, attention_mask, past_key_values,
+                            cache_position, kwargs)
+        a = _tokens_2d(a, spec.q_features, name)
+        (h,) = self.run_program(1, f"{name} attention output", h, a, *conv(attn.c_proj))
+        (out,) = self.run_program(2, f"{name} MLP", h, *norm(self.ln_2), *conv(mlp.c_fc),
+                                  *conv(mlp.c_proj))
         out = out[:tokens].view(b, s, spec.hidden).to(x.dtype)
         return (out,) if self.tuple_output else out

@@ -14,16 +14,17 @@ from .finite import check as _check_finite
 
 class _Derivation:
     """How a program's bf16 weight was made from parameters (cast, rows
-    concatenated), so that an eager call keeps this instead of the copy when
-    its launch plan saves the weight for the backward (the compiler counts a
-    weight as there in the backward: coat-recompute-activations derives its
-    FP8 copy again from it). The parameters are alive anyway; the copy would
-    be an extra two bytes per parameter between the forward and the
-    backward."""
+    concatenated, transposed), so that an eager call keeps this instead of
+    the copy when its launch plan saves the weight for the backward (the
+    compiler counts a weight as there in the backward:
+    coat-recompute-activations derives its FP8 copy again from it). The
+    parameters are alive anyway; the copy would be an extra two bytes per
+    parameter between the forward and the backward."""
 
-    def __init__(self, params: Sequence[torch.Tensor]):
+    def __init__(self, params: Sequence[torch.Tensor], transposed: bool = False):
         self.params = [p.detach() for p in params]
         self.versions = [p._version for p in params]
+        self.transposed = transposed
 
     def again(self, what: str) -> torch.Tensor:
         """The same copy, made again; an error if a parameter was changed
@@ -32,15 +33,19 @@ class _Derivation:
             raise RuntimeError(f"{what}: a weight was modified in place between the forward "
                                "and the backward; its copy for the backward would differ")
         with torch.no_grad():
-            return _derive(self.params)
+            return _derive(self.params, self.transposed)
 
 
-def _derive(params: Sequence[torch.Tensor]) -> torch.Tensor:
+def _derive(params: Sequence[torch.Tensor], transposed: bool = False) -> torch.Tensor:
+    if transposed:
+        # [in, out] parameters side by side, then the [out, in] matrix.
+        w = params[0] if len(params) == 1 else torch.cat(list(params), dim=1)
+        return w.t().to(torch.bfloat16, memory_format=torch.contiguous_format)
     w = params[0] if len(params) == 1 else torch.cat(list(params))
     return w.to(torch.bfloat16).contiguous()
 
 
-def program_weight(*params: torch.Tensor) -> torch.Tensor:
+def program_weight(*params: torch.Tensor, transposed: bool = False) -> torch.Tensor:
     """The bf16 weight a program takes from ``params`` (their rows
     concatenated, e.g. q, k and v projections): the parameter itself when it
     is one contiguous bf16 tensor; otherwise a copy, differentiable to the
@@ -48,21 +53,30 @@ def program_weight(*params: torch.Tensor) -> torch.Tensor:
     keeps how to make it again (:class:`_Derivation`); under torch.compile
     the copy is made in a checkpointed region, which the partitioner
     recomputes in the backward rather than save (it would save the copy
-    otherwise: a cast shrinks its input)."""
-    if len(params) == 1 and params[0].dtype == torch.bfloat16 and params[0].is_contiguous():
+    otherwise: a cast shrinks its input).
+
+    ``transposed``: the parameters are [in, out] matrices (transformers'
+    Conv1D, GPT-2's projections), concatenated along ``out``; the program
+    takes the [out, in] transpose, always a copy made as above. Gradients
+    land in the parameters in their own [in, out] shape."""
+    if transposed and any(p.dim() != 2 for p in params):
+        raise ValueError("program_weight(transposed=True) takes [in, out] matrices, got "
+                         f"shapes {[tuple(p.shape) for p in params]}")
+    if not transposed and len(params) == 1 and params[0].dtype == torch.bfloat16 and \
+            params[0].is_contiguous():
         return params[0]
     compiler = getattr(torch, "compiler", None)  # torch >= 2.1
     if compiler is not None and compiler.is_compiling():
         from torch.utils.checkpoint import checkpoint
 
-        return checkpoint(_derive_from, *params, use_reentrant=False)
-    w = _derive(params)
-    w._coat_derivation = _Derivation(params)
+        return checkpoint(_derive_from, transposed, *params, use_reentrant=False)
+    w = _derive(params, transposed)
+    w._coat_derivation = _Derivation(params, transposed)
     return w
 
 
-def _derive_from(*params: torch.Tensor) -> torch.Tensor:
-    return _derive(params)
+def _derive_from(transposed: bool, *params: torch.Tensor) -> torch.Tensor:
+    return _derive(params, transposed)
 
 
 def forward_inputs(program: Program) -> List[int]:

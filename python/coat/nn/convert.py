@@ -20,9 +20,10 @@ from .modules import _ProgramModule
 
 #: Modules :func:`convert` leaves in high precision unless told otherwise:
 #: the embedding, the final norm and the LM head (as in COAT), under Llama's
-#: names and GPT-NeoX's.
+#: names, GPT-NeoX's and GPT-2's (ln_f; its embeddings wte and wpe are not
+#: Linear layers).
 KEEP_HIGH_PRECISION = ("embed_tokens", "norm", "lm_head", "embed_in", "final_layer_norm",
-                       "embed_out")
+                       "embed_out", "ln_f")
 
 FilterFn = Callable[[str, torch.nn.Module], bool]
 

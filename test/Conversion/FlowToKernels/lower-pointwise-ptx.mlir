@@ -52,6 +52,16 @@
 // CHECK: shfl.sync.bfly.b32 {{.*}}, 1, 31, -1;
 // CHECK-NOT: .local
 // CHECK-NOT: fma.rn
+// GELU's tanh form (fast): t from one ex2 and one rcp on the SFU and a
+// copysign, no libdevice tanh; the element math rounded op by op, no spills.
+// CHECK-LABEL: .visible .entry gelu_tanh_grad(
+// CHECK-NOT: .local
+// CHECK-NOT: fma.rn
+// CHECK: ex2.approx.ftz.f32
+// CHECK: rcp.approx.ftz.f32
+// CHECK: copysign.f32
+// CHECK-NOT: .local
+// CHECK-NOT: fma.rn
 
 func.func @silu_e4m3(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>)
     -> !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16> {
@@ -92,4 +102,13 @@ func.func @rope_grad_maxima(%g: tensor<?x3072xbf16>, %c: tensor<?x64xf32>, %s: t
       : tensor<?x3072xbf16>, tensor<?x64xf32>, tensor<?x64xf32> -> tensor<?x3072xbf16>
   %m = coat.absmax %dx, per_group<16> epilogue : tensor<?x3072xbf16> -> tensor<?x192xf32>
   return %dx, %m : tensor<?x3072xbf16>, tensor<?x192xf32>
+}
+
+func.func @gelu_tanh_grad(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>,
+                          %dy: tensor<?x?xbf16>) -> (tensor<?x?xbf16>, tensor<?x?xf32>) {
+  %dx = coat.gelu_grad %x, %dy {approximate = "tanh"}
+      : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, tensor<?x?xbf16>
+      -> tensor<?x?xbf16>
+  %m = coat.absmax %dx, per_group<16> epilogue : tensor<?x?xbf16> -> tensor<?x?xf32>
+  return %dx, %m : tensor<?x?xbf16>, tensor<?x?xf32>
 }

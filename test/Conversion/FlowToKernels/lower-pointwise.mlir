@@ -142,3 +142,61 @@ func.func @swiglu_mul_grad(%a: !coat.qtensor<?x?xf8E4M3FN, per_group<32>>,
   %m = coat.absmax %d2, per_group<32> epilogue : tensor<?x?xf32> -> tensor<?x?xf32>
   return %d1, %d2, %m : tensor<?x?xf32>, tensor<?x?xf32>, tensor<?x?xf32>
 }
+
+// GELU's tanh form (approximate = "tanh", recorded in the manifest): the
+// fast form takes t = +-(1 - 2 rcp(1 + ex2(2|u| log2 e))) on the SFU, no
+// libdevice tanh; exact-math calls tanh (libm's tanhf in the CPU twin, as
+// the reference library does).
+// CHECK-LABEL: gpu.func @gelu_tanh(
+// CHECK-SAME: config = {approximate = "tanh", group_size = 16 : i64, math = "fast"
+// CHECK-SAME: op = "gelu"}
+// CHECK-NOT: math.tanh
+// CHECK-NOT: math.erf
+// CHECK: math.exp2 %{{.*}} fastmath<afn> : f32
+// CHECK: arith.divf %{{.*}}, %{{.*}} fastmath<afn> : f32
+// CHECK: math.copysign
+// CHECK-NOT: math.tanh
+// CHECK: gpu.return
+// CPU-LABEL: func.func @gelu_tanh(
+// CPU-NOT: call @tanhf
+// CPU: math.exp2
+// CPU: math.copysign
+// EXACT-LABEL: gpu.func @gelu_tanh(
+// EXACT-SAME: approximate = "tanh"
+// EXACT-SAME: math = "exact"
+// EXACT-NOT: math.exp2
+// EXACT: math.tanh %
+// EXACT-NOT: math.erf
+// EXACT: gpu.return
+// EXACT-CPU-LABEL: func.func @gelu_tanh(
+// EXACT-CPU: func.call @tanhf
+// EXACT-CPU-NOT: math.tanh
+func.func @gelu_tanh(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>)
+    -> (tensor<?x?xbf16>, tensor<?x?xf32>) {
+  %y = coat.gelu %x {approximate = "tanh"} : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>
+      -> tensor<?x?xbf16>
+  %m = coat.absmax %y, per_group<16> epilogue : tensor<?x?xbf16> -> tensor<?x?xf32>
+  return %y, %m : tensor<?x?xbf16>, tensor<?x?xf32>
+}
+
+// CHECK-LABEL: gpu.func @gelu_tanh_grad(
+// CHECK-SAME: config = {approximate = "tanh"
+// CHECK-SAME: op = "gelu_grad"}
+// CHECK-NOT: math.tanh
+// CHECK: math.exp2 %{{.*}} fastmath<afn> : f32
+// CHECK: math.copysign
+// CHECK-NOT: math.tanh
+// CHECK: gpu.return
+// EXACT-LABEL: gpu.func @gelu_tanh_grad(
+// EXACT: math.tanh %
+// EXACT-CPU-LABEL: func.func @gelu_tanh_grad(
+// EXACT-CPU: func.call @tanhf
+// EXACT-CPU-NOT: math.tanh
+func.func @gelu_tanh_grad(%x: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>,
+                          %dy: tensor<?x?xbf16>) -> (tensor<?x?xbf16>, tensor<?x?xf32>) {
+  %dx = coat.gelu_grad %x, %dy {approximate = "tanh"}
+      : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, tensor<?x?xbf16>
+      -> tensor<?x?xbf16>
+  %m = coat.absmax %dx, per_group<16> epilogue : tensor<?x?xbf16> -> tensor<?x?xf32>
+  return %dx, %m : tensor<?x?xbf16>, tensor<?x?xf32>
+}
