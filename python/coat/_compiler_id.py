@@ -3,4 +3,4 @@
 Part of every artifact's source key, so kernels a previous compiler made
 are not taken for this one's."""
 
-COMPILER_ID = "6a4195cb387c3fd28513993a7284d473"
+COMPILER_ID = "27e22849f3089cc086bc8b750a12369b"

@@ -68,20 +68,30 @@ class FusedLoss:
 
 
 def _fuse_loss(model: torch.nn.Module, kernels, fused_loss: bool) -> str:
-    """Sets ``model.coat_loss`` to the fused LM head + loss where the model
-    takes one (a ``coat_loss`` attribute and a bias-free Linear
-    ``lm_head``) and its program is there; returns the report's line."""
+    """Fuses the LM head with the loss where the model takes it and its
+    program is there: a model with a ``coat_loss`` attribute (coat.llama's)
+    gets the fused loss there; a Hugging Face causal LM gets a forward that
+    takes its training loss from the hidden states (coat.hf.loss). Returns
+    the report's line ("" for a model with no LM head loss)."""
     import warnings
 
     from .. import artifacts, programs
     from ..manifest import ManifestError, ProgramError
 
-    if not hasattr(model, "coat_loss"):
+    hf_lm = _is_hf(model) and hasattr(model, "get_output_embeddings") and \
+        model.get_output_embeddings() is not None
+    if not hasattr(model, "coat_loss") and not hf_lm:
         return ""
-    head = getattr(model, "lm_head", None)
+    head = model.get_output_embeddings() if hf_lm else getattr(model, "lm_head", None)
     if not fused_loss:
-        return "unfused (fused_loss=False): lm_head, then F.cross_entropy of fp32 logits"
-    if not isinstance(head, torch.nn.Linear) or head.bias is not None:
+        return "unfused (fused_loss=False): the LM head, then the cross-entropy of fp32 logits"
+    if hf_lm:
+        from ..hf import loss as hf_loss
+
+        why_not = hf_loss.why_not(model)
+        if why_not is not None:
+            return f"unfused: {why_not}"
+    elif not isinstance(head, torch.nn.Linear) or head.bias is not None:
         return "unfused: lm_head is not a bias-free Linear"
     cfg = programs.CrossEntropyConfig(head.weight.shape[0])
     try:
@@ -92,6 +102,10 @@ def _fuse_loss(model: torch.nn.Module, kernels, fused_loss: bool) -> str:
                "materialises the fp32 logits")
         warnings.warn(f"coat.convert: {why}", stacklevel=3)
         return why
+    if hf_lm:
+        hf_loss.fuse(model, kernels)
+        return (f"fused with the LM head when called with labels in training, chunked "
+                f"(coat.nn.linear_cross_entropy, {cfg.name}; such outputs have no logits)")
     model.coat_loss = FusedLoss(cfg.vocab, cfg.ignore_index, kernels)
     return f"fused with lm_head, chunked (coat.nn.linear_cross_entropy, {cfg.name})"
 
@@ -201,7 +215,10 @@ def convert(model: torch.nn.Module, *, filter_fn: Optional[FilterFn] = None,
     (:func:`coat.nn.linear_cross_entropy`) where the ``coat.cross_entropy``
     program of its vocabulary is compiled (or can be, with coat-opt), unless
     ``fused_loss`` is False; where it is not, it keeps the unfused loss with
-    a warning. The report's ``loss`` line says which.
+    a warning. A Hugging Face causal LM gets the same for its training calls
+    (with ``labels`` and gradients on; :mod:`coat.hf.loss`), whose outputs
+    then carry the loss and no logits. The report's ``loss`` line says
+    which.
 
     Returns ``model``; ``model.coat_report`` is the ConversionReport."""
     report = ConversionReport()
