@@ -400,6 +400,32 @@ def test_unsupported_families_and_features_are_named():
             spec_from_config(gpt2.config)
 
 
+@pytest.mark.parametrize("family", ["llama", "gpt_neox", "gpt2"])
+def test_fused_loss_matches_the_unfused_one(family):
+    """coat.convert fuses the LM head with the loss for training calls
+    (coat.hf.loss): no logits in that output, the loss and every gradient
+    as the same converted model's unfused loss gives them (the same bf16
+    logits; the logits' gradient is rounded before its 1/n scale instead of
+    after), and evaluation calls still return logits."""
+    model = build(family)
+    ids = tokens(model)
+    unfused = copy.deepcopy(model)
+    coat.convert(unfused, fused_loss=False)
+    assert unfused.coat_report.loss.startswith("unfused (fused_loss=False)")
+    want_loss, want = loss_and_grads(unfused, ids)
+    coat.convert(model)
+    assert model.coat_report.loss.startswith("fused"), model.coat_report.loss
+    assert type(model).__name__ == type(unfused).__name__
+    got_loss, got = loss_and_grads(model, ids)
+    assert_matches(got_loss, got, want_loss, want, tol=0.999)
+    with torch.autocast(device(), torch.bfloat16):
+        assert model(input_ids=ids, labels=ids).logits is None
+        with torch.no_grad():
+            out = model(input_ids=ids, labels=ids)
+    assert out.logits.shape == (*ids.shape, model.config.vocab_size)
+    assert abs(out.loss.item() - got_loss.item()) <= 1e-3 * abs(got_loss.item())
+
+
 @pytest.mark.parametrize("family", ["llama", "gpt_neox", "olmo", "gpt2"])
 def test_gradient_checkpointing_gives_the_same_gradients(family):
     model = build(family)
