@@ -95,6 +95,7 @@ if [ $sanitize = 1 ]; then
   files=()
   for f in adamw_kernel_numerics activation_kernel_numerics scale_kernel_numerics \
            flow_kernel_numerics rope_kernel_numerics norm_kernel_numerics bias_grad_numerics \
+           cross_entropy_numerics \
            linear_gpu \
            large_tensors; do
     files+=("$t/test_$f.py")
