@@ -3,4 +3,4 @@
 Part of every artifact's source key, so kernels a previous compiler made
 are not taken for this one's."""
 
-COMPILER_ID = "51262c448a9cce306137e4d34e62c77e"
+COMPILER_ID = "38e3dc484526251cf1ec889df5dbf677"
