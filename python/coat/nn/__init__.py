@@ -20,7 +20,8 @@ and its report), ``finite`` (NaN/Inf checks read once a step), ``graphs``
 Hugging Face decoder layers live in :mod:`coat.hf`.
 """
 
-from ._autograd import _RunProgram, forward_inputs, returned_outputs, run_backward, run_forward
+from ._autograd import (_RunProgram, forward_inputs, recomputed_output, returned_outputs,
+                        run_backward, run_forward, run_recompute)
 from .convert import KEEP_HIGH_PRECISION, ConversionReport, convert
 from .decoder import DecoderLayer
 from .finite import NonFiniteError, check_finite
