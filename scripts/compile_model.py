@@ -10,7 +10,9 @@ the same name, e.g. another eps) (PTX, cubin, CPU twins, manifest.json with the
 program's launch plan) for the MLP block, and with --heads for the whole
 decoder layer (attention input and output programs too; the attention input
 rotates q and k itself where the head size allows, as coat.nn.DecoderLayer
-decides; --rope on/off forces it). With
+decides; --rope on/off forces it; --recompute-attention-inputs also compiles
+the attention input program that gives its q/k/v projection again in the
+backward, for DecoderLayer(recompute_attention_inputs=True)). With
 --hf-config, the programs of a Hugging Face model's decoder layers, read from
 its config.json (or a JSON object of several named configs):
 
@@ -64,6 +66,10 @@ def main() -> int:
                     help="with --heads: whether the attention input program applies RoPE to "
                          "q and k (auto: where the head size allows, as coat.nn.DecoderLayer "
                          "does)")
+    ap.add_argument("--recompute-attention-inputs", action="store_true",
+                    help="with --heads: also the attention input program marked to give its "
+                         "q/k/v projection again in the backward (name ending in _rc), for "
+                         "coat.nn.DecoderLayer(recompute_attention_inputs=True)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--coat-opt", default=None)
     ap.add_argument("--report-tokens", type=int, default=None, metavar="N",
@@ -74,16 +80,21 @@ def main() -> int:
         ap.error("--report-tokens must be positive")
     if args.rope != "auto" and not args.heads:
         ap.error("--rope needs --heads")
+    if args.recompute_attention_inputs and not args.heads:
+        ap.error("--recompute-attention-inputs needs --heads")
     if args.hf_config:
         configs = hf_configs(args.hf_config, ap)
     elif args.hidden is None or args.ffn is None:
         ap.error("--hidden and --ffn (or --hf-config) are required")
     elif args.heads:
+        layer = dict(hidden=args.hidden, ffn=args.ffn, heads=args.heads,
+                     kv_heads=args.kv_heads or args.heads, eps=args.eps,
+                     rope={"auto": "auto", "on": True, "off": False}[args.rope])
         try:
-            configs = programs.decoder_layer_configs(args.hidden, args.ffn, args.heads,
-                                                     args.kv_heads or args.heads, args.eps,
-                                                     rope={"auto": "auto", "on": True,
-                                                           "off": False}[args.rope])
+            configs = list(programs.decoder_layer_configs(**layer))
+            if args.recompute_attention_inputs:
+                configs.append(programs.decoder_layer_configs(
+                    **layer, recompute_output=True)[0])
         except ValueError as e:
             ap.error(str(e))
     else:
