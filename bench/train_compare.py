@@ -141,6 +141,7 @@ def label(mode: str, r: dict) -> str:
     notes = [n for n, on in (("graph", r.get("graph")),
                              ("step in backward", r.get("step_in_backward")
                               and not base.endswith(STEP_IN_BACKWARD)),
+                             ("q/k/v recomputed", r.get("recompute_attention_inputs")),
                              (r.get("param_dtype"), r.get("param_dtype") not in (None, "f32")))
              if on]
     return mode + (f" ({', '.join(notes)})" if notes else "")

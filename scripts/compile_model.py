@@ -82,6 +82,7 @@ def main() -> int:
         ap.error("--rope needs --heads")
     if args.recompute_attention_inputs and not args.heads:
         ap.error("--recompute-attention-inputs needs --heads")
+    report = None  # the configs whose saved bytes --report-tokens sums: one layer's
     if args.hf_config:
         configs = hf_configs(args.hf_config, ap)
     elif args.hidden is None or args.ffn is None:
@@ -93,12 +94,15 @@ def main() -> int:
         try:
             configs = list(programs.decoder_layer_configs(**layer))
             if args.recompute_attention_inputs:
-                configs.append(programs.decoder_layer_configs(
-                    **layer, recompute_output=True)[0])
+                # Both attention inputs; the report sums the layer's with it.
+                rc = programs.decoder_layer_configs(**layer, recompute_output=True)
+                report = list(rc)
+                configs.append(rc[0])
         except ValueError as e:
             ap.error(str(e))
     else:
         configs = [programs.MLPBlockConfig(hidden=args.hidden, ffn=args.ffn, eps=args.eps)]
+    report = report or configs
     tools = toolchain.Toolchain(coat_opt=args.coat_opt)
     seen, used = set(), set()
     for cfg in configs:
@@ -119,7 +123,7 @@ def main() -> int:
         tools.compile_program(src, out)
         print(f"{cfg.name} -> {out}")
     if args.report_tokens:
-        print_saved(tools, configs, args.report_tokens)
+        print_saved(tools, report, args.report_tokens)
     return 0
 
 
