@@ -58,10 +58,13 @@ class _RecomputedInputs:
         return torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack)
 
     def pack(self, t: torch.Tensor):
-        if (t.device != self.device or t.dtype != self.dtype or t.is_sparse
-                or _storage_ptr(t) != self.ptr):
+        if t.device != self.device or t.dtype != self.dtype or t.layout != torch.strided:
             return t
-        return _SavedView(self, t, t.storage_offset() - self.offset)
+        try:
+            shared = _storage_ptr(t) == self.ptr
+        except (RuntimeError, NotImplementedError):  # a tensor without storage
+            return t
+        return _SavedView(self, t, t.storage_offset() - self.offset) if shared else t
 
     def unpack(self, packed):
         if not isinstance(packed, _SavedView):
