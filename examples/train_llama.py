@@ -41,6 +41,12 @@ setting of the 7B-shape memory comparison:
       --batch 4 --seq 2048 --steps 8 --eval-every 0 --warmup-timing 3 \
       --log-every 1 --step-in-backward
 
+--recompute-attention-inputs (coat) has each converted layer's attention
+input program make q, k and v again in the backward instead of attention's
+autograd keeping them (coat.nn.DecoderLayer's recompute_attention_inputs;
+not applied under --compile). Its kernels: scripts/compile_model.py with
+--recompute-attention-inputs.
+
 --torchao-optim adamw8bit gives the torchao mode torchao's AdamW8bit instead
 of torch's fused AdamW.
 
@@ -215,7 +221,8 @@ def build(mode: str, cfg: LlamaConfig, device: str, lr: float, kernels: str | No
           compile: bool = False, *, param_dtype: str = "f32", step_in_backward: bool = False,
           bucket: float | None | str = "default", graph: bool = False,
           torchao_optim: str = "adamw", on_device: bool = False,
-          persistent_grads: bool = False, fused_loss: bool = True):
+          persistent_grads: bool = False, fused_loss: bool = True,
+          recompute_attention_inputs: bool = False):
     if on_device and hasattr(torch.device, "__enter__"):  # torch >= 2.0
         with torch.device(device):
             model = LlamaForCausalLM(cfg)
@@ -236,6 +243,10 @@ def build(mode: str, cfg: LlamaConfig, device: str, lr: float, kernels: str | No
         import coat
 
         coat.convert(model, kernels=kernels, fused_loss=fused_loss)
+        if recompute_attention_inputs:
+            for layer in model.modules():
+                if isinstance(layer, coat.nn.DecoderLayer):
+                    layer.recompute_attention_inputs = True
         memory = {} if bucket == "default" else {"bucket_mb": bucket}
         if step_in_backward:
             memory.update(step_in_backward=True, bucket_max_norm=CLIP_NORM)
@@ -436,6 +447,8 @@ def train(args) -> dict:
                          "(stepping in the backward frees each bucket's gradient)")
     if args.torchao_optim != "adamw" and args.mode != "torchao":
         raise SystemExit("--torchao-optim is for mode torchao")
+    if args.recompute_attention_inputs and args.mode != "coat":
+        raise SystemExit("--recompute-attention-inputs is coat.nn.DecoderLayer's (mode coat)")
     window = profile_window(args)
     timing = True  # until the profiled steps begin
     train_data, held = corpus(args.data)
@@ -446,7 +459,8 @@ def train(args) -> dict:
                                  torchao_optim=args.torchao_optim,
                                  on_device=args.config in BUILD_ON_DEVICE,
                                  persistent_grads=args.persistent_grads,
-                                 fused_loss=not args.unfused_loss)
+                                 fused_loss=not args.unfused_loss,
+                                 recompute_attention_inputs=args.recompute_attention_inputs)
     params = sum(p.numel() for p in model.parameters())
     gen = torch.Generator().manual_seed(args.seed)
     tokens_per_step = args.batch * args.seq
@@ -465,6 +479,7 @@ def train(args) -> dict:
     record["compile"] = args.compile or args.mode == "torchao"
     record["param_dtype"] = args.param_dtype
     record["step_in_backward"] = args.step_in_backward
+    record["recompute_attention_inputs"] = args.recompute_attention_inputs
     record["clip"] = f"{'per-bucket' if args.step_in_backward else 'global'} {CLIP_NORM}"
     if args.mode == "coat":
         record["bucket_mb"] = opt.bucket_mb
@@ -649,6 +664,9 @@ def parse_args(argv=None):
     ap.add_argument("--persistent-grads", action="store_true",
                     help="coat: FP8AdamW's gradient buffers allocated once and kept (as "
                          "before they became lazy)")
+    ap.add_argument("--recompute-attention-inputs", action="store_true",
+                    help="coat: q, k and v made again in the backward by the attention input "
+                         "program instead of kept (eager only)")
     ap.add_argument("--torchao-optim", choices=("adamw", "adamw8bit"), default="adamw",
                     help="torchao: torch's fused AdamW or torchao's AdamW8bit")
     ap.add_argument("--profile", type=int, default=0, metavar="N",

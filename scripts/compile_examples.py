@@ -40,6 +40,10 @@ MODEL_BLOCKS = [*programs.decoder_layer_configs(hidden=1024, ffn=2816, heads=16,
                 # head sizes the rotation kernel cannot take, and tests).
                 programs.decoder_layer_configs(hidden=1024, ffn=2816, heads=16, kv_heads=16,
                                                rope=False)[0],
+                # The attention input that gives q/k/v again in the backward
+                # (DecoderLayer(recompute_attention_inputs=True)).
+                programs.decoder_layer_configs(hidden=1024, ffn=2816, heads=16, kv_heads=16,
+                                               recompute_output=True)[0],
                 programs.LinearConfig(1024, 2816),
                 # coat.nn.Linear(bias=True) at the demo size (the module tests).
                 programs.LinearConfig(1024, 2816, bias=True), programs.NormConfig(1024),

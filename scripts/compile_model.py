@@ -10,9 +10,11 @@ the same name, e.g. another eps) (PTX, cubin, CPU twins, manifest.json with the
 program's launch plan) for the MLP block, and with --heads for the whole
 decoder layer (attention input and output programs too; the attention input
 rotates q and k itself where the head size allows, as coat.nn.DecoderLayer
-decides; --rope on/off forces it), and with --vocab the LM head's loss
-(coat.cross_entropy, which coat.nn.linear_cross_entropy and a converted
-coat.llama model run; the 1B/7B Llama sets: --vocab 32000). With
+decides; --rope on/off forces it; --recompute-attention-inputs also compiles
+the attention input program that gives its q/k/v projection again in the
+backward, for DecoderLayer(recompute_attention_inputs=True)), and with --vocab
+the LM head's loss (coat.cross_entropy, which coat.nn.linear_cross_entropy and
+a converted coat.llama model run; the 1B/7B Llama sets: --vocab 32000). With
 --hf-config, the programs of a Hugging Face model's decoder layers, read from
 its config.json (or a JSON object of several named configs), and the loss
 program of each config's vocab_size:
@@ -73,6 +75,10 @@ def main() -> int:
                     help="also the LM head's loss program (coat.cross_entropy of this "
                          "vocabulary: coat.nn.linear_cross_entropy, a converted "
                          "coat.llama model's loss)")
+    ap.add_argument("--recompute-attention-inputs", action="store_true",
+                    help="with --heads: also the attention input program marked to give its "
+                         "q/k/v projection again in the backward (name ending in _rc), for "
+                         "coat.nn.DecoderLayer(recompute_attention_inputs=True)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--coat-opt", default=None)
     ap.add_argument("--report-tokens", type=int, default=None, metavar="N",
@@ -83,20 +89,29 @@ def main() -> int:
         ap.error("--report-tokens must be positive")
     if args.rope != "auto" and not args.heads:
         ap.error("--rope needs --heads")
+    if args.recompute_attention_inputs and not args.heads:
+        ap.error("--recompute-attention-inputs needs --heads")
+    report = None  # the configs whose saved bytes --report-tokens sums: one layer's
     if args.hf_config:
         configs = hf_configs(args.hf_config, ap)
     elif args.hidden is None or args.ffn is None:
         ap.error("--hidden and --ffn (or --hf-config) are required")
     elif args.heads:
+        layer = dict(hidden=args.hidden, ffn=args.ffn, heads=args.heads,
+                     kv_heads=args.kv_heads or args.heads, eps=args.eps,
+                     rope={"auto": "auto", "on": True, "off": False}[args.rope])
         try:
-            configs = programs.decoder_layer_configs(args.hidden, args.ffn, args.heads,
-                                                     args.kv_heads or args.heads, args.eps,
-                                                     rope={"auto": "auto", "on": True,
-                                                           "off": False}[args.rope])
+            configs = list(programs.decoder_layer_configs(**layer))
+            if args.recompute_attention_inputs:
+                # Both attention inputs; the report sums the layer's with it.
+                rc = programs.decoder_layer_configs(**layer, recompute_output=True)
+                report = list(rc)
+                configs.append(rc[0])
         except ValueError as e:
             ap.error(str(e))
     else:
         configs = [programs.MLPBlockConfig(hidden=args.hidden, ffn=args.ffn, eps=args.eps)]
+    report = report or configs  # the layer's programs (not the loss)
     if args.vocab is not None:
         if args.vocab < 1:
             ap.error("--vocab must be positive")
@@ -121,7 +136,7 @@ def main() -> int:
         tools.compile_program(src, out)
         print(f"{cfg.name} -> {out}")
     if args.report_tokens:
-        print_saved(tools, configs, args.report_tokens)
+        print_saved(tools, report, args.report_tokens)
     return 0
 
 

@@ -211,13 +211,68 @@ LogicalResult verifyGradOf(Signature sig, Attribute value, bool onArgument,
   return success();
 }
 
+/// Checks `coat.recompute` (a forward tensor result the caller may drop
+/// and ask for again) and `coat.recompute_of` (the copy of such a result)
+/// on result `index`.
+LogicalResult verifyRecompute(Operation *op, unsigned index,
+                              NamedAttribute attr) {
+  StringRef name = attr.getName().strref();
+  auto fn = dyn_cast<FunctionOpInterface>(op);
+  if (!fn)
+    return op->emitError() << "'" << name
+                           << "' is an attribute of function results";
+  Signature sig{fn};
+  auto emit = [&]() {
+    return op->emitError() << "'" << name << "' result " << index << " ";
+  };
+  if (sig.gradOf(/*argument=*/false, index))
+    return emit() << "is a gradient ('" << kGradOfAttr
+                  << "'): only forward outputs are recomputed";
+  Type type = sig.typeOf(/*argument=*/false, index);
+  if (name == kRecomputeAttr) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitError() << "'" << name << "' must be a unit attribute";
+    if (!isa<RankedTensorType>(type))
+      return emit() << "must be a ranked tensor the caller holds, got "
+                    << type;
+    if (sig.has(/*argument=*/false, index, kRecomputeOfAttr))
+      return emit() << "is itself a recomputed copy ('" << kRecomputeOfAttr
+                    << "')";
+    return success();
+  }
+  auto of = dyn_cast<IntegerAttr>(attr.getValue());
+  if (!of)
+    return op->emitError() << "'" << name << "' must be an integer attribute";
+  int64_t named = of.getInt();
+  unsigned count = sig.count(/*argument=*/false);
+  if (named < 0 || named >= int64_t(count) || named == int64_t(index))
+    return emit() << "names result " << named << ", which is not another "
+                  << "of the function's " << count << " results";
+  auto target = unsigned(named);
+  if (!sig.has(/*argument=*/false, target, kRecomputeAttr))
+    return emit() << "names result " << target << ", which is not marked '"
+                  << kRecomputeAttr << "'";
+  if (sig.typeOf(/*argument=*/false, target) != type)
+    return emit() << "has type " << type << ", result " << target
+                  << " has type " << sig.typeOf(/*argument=*/false, target);
+  for (unsigned i = 0; i < index; ++i) {
+    DictionaryAttr attrs = sig.attrsOf(/*argument=*/false, i);
+    auto other = attrs ? attrs.getAs<IntegerAttr>(kRecomputeOfAttr) : nullptr;
+    if (other && other.getInt() == named)
+      return emit() << "names result " << target << ", as result " << i
+                    << " does: a result has at most one recomputed copy";
+  }
+  return success();
+}
+
 } // namespace
 
 LogicalResult CoatDialect::verifyRegionArgAttribute(Operation *op, unsigned,
                                                     unsigned argIndex,
                                                     NamedAttribute attr) {
   StringRef name = attr.getName().strref();
-  if (name == kFiniteFlagAttr)
+  if (name == kFiniteFlagAttr || name == kRecomputeOfAttr ||
+      (name == kRecomputeAttr && isa<FunctionOpInterface>(op)))
     return op->emitError() << "'" << name
                            << "' is an attribute of function results";
   if (name != kWeightAttr && name != kFrozenAttr && name != kGradientAttr &&
@@ -305,6 +360,8 @@ LogicalResult CoatDialect::verifyRegionResultAttribute(Operation *op, unsigned,
                              << fn.getResultTypes()[resultIndex];
     return success();
   }
+  if (name == kRecomputeAttr || name == kRecomputeOfAttr)
+    return verifyRecompute(op, resultIndex, attr);
   if (name != kGradOfAttr)
     return success();
   auto fn = dyn_cast<FunctionOpInterface>(op);

@@ -150,6 +150,18 @@ void putKernel(std::string &o, const KernelSpec &k) {
   o += '}';
 }
 
+const char *phaseName(Phase phase) {
+  switch (phase) {
+  case Phase::Forward:
+    return "forward";
+  case Phase::Recompute:
+    return "recompute";
+  case Phase::Backward:
+    return "backward";
+  }
+  return "forward";
+}
+
 void putGradOf(std::string &o, int64_t gradOf) {
   key(o, "grad_of");
   o += gradOf < 0 ? "null" : std::to_string(gradOf);
@@ -201,7 +213,7 @@ void putProgram(std::string &o, const Manifest &m, const Program &p) {
   for (const ProgramStep &s : p.steps) {
     o += '{';
     field(o, "spec", s.spec);
-    field(o, "phase", s.backward ? "backward" : "forward");
+    field(o, "phase", phaseName(s.phase));
     intsField(o, "operands", s.operands);
     intsField(o, "results", s.results);
     o += "\"kernels\":[";
@@ -217,11 +229,14 @@ void putProgram(std::string &o, const Manifest &m, const Program &p) {
   for (const ProgramOutput &out : p.outputs) {
     o += '{';
     field(o, "value", out.value);
-    field(o, "phase", out.backward ? "backward" : "forward");
+    field(o, "phase", phaseName(out.phase));
     // Whether a kernel writes its finiteness flag (a finite(out<i>) binding).
     key(o, "flagged");
     o += flagged(p, out.value) ? "true," : "false,";
     putGradOf(o, out.gradOf);
+    o += ',';
+    key(o, "recompute_of");
+    o += out.recomputeOf < 0 ? "null" : std::to_string(out.recomputeOf);
     o += "},";
   }
   close(o, ']');

@@ -234,14 +234,19 @@ private:
     return true;
   }
 
-  bool phase(const Value &obj, const std::string &w, bool &backward) {
+  bool phase(const Value &obj, const std::string &w, Phase &out) {
     std::string phase;
     if (!r.string(obj, w, "phase", phase, true))
       return false;
-    if (phase != "forward" && phase != "backward")
-      return r.fail(w + ".phase", "expected \"forward\" or \"backward\", got \"" +
-                                      phase + "\"");
-    backward = phase == "backward";
+    if (phase == "forward")
+      out = Phase::Forward;
+    else if (phase == "recompute")
+      out = Phase::Recompute;
+    else if (phase == "backward")
+      out = Phase::Backward;
+    else
+      return r.fail(w + ".phase", "expected \"forward\", \"recompute\" or "
+                                  "\"backward\", got \"" + phase + "\"");
     return true;
   }
 
@@ -353,8 +358,9 @@ private:
     const Value *value = v.get("value");
     if (!value)
       return r.fail(w, "missing required field 'value'");
-    if (!id(*value, w + ".value", out.value) || !phase(v, w, out.backward) ||
-        !r.integer(v, w, "grad_of", out.gradOf, false, 0))
+    if (!id(*value, w + ".value", out.value) || !phase(v, w, out.phase) ||
+        !r.integer(v, w, "grad_of", out.gradOf, false, 0) ||
+        !r.integer(v, w, "recompute_of", out.recomputeOf, false, 0))
       return false;
     p.outputs.push_back(out);
     return true;
@@ -366,7 +372,7 @@ private:
     ProgramStep step;
     const Value *operands = r.member(v, w, "operands", Value::Type::Array, true);
     const Value *results = r.member(v, w, "results", Value::Type::Array, true);
-    if (!r.string(v, w, "spec", step.spec, true) || !phase(v, w, step.backward) ||
+    if (!r.string(v, w, "spec", step.spec, true) || !phase(v, w, step.phase) ||
         !operands || !results)
       return false;
     std::string sw = w + " ('" + step.spec + "')";
@@ -445,10 +451,17 @@ private:
   }
 
   /// Every value is an input or one call's result, defined before it is
-  /// read; the forward never reads what the backward computes, and the
-  /// backward reads from the forward only what it saves.
+  /// read; the forward never reads what a later phase computes, the
+  /// backward and the recompute phase read from the forward only what it
+  /// saves, and only the recompute phase reads what it computes (it runs
+  /// when the caller asks, if at all).
   bool checkDataflow() {
-    enum class Def { None, Forward, Backward };
+    enum class Def { None, Forward, Recompute, Backward };
+    auto defOf = [](Phase phase) {
+      return phase == Phase::Forward     ? Def::Forward
+             : phase == Phase::Recompute ? Def::Recompute
+                                         : Def::Backward;
+    };
     std::vector<Def> def(p.values.size(), Def::None);
     for (size_t i = 0; i < p.inputs.size(); ++i) {
       const ProgramInput &in = p.inputs[i];
@@ -468,18 +481,32 @@ private:
         std::string what = "reads value " + std::to_string(v);
         if (def[size_t(v)] == Def::None)
           return r.fail(stepWhere(s), what + " before any input or call defines it");
-        if (!step.backward && def[size_t(v)] == Def::Backward)
-          return r.fail(stepWhere(s), "a forward call " + what +
+        if (step.phase != Phase::Backward && def[size_t(v)] == Def::Backward)
+          return r.fail(stepWhere(s), std::string(step.phase == Phase::Forward
+                                                      ? "a forward"
+                                                      : "a recompute") +
+                                          " call " + what +
                                           ", which depends on a gradient");
-        if (step.backward && def[size_t(v)] == Def::Forward && !saved[size_t(v)])
-          return r.fail(stepWhere(s), "the backward " + what +
-                                          ", which the forward does not save");
+        if (step.phase != Phase::Recompute && def[size_t(v)] == Def::Recompute)
+          return r.fail(stepWhere(s),
+                        std::string(step.phase == Phase::Forward
+                                        ? "a forward"
+                                        : "a backward") +
+                            " call " + what + ", which the recompute phase "
+                            "computes (it runs only when the caller asks)");
+        if (step.phase != Phase::Forward && def[size_t(v)] == Def::Forward &&
+            !saved[size_t(v)])
+          return r.fail(stepWhere(s),
+                        std::string(step.phase == Phase::Backward
+                                        ? "the backward "
+                                        : "the recompute phase ") +
+                            what + ", which the forward does not save");
       }
       for (int64_t v : step.results) {
         if (def[size_t(v)] != Def::None)
           return r.fail(stepWhere(s), "value " + std::to_string(v) +
                                           " is defined twice");
-        def[size_t(v)] = step.backward ? Def::Backward : Def::Forward;
+        def[size_t(v)] = defOf(step.phase);
       }
     }
     for (size_t v = 0; v < def.size(); ++v)
@@ -492,10 +519,49 @@ private:
                       "value " + std::to_string(p.saved[i]) +
                           " is computed by the backward, not saved by the forward");
     for (size_t i = 0; i < p.outputs.size(); ++i)
-      if (p.outputs[i].backward != (def[size_t(p.outputs[i].value)] == Def::Backward))
+      if (defOf(p.outputs[i].phase) != def[size_t(p.outputs[i].value)])
         return r.fail(where + ".outputs[" + std::to_string(i) + "]",
                       "value " + std::to_string(p.outputs[i].value) +
                           " is not computed in the phase the output names");
+    return checkRecomputed();
+  }
+
+  /// A `recompute` output names, with `recompute_of`, the forward output
+  /// it is a copy of (same type, one copy each); no other output names one.
+  bool checkRecomputed() {
+    std::vector<bool> named(p.outputs.size(), false);
+    for (size_t i = 0; i < p.outputs.size(); ++i) {
+      const ProgramOutput &out = p.outputs[i];
+      std::string w = where + ".outputs[" + std::to_string(i) + "]";
+      bool recompute = out.phase == Phase::Recompute;
+      if (!recompute && out.recomputeOf >= 0)
+        return r.fail(w + ".recompute_of",
+                      "only an output of the recompute phase copies a forward output");
+      if (!recompute)
+        continue;
+      if (out.recomputeOf < 0)
+        return r.fail(w, "an output of the recompute phase needs 'recompute_of', "
+                         "the forward output it copies");
+      if (out.recomputeOf >= int64_t(p.outputs.size()) ||
+          p.outputs[size_t(out.recomputeOf)].phase != Phase::Forward)
+        return r.fail(w + ".recompute_of",
+                      "output " + std::to_string(out.recomputeOf) +
+                          " is not a forward output");
+      const ProgramOutput &of = p.outputs[size_t(out.recomputeOf)];
+      const ValueType &a = p.values[size_t(out.value)];
+      const ValueType &b = p.values[size_t(of.value)];
+      if (a.quantized != b.quantized || a.shape != b.shape || a.dtype != b.dtype)
+        return r.fail(w + ".recompute_of",
+                      "value " + std::to_string(out.value) + " " + shapeText(a.shape) +
+                          " " + a.dtype + " is not of output " +
+                          std::to_string(out.recomputeOf) + "'s type " +
+                          shapeText(b.shape) + " " + b.dtype);
+      if (named[size_t(out.recomputeOf)])
+        return r.fail(w + ".recompute_of",
+                      "output " + std::to_string(out.recomputeOf) +
+                          " has another recomputed copy");
+      named[size_t(out.recomputeOf)] = true;
+    }
     return true;
   }
 

@@ -53,8 +53,15 @@ QuantizeOp mlir::coat::splitDerivedPerTensorScale(QuantizeOp q,
   auto scalar = RankedTensorType::get({}, f32);
 
   // The maxima are computed where %x is produced: right after its producer.
+  // A quantize that recomputes (coat-recompute-activations) takes them where
+  // it runs, in its phase, and so do the scale's ops: the forward neither
+  // computes them for it nor keeps them.
+  Attribute recompute = q->getAttr(kRecomputeAttr);
   OpBuilder b(ctx);
-  b.setInsertionPointAfterValue(x);
+  if (recompute)
+    b.setInsertionPoint(q);
+  else
+    b.setInsertionPointAfterValue(x);
   auto shape = cast<ShapedType>(x.getType()).getShape();
   auto partialType = RankedTensorType::get(
       ::coat::scaleShape(toLayoutShape(shape), partial), f32);
@@ -79,6 +86,10 @@ QuantizeOp mlir::coat::splitDerivedPerTensorScale(QuantizeOp q,
         b, loc, RankedTensorType::get({}, out.getScaleType()), scale);
   auto given = QuantizeOp::create(b, loc, out, x, scale, q.getEpsAttr(),
                                   q.getExpandMinAttr());
+  if (recompute)
+    for (Operation *op = absmax; op != q; op = op->getNextNode())
+      if (!isa<arith::ConstantOp>(op))
+        op->setAttr(kRecomputeAttr, recompute);
   q.getResult().replaceAllUsesWith(given.getResult());
   q.erase();
   return given;

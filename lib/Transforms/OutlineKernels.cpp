@@ -352,11 +352,13 @@ struct CoatOutlineKernelsPass
              t.getElementType().isF16()))
           spec.setResultAttr(i, kFiniteFlagAttr, b.getUnitAttr());
       }
-    // A recomputation runs the forward's kernel; the mark belongs to the
-    // call (its phase), not to the kernel.
-    bool recomputes = false;
+    // A recomputation runs the forward's kernel; the mark (for the
+    // backward, or for the caller's `recompute` phase) belongs to the call,
+    // not to the kernel.
+    Attribute recomputes;
     for (Operation &op : *body)
-      recomputes |= static_cast<bool>(op.removeAttr(kRecomputeAttr));
+      if (Attribute mark = op.removeAttr(kRecomputeAttr))
+        recomputes = mark;
 
     // Identical kernels (same ops, types and attributes) are compiled once.
     std::string key;
@@ -381,7 +383,7 @@ struct CoatOutlineKernelsPass
     auto call = func::CallOp::create(b, group.root->getLoc(), callee,
                                      inputs.getArrayRef());
     if (recomputes)
-      call->setAttr(kRecomputeAttr, b.getUnitAttr());
+      call->setAttr(kRecomputeAttr, recomputes);
     for (auto [old, now] : llvm::zip(outputs, call.getResults()))
       old.replaceAllUsesWith(now);
     for (Operation *op : llvm::reverse(group.ops))

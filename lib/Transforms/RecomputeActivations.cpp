@@ -93,6 +93,12 @@ struct CoatRecomputeActivationsPass
     func::FuncOp fn = getOperation();
     if (fn.isExternal() || !fn.getBody().hasOneBlock())
       return;
+    recomputeActivations(fn);
+    recomputeOutputs(fn);
+  }
+
+  /// Derives kept activations again in the backward.
+  void recomputeActivations(func::FuncOp fn) {
     llvm::DenseSet<Value> backward;
     for (BlockArgument a : fn.getArguments())
       if (fn.getArgAttr(a.getArgNumber(), kGradientAttr))
@@ -203,6 +209,151 @@ struct CoatRecomputeActivationsPass
       if (Operation *def = v.getDefiningOp(); def && copyOf.count(def))
         redirect(v, copyOf[def]);
     remarkWeightCopies(body, copyOf, isBackwardUser);
+  }
+
+  /// Gives the caller the forward results marked `coat.recompute` again:
+  /// clones of the ops that compute each from values the backward has
+  /// anyway (weights, constants, values the program keeps), marked
+  /// `coat.recompute = "output"` (the `recompute` phase), whose value
+  /// becomes a new result `coat.recompute_of = i`. A GEMM is cloned here
+  /// although it is not Coat_Recomputable: the caller gives up the whole
+  /// output for it. Each decision is a remark at the result's producer.
+  void recomputeOutputs(func::FuncOp fn) {
+    Block &body = fn.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    SmallVector<unsigned> marked;
+    for (unsigned i = 0, e = fn.getNumResults(); i < e; ++i)
+      if (fn.getResultAttr(i, kRecomputeAttr))
+        marked.push_back(i);
+    if (marked.empty())
+      return;
+    auto remarkAt = [&](Value v) {
+      Operation *def = v.getDefiningOp();
+      return def ? def->emitRemark() : fn.emitRemark();
+    };
+
+    llvm::DenseSet<Value> backward;
+    for (BlockArgument a : fn.getArguments())
+      if (fn.getArgAttr(a.getArgNumber(), kGradientAttr))
+        backward.insert(a);
+    if (backward.empty()) {
+      for (unsigned i : marked)
+        remarkAt(ret.getOperand(i))
+            << "result " << i << " is not recomputed: the program has no "
+            << "backward (no '" << kGradientAttr << "' argument)";
+      return;
+    }
+    Operation *firstBackward = nullptr;
+    for (Operation &op : body.without_terminator())
+      if (runsInBackward(&op, backward)) {
+        backward.insert(op.result_begin(), op.result_end());
+        if (!firstBackward)
+          firstBackward = &op;
+      }
+    auto isBackwardUser = [&](Operation *user) {
+      return !user->hasTrait<OpTrait::ReturnLike>() &&
+             runsInBackward(user, backward);
+    };
+    // What the backward has anyway: weights, constants and the forward
+    // values it reads (kept for it).
+    auto available = [&](Value v) {
+      if (backward.contains(v))
+        return false;
+      return matchPattern(v, m_Constant()) || isWeight(v) ||
+             llvm::any_of(v.getUsers(), isBackwardUser);
+    };
+
+    // The ops computing `v` from available values, in program order; or
+    // why there are none.
+    std::function<LogicalResult(Value, llvm::SetVector<Operation *> &,
+                                std::string &)>
+        collect = [&](Value v, llvm::SetVector<Operation *> &cone,
+                      std::string &why) -> LogicalResult {
+      if (available(v))
+        return success();
+      Operation *def = v.getDefiningOp();
+      if (!def) {
+        why = "argument " +
+              std::to_string(cast<BlockArgument>(v).getArgNumber()) +
+              ", which the backward does not keep";
+        return failure();
+      }
+      if (cone.contains(def))
+        return success();
+      auto linear = dyn_cast<LinearOp>(def);
+      bool gemm = linear && linear.getKind() == LinearKind::forward;
+      if (runsInBackward(def, backward) ||
+          !(gemm || mayRecompute(def, /*weightCopyMinBytes=*/0))) {
+        why = "'" + def->getName().getStringRef().str() +
+              "', which cannot run again for it";
+        return failure();
+      }
+      for (Value o : def->getOperands())
+        if (failed(collect(o, cone, why)))
+          return failure();
+      cone.insert(def);
+      return success();
+    };
+
+    IRMapping copies;
+    llvm::DenseSet<Operation *> copied;
+    SmallVector<std::pair<unsigned, Value>> added;
+    for (unsigned i : marked) {
+      Value v = ret.getOperand(i);
+      auto remark = [&]() { return remarkAt(v) << "result " << i << " "; };
+      if (backward.contains(v)) {
+        remark() << "is not recomputed: it depends on an incoming gradient";
+        continue;
+      }
+      if (available(v)) {
+        remark() << "is not recomputed: the program keeps it for its "
+                 << "backward, so dropping it frees nothing";
+        continue;
+      }
+      llvm::SetVector<Operation *> cone;
+      std::string why;
+      if (failed(collect(v, cone, why))) {
+        remark() << "is not recomputed: it needs " << why;
+        continue;
+      }
+      // Between the forward and the backward; after the cone's own ops
+      // where the program interleaves them.
+      Operation *at = firstBackward ? firstBackward : ret.getOperation();
+      if (at->isBeforeInBlock(cone.back()))
+        at = cone.back()->getNextNode();
+      OpBuilder b(at);
+      unsigned gemms = 0;
+      for (Operation *op : cone) {
+        gemms += isa<LinearOp>(op);
+        if (!copied.insert(op).second)
+          continue; // shared with an earlier result's cone
+        Operation *copy = b.clone(*op, copies);
+        copy->setAttr(kRecomputeAttr, b.getStringAttr(kRecomputeOutput));
+      }
+      added.push_back({i, copies.lookup(v)});
+      auto diag = remark();
+      diag << "may be dropped after the forward: result "
+           << fn.getNumResults() + added.size() - 1
+           << " recomputes it for the backward from values the backward has "
+           << "anyway (" << cone.size() << " ops, " << gemms << " GEMM"
+           << (gemms == 1 ? "" : "s") << "); ";
+      if (std::optional<int64_t> bytes = storageBytes(v.getType()))
+        diag << "frees " << *bytes << " bytes";
+      else if (std::optional<int64_t> perToken = storageBytes(v.getType(), 1))
+        diag << "frees " << *perToken << " bytes a token";
+    }
+
+    for (auto [of, value] : added) {
+      MLIRContext *ctx = fn.getContext();
+      auto attrs = DictionaryAttr::get(
+          ctx, {NamedAttribute(StringAttr::get(ctx, kRecomputeOfAttr),
+                               IntegerAttr::get(IntegerType::get(ctx, 64),
+                                                of))});
+      unsigned index = fn.getNumResults();
+      if (failed(fn.insertResult(index, value.getType(), attrs)))
+        return signalPassFailure();
+      ret->insertOperands(index, value);
+    }
   }
 
   /// Says, at each forward quantize of a weight whose copy the backward

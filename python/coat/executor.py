@@ -2,7 +2,9 @@
 
 ``coat-compile-artifact`` records, for an outlined program, its values and
 their types, the kernel calls in order (each ``forward`` or ``backward``),
-the outputs and the values the forward keeps for the backward; each kernel's
+the outputs and the values the forward keeps for the backward (and for the
+``recompute`` phase, which makes a forward output marked ``coat.recompute``
+again when the caller dropped it and asks); each kernel's
 arguments say which value of its spec they are (``bind``). The C++ manifest
 reader checks all of it when the manifest is read and makes each call's plan
 for a token count (coat_manifest.h): the buffers to allocate, which buffer
@@ -78,6 +80,11 @@ class Program:
                        for v in plan["values"]]
         self.inputs = [(i["value"], i["role"], i["grad_of"]) for i in plan["inputs"]]
         self.outputs = [(o["value"], o["phase"], o["grad_of"]) for o in plan["outputs"]]
+        #: Forward output index -> the index of its copy in the ``recompute``
+        #: phase (``recompute_of``): outputs a caller may drop after the
+        #: forward and ask for again (:meth:`run` with phase "recompute").
+        self.recomputed = {o["recompute_of"]: i for i, o in enumerate(plan["outputs"])
+                           if o.get("recompute_of") is not None}
         self.saved = tuple(plan["saved"])
         self.steps = [Step(s["spec"], s["phase"], tuple(s["operands"]), tuple(s["results"]),
                            tuple(module.kernels[k] for k in s["kernels"]))
@@ -132,6 +139,8 @@ class Program:
             flags: Any = None) -> Dict[int, Any]:
         """Runs the calls of ``phase`` (all when None) on ``env`` (value id ->
         tensor or QTensor), adding their results to it. Returns ``env``.
+        Phases: "forward", "backward", and "recompute" (any number of times
+        between the two, from the saved values, on demand).
 
         With ``drop_dead``, each value leaves ``env`` after the last call of
         the run that reads it, so its memory serves the next calls' results;
@@ -167,7 +176,7 @@ class Program:
     def _dead_after(self, phase: Optional[str]) -> Dict[int, Tuple[int, ...]]:
         """For a run of ``phase``: after which step each value that the run
         reads or computes is read no more. Outputs and the values the
-        forward saves stay."""
+        forward saves stay (but for the backward, their last reader)."""
         keep = {v for v, _, _ in self.outputs}
         if phase != "backward":
             keep |= set(self.saved)

@@ -178,7 +178,14 @@ class NormLinearConfig:
     layout), from tables it takes as two more inputs, and its backward takes
     the gradient of the rotated output through ``coat.rope_grad``. The
     rotation reads the GEMM's output once and writes q and k over it; v is
-    not touched."""
+    not touched.
+
+    ``recompute_output``: the projection is marked ``coat.recompute``: the
+    caller may drop it after the forward and ask the program for it again
+    in the backward (``coat-recompute-activations`` appends the recomputed
+    copy as a last result, in the manifest's ``recompute`` phase; the
+    backward keeps the norm input's 1x16 copy anyway and W is a weight, so
+    nothing more is kept for it). The name ends in ``_rc``."""
 
     hidden: int
     out: int
@@ -189,6 +196,7 @@ class NormLinearConfig:
     rope_heads: int = 0
     norm: str = "rmsnorm"
     norm_affine: bool = True
+    recompute_output: bool = False
 
     @property
     def rope(self) -> bool:
@@ -219,7 +227,7 @@ class NormLinearConfig:
         norm = _norm_tag(self.norm, self.norm_affine)
         norm = "_" + norm if norm else ""
         return (f"coat_norm_linear{norm}_h{self.hidden}_o{self.out}"
-                f"{'_b' if self.bias else ''}{rope}")
+                f"{'_b' if self.bias else ''}{rope}{'_rc' if self.recompute_output else ''}")
 
     def text(self) -> str:
         """Arguments: the stream h, the norm weight (and with LayerNorm its
@@ -256,12 +264,13 @@ class NormLinearConfig:
         # The bias is added before the rotation: its gradient is of the
         # unrotated output.
         b = _Bias(self.bias, "%b", dy, T, O, grad_of=w_at + 1)
+        recompute = " {coat.recompute}" if self.recompute_output else ""
         return f"""\
 func.func @{self.name}(
     %h: {_t(T, H)},{norm.args}
     %w: {_t(O, H)} {{coat.weight}},{b.arg}{tables}
     %dy: {_t(T, O)} {{coat.gradient, coat.grad_of = 0 : i64}})
-    -> ({_t(T, O)}, {_t(T, H)} {{coat.grad_of = 0 : i64}},{norm_results} {_t(O, H)} {{coat.grad_of = {w_at} : i64}}{b.result}) {{
+    -> ({_t(T, O)}{recompute}, {_t(T, H)} {{coat.grad_of = 0 : i64}},{norm_results} {_t(O, H)} {{coat.grad_of = {w_at} : i64}}{b.result}) {{
   %h_q = coat.quantize_auto %h : {_t(T, H)} -> {_u(T, H)}
 {norm.fwd}
   %w_q = coat.quantize_auto %w : {_t(O, H)} -> {_u(O, H)}
@@ -694,13 +703,15 @@ def rope_fits(hidden: int, out: int, head_dim: int, rope_heads: int,
 
 
 def decoder_layer_configs(hidden: int, ffn: int, heads: int, kv_heads: int,
-                          eps: float = 1e-5, rope="auto"):
+                          eps: float = 1e-5, rope="auto", recompute_output: bool = False):
     """The three programs of a Llama decoder layer (coat.nn.DecoderLayer):
     RMSNorm + q/k/v projection, o-projection + residual, MLP block. With
     ``rope`` the first also rotates q and k (:class:`NormLinearConfig`'s
     ``rope_head_dim``), so attention takes them as they come: "auto" (the
     default) wherever the head size allows (:func:`rope_fits`), True always
-    (an error where it cannot), False never."""
+    (an error where it cannot), False never. ``recompute_output``: the first
+    can give its q/k/v projection again in the backward
+    (:class:`NormLinearConfig`'s ``recompute_output``)."""
     if heads <= 0 or kv_heads <= 0 or hidden % heads or heads % kv_heads:
         raise ValueError(f"decoder layer: hidden {hidden}, heads {heads}, kv_heads "
                          f"{kv_heads}: heads must divide hidden and kv_heads divide heads")
@@ -709,7 +720,7 @@ def decoder_layer_configs(hidden: int, ffn: int, heads: int, kv_heads: int,
     if rope == "auto":
         rope = rope_fits(hidden, out, d, heads + kv_heads)
     rotary = dict(rope_head_dim=d, rope_heads=heads + kv_heads) if rope else {}
-    return (NormLinearConfig(hidden, out, eps, **rotary),
+    return (NormLinearConfig(hidden, out, eps, recompute_output=recompute_output, **rotary),
             LinearResidualConfig(heads * d, hidden),
             MLPBlockConfig(hidden, ffn, eps))
 

@@ -1,6 +1,6 @@
 // One case per rule on the program attributes of function arguments and
 // results (coat.weight, coat.frozen, coat.gradient, coat.grad_of,
-// coat.writable).
+// coat.writable, coat.finite_flag, coat.recompute, coat.recompute_of).
 // RUN: coat-opt %s -split-input-file -verify-diagnostics
 
 // One past the end: the function has two arguments.
@@ -195,4 +195,68 @@ func.func private @finite_flag_not_unit(%x: tensor<16x32xbf16>)
 
 // expected-error @+1 {{'coat.finite_flag' is an attribute of function results}}
 func.func private @finite_flag_on_argument(%x: tensor<16x32xbf16> {coat.finite_flag})
+    -> tensor<16x32xbf16>
+
+// -----
+
+// Only forward outputs are given up and asked for again.
+// expected-error @+1 {{'coat.recompute' result 1 is a gradient ('coat.grad_of'): only forward outputs are recomputed}}
+func.func private @recompute_gradient(%x: tensor<16x32xbf16>,
+    %dy: tensor<16x32xbf16> {coat.gradient, coat.grad_of = 0 : i64})
+    -> (tensor<16x32xbf16>, tensor<16x32xbf16> {coat.grad_of = 0 : i64, coat.recompute})
+
+// -----
+
+// A qtensor result stays inside the program: the caller holds no such value.
+// expected-error @+1 {{'coat.recompute' result 0 must be a ranked tensor the caller holds, got '!coat.qtensor<16x32xf8E4M3FN, per_tensor, scale = bf16>'}}
+func.func private @recompute_qtensor(%x: tensor<16x32xbf16>)
+    -> (!coat.qtensor<16x32xf8E4M3FN, per_tensor, scale = bf16> {coat.recompute})
+
+// -----
+
+// expected-error @+1 {{'coat.recompute' must be a unit attribute}}
+func.func private @recompute_not_unit(%x: tensor<16x32xbf16>)
+    -> (tensor<16x32xbf16> {coat.recompute = 1 : i64})
+
+// -----
+
+// expected-error @+1 {{'coat.recompute' is an attribute of function results}}
+func.func private @recompute_on_argument(%x: tensor<16x32xbf16> {coat.recompute})
+    -> tensor<16x32xbf16>
+
+// -----
+
+// expected-error @+1 {{'coat.recompute_of' result 1 names result 0, which is not marked 'coat.recompute'}}
+func.func private @recompute_of_unmarked(%x: tensor<16x32xbf16>)
+    -> (tensor<16x32xbf16>, tensor<16x32xbf16> {coat.recompute_of = 0 : i64})
+
+// -----
+
+// expected-error @+1 {{'coat.recompute_of' result 1 names result 2, which is not another of the function's 2 results}}
+func.func private @recompute_of_past_end(%x: tensor<16x32xbf16>)
+    -> (tensor<16x32xbf16> {coat.recompute}, tensor<16x32xbf16> {coat.recompute_of = 2 : i64})
+
+// -----
+
+// expected-error @+1 {{'coat.recompute_of' result 1 has type 'tensor<16x16xbf16>', result 0 has type 'tensor<16x32xbf16>'}}
+func.func private @recompute_of_type(%x: tensor<16x32xbf16>)
+    -> (tensor<16x32xbf16> {coat.recompute}, tensor<16x16xbf16> {coat.recompute_of = 0 : i64})
+
+// -----
+
+// expected-error @+1 {{'coat.recompute_of' result 2 names result 0, as result 1 does: a result has at most one recomputed copy}}
+func.func private @recompute_of_twice(%x: tensor<16x32xbf16>)
+    -> (tensor<16x32xbf16> {coat.recompute}, tensor<16x32xbf16> {coat.recompute_of = 0 : i64},
+        tensor<16x32xbf16> {coat.recompute_of = 0 : i64})
+
+// -----
+
+// expected-error @+1 {{'coat.recompute_of' must be an integer attribute}}
+func.func private @recompute_of_not_integer(%x: tensor<16x32xbf16>)
+    -> (tensor<16x32xbf16> {coat.recompute}, tensor<16x32xbf16> {coat.recompute_of})
+
+// -----
+
+// expected-error @+1 {{'coat.recompute_of' is an attribute of function results}}
+func.func private @recompute_of_on_argument(%x: tensor<16x32xbf16> {coat.recompute_of = 0 : i64})
     -> tensor<16x32xbf16>

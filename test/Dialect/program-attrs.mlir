@@ -80,3 +80,14 @@ func.func @writable(%x: tensor<?x128xbf16> {coat.writable}, %c: tensor<?x64xf32>
 // CHECK-SAME: -> (tensor<?x128xbf16> {coat.finite_flag}, tensor<?x4xf32>)
 func.func private @finite_flag(%x: tensor<?x128xbf16>)
     -> (tensor<?x128xbf16> {coat.finite_flag}, tensor<?x4xf32>)
+
+// -----
+
+// A forward output the caller may drop and ask for again, and its
+// recomputed copy (coat-recompute-activations appends it).
+// CHECK-LABEL: func.func private @recompute
+// CHECK-SAME: -> (tensor<?x64xbf16> {coat.recompute}, tensor<?x32xbf16> {coat.grad_of = 0 : i64}, tensor<?x64xbf16> {coat.recompute_of = 0 : i64})
+func.func private @recompute(%x: tensor<?x32xbf16>,
+    %dy: tensor<?x64xbf16> {coat.gradient, coat.grad_of = 0 : i64})
+    -> (tensor<?x64xbf16> {coat.recompute}, tensor<?x32xbf16> {coat.grad_of = 0 : i64},
+        tensor<?x64xbf16> {coat.recompute_of = 0 : i64})

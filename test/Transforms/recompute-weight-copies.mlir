@@ -6,6 +6,7 @@
 // RUN: coat-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(coat-recompute-activations{weight-copies-min-bytes=2051}))' | FileCheck %s --check-prefix=KEPT
 // RUN: coat-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(coat-recompute-activations{weight-copies-min-bytes=2050}))' -o /dev/null 2>&1 | FileCheck %s --check-prefix=REMARK
 // RUN: coat-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(coat-recompute-activations{weight-copies-min-bytes=-1}))' -o /dev/null 2>&1 | FileCheck %s --check-prefix=NEVER
+// RUN: coat-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(coat-recompute-activations{weight-copies-min-bytes=0}),coat-outline-kernels)' | FileCheck %s --check-prefix=OUTLINED
 
 !w = !coat.qtensor<32x64xf8E4M3FN, per_tensor, scale = bf16>
 !wt = !coat.qtensor<64x32xf8E4M3FN, per_tensor, scale = bf16>
@@ -28,6 +29,17 @@
 // Each decision is a remark at the weight's quantize.
 // REMARK: remark: FP8 copy of weight argument 1 (2050 bytes) derived again in the backward: at least weight-copies-min-bytes (2050)
 // NEVER: remark: FP8 copy of weight argument 1 (2050 bytes) kept for the backward: weight-copies-min-bytes is negative
+// Outlined, the copy derived again takes its maxima and scale in the
+// backward too (marked like it): the forward neither computes them twice
+// nor keeps the scale.
+// OUTLINED-LABEL: func.func @weight_copy(
+// OUTLINED: call @[[MAX:weight_copy_k[0-9]+_absmax]](%arg1) :
+// OUTLINED-NOT: coat.recompute
+// OUTLINED: call @weight_copy_k{{[0-9]+}}_linear_forward(
+// OUTLINED-NEXT: call @[[MAX]](%arg1) {coat.recompute}
+// OUTLINED-NEXT: call @weight_copy_k{{[0-9]+}}_scale_from_maxima(%{{.*}}) {coat.recompute}
+// OUTLINED-NEXT: call @weight_copy_k{{[0-9]+}}_quantize_per_tensor_transpose(%arg1, %{{.*}}) {coat.recompute}
+// OUTLINED-NEXT: call @weight_copy_k{{[0-9]+}}_linear_dgrad(
 // KEPT-LABEL: func.func @weight_copy
 // KEPT-NOT: coat.recompute
 // SAVED: saved activations: 0 bytes{{.*}}weight copies kept for the backward: 0 bytes

@@ -106,7 +106,8 @@ TEST(RuntimeProgram, ReadsCallsAndTheirKernels) {
   // The spec's kernel, then the one that finishes it (config.of).
   ASSERT_EQ(p.steps[1].kernels.size(), 2u);
   EXPECT_EQ(m.kernels[p.steps[1].kernels[1].kernel].name, "p_k1_norm_grad_reduce");
-  EXPECT_TRUE(p.steps[1].backward);
+  EXPECT_EQ(int(p.steps[0].phase), int(Phase::Forward));
+  EXPECT_EQ(int(p.steps[1].phase), int(Phase::Backward));
   EXPECT_EQ(p.values[2].scaling, coat::Scaling::perGroup(16));
   const Binding &scale = p.steps[0].kernels[0].bindings[2];
   ASSERT_EQ(scale.names.size(), 1u);
@@ -215,8 +216,10 @@ TEST(RuntimeProgram, FiniteFlagsAreWordsOfTheProgramsOutputs) {
   ASSERT_EQ(status, COAT_MANIFEST_OK) << openErr;
   std::string doc = coat_manifest_document(cm);
   coat_manifest_close(cm);
-  EXPECT_HAS(doc, "{\"value\":3,\"phase\":\"backward\",\"flagged\":false,\"grad_of\":0}");
-  EXPECT_HAS(doc, "{\"value\":4,\"phase\":\"backward\",\"flagged\":true,\"grad_of\":null}");
+  EXPECT_HAS(doc, "{\"value\":3,\"phase\":\"backward\",\"flagged\":false,\"grad_of\":0,"
+                  "\"recompute_of\":null}");
+  EXPECT_HAS(doc, "{\"value\":4,\"phase\":\"backward\",\"flagged\":true,\"grad_of\":null,"
+                  "\"recompute_of\":null}");
 
   // Only a result of the call, whole, as an i32 word.
   auto refused = [&](const std::string &bad) {
@@ -294,6 +297,103 @@ TEST(RuntimeProgram, RefusesValuesAndDataflowItCannotFollow) {
   EXPECT_HAS(parseErr("\"version\": 1", "\"version\": 0"), "expected an integer >= 1");
   EXPECT_HAS(parseErr("\"version\": 1", "\"version\": 2"),
              "unsupported manifest version 2 (this runtime reads 1)");
+}
+
+/// kProgram with a recompute phase: output 0 is the forward's 1x16 copy
+/// of x (value 2), which the caller may drop; the recompute call makes it
+/// again from x (saved for it) as value 5, output 3.
+std::string withRecompute() {
+  std::string text = kProgram;
+  auto replace = [&](const std::string &from, const std::string &to) {
+    size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+  };
+  replace(R"j({"kind": "tensor", "shape": [64], "dtype": "bf16"}],)j",
+          R"j({"kind": "tensor", "shape": [64], "dtype": "bf16"},
+      {"kind": "qtensor", "shape": [-1, 64], "dtype": "e4m3", "scaling": "per_group<16>",
+       "scale_dtype": "bf16", "scale_shape": [-1, 4]}],)j");
+  // Between the forward and the backward, as the compiler places it.
+  replace(R"j("operands": [0], "results": [2]},)j",
+          R"j("operands": [0], "results": [2]},
+      {"spec": "p_k0_quantize", "phase": "recompute", "operands": [0], "results": [5]},)j");
+  replace(R"j("outputs": [{"value": 3,)j",
+          R"j("outputs": [{"value": 2, "phase": "forward"}, {"value": 3,)j");
+  replace(R"j({"value": 4, "phase": "backward"}],)j",
+          R"j({"value": 4, "phase": "backward"},
+                {"value": 5, "phase": "recompute", "recompute_of": 0}],)j");
+  replace(R"j("saved": [2])j", R"j("saved": [2, 0])j");
+  return text;
+}
+
+std::string recomputeErr(const std::string &from, const std::string &to) {
+  std::string text = withRecompute();
+  size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  text.replace(at, from.size(), to);
+  Manifest m;
+  std::string err;
+  EXPECT_FALSE(parseManifest(text, "/d", m, err)) << from << " -> " << to;
+  return err;
+}
+
+TEST(RuntimeProgram, ReadsARecomputePhase) {
+  Manifest m = parseOk(withRecompute());
+  ASSERT_EQ(m.programs.size(), 1u);
+  const Program &p = m.programs[0];
+  ASSERT_EQ(p.steps.size(), 3u);
+  EXPECT_EQ(int(p.steps[1].phase), int(Phase::Recompute));
+  ASSERT_EQ(p.outputs.size(), 4u);
+  EXPECT_EQ(int(p.outputs[3].phase), int(Phase::Recompute));
+  EXPECT_EQ(p.outputs[3].recomputeOf, 0);
+  EXPECT_EQ(p.outputs[0].recomputeOf, -1);
+  StepPlan plan;
+  std::string err;
+  ASSERT_TRUE(planStep(m, p, 1, 5, nullptr, plan, err)) << err;
+  ASSERT_EQ(plan.results.size(), 1u);
+  EXPECT_EQ(plan.results[0].first, 5);
+
+  coat_manifest *cm = nullptr;
+  int status;
+  std::string openErr = open(withRecompute(), &cm, status);
+  ASSERT_EQ(status, COAT_MANIFEST_OK) << openErr;
+  std::string doc = coat_manifest_document(cm);
+  coat_manifest_close(cm);
+  EXPECT_HAS(doc, "{\"spec\":\"p_k0_quantize\",\"phase\":\"recompute\",\"operands\":[0],"
+                  "\"results\":[5]");
+  EXPECT_HAS(doc, "{\"value\":5,\"phase\":\"recompute\",\"flagged\":false,\"grad_of\":null,"
+                  "\"recompute_of\":0}");
+}
+
+TEST(RuntimeProgram, RefusesRecomputePhasesItCannotFollow) {
+  const std::string step1 = "programs[0] ('p').steps[1] ('p_k0_quantize'): ";
+  // It reads from the forward only what the forward saves.
+  EXPECT_HAS(recomputeErr("\"saved\": [2, 0]", "\"saved\": [2]"),
+             step1 + "the recompute phase reads value 0, which the forward does not save");
+  // It runs when the caller asks, if at all: no other phase reads it, and
+  // it reads nothing of the backward.
+  EXPECT_HAS(recomputeErr("\"operands\": [2, 1]", "\"operands\": [5, 1]"),
+             "steps[2] ('p_k1_norm_grad'): a backward call reads value 5, which the "
+             "recompute phase computes (it runs only when the caller asks)");
+  EXPECT_HAS(recomputeErr("\"phase\": \"recompute\", \"operands\": [0]",
+                          "\"phase\": \"recompute\", \"operands\": [1]"),
+             step1 + "a recompute call reads value 1, which depends on a gradient");
+  EXPECT_HAS(recomputeErr("\"phase\": \"recompute\", \"operands\"",
+                          "\"phase\": \"later\", \"operands\""),
+             "steps[1].phase: expected \"forward\", \"recompute\" or \"backward\", "
+             "got \"later\"");
+  // Its outputs name the forward output they copy, and only they do.
+  EXPECT_HAS(recomputeErr(", \"recompute_of\": 0}", "}"),
+             "outputs[3]: an output of the recompute phase needs 'recompute_of'");
+  EXPECT_HAS(recomputeErr("\"recompute_of\": 0}", "\"recompute_of\": 1}"),
+             "outputs[3].recompute_of: output 1 is not a forward output");
+  EXPECT_HAS(recomputeErr("{\"value\": 4, \"phase\": \"backward\"}",
+                          "{\"value\": 4, \"phase\": \"backward\", \"recompute_of\": 0}"),
+             "outputs[2].recompute_of: only an output of the recompute phase copies a "
+             "forward output");
+  EXPECT_HAS(recomputeErr("{\"value\": 5, \"phase\": \"recompute\"",
+                          "{\"value\": 5, \"phase\": \"backward\""),
+             "outputs[3]: value 5 is not computed in the phase the output names");
 }
 
 TEST(RuntimeProgram, RefusesLaunchesItsPlansWouldMake) {

@@ -305,6 +305,32 @@ def test_programs_come_normalized_from_the_reader():
     assert m.kernel("p_k1_norm_grad_reduce").config == {"of": "p_k1_norm_grad"}
 
 
+def recompute_doc():
+    """The fixture program with its forward's 1x16 copy (value 2) as output
+    0, made again by a recompute call (value 5) from the saved input."""
+    doc = program_doc()
+    p = doc["programs"][0]
+    p["values"].append(dict(p["values"][2]))
+    p["steps"].insert(1, {"spec": "p_k0_quantize", "phase": "recompute", "operands": [0],
+                          "results": [5]})
+    p["outputs"] = ([{"value": 2, "phase": "forward"}] + p["outputs"]
+                    + [{"value": 5, "phase": "recompute", "recompute_of": 0}])
+    p["saved"] = [2, 0]
+    return doc
+
+
+def test_recompute_phase_comes_normalized_from_the_reader():
+    (p,) = parse_manifest(recompute_doc()).programs
+    assert [s["phase"] for s in p["steps"]] == ["forward", "recompute", "backward"]
+    assert [o["recompute_of"] for o in p["outputs"]] == [None, None, None, 0]
+    assert p["outputs"][3]["phase"] == "recompute"
+    doc = recompute_doc()
+    doc["programs"][0]["saved"] = [2]
+    with pytest.raises(ManifestError, match="the recompute phase reads value 0, which the "
+                                            "forward does not save"):
+        parse_manifest(doc)
+
+
 def test_plans_come_from_the_reader():
     m = parse_manifest(program_doc())
     plan = m.reader.plan("p", 1, 100, resident=lambda name: 2)

@@ -63,6 +63,23 @@ def test_corpus_split_is_by_file_and_stable(example):
     assert torch.equal(held, held2) and train.numel() == train2.numel()
 
 
+def test_recompute_attention_inputs_reaches_every_converted_layer(example):
+    """--recompute-attention-inputs sets the option on the layers
+    coat.convert made (the tiny config's head size leaves RoPE to torch,
+    so no projection is kept either way; the flag is still passed on)."""
+    import coat.nn as cnn
+
+    cfg = example.CONFIGS["tiny"]
+    model, _, _ = example.build("coat", cfg, "cpu", 1e-3, None,
+                                recompute_attention_inputs=True)
+    layers = [m for m in model.modules() if isinstance(m, cnn.DecoderLayer)]
+    assert len(layers) == cfg.layers
+    assert all(m.recompute_attention_inputs and m.configs[0].name.endswith("_rc")
+               for m in layers)
+    args = example.parse_args(["--recompute-attention-inputs"])
+    assert args.recompute_attention_inputs
+
+
 @pytest.mark.parametrize("mode", ["bf16", "coat"])
 def test_example_trains_on_cpu(example, tmp_path, mode):
     log = tmp_path / f"{mode}.json"
@@ -280,6 +297,8 @@ def test_step_in_backward_modes_and_options_of_one_kind(compare):
         "coat (step in backward, bf16)"
     assert compare.label("coat-sib", {"step_in_backward": True, "param_dtype": "f32"}) == \
         "coat-sib"
+    assert compare.label("coat", {"recompute_attention_inputs": True}) == \
+        "coat (q/k/v recomputed)"
 
 
 def test_seven_b_config_is_llama_2_7b():
@@ -304,6 +323,7 @@ def test_seven_b_config_is_llama_2_7b():
     (["--mode", "coat", "--torchao-optim", "adamw8bit"], "for mode torchao"),
     (["--mode", "bf16", "--persistent-grads"], "FP8AdamW's"),
     (["--mode", "coat", "--persistent-grads", "--step-in-backward"], "do not go together"),
+    (["--mode", "bf16", "--recompute-attention-inputs"], "mode coat"),
 ])
 def test_memory_options_are_checked_before_training(plain_example, extra, message):
     with pytest.raises(SystemExit, match=message):

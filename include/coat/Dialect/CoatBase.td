@@ -51,6 +51,15 @@ def Coat_Dialect : Dialect {
             tensor<32x64xbf16> {coat.grad_of = 1 : i64})
     ```
 
+    - `coat.recompute` (unit, result): a forward output (a ranked tensor,
+      no gradient) that the caller may drop after the forward and ask the
+      program for again in the backward. `coat-recompute-activations`
+      appends the copy as a result `coat.recompute_of = i` (integer): it
+      names a result marked `coat.recompute`, has its type, and no two
+      results name the same one. (On an op, `coat.recompute` marks a
+      recomputation: unit for the program's own backward, `"output"` for
+      such a copy.)
+
     `coat.program` (unit, on the function) marks a program that
     `coat-outline-kernels` cut into kernel calls.
 

@@ -64,7 +64,24 @@ inline constexpr llvm::StringLiteral kFiniteFlagAttr = "coat.finite_flag";
 /// Marks an op (or the kernel call outlined from it) that recomputes a
 /// forward value for the backward: it runs in the backward although none of
 /// its operands depends on a gradient (coat-recompute-activations).
+///
+/// On a program result (unit): the caller may drop the value after the
+/// forward and ask the program for it again in the backward. On an op (or
+/// call) whose value is `kRecomputeOutput`: it computes such a result again
+/// for the caller, in the program's `recompute` phase.
 inline constexpr llvm::StringLiteral kRecomputeAttr = "coat.recompute";
+/// The value of `coat.recompute` on the ops of the `recompute` phase.
+inline constexpr llvm::StringLiteral kRecomputeOutput = "output";
+/// On a program result: the copy of forward result `i` that the `recompute`
+/// phase computes (coat-recompute-activations appends it).
+inline constexpr llvm::StringLiteral kRecomputeOfAttr = "coat.recompute_of";
+
+/// Whether `op` computes a result again for the caller (the `recompute`
+/// phase) rather than for the program's own backward.
+inline bool recomputesOutput(Operation *op) {
+  auto tag = op->getAttrOfType<StringAttr>(kRecomputeAttr);
+  return tag && tag.getValue() == kRecomputeOutput;
+}
 
 /// Whether `op` runs in the backward of a program whose backward values so
 /// far are `backward`: it reads one of them or recomputes for the backward.

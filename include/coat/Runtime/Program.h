@@ -71,9 +71,14 @@ struct CallKernel {
   std::vector<Binding> bindings; ///< one per kernel argument
 };
 
+/// When a call runs, and when an output is there: `forward` and `backward`
+/// as autograd runs them; `recompute` between the two, on demand, for a
+/// caller that dropped a forward output and asks for it again.
+enum class Phase { Forward, Recompute, Backward };
+
 struct ProgramStep {
   std::string spec;
-  bool backward = false;
+  Phase phase = Phase::Forward;
   std::vector<int64_t> operands, results; ///< value ids
   std::vector<CallKernel> kernels; ///< the spec's own, then `config.of` ones
 };
@@ -89,8 +94,9 @@ struct ProgramInput {
 
 struct ProgramOutput {
   int64_t value = 0;
-  bool backward = false;
-  int64_t gradOf = -1; ///< input index, -1 when absent
+  Phase phase = Phase::Forward;
+  int64_t gradOf = -1;      ///< input index, -1 when absent
+  int64_t recomputeOf = -1; ///< recompute: the forward output it copies
 };
 
 struct Program {

@@ -31,9 +31,12 @@
 //                             {"kind": "qtensor", "shape", "dtype", "scaling",
 //                              "scale_dtype", "scale_shape"}],
 //                  "inputs": [{"value", "role", "grad_of": index | null}],
-//                  "steps": [{"spec", "phase", "operands", "results",
+//                  "steps": [{"spec", "phase" ("forward" | "recompute" |
+//                             "backward"), "operands", "results",
 //                             "kernels": [name, ...] (in launch order)}],
-//                  "outputs": [{"value", "phase", "grad_of": index | null}],
+//                  "outputs": [{"value", "phase", "flagged",
+//                               "grad_of": index | null,
+//                               "recompute_of": index | null}],
 //                  "saved": [value, ...]}]}
 //
 // A plan (coat_manifest_plan) for one call and token count:

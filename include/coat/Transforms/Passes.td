@@ -272,6 +272,38 @@ def CoatRecomputeActivations : Pass<"coat-recompute-activations",
     step's GEMMs over the same weight. At the Llama-2-7B shape every copy
     is above it (16 to 48 MiB; 6 GiB over 32 layers); at hidden 1024 none
     is. 0 recomputes every weight copy, a negative value none.
+
+    A forward result marked `coat.recompute` is one the caller may drop
+    after the forward and ask the program for again in the backward (the
+    q/k/v projection that PyTorch's attention would otherwise keep). The
+    pass clones the ops that compute it from what the backward has anyway
+    (weights, constants, values the program keeps), here including a
+    `coat.linear forward`, which is cloned for this alone; the clones are
+    marked `coat.recompute = "output"`, placed between the forward and the
+    backward, and their value becomes a new result `coat.recompute_of = i`.
+    `coat-outline-kernels` moves the mark to the call (the forward's
+    kernels) and `coat-export-programs` puts it in the `recompute` phase,
+    which the caller runs on demand. Nothing more is kept for it: where the
+    result needs a value the program does not keep (or depends on a
+    gradient, or the backward reads it itself), it is left alone. Each
+    decision is a remark at the result's producer, with the bytes dropping
+    it frees (per token for a dynamic shape):
+
+    ```mlir
+    func.func @qkv(...) -> (tensor<?x256xbf16> {coat.recompute}, ...,
+                            tensor<?x256xbf16> {coat.recompute_of = 0 : i64}) {
+      ...
+      %y = coat.linear forward %ln, %wq : ...
+      %y_rot = coat.rope %y, %cos, %sin rotated_heads = 6 : ...
+      %n, %rstd = coat.rmsnorm %h_q, %w_norm ... {coat.recompute = "output"}
+      ...
+      %y2 = coat.linear forward %ln2, %wq2 {coat.recompute = "output"} : ...
+      %y_rot2 = coat.rope %y2, %cos, %sin rotated_heads = 6 {coat.recompute = "output"} : ...
+      %dy_unrot = coat.rope_grad %dy, %cos, %sin rotated_heads = 6 : ...
+      ...
+      return %y_rot, ..., %y_rot2 : ...
+    }
+    ```
   }];
   let options = [
     Option<"weightCopiesMinBytes", "weight-copies-min-bytes", "int64_t",

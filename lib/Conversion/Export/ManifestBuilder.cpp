@@ -157,8 +157,11 @@ FailureOr<llvm::json::Object> describe(func::FuncOp fn,
   }
 
   llvm::json::Array steps;
-  // Values the forward defines that a backward step reads.
+  // Values the forward defines that a backward or recompute step reads.
   llvm::SetVector<int64_t> saved;
+  // Values of the `recompute` phase: what the caller asks for again,
+  // computed on demand, which the backward cannot count on.
+  llvm::DenseSet<Value> recomputed;
   for (Operation &op : fn.getBody().front().without_terminator()) {
     auto call = dyn_cast<func::CallOp>(op);
     if (!call)
@@ -176,13 +179,17 @@ FailureOr<llvm::json::Object> describe(func::FuncOp fn,
         return call.emitError("coat-compile-artifact: kernel '")
                << k->getString("name").value_or(spec) << "' of @" << spec
                << " cannot run from a program: " << *why;
-    bool isBackward = runsInBackward(call, backward);
+    bool isRecompute = recomputesOutput(call);
+    bool isBackward = !isRecompute && runsInBackward(call, backward);
     llvm::json::Array operands, results;
     for (Value v : call.getOperands()) {
       auto it = ids.find(v);
       if (it == ids.end())
         return call.emitError("coat-compile-artifact: operand defined "
                               "outside the program's calls and arguments");
+      if (recomputed.contains(v) && !isRecompute)
+        return call.emitError("coat-compile-artifact: only the recompute "
+                              "phase reads what it computes");
       operands.push_back(it->second);
     }
     for (Value r : call.getResults()) {
@@ -191,14 +198,19 @@ FailureOr<llvm::json::Object> describe(func::FuncOp fn,
       results.push_back(ids[r]);
       if (isBackward)
         backward.insert(r);
+      if (isRecompute)
+        recomputed.insert(r);
     }
-    if (isBackward)
+    if (isBackward || isRecompute)
       for (Value v : call.getOperands())
-        if (!backward.contains(v))
+        if (!backward.contains(v) && !recomputed.contains(v))
           saved.insert(ids[v]);
+    StringRef phase = isRecompute  ? "recompute"
+                      : isBackward ? "backward"
+                                   : "forward";
     steps.push_back(llvm::json::Object{
         {"spec", spec},
-        {"phase", isBackward ? "backward" : "forward"},
+        {"phase", phase},
         {"operands", std::move(operands)},
         {"results", std::move(results)}});
   }
@@ -206,11 +218,14 @@ FailureOr<llvm::json::Object> describe(func::FuncOp fn,
   llvm::json::Array outputs;
   auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-    llvm::json::Object out{
-        {"value", ids[v]},
-        {"phase", backward.contains(v) ? "backward" : "forward"}};
+    StringRef phase = recomputed.contains(v) ? "recompute"
+                      : backward.contains(v)  ? "backward"
+                                              : "forward";
+    llvm::json::Object out{{"value", ids[v]}, {"phase", phase}};
     if (auto g = fn.getResultAttrOfType<IntegerAttr>(i, kGradOfAttr))
       out["grad_of"] = g.getInt();
+    if (auto r = fn.getResultAttrOfType<IntegerAttr>(i, kRecomputeOfAttr))
+      out["recompute_of"] = r.getInt();
     outputs.push_back(std::move(out));
   }
   llvm::json::Array savedJson;

@@ -21,7 +21,8 @@ chunked: linear_cross_entropy), ``finite`` (NaN/Inf checks read once a step), ``
 Hugging Face decoder layers live in :mod:`coat.hf`.
 """
 
-from ._autograd import _RunProgram, forward_inputs, returned_outputs, run_backward, run_forward
+from ._autograd import (_RunProgram, forward_inputs, recomputed_output, returned_outputs,
+                        run_backward, run_forward, run_recompute)
 from .convert import KEEP_HIGH_PRECISION, ConversionReport, convert
 from .cross_entropy import linear_cross_entropy
 from .decoder import DecoderLayer

@@ -3,6 +3,7 @@ calls when autograd asks, keeping exactly the values the launch plan saves."""
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, Dict, List, Optional, Sequence
 
 import torch
@@ -96,7 +97,9 @@ def _output_names(program: Program, module_name: str) -> List[str]:
     names = []
     for vid, phase, grad_of in program.outputs:
         t = program.values[vid]
-        what = "forward output" if phase == "forward" else f"gradient of input {grad_of}"
+        what = {"forward": "forward output",
+                "recompute": "recomputed forward output"}.get(phase,
+                                                              f"gradient of input {grad_of}")
         names.append(f"{module_name} {what} ({program._shape_str(t.shape)} {t.dtype})")
     return names
 
@@ -174,6 +177,22 @@ def run_backward(program: Program, module_name: str, kept: Dict[int, Any], grads
     return out
 
 
+def run_recompute(program: Program, kept: Dict[int, Any], tokens: int,
+                  output: int) -> torch.Tensor:
+    """Forward output ``output`` (an index into ``program.outputs``) made
+    again by the program's ``recompute`` phase from the saved values
+    ``kept``, which stay as they are for the backward. The same kernels on
+    the same inputs: the bits of the forward's output."""
+    copy = program.recomputed.get(output)
+    if copy is None:
+        raise ProgramError(f"{program.name}: output {output} has no recomputed copy "
+                           "(coat.recompute)")
+    env = dict(kept)
+    # Its kernels' finiteness words go unread: the forward checked the bits.
+    program.run(env, "recompute", tokens, drop_dead=True)
+    return env[program.outputs[copy][0]]
+
+
 class _RunProgram(torch.autograd.Function):
     """Forward calls of a program now, its backward calls in backward(): how
     programs run eagerly (under torch.compile, :mod:`coat._torch_ops`'s
@@ -194,9 +213,49 @@ class _RunProgram(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grads):
         kept, ctx.kept = ctx.kept, None
-        for vid, x in kept.items():
-            if isinstance(x, _Derivation):
-                kept[vid] = x.again(f"{ctx.module_name} ({ctx.program.name})")
+        _derive_kept(ctx, kept)
         out = run_backward(ctx.program, ctx.module_name, kept, grads, ctx.tokens, ctx.device)
         return (None, None, *out)
+
+    @staticmethod
+    def recomputed_output(ctx, index: int) -> torch.Tensor:
+        """Returned output ``index`` of the call whose node is ``ctx`` (the
+        output's ``grad_fn``), made again from the values the call keeps for
+        its backward, for a caller that did not keep it (the program marks
+        it ``coat.recompute``). Before the call's backward only; computed
+        once while the caller holds the result, and the backward still
+        finds (and frees) every kept value."""
+        program = ctx.program
+        returned = returned_outputs(program)
+        if not 0 <= index < len(returned):
+            raise IndexError(f"{ctx.module_name}: the call returns {len(returned)} "
+                             f"output(s), not {index + 1}")
+        if ctx.kept is None:
+            raise RuntimeError(f"{ctx.module_name} ({program.name}): its backward already "
+                               "ran; the values its output is made from are gone")
+        cache = getattr(ctx, "recomputed", None)
+        if cache is None:
+            cache = ctx.recomputed = {}
+        ref = cache.get(index)
+        out = ref() if ref is not None else None
+        if out is None:
+            _derive_kept(ctx, ctx.kept)  # the backward reuses the copies
+            out = run_recompute(program, ctx.kept, ctx.tokens, returned[index])
+            cache[index] = weakref.ref(out)
+        return out
+
+
+def _derive_kept(ctx, kept: Dict[int, Any]) -> None:
+    """Makes the weight copies ``kept`` holds as derivations (once)."""
+    for vid, x in kept.items():
+        if isinstance(x, _Derivation):
+            kept[vid] = x.again(f"{ctx.module_name} ({ctx.program.name})")
+
+
+def recomputed_output(node, index: int) -> torch.Tensor:
+    """:meth:`_RunProgram.recomputed_output` of ``node``, the ``grad_fn`` of
+    an eagerly run program's output."""
+    if getattr(node, "_forward_cls", None) is not _RunProgram:
+        raise TypeError(f"{node!r} is not the node of an eager program call")
+    return _RunProgram.recomputed_output(node, index)
 

@@ -3,12 +3,13 @@ programs around BF16 attention."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Dict, Optional
 
 import torch
 
-from .. import programs
-from ._autograd import program_weight
+from .. import _torch_ops, programs
+from ._autograd import program_weight, recomputed_output
 from .modules import _ProgramModule, _check_devices, _module_name, _tokens_2d
 
 class _Projections(torch.nn.Module):
@@ -20,6 +21,62 @@ class _Projections(torch.nn.Module):
             holder = torch.nn.Module()
             holder.weight = w
             self.add_module(name, holder)
+
+
+def _storage_ptr(t: torch.Tensor) -> int:
+    storage = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+    return storage.data_ptr()
+
+
+class _SavedView:
+    """What autograd keeps of a tensor that views the attention-input
+    program's output: the view (size, stride, offset into the output), no
+    data."""
+
+    __slots__ = ("source", "size", "stride", "offset")
+
+    def __init__(self, source: "_RecomputedInputs", t: torch.Tensor, offset: int):
+        self.source = source
+        self.size, self.stride, self.offset = tuple(t.shape), t.stride(), offset
+
+
+class _RecomputedInputs:
+    """The saved-tensor hooks of one layer's attention core: a saved tensor
+    that shares the storage of ``qkv`` (the attention-input program's
+    output) is packed as a :class:`_SavedView`; unpacking one asks the
+    program's node for ``qkv`` made again (once: the views of one backward
+    share it, and it goes with them) and returns the same view of it. Any
+    other saved tensor is kept as it is. Holds no reference to ``qkv``."""
+
+    def __init__(self, qkv: torch.Tensor, what: str):
+        self.node, self.what = qkv.grad_fn, what
+        self.ptr, self.offset = _storage_ptr(qkv), qkv.storage_offset()
+        self.shape, self.dtype, self.device = tuple(qkv.shape), qkv.dtype, qkv.device
+        self.copy: Optional[torch.Tensor] = None
+
+    def hooks(self):
+        return torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack)
+
+    def pack(self, t: torch.Tensor):
+        if t.device != self.device or t.dtype != self.dtype or t.layout != torch.strided:
+            return t
+        try:
+            shared = _storage_ptr(t) == self.ptr
+        except (RuntimeError, NotImplementedError):  # a tensor without storage
+            return t
+        return _SavedView(self, t, t.storage_offset() - self.offset) if shared else t
+
+    def unpack(self, packed):
+        if not isinstance(packed, _SavedView):
+            return packed
+        if self.copy is None:
+            copy = recomputed_output(self.node, 0)
+            if tuple(copy.shape) != self.shape or not copy.is_contiguous():
+                raise RuntimeError(f"{self.what}: the recomputed output is "
+                                   f"{tuple(copy.shape)}, the forward's was {self.shape}")
+            self.copy = copy
+        return self.copy.as_strided(packed.size, packed.stride,
+                                    self.copy.storage_offset() + packed.offset)
 
 
 class DecoderLayer(_ProgramModule):
@@ -39,15 +96,30 @@ class DecoderLayer(_ProgramModule):
     around a layer's existing Parameters. Called as ``layer(x, cos, sin)``
     with ``x`` [batch, seq, hidden] and the rotary tables of
     :func:`coat.llama.rope_tables`.
+
+    ``recompute_attention_inputs`` (also settable after construction, e.g.
+    on the layers :func:`coat.convert` made): attention's autograd does not
+    keep q, k and v (views of the program's q/k/v projection, all of it
+    [tokens, (heads + 2 kv_heads) head_dim] bf16) until the backward;
+    the first program (compiled with ``recompute_output``, its name ends
+    in ``_rc``) makes the projection again there, the same kernels on the
+    values it keeps anyway, so attention's backward gets the same bits.
+    SDPA's other saved tensors (its output, logsumexp, RNG state) are kept
+    as usual. It frees the projection where it is the only copy: q and k
+    rotated in the program (:attr:`rope_in_program`). Under torch.compile
+    the option is not applied (the layer keeps the projection; the
+    compiled graph's saved tensors are the partitioner's).
     """
 
     def __init__(self, hidden: int, ffn: int, heads: int, kv_heads: int, eps: float = 1e-5,
                  *, weights: Optional[Dict[str, torch.nn.Parameter]] = None,
-                 kernels: Optional[str] = None, device=None, dtype=torch.float32):
+                 kernels: Optional[str] = None, device=None, dtype=torch.float32,
+                 recompute_attention_inputs: bool = False):
         name = type(self).__name__
         try:
-            super().__init__(programs.decoder_layer_configs(hidden, ffn, heads, kv_heads, eps),
-                             kernels)
+            super().__init__(programs.decoder_layer_configs(
+                hidden, ffn, heads, kv_heads, eps,
+                recompute_output=bool(recompute_attention_inputs)), kernels)
         except ValueError as e:
             raise ValueError(f"{name}: {e}") from None
         d = hidden // heads
@@ -85,9 +157,26 @@ class DecoderLayer(_ProgramModule):
         the head size by coat.programs.decoder_layer_configs)."""
         return self.configs[0].rope
 
+    @property
+    def recompute_attention_inputs(self) -> bool:
+        """Whether the backward makes q, k and v again instead of attention
+        keeping them (see the class)."""
+        return self.configs[0].recompute_output
+
+    @recompute_attention_inputs.setter
+    def recompute_attention_inputs(self, on: bool) -> None:
+        on = bool(on)
+        if on == self.recompute_attention_inputs:
+            return
+        self.configs[0] = dataclasses.replace(self.configs[0], recompute_output=on)
+        self._programs = None  # found (or compiled) again on first use
+        if self._op_keys:
+            self._op_keys[0] = _torch_ops.register(self.configs[0], self.kernels)
+
     def extra_repr(self) -> str:
         return (f"hidden={self.hidden}, ffn={self.ffn}, heads={self.heads}, "
-                f"kv_heads={self.kv_heads}, rope_in_program={self.rope_in_program}")
+                f"kv_heads={self.kv_heads}, rope_in_program={self.rope_in_program}"
+                f"{', recompute_attention_inputs=True' if self.recompute_attention_inputs else ''}")
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         from ..llama import attention_core, rope_rows
@@ -110,7 +199,12 @@ class DecoderLayer(_ProgramModule):
         q_n = self.heads * (self.hidden // self.heads)
         kv_n = (qkv.shape[1] - q_n) // 2
         q, k, v = qkv[:tokens].view(b, s, -1).split([q_n, kv_n, kv_n], dim=-1)
-        a = attention_core(q, k, v, cos, sin, self.heads, self.kv_heads)
+        if (self.recompute_attention_inputs and qkv.grad_fn is not None
+                and not (_torch_ops.AVAILABLE and torch.compiler.is_compiling())):
+            with _RecomputedInputs(qkv, f"{name} attention input").hooks():
+                a = attention_core(q, k, v, cos, sin, self.heads, self.kv_heads)
+        else:
+            a = attention_core(q, k, v, cos, sin, self.heads, self.kv_heads)
         a = _tokens_2d(a, q_n, name)
         (h,) = self.run_program(1, f"{name} attention output", h, a,
                                 program_weight(at.o_proj.weight))
