@@ -58,12 +58,19 @@ def recorded(path: str) -> str:
     return m.group(1)
 
 
+RECORD_TEXT = '''"""The compiler's identity: a hash of the sources coat-opt is built from
+(scripts/compiler_id.py writes it; test_compiler_id checks it is current).
+Part of every artifact's source key, so kernels a previous compiler made
+are not taken for this one's."""
+
+COMPILER_ID = "{ident}"
+'''
+
+
 def write(ident: str, path: str) -> None:
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
+    """Writes the record whole (a merge may have left two ids in it)."""
     with open(path, "w", encoding="utf-8") as f:
-        f.write(re.sub(r'^COMPILER_ID = "[0-9a-f]*"$', f'COMPILER_ID = "{ident}"', text,
-                       count=1, flags=re.M))
+        f.write(RECORD_TEXT.format(ident=ident))
 
 
 def main(argv=None) -> int:

@@ -55,10 +55,14 @@ def test_source_key_changes_with_the_compiler(monkeypatch):
 def test_check_reports_a_stale_record_and_write_renews_it(tmp_path, monkeypatch, capsys):
     ids = _script()
     record = tmp_path / "_compiler_id.py"
-    record.write_text('"""doc"""\n\nCOMPILER_ID = "00"\n')
+    # as a merge of two branches that both changed the compiler leaves it
+    record.write_text('"""doc"""\n\n<<<<<<< HEAD\nCOMPILER_ID = "00"\n=======\n'
+                      'COMPILER_ID = "11"\n>>>>>>> other\n')
     monkeypatch.setattr(ids, "RECORD", str(record))
     assert ids.main(["--check"]) == 1
     assert "run scripts/compiler_id.py --write" in capsys.readouterr().err
     assert ids.main(["--write"]) == 0
-    assert record.read_text() == f'"""doc"""\n\nCOMPILER_ID = "{ids.compute()}"\n'
+    assert record.read_text() == ids.RECORD_TEXT.format(ident=ids.compute())
     assert ids.main(["--check"]) == 0
+    with open(os.path.join(ROOT, "python", "coat", "_compiler_id.py")) as f:
+        assert f.read() == ids.RECORD_TEXT.format(ident=ids.compute())
