@@ -301,7 +301,8 @@ def test_cuda_layer_option_changes_no_bit_and_frees_the_projection(monkeypatch):
     cos, sin = llama.rope_tables(cfg, s, "cuda")
     x = torch.randn(b, s, hidden, device="cuda").bfloat16()
     dy = torch.randn_like(x)
-    plain, rc = make_layer(False, device="cuda"), make_layer(True, device="cuda")
+    plain = make_layer(False, device="cuda", layer=CUDA_LAYER)
+    rc = make_layer(True, device="cuda", layer=CUDA_LAYER)
     want = layer_step(plain, x, cos, sin, dy)
     got = layer_step(rc, x, cos, sin, dy)
     for i, (a, c) in enumerate(zip(got, want)):
