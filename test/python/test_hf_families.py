@@ -441,10 +441,14 @@ def test_gelu_form_is_part_of_the_mlp_program():
         type(tanh)(64, 256, approximate="sigmoid").text()
 
 
-def test_gpt2_attention_scale_options_are_read():
-    spec = inspect_layer("l", gpt2_block(scale_attn_weights=False,
-                                         scale_attn_by_inverse_layer_idx=True))
-    assert (spec.scale_attn_weights, spec.scale_attn_by_inverse_layer_idx) == (False, True)
+@pytest.mark.parametrize("name,value", [("scale_attn_weights", False),
+                                        ("scale_attn_by_inverse_layer_idx", True)])
+def test_gpt2_attention_scale_options_other_than_the_default_are_refused(name, value):
+    with pytest.raises(UnsupportedLayer, match=f"l.attn: {name}={value} is not supported"):
+        inspect_layer("l", gpt2_block(**{name: value}))
+    with pytest.raises(UnsupportedLayer, match=f"GPT-2 config: {name}={value} is not "
+                                               "supported"):
+        spec_from_config(gpt2_config(**{name: value}))
 
 
 def gpt2_with(**parts):
@@ -511,8 +515,7 @@ def gpt2_config(**kw):
     return base
 
 
-@pytest.mark.parametrize("kw", [{}, dict(activation_function="gelu"),
-                                dict(scale_attn_by_inverse_layer_idx=True)])
+@pytest.mark.parametrize("kw", [{}, dict(activation_function="gelu")])
 def test_gpt2_spec_from_config_is_what_the_block_says(kw):
     # A config has one layer_norm_epsilon for both norms.
     want = inspect_layer("l", gpt2_block(act=kw.get("activation_function", "gelu_new"),

@@ -245,30 +245,22 @@ def test_the_mlp_program_computes_the_tanh_form(cpu_cache):
             flow.check(kernel, "cpu", (256, 64), "random", seed=0, approximate="none")
 
 
-@pytest.mark.parametrize("layer_idx", [0, 2])
-def test_attention_scale_options_are_honoured(cpu_cache, layer_idx):
-    """scale_attn_by_inverse_layer_idx (scores divided by layer_idx + 1 on
-    top of 1/sqrt(head_dim)) and scale_attn_weights=False run through the
-    model's own eager function, which reads them from the module; the scale
-    passed to the attention function (what the other implementations use)
-    is the same."""
-    block = gpt2_block(layer_idx=layer_idx, scale_attn_by_inverse_layer_idx=True)
-    x, dy = inputs()
-    conv = _convert(block)
-    assert conv.spec.scale_attn_by_inverse_layer_idx
-    assert conv._scaling() == pytest.approx(D ** -0.5 / (layer_idx + 1))
-    check(output_and_grads(conv, x, dy, None), output_and_grads(block, x, dy, None))
-    unscaled = gpt2_block(scale_attn_weights=False)
-    assert _convert(unscaled)._scaling() == 1.0
-    check(output_and_grads(_convert(unscaled), x, dy, None),
-          output_and_grads(unscaled, x, dy, None))
+@pytest.mark.parametrize("name,value", [("scale_attn_weights", False),
+                                        ("scale_attn_by_inverse_layer_idx", True)])
+def test_attention_scale_options_other_than_the_default_are_refused(name, value):
+    """Refused (coat.hf.families): with scale_attn_by_inverse_layer_idx the
+    converted gradients did not match transformers' eager attention on the
+    GPU host, which this stand-in's attention did not show."""
+    with pytest.raises(ValueError, match=f"{name}={value} is not supported"):
+        _convert(gpt2_block(**{name: value}))
 
 
 def test_the_scale_reaches_the_attention_function(cpu_cache, monkeypatch):
     """Attention functions other than GPT-2's eager one take the scale as
-    ``scaling``: the converted block passes GPT2Attention's, and the
-    model's dropout probability (0 outside training)."""
-    block = gpt2_block(layer_idx=3, scale_attn_by_inverse_layer_idx=True)
+    ``scaling``: the converted block passes GPT2Attention's (1/sqrt(head_dim),
+    the only one it converts), and the model's dropout probability (0
+    outside training)."""
+    block = gpt2_block(layer_idx=3)
     conv = _convert(block)
     seen = {}
 
@@ -281,7 +273,7 @@ def test_the_scale_reaches_the_attention_function(cpu_cache, monkeypatch):
     with torch.no_grad():
         conv(inputs()[0], position_ids=torch.arange(16)[None])
     assert seen["module"] is conv.attn
-    assert seen["scaling"] == pytest.approx(D ** -0.5 / 4)
+    assert seen["scaling"] == pytest.approx(D ** -0.5)
     assert seen["dropout"] == 0.0 and "position_ids" in seen
 
 
