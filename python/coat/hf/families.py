@@ -346,8 +346,9 @@ def _gpt2_scale_refusal(where: str, name: str, default: bool) -> str:
 def _gpt2_spec(qual: str, layer: torch.nn.Module) -> LayerSpec:
     """A GPT2Block: ln_1, attn (c_attn: q, k and v stacked; c_proj), ln_2,
     mlp (c_fc, GELU, c_proj), all Conv1D with biases, sequential residual.
-    The attention core, its scale (scale_attn_weights,
-    scale_attn_by_inverse_layer_idx) and its dropout stay the model's."""
+    The attention core and its dropout stay the model's; its scale is
+    1/sqrt(head_dim) (the other scale options are refused:
+    _gpt2_scale_refusal)."""
     cls = type(layer).__name__
     attn = getattr(layer, "attn", None)
     mlp = getattr(layer, "mlp", None)
