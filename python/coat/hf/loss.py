@@ -67,10 +67,11 @@ def fuse(model: torch.nn.Module, kernels=None) -> None:
     fused = _fused_classes.get(cls)
     if fused is None:
         unfused = cls.forward
+        signature = inspect.signature(unfused)
 
         @functools.wraps(unfused)
         def forward(self, *args, **kwargs):
-            return _forward(self, unfused, args, kwargs)
+            return _forward(self, unfused, signature, args, kwargs)
 
         fused = type(cls.__name__, (cls,), {
             "forward": forward, "__module__": cls.__module__,
@@ -81,12 +82,11 @@ def fuse(model: torch.nn.Module, kernels=None) -> None:
     model._coat_loss_kernels = kernels
 
 
-def _forward(model, unfused, args, kwargs):
-    bound = inspect.signature(unfused).bind(model, *args, **kwargs)
-    arguments = dict(bound.arguments)
-    arguments.pop(next(iter(inspect.signature(unfused).parameters)))  # self
+def _forward(model, unfused, signature: inspect.Signature, args, kwargs):
+    arguments = dict(signature.bind(model, *args, **kwargs).arguments)
+    arguments.pop(next(iter(signature.parameters)))  # self
     extra = {}
-    for name, p in inspect.signature(unfused).parameters.items():
+    for name, p in signature.parameters.items():
         if p.kind is inspect.Parameter.VAR_KEYWORD:
             extra = arguments.pop(name, {})
         elif p.kind is inspect.Parameter.VAR_POSITIONAL and arguments.get(name):
