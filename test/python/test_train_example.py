@@ -80,6 +80,18 @@ def test_recompute_attention_inputs_reaches_every_converted_layer(example):
     assert args.recompute_attention_inputs
 
 
+@pytest.mark.parametrize("fused", [True, False])
+def test_unfused_loss_flag_reaches_coat_convert(example, fused):
+    """coat runs take the fused LM head and loss unless --unfused-loss (the
+    A/B of a training comparison); the model's report says which."""
+    cfg = example.CONFIGS["tiny"]
+    model, _, _ = example.build("coat", cfg, "cpu", 1e-3, None, fused_loss=fused)
+    assert model.coat_report.loss.startswith("fused" if fused else "unfused (fused_loss=False)")
+    assert (model.coat_loss is not None) == fused
+    assert example.parse_args(["--unfused-loss"]).unfused_loss
+    assert not example.parse_args([]).unfused_loss
+
+
 @pytest.mark.parametrize("mode", ["bf16", "coat"])
 def test_example_trains_on_cpu(example, tmp_path, mode):
     log = tmp_path / f"{mode}.json"
