@@ -36,7 +36,7 @@ from typing import Optional
 import torch
 
 from .. import _torch_ops, artifacts, programs
-from ._autograd import run_forward
+from ._autograd import _derive, run_forward
 
 #: The largest chunk of logits a call makes by default.
 DEFAULT_CHUNK_BYTES = 128 << 20
@@ -64,14 +64,6 @@ def _check_targets(targets: torch.Tensor, vocab: int, ignore_index: int) -> None
                          f"[0, {vocab}) and not ignore_index ({ignore_index})")
 
 
-def _bf16_weight(weight: torch.Tensor) -> torch.Tensor:
-    """The weight as the GEMMs take it: itself when it is contiguous bf16,
-    else a bf16 copy that lives for this forward only (an f32 master's)."""
-    if weight.dtype == torch.bfloat16 and weight.is_contiguous():
-        return weight
-    return weight.detach().to(torch.bfloat16).contiguous()
-
-
 def fused_forward(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
                   ignore_index: int, chunk_tokens: int, kernels=None, grads: bool = True):
     """(loss sum f32 [], count of non-ignored tokens f32 [], gradient of
@@ -83,7 +75,9 @@ def fused_forward(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Ten
     n, h = hidden.shape
     vocab = weight.shape[0]
     program = _program(vocab, ignore_index, kernels)
-    w = _bf16_weight(weight)
+    # The weight as the GEMMs take it: itself when it is contiguous bf16,
+    # else a bf16 copy that lives for this forward only (an f32 master's).
+    w = _derive((weight.detach(),))
     x = hidden.to(torch.bfloat16)
     loss_sum = torch.zeros((), dtype=torch.float32, device=hidden.device)
     valid = (targets != ignore_index).sum().to(torch.float32)
