@@ -19,6 +19,7 @@ The programs come from --kernels or coat's search path (scripts/demo.sh
 compiles the vocabularies below). Times are medians (bench/_timing.py).
 """
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -129,12 +130,15 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kernels", default=None, metavar="DIR",
-                    help="the folder holding the cross-entropy programs (default: coat's "
-                         "search path)")
+                    help="a folder of compiled programs (scripts/demo.sh's output), searched "
+                         "before $COAT_KERNELS")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         sys.exit("needs a GPU")
-    kernels = args.kernels
+    if args.kernels:
+        os.environ["COAT_KERNELS"] = os.pathsep.join(
+            p for p in (args.kernels, os.environ.get("COAT_KERNELS")) if p)
+    kernels = None  # each program is found by its source key on the search path
     bw = copy_bandwidth()
     print(f"{torch.cuda.get_device_name()}; copy bandwidth (read + write): "
           f"{bw / 1e12:.2f} TB/s")
