@@ -113,6 +113,27 @@ def test_cuda_decoder_layer_matches_fp32_autograd(batch, seq):
     check_layer(CUDA_CFG, random_layer(CUDA_CFG, seq, "cuda"), batch, seq, "cuda")
 
 
+def test_cpu_layer_checks_no_gradient_it_passes_through(cpu_cache, monkeypatch):
+    """The o-projection program returns its incoming gradient as its input's
+    (the residual): no reduction checks that tensor again, and a NaN in it
+    is still reported, by the flags of the kernels that read it."""
+    from coat.nn import _autograd
+
+    new = converted(random_layer(TINY, 5, "cpu"), TINY)
+    cos, sin = llama.rope_tables(TINY, 8, "cpu")
+    x = torch.randn(2, 8, TINY.hidden).requires_grad_()
+    checked = []
+    real = _autograd._check_finite
+    monkeypatch.setattr(_autograd, "_check_finite",
+                        lambda t, what, phase: (checked.append(what), real(t, what, phase)))
+    new(x, cos, sin).backward(torch.randn(2, 8, TINY.hidden))
+    assert not [w for w in checked if "gradient" in w], checked
+    dy = torch.randn(2, 8, TINY.hidden)
+    dy[1, 3, 5] = float("nan")
+    with pytest.raises(cnn.NonFiniteError, match="gradient of input"):
+        new(x, cos, sin).backward(dy)
+
+
 def test_cuda_decoder_layer_step_replays_from_a_cuda_graph():
     """coat.nn.capture_step on a converted layer (three programs around
     eager RoPE and SDPA): a replay on new data gives the eager step's output

@@ -165,13 +165,18 @@ def run_backward(program: Program, module_name: str, kept: Dict[int, Any], grads
     program.run(env, "backward", tokens, drop_dead=True, flags=words)
     _read_cpu_words(program, module_name, words)
     position = {v: i for i, v in enumerate(forward_inputs(program))}
+    passed_through = {v for v, role, _ in program.inputs if role == "gradient"}
     out: List[Optional[torch.Tensor]] = [None] * len(position)
     for i, (vid, phase, grad_of) in enumerate(program.outputs):
         if phase == "backward" and grad_of is not None:
             x = env[vid]
             if isinstance(x, QTensor):
                 continue
-            if i not in program.flagged:  # its kernel writes no flag
+            # A gradient the program passes through unchanged (a residual's)
+            # is no kernel's output: any NaN in it reaches this program's
+            # flagged kernels (its GEMMs read it), so a reduction would only
+            # check it twice.
+            if i not in program.flagged and vid not in passed_through:
                 _check_finite(x, f"{module_name} gradient of input {grad_of}", "backward")
             out[position[program.inputs[grad_of][0]]] = x
     return out
