@@ -55,6 +55,17 @@ class _Layout:
         # naming an input) and the input each is the gradient of.
         grads = [(v, g) for v, phase, g in program.outputs
                  if phase == "backward" and g is not None and program.values[v].kind == "tensor"]
+        # A gradient the program passes through (a residual's: an incoming
+        # gradient returned as an input's) does not go through the backward
+        # operator, whose outputs may not alias its arguments (it would be
+        # copied): the autograd function returns the incoming tensor itself.
+        # (input position, index of the returned output whose gradient it is)
+        returned_index = returned_outputs(program)
+        incoming = {v: returned_index.index(g) for v, role, g in program.inputs
+                    if role == "gradient" and g in returned_index}
+        self.passed = [(position[program.inputs[g][0]], incoming[v])
+                       for v, g in grads if v in incoming]
+        grads = [(v, g) for v, g in grads if v not in incoming]
         self.grad_values = [v for v, _ in grads]
         self.grad_positions = [position[program.inputs[g][0]] for _, g in grads]
 
@@ -206,6 +217,8 @@ if AVAILABLE:
         out: List[Optional[torch.Tensor]] = [None] * layout.n_inputs
         for pos, g in zip(layout.grad_positions, got):
             out[pos] = g
+        for pos, k in layout.passed:
+            out[pos] = gs[k]
         return None, None, out
 
     program_forward.register_autograd(_backward, setup_context=_setup_context)

@@ -27,6 +27,7 @@ pytestmark = pytest.mark.skipif(not _torch_ops.AVAILABLE,
 
 CFG = llama.LlamaConfig(vocab=256, hidden=1024, ffn=2816, layers=2, heads=16, kv_heads=16)
 MLP = programs.MLPBlockConfig(CFG.hidden, CFG.ffn, CFG.eps)
+LINEAR_RESIDUAL = programs.LinearResidualConfig(CFG.hidden, CFG.hidden)
 
 
 def program_or_skip(cfg):
@@ -77,18 +78,40 @@ def test_opcheck_forward_and_backward(device):
                           test_utils=OPCHECKS)
 
 
+def program_inputs(prog, device, tokens, seed):
+    """Random forward inputs of ``prog``: activations N(0, 1), matrices
+    scaled by their fan-in, vectors (norm weights) near 1."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for v, role, _ in prog.inputs:
+        if role == "gradient":
+            continue
+        shape = [tokens if d < 0 else d for d in prog.values[v].shape]
+        x = torch.randn(shape, generator=g)
+        if role == "weight":
+            x = 1 + 0.2 * x if len(shape) == 1 else x * shape[-1] ** -0.5
+        out.append(x.bfloat16().to(device))
+    return out
+
+
 @pytest.mark.parametrize("device", devices())
-def test_operators_give_the_eager_results(device):
+@pytest.mark.parametrize("cfg", [MLP, LINEAR_RESIDUAL], ids=["mlp", "linear_residual"])
+def test_operators_give_the_eager_results(device, cfg):
     """Forward output and every gradient through the operators are the bits
-    of the same program run by the autograd Function."""
+    of the same program run by the autograd Function. The o-projection's
+    program passes its incoming gradient through as the residual's, which
+    the backward operator does not return (its outputs may not alias its
+    arguments, so it would be a copy)."""
     import coat.nn as cnn
 
-    prog = program_or_skip(MLP)
-    key = _torch_ops.register(MLP)
+    prog = program_or_skip(cfg)
+    key = _torch_ops.register(cfg)
+    _, layout = _torch_ops._lookup(key)
+    assert len(layout.passed) == (cfg is LINEAR_RESIDUAL)
     results = []
-    for run in (lambda *xs: cnn._RunProgram.apply(prog, "MLP", *xs),
-                lambda *xs: _torch_ops.run(key, "MLP", xs)):
-        xs = [t.requires_grad_() for t in mlp_inputs(device, tokens=48, seed=3)]
+    for run in (lambda *xs: cnn._RunProgram.apply(prog, "block", *xs),
+                lambda *xs: _torch_ops.run(key, "block", xs)):
+        xs = [t.requires_grad_() for t in program_inputs(prog, device, tokens=48, seed=3)]
         (y,) = run(*xs)
         y.backward(torch.randn(y.shape, generator=torch.Generator().manual_seed(1))
                    .bfloat16().to(device))
