@@ -337,9 +337,9 @@ def test_unsupported_families_and_features_are_named():
     with pytest.raises(UnsupportedLayer, match="mlp_bias"):
         spec_from_config(biased_mlp.config)
 
-    for kw, match in ((dict(hidden_act="gelu_new"),
-                       r"gpt_neox.layers.0.mlp: activation 'gelu_new'; the GELU MLP program "
-                       r"computes exact \(erf\) GELU"),
+    for kw, match in ((dict(hidden_act="gelu_fast"),
+                       r"gpt_neox.layers.0.mlp: activation 'gelu_fast'; the GELU MLP program "
+                       r"computes exact GELU \('gelu'\) or its tanh form"),
                       (dict(hidden_dropout=0.1),
                        r"gpt_neox.layers.0.post_attention_dropout: dropout 0.1"),
                       (dict(attention_dropout=0.1),

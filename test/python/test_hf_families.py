@@ -274,12 +274,15 @@ def neox_with(**parts):
 
 @pytest.mark.parametrize("make,match", [
     (lambda: neox_layer(act="gelu_new"),
-     r"gpt_neox.layers.0.mlp: activation 'gelu_new'; the GELU MLP program computes exact"),
-    (lambda: neox_layer(act="gelu_fast"), "activation 'gelu_fast'"),
-    (lambda: neox_layer(act="gelu_pytorch_tanh"), "activation 'gelu_pytorch_tanh'"),
+     r"gpt_neox.layers.0.mlp.act \(GELU\) does not compute GELU's tanh form, which "
+     r"activation 'gelu_new' names"),
+    (lambda: neox_layer(act="gelu_fast"),
+     r"gpt_neox.layers.0.mlp: activation 'gelu_fast'; the GELU MLP program computes exact"),
+    (lambda: neox_layer(act="gelu_pytorch_tanh"), "GELU's tanh form, which activation "
+                                                  "'gelu_pytorch_tanh' names"),
     (lambda: neox_layer(act="relu"), "activation 'relu'"),
     (lambda: neox_with(mlp__act=nn.GELU(approximate="tanh")),
-     r"gpt_neox.layers.0.mlp.act is GELU\(approximate='tanh'\)"),
+     r"gpt_neox.layers.0.mlp.act \(GELU\) does not compute GELU's exact form"),
     (lambda: neox_layer(hidden_dropout=0.1),
      r"gpt_neox.layers.0.post_attention_dropout: dropout 0.1; the converted layer has no "
      r"dropout"),
@@ -339,7 +342,7 @@ def test_gpt_neox_spec_from_config_reads_every_name_of_the_rotary_factor():
 
 
 @pytest.mark.parametrize("kw,match", [
-    (dict(hidden_act="gelu_new"), "GPT-NeoX config: activation 'gelu_new'"),
+    (dict(hidden_act="gelu_fast"), "GPT-NeoX config: activation 'gelu_fast'"),
     (dict(hidden_dropout=0.1), "GPT-NeoX config: hidden_dropout 0.1"),
     (dict(attention_dropout=0.1), "GPT-NeoX config: attention_dropout 0.1"),
     (dict(rotary_pct=0.1875), "GPT-NeoX config: 3 rotary columns; the converted layer takes "

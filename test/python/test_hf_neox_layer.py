@@ -129,15 +129,17 @@ def _tuple_forward(self, hidden_states, **kwargs):
 TupleGPTNeoXLayer = type("GPTNeoXLayer", (GPTNeoXLayer,), {"forward": _tuple_forward})
 
 
-def neox_config(parallel=True):
+def neox_config(parallel=True, act="gelu"):
     return Config(hidden_size=HIDDEN, num_attention_heads=HEADS, intermediate_size=FFN,
-                   rotary_pct=ROTARY_PCT, layer_norm_eps=EPS, hidden_act="gelu",
+                   rotary_pct=ROTARY_PCT, layer_norm_eps=EPS, hidden_act=act,
                    use_parallel_residual=parallel, _attn_implementation="eager")
 
 
-def neox_layer(parallel=True, seed=0, cls=GPTNeoXLayer):
+def neox_layer(parallel=True, seed=0, cls=GPTNeoXLayer, act="gelu"):
     torch.manual_seed(seed)
-    layer = cls(neox_config(parallel))
+    layer = cls(neox_config(parallel, act))
+    if act == "gelu_new":  # transformers' NewGELUActivation: the tanh form
+        layer.mlp.act = nn.GELU(approximate="tanh")
     with torch.no_grad():  # norms and biases that matter
         for norm in (layer.input_layernorm, layer.post_attention_layernorm):
             norm.weight.normal_(1.0, 0.2)
@@ -184,6 +186,27 @@ def test_converted_layer_matches_the_fp32_layer(cpu_cache, parallel):
     other.use_parallel_residual = not parallel
     with pytest.raises(AssertionError):
         check(got, output_and_grads(other, x, dy, tables))
+
+
+def test_gelu_new_layer_runs_the_tanh_form(cpu_cache):
+    """hidden_act "gelu_new" converts to the tanh-form GELU program and
+    matches its fp32 layer; against the exact (erf) form the GELU MLP's
+    program differs (by name), and a config that says gelu_new over an
+    exact GELU module, or another activation, is refused by name."""
+    layer = neox_layer(act="gelu_new")
+    x, dy, tables = inputs()
+    conv = _convert(layer)
+    assert conv.configs[2].name.endswith("_tanh")
+    assert not _convert(neox_layer()).configs[2].name.endswith("_tanh")
+    check(output_and_grads(conv, x, dy, tables), output_and_grads(layer, x, dy, tables))
+    lying = neox_layer(act="gelu_new")
+    lying.mlp.act = nn.GELU()
+    with pytest.raises(coat.hf.UnsupportedLayer, match=r"layers\.0\.mlp\.act .*does not "
+                                                       r"compute GELU's tanh form"):
+        _convert(lying)
+    with pytest.raises(coat.hf.UnsupportedLayer, match=r"layers\.0\.mlp: activation "
+                                                       r"'gelu_fast'"):
+        _convert(neox_layer(act="gelu_fast"))
 
 
 def test_converted_layer_keeps_the_parameters_and_the_state_dict(cpu_cache):

@@ -7,10 +7,11 @@ reproduce: a known decoder-layer class, RMSNorm classes that compute
 ``weight * x / rms(x)`` (Gemma's ``1 + weight`` would not), a SwiGLU MLP with
 SiLU; for OLMo-1, its LayerNorm without parameters (probed for its eps); for
 GPT-NeoX, ``torch.nn.LayerNorm`` with weight and bias, the fused q/k/v
-projection, and a non-gated MLP with exact (erf) GELU; for GPT-2, those
-LayerNorms, transformers' ``Conv1D`` projections ([in, out] weights with a
-bias; c_attn's output is q, k and v stacked) and GELU in the form the config
-names (exact, or the tanh form of ``gelu_new``), checked on probe values.
+projection, and a non-gated MLP; for GPT-2, those LayerNorms and
+transformers' ``Conv1D`` projections ([in, out] weights with a bias;
+c_attn's output is q, k and v stacked); for both, GELU in the form the
+config names (exact, or the tanh form of ``gelu_new``), checked on probe
+values.
 Anything else raises :class:`UnsupportedLayer` naming the module and the
 missing feature, so nothing silently keeps BF16 or runs with the wrong
 hyperparameters.
@@ -265,15 +266,11 @@ def _dropout_p(qual: str, module) -> float:
     raise UnsupportedLayer(f"{qual} is {type(module).__name__}, not a dropout probability")
 
 
-#: GPT-NeoX activations the GELU MLP program computes: exact (erf) GELU.
-#: "gelu_new", "gelu_fast", "gelu_pytorch_tanh" (the tanh approximation),
-#: "quick_gelu" and others are different functions.
-EXACT_GELU = ("gelu",)
-
-#: GPT-2 activations (activation_function) by the GELU form the program
-#: computes for them (coat.gelu's approximate): exact "gelu", and the tanh
-#: form of "gelu_new" and "gelu_pytorch_tanh" (torch's gelu(approximate=
-#: "tanh")). Others ("gelu_fast", "quick_gelu", "relu", ...) are refused.
+#: GPT-2 and GPT-NeoX activations (activation_function, hidden_act) by the
+#: GELU form the program computes for them (coat.gelu's approximate): exact
+#: "gelu", and the tanh form of "gelu_new" and "gelu_pytorch_tanh" (torch's
+#: gelu(approximate="tanh")). Others ("gelu_fast", "quick_gelu", "relu",
+#: ...) are refused.
 GELU_FORMS = {"gelu": "none", "gelu_new": "tanh", "gelu_pytorch_tanh": "tanh"}
 
 
@@ -464,14 +461,7 @@ def _neox_spec(qual: str, layer: torch.nn.Module) -> LayerSpec:
     if (up.bias is None) != (down.bias is None):
         raise UnsupportedLayer(f"{ml}: one of dense_h_to_4h and dense_4h_to_h has a bias, the "
                                "other not; the GELU MLP program takes both or neither")
-    act = _config_value(config, "hidden_act")
-    if act not in EXACT_GELU:
-        raise UnsupportedLayer(f"{ml}: activation {act!r}; the GELU MLP program computes exact "
-                               "(erf) GELU, hidden_act 'gelu'")
-    act_mod = getattr(mlp, "act", None)
-    if isinstance(act_mod, torch.nn.GELU) and act_mod.approximate != "none":
-        raise UnsupportedLayer(f"{ml}.act is GELU(approximate={act_mod.approximate!r}); the "
-                               "program computes exact (erf) GELU")
+    form = _gelu_form(ml, _config_value(config, "hidden_act"), getattr(mlp, "act", None))
 
     dropouts = {f"{at}.attention_dropout": getattr(attn, "attention_dropout", None),
                 _where(qual, "post_attention_dropout"): getattr(layer, "post_attention_dropout",
@@ -494,8 +484,8 @@ def _neox_spec(qual: str, layer: torch.nn.Module) -> LayerSpec:
                      kv_heads=heads, head_dim=head_dim, attn_norm_eps=e1, mlp_norm_eps=e2,
                      qkv_bias=qkv.bias is not None, o_bias=dense.bias is not None,
                      norm="layernorm", mlp="gelu", mlp_bias=up.bias is not None,
-                     qkv_layout="fused_per_head", rotary_dim=rotary_dim,
-                     parallel_residual=bool(parallel))
+                     gelu_approximate=form, qkv_layout="fused_per_head",
+                     rotary_dim=rotary_dim, parallel_residual=bool(parallel))
 
 
 def _config_value(config, *names):
@@ -633,10 +623,7 @@ def _neox_spec_from_config(get) -> LayerSpec:
         raise UnsupportedLayer(f"{family} config: hidden_size {hidden} is not a multiple of "
                                f"num_attention_heads {heads}")
     head_dim = hidden // heads
-    act = get("hidden_act", "gelu")
-    if act not in EXACT_GELU:
-        raise UnsupportedLayer(f"{family} config: activation {act!r}; the GELU MLP program "
-                               "computes exact (erf) GELU, hidden_act 'gelu'")
+    form = _gelu_form(f"{family} config", get("hidden_act", "gelu"), None)
     for name in ("attention_dropout", "hidden_dropout"):
         p = get(name) or 0.0
         if p != 0.0:
@@ -655,7 +642,8 @@ def _neox_spec_from_config(get) -> LayerSpec:
     return LayerSpec(family=family, hidden=hidden, ffn=get("intermediate_size"), heads=heads,
                      kv_heads=heads, head_dim=head_dim, attn_norm_eps=eps, mlp_norm_eps=eps,
                      qkv_bias=attention_bias, o_bias=attention_bias, norm="layernorm",
-                     mlp="gelu", mlp_bias=True, qkv_layout="fused_per_head",
+                     mlp="gelu", mlp_bias=True, gelu_approximate=form,
+                     qkv_layout="fused_per_head",
                      rotary_dim=rotary_dim,
                      parallel_residual=True if parallel is None else bool(parallel))
 
