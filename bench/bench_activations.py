@@ -7,8 +7,8 @@ copy bandwidth measured in the same run as the ceiling.
 
 Each DIR is a compiled module (scripts/compile_examples.py output, e.g.
 build/demo/quantize); every quantize / dequantize / absmax /
-quantize_transpose / requantize kernel in it (per-group, per-tensor and
-128x128 per-block)
+quantize_transpose / quantize_transposed_only / requantize kernel in it
+(per-group, per-tensor and 128x128 per-block)
 is timed on each shape (with several DIRs, e.g. variants compiled with other
 coat-lower-activations options, rows are labelled DIR/kernel). "ideal" is the bytes
 that must move (every buffer read or written once: inputs, codes, scales, the
@@ -30,7 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import coat  # noqa: E402
 from _timing import copy_bandwidth, copy_ideal, ideal_ms, measure, pct_of_copy, record  # noqa: E402
 
-OPS = ("quantize", "quantize_transpose", "dequantize", "absmax", "requantize")
+OPS = ("quantize", "quantize_transpose", "quantize_transposed_only", "dequantize", "absmax",
+       "requantize")
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
 # getattr: a torch without FP8 dtypes still imports the script (--help, tests).
 FP8 = {"e4m3": getattr(torch, "float8_e4m3fn", None), "e5m2": getattr(torch, "float8_e5m2", None)}
@@ -107,7 +108,7 @@ def torch_equivalent(kernel, args, rows, cols):
     spec, cfg = kernel.spec, kernel.config
     G = spec.group_size
     op = spec.op
-    if op in ("quantize", "quantize_transpose", "absmax"):
+    if op in ("quantize", "quantize_transpose", "quantize_transposed_only", "absmax"):
         x = args["input"].view(rows, cols)
     if op == "absmax":
         def f(x):
@@ -139,13 +140,14 @@ def torch_equivalent(kernel, args, rows, cols):
             return q.view(rows, cols), s.view(rows, cols // G)
         fn = anchor_compile(f)
         return lambda: fn(x)
-    if op in ("quantize", "quantize_transpose"):
+    if op in ("quantize", "quantize_transpose", "quantize_transposed_only"):
         s = args["scale"]
-        transpose = op == "quantize_transpose"
 
         def f(x, s):
             q = (x.float() / s.float()).clamp(-fmax, fmax).to(fp8)
-            return (q, q.t().contiguous()) if transpose else q
+            if op == "quantize_transposed_only":
+                return q.t().contiguous()
+            return (q, q.t().contiguous()) if op == "quantize_transpose" else q
         fn = anchor_compile(f)
         return lambda: fn(x, s)
     if op == "requantize":

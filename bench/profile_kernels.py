@@ -98,7 +98,8 @@ def setup(kernel, dims):
         rows, cols = dims
         launch, _, nbytes = bench_norms.setup(kernel, rows, cols, None)
         return launch, nbytes
-    if op in ("quantize", "quantize_transpose", "dequantize", "absmax", "requantize"):
+    if op in ("quantize", "quantize_transpose", "quantize_transposed_only", "dequantize",
+              "absmax", "requantize"):
         import bench_activations
         rows, cols = dims
         bufs, nbytes = bench_activations.buffers(kernel, rows, cols)

@@ -44,7 +44,8 @@ class Family:
 # tests and benchmark take theirs from COAT_LINEAR_KERNELS.
 FAMILIES = [
     Family("optimizer", ["adamw_step"], "test_adamw_kernel_numerics.py", "bench_optimizer.py"),
-    Family("activations", ["quantize", "quantize_transpose", "dequantize", "absmax", "requantize"],
+    Family("activations", ["quantize", "quantize_transpose", "quantize_transposed_only",
+                           "dequantize", "absmax", "requantize"],
            "test_activation_kernel_numerics.py", "bench_activations.py", ["--no-torch"], True),
     Family("norms", ["rmsnorm", "layernorm", "rmsnorm_grad", "layernorm_grad"],
            "test_norm_kernel_numerics.py", "bench_norms.py", ["--no-torch"], True),

@@ -6,7 +6,9 @@
 //   (a) 1xG per-group quantize (scales from the group maxima)
 //   (b) per-tensor quantize with a given scale; the scale comes from the
 //       per-group maxima (coat.absmax per_group<G>) reduced on the host
-//   (c) per-tensor quantize + transpose (q and q^T from one read)
+//   (c) per-tensor quantize + transpose (q and q^T from one read), and the
+//       same returning only q^T (a wgrad operand derived again in the
+//       backward reads no row-major codes)
 //   (d) dequantize, per-group and per-tensor
 //   (e) 128x128 block quantize with f32 scales (DeepSeek-style weights,
 //       COAT.md §4.4), alone and with the transposed copy (q^T's block
@@ -101,6 +103,24 @@ func.func @coat_quantize_t_f32_e4m3_sf32(%x: tensor<?x?xf32>, %s: tensor<f32>) -
   %q = coat.quantize %x scale %s : tensor<?x?xf32>, tensor<f32> -> !coat.qtensor<?x?xf8E4M3FN, per_tensor>
   %t = coat.transpose %q : !coat.qtensor<?x?xf8E4M3FN, per_tensor> -> !coat.qtensor<?x?xf8E4M3FN, per_tensor>
   return %q, %t : !coat.qtensor<?x?xf8E4M3FN, per_tensor>, !coat.qtensor<?x?xf8E4M3FN, per_tensor>
+}
+
+func.func @coat_quantize_t_only_bf16_e4m3_sbf16(%x: tensor<?x?xbf16>, %s: tensor<bf16>) -> !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16> {
+  %q = coat.quantize %x scale %s : tensor<?x?xbf16>, tensor<bf16> -> !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>
+  %t = coat.transpose %q : !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16> -> !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>
+  return %t : !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>
+}
+
+func.func @coat_quantize_t_only_bf16_e5m2_sbf16(%x: tensor<?x?xbf16>, %s: tensor<bf16>) -> !coat.qtensor<?x?xf8E5M2, per_tensor, scale = bf16> {
+  %q = coat.quantize %x scale %s : tensor<?x?xbf16>, tensor<bf16> -> !coat.qtensor<?x?xf8E5M2, per_tensor, scale = bf16>
+  %t = coat.transpose %q : !coat.qtensor<?x?xf8E5M2, per_tensor, scale = bf16> -> !coat.qtensor<?x?xf8E5M2, per_tensor, scale = bf16>
+  return %t : !coat.qtensor<?x?xf8E5M2, per_tensor, scale = bf16>
+}
+
+func.func @coat_quantize_t_only_f32_e4m3_sf32(%x: tensor<?x?xf32>, %s: tensor<f32>) -> !coat.qtensor<?x?xf8E4M3FN, per_tensor> {
+  %q = coat.quantize %x scale %s : tensor<?x?xf32>, tensor<f32> -> !coat.qtensor<?x?xf8E4M3FN, per_tensor>
+  %t = coat.transpose %q : !coat.qtensor<?x?xf8E4M3FN, per_tensor> -> !coat.qtensor<?x?xf8E4M3FN, per_tensor>
+  return %t : !coat.qtensor<?x?xf8E4M3FN, per_tensor>
 }
 
 func.func @coat_dequantize_e4m3_g16_sbf16_bf16(%q: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>) -> tensor<?x?xbf16> {

@@ -93,6 +93,16 @@ bool isOneKernel(Operation *first, Operation *second) {
   return false;
 }
 
+/// Whether the kernel of `q` writes only its transposed copy: a quantize
+/// with a given per-tensor scale that the program reads only through its
+/// `coat.transpose` (a wgrad or dgrad operand derived again in the
+/// backward).
+bool isReadOnlyTransposed(QuantizeOp q) {
+  return q.getScale() && !q->use_empty() &&
+         llvm::all_of(q->getUsers(),
+                      [](Operation *u) { return isa<TransposeOp>(u); });
+}
+
 /// A short, readable name for the kernel a group becomes.
 std::string kernelSuffix(const KernelGroup &group) {
   Operation *root = group.root;
@@ -110,9 +120,10 @@ std::string kernelSuffix(const KernelGroup &group) {
       name += "_per_tensor";
     else
       name += "_per_group";
-    if (llvm::any_of(q->getUsers(), [](Operation *u) {
-          return isa<TransposeOp>(u);
-        }))
+    if (isReadOnlyTransposed(q))
+      name += "_transposed_only";
+    else if (llvm::any_of(q->getUsers(),
+                          [](Operation *u) { return isa<TransposeOp>(u); }))
       name += "_transpose";
   }
   if (auto r = dyn_cast<ReduceScalesOp>(root))
@@ -293,13 +304,20 @@ struct CoatOutlineKernelsPass
         }
         inputs.insert(v);
       }
+    auto readOutside = [&](Value r) {
+      return llvm::any_of(r.getUsers(), [&](Operation *u) {
+        return !inGroup.contains(u);
+      });
+    };
     SmallVector<Value> outputs;
-    for (Operation *op : group.ops)
+    for (Operation *op : group.ops) {
+      // Codes read only through their transposed copies are not written.
+      if (auto q = dyn_cast<QuantizeOp>(op); q && isReadOnlyTransposed(q))
+        continue;
       for (Value r : op->getResults())
-        if (group.allResults || llvm::any_of(r.getUsers(), [&](Operation *u) {
-              return !inGroup.contains(u);
-            }))
+        if (group.allResults || readOutside(r))
           outputs.push_back(r);
+    }
 
     OpBuilder b(fn.getContext());
     auto type = b.getFunctionType(ValueRange(inputs.getArrayRef()).getTypes(),
@@ -390,6 +408,15 @@ struct CoatOutlineKernelsPass
       op->erase();
   }
 
+  /// Transposed copies nobody reads (their readers moved to the copy that
+  /// coat-recompute-activations made in the backward) are not made: their
+  /// quantize's kernel then writes the row-major codes alone.
+  void dropUnreadTransposes(func::FuncOp fn) {
+    for (auto t : llvm::make_early_inc_range(fn.getOps<TransposeOp>()))
+      if (t->use_empty())
+        t->erase();
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (groupSize <= 0) {
@@ -418,6 +445,7 @@ struct CoatOutlineKernelsPass
     SymbolTable symbols(module);
     llvm::StringMap<func::FuncOp> specsByBody;
     for (func::FuncOp fn : programs) {
+      dropUnreadTransposes(fn);
       expandRequantizes(fn);
       if (failed(splitEntryScales(fn)))
         return signalPassFailure();

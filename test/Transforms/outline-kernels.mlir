@@ -286,3 +286,73 @@ func.func @rotary(%x: tensor<?x128xbf16>, %c: tensor<?x64xf32>, %s: tensor<?x64x
   %d = coat.rope %b, %c, %s rotated_heads = 1 : tensor<?x128xbf16>, tensor<?x64xf32>, tensor<?x64xf32> -> tensor<?x128xbf16>
   return %a, %d : tensor<?x128xbf16>, tensor<?x128xbf16>
 }
+
+// -----
+
+// A kernel writes the layouts of a per-tensor quantize that are read: a
+// transposed copy nobody reads is not made (%at), codes read only through
+// their transposed copy are not written (%b), and both layouts are made
+// where both are read (%c).
+// CHECK-LABEL: func.func @layouts_k0_quantize_per_tensor(
+// CHECK-SAME: -> !coat.qtensor<16x64xf8E4M3FN, per_tensor, scale = bf16>
+// CHECK-NEXT: %[[A:.*]] = coat.quantize %arg0 scale %arg1
+// CHECK-NEXT: return %[[A]]
+// CHECK-LABEL: func.func @layouts_k1_quantize_per_tensor_transposed_only(
+// CHECK-SAME: -> !coat.qtensor<64x16xf8E4M3FN, per_tensor, scale = bf16>
+// CHECK-NEXT: %[[B:.*]] = coat.quantize %arg0 scale %arg1
+// CHECK-NEXT: %[[BT:.*]] = coat.transpose %[[B]]
+// CHECK-NEXT: return %[[BT]]
+// CHECK-LABEL: func.func @layouts_k2_quantize_per_tensor_transpose(
+// CHECK-SAME: -> (!coat.qtensor<16x64xf8E4M3FN, per_tensor, scale = bf16>, !coat.qtensor<64x16xf8E4M3FN, per_tensor, scale = bf16>)
+// CHECK-NEXT: %[[C:.*]] = coat.quantize %arg0 scale %arg1
+// CHECK-NEXT: %[[CT:.*]] = coat.transpose %[[C]]
+// CHECK-NEXT: return %[[C]], %[[CT]]
+// CHECK-LABEL: func.func @layouts(
+// CHECK-NEXT: %[[KA:.*]] = call @layouts_k0_quantize_per_tensor(%arg0, %arg3)
+// CHECK-NEXT: %[[KB:.*]] = call @layouts_k1_quantize_per_tensor_transposed_only(%arg1, %arg3)
+// CHECK-NEXT: %[[KC:.*]]:2 = call @layouts_k2_quantize_per_tensor_transpose(%arg2, %arg3)
+// CHECK-NEXT: return %[[KA]], %[[KB]], %[[KC]]#1, %[[KC]]#0
+func.func @layouts(%x: tensor<16x64xbf16>, %y: tensor<16x64xbf16>, %z: tensor<16x64xbf16>, %s: tensor<bf16>)
+    -> (!coat.qtensor<16x64xf8E4M3FN, per_tensor, scale = bf16>, !coat.qtensor<64x16xf8E4M3FN, per_tensor, scale = bf16>,
+        !coat.qtensor<64x16xf8E4M3FN, per_tensor, scale = bf16>, !coat.qtensor<16x64xf8E4M3FN, per_tensor, scale = bf16>) {
+  %a = coat.quantize %x scale %s : tensor<16x64xbf16>, tensor<bf16> -> !coat.qtensor<16x64xf8E4M3FN, per_tensor, scale = bf16>
+  %at = coat.transpose %a : !coat.qtensor<16x64xf8E4M3FN, per_tensor, scale = bf16> -> !coat.qtensor<64x16xf8E4M3FN, per_tensor, scale = bf16>
+  %b = coat.quantize %y scale %s : tensor<16x64xbf16>, tensor<bf16> -> !coat.qtensor<16x64xf8E4M3FN, per_tensor, scale = bf16>
+  %bt = coat.transpose %b : !coat.qtensor<16x64xf8E4M3FN, per_tensor, scale = bf16> -> !coat.qtensor<64x16xf8E4M3FN, per_tensor, scale = bf16>
+  %c = coat.quantize %z scale %s : tensor<16x64xbf16>, tensor<bf16> -> !coat.qtensor<16x64xf8E4M3FN, per_tensor, scale = bf16>
+  %ct = coat.transpose %c : !coat.qtensor<16x64xf8E4M3FN, per_tensor, scale = bf16> -> !coat.qtensor<64x16xf8E4M3FN, per_tensor, scale = bf16>
+  return %a, %bt, %ct, %c : !coat.qtensor<16x64xf8E4M3FN, per_tensor, scale = bf16>, !coat.qtensor<64x16xf8E4M3FN, per_tensor, scale = bf16>,
+      !coat.qtensor<64x16xf8E4M3FN, per_tensor, scale = bf16>, !coat.qtensor<16x64xf8E4M3FN, per_tensor, scale = bf16>
+}
+
+// -----
+
+!q = !coat.qtensor<?x64xf8E4M3FN, per_tensor, scale = bf16>
+!qt = !coat.qtensor<64x?xf8E4M3FN, per_tensor, scale = bf16>
+!w = !coat.qtensor<32x64xf8E4M3FN, per_tensor, scale = bf16>
+!dyt = !coat.qtensor<32x?xf8E5M2, per_tensor, scale = bf16>
+
+// The same quantize in the forward and, derived again, in the backward
+// (coat-recompute-activations moved the wgrad's read to the copy): each
+// call site gets the kernel of the layouts it reads, so the forward's does
+// not write the transposed copy and the backward's writes only that.
+// CHECK-LABEL: func.func @phases_k0_quantize_per_tensor(
+// CHECK-NOT: coat.transpose
+// CHECK-LABEL: func.func @phases_k2_quantize_per_tensor_transposed_only(
+// CHECK-NOT: coat.recompute
+// CHECK-LABEL: func.func @phases(
+// CHECK-NEXT: %[[Q:.*]] = call @phases_k0_quantize_per_tensor(%arg0, %arg1) :
+// CHECK-NEXT: %[[Y:.*]] = call @phases_k1_linear_forward(%[[Q]], %arg2)
+// CHECK-NEXT: %[[QT:.*]] = call @phases_k2_quantize_per_tensor_transposed_only(%arg0, %arg1) {coat.recompute} :
+// CHECK-NEXT: %[[DW:.*]] = call @phases_k3_linear_wgrad(%arg3, %[[QT]])
+// CHECK-NEXT: return %[[Y]], %[[DW]]
+func.func @phases(%x: tensor<?x64xbf16>, %s: tensor<bf16>, %w: !w, %dyt: !dyt {coat.gradient})
+    -> (tensor<?x32xbf16>, tensor<32x64xbf16>) {
+  %q = coat.quantize %x scale %s : tensor<?x64xbf16>, tensor<bf16> -> !q
+  %t = coat.transpose %q : !q -> !qt
+  %y = coat.linear forward %q, %w : !q, !w -> tensor<?x32xbf16>
+  %q2 = coat.quantize %x scale %s {coat.recompute} : tensor<?x64xbf16>, tensor<bf16> -> !q
+  %t2 = coat.transpose %q2 {coat.recompute} : !q -> !qt
+  %dw = coat.linear wgrad %dyt, %t2 : !dyt, !qt -> tensor<32x64xbf16>
+  return %y, %dw : tensor<?x32xbf16>, tensor<32x64xbf16>
+}

@@ -23,13 +23,14 @@ from kernel_io import (compiled_kernels, CASES, DEVICES, SHAPES, activation,  # 
                        assert_codes_equal, assert_values_equal, empty, hp_array,
                        hp_values, shape_for, sync, torch)
 
-OPS = ("quantize", "quantize_transpose", "dequantize", "absmax", "requantize")
+OPS = ("quantize", "quantize_transpose", "quantize_transposed_only", "dequantize", "absmax",
+       "requantize")
 KERNELS = compiled_kernels(OPS)
 pytestmark = pytest.mark.skipif(
     not KERNELS, reason="no compiled activation kernels (ctest's compile-examples makes them)")
 
 
-# Tile kernels (quantize_transpose, per_block) also run on shapes with whole
+# Tile kernels (quantize + transpose, per_block) also run on shapes with whole
 # 16-byte rows of q and q^T (their vector path) and on odd ones.
 TILE_SHAPES = [(256, 384), (272, 144), (129, 131), (130, 1)]
 
@@ -91,12 +92,17 @@ def check_quantize(kernel, device, shape, case, seed):
         sync(device)
         assert_codes_equal(codes, want, fmt, "codes")
         return
-    codes_t = empty((cols, rows), fmt, device)
-    kernel.launch(input=hp_array(x, in_dtype, device), scale=scale, codes=codes,
-                  codes_t=codes_t, rows=rows, cols=cols)
+    # quantize_transpose writes both layouts, quantize_transposed_only q^T alone.
+    bufs = dict(input=hp_array(x, in_dtype, device), scale=scale,
+                codes_t=empty((cols, rows), fmt, device))
+    both = kernel.spec.op == "quantize_transpose"
+    if both:
+        bufs["codes"] = codes
+    kernel.launch(**bufs, rows=rows, cols=cols)
     sync(device)
-    assert_codes_equal(codes, want, fmt, "codes")
-    assert_codes_equal(codes_t, want.reshape(rows, cols).T, fmt, "transposed codes")
+    if both:
+        assert_codes_equal(codes, want, fmt, "codes")
+    assert_codes_equal(bufs["codes_t"], want.reshape(rows, cols).T, fmt, "transposed codes")
 
 
 def check_dequantize(kernel, device, shape, case, seed):
@@ -177,6 +183,7 @@ def check_requantize(kernel, device, shape, case, seed):
 
 
 CHECKS = {"quantize": check_quantize, "quantize_transpose": check_quantize,
+          "quantize_transposed_only": check_quantize,
           "dequantize": check_dequantize, "absmax": check_absmax,
           "requantize": check_requantize}
 

@@ -345,6 +345,7 @@ def CoatLowerActivations : Pass<"coat-lower-activations", "::mlir::ModuleOp"> {
     | `coat.quantize` to `per_group<G>` | `quantize` | input, codes, scale, rows, cols |
     | `coat.quantize ... scale %s` to `per_tensor` | `quantize` | input, scale, codes, rows, cols |
     | the same + `coat.transpose`, returning both | `quantize_transpose` | input, scale, codes, codes_t, rows, cols |
+    | the same, returning only the transposed copy | `quantize_transposed_only` | input, scale, codes_t, rows, cols |
     | `coat.quantize` to `per_block<BxB>` (B = 32, 64, 128) | `quantize` | input, codes, scale, rows, cols |
     | the same + `coat.transpose` (`per_block<BxB>`), returning both | `quantize_transpose` | input, codes, scale, codes_t, scale_t, rows, cols |
     | `coat.dequantize` of `per_group<G>` / `per_tensor` | `dequantize` | codes, scale, output, rows, cols |

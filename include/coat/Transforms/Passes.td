@@ -159,7 +159,11 @@ def CoatOutlineKernels : Pass<"coat-outline-kernels", "::mlir::ModuleOp"> {
     - a coat op, together with the `coat.absmax ... epilogue` maxima of its
       results (computed in its epilogue);
     - a `coat.quantize` together with the `coat.transpose`s of its result
-      (both layouts from one read);
+      (both layouts from one read). A layout nobody reads is not written: a
+      `coat.transpose` without users (its readers moved to a copy that
+      `coat-recompute-activations` made in the backward) is dropped first,
+      and a per-tensor quantize read only through its transposes returns
+      only those (`..._quantize_per_tensor_transposed_only`);
     - a `coat.reduce_scales` together with the scalar arithmetic on rank-0
       tensors that turns the maximum into a scale (one small kernel, so the
       scale never travels through the host);
@@ -186,7 +190,9 @@ def CoatOutlineKernels : Pass<"coat-outline-kernels", "::mlir::ModuleOp"> {
 
     Kernel-spec functions keep the program's static shapes (the kernels take
     their extents at run time); identical ones (the same ops, types and
-    argument attributes) are outlined once and called from every site. Ops that are not coat ops (other than constants and
+    argument attributes) are outlined once and called from every site; a
+    forward quantize and its copy in the backward that are read in different
+    layouts call different kernels. Ops that are not coat ops (other than constants and
     the scalar scale arithmetic) are rejected: a program's tensor work must
     be expressed in coat ops to be compiled.
 
@@ -240,15 +246,19 @@ def CoatRecomputeActivations : Pass<"coat-recompute-activations",
     backward readers after a copy read the copy, including readers of its
     other results (a norm's rstd next to its output). Each copy computes the
     bits of the original. `coat-outline-kernels` moves the mark to the kernel
-    call, which calls the forward's kernel, and `coat-export-programs` puts
-    such a call in the backward phase. Run it after `coat-mixed-granularity`
-    and `coat-group-scaling` (types resolved), before `coat-outline-kernels`.
+    call, which calls the forward's kernel (or, for a quantize whose copy is
+    read only transposed, its sibling writing only the transposed copy),
+    and `coat-export-programs` puts such a call in the backward phase. The
+    forward's `coat.transpose` whose readers all moved to the copy is left
+    without users; `coat-outline-kernels` drops it. Run the pass after
+    `coat-mixed-granularity` and `coat-group-scaling` (types resolved),
+    before `coat-outline-kernels`.
 
     A Llama MLP block keeps its input's 1x16 copy, the gate and up (read by
     the backward of the norm, SiLU and SwiGLU). Its silu(gate), the norm's
     output and the SwiGLU product, with their per-tensor scales and
     transposed copies, are then derived again from them (seven kernel
-    calls, all of forward kernels):
+    calls):
 
     ```mlir
     %act = coat.silu %gate : ...                 // forward

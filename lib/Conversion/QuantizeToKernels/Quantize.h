@@ -4,6 +4,8 @@
 // coat.dequantize, coat.absmax; coat.quantize + coat.transpose; a
 // requantize: coat.dequantize + a coat.quantize of it) on a 2-D
 // [rows, cols] tensor into a GPU kernel and a CPU twin with the same ABI.
+// A per-tensor quantize + transpose spec that returns only the transposed
+// copy writes only that layout.
 // Grouped kernels are flat: a per_group<G> group (G divides cols) is G
 // consecutive elements of the row-major tensor, so the lanes of GroupLane
 // cover rows*cols elements with one masked tail. Tile kernels (quantize +
@@ -42,6 +44,9 @@ struct ActSpec {
   /// group scales' type (the given per-tensor scale's is `scaleType`).
   ::coat::Fp8Format sourceFormat = ::coat::Fp8Format::E4M3;
   Type sourceScaleType;
+  /// QuantizeTranspose: whether the row-major codes are written too (the
+  /// spec returns both layouts) or only q^T.
+  bool rowMajorCodes = true;
 
   bool grouped() const { return groupSize > 0; }
   bool blocked() const { return blockEdge > 0; }
@@ -56,7 +61,7 @@ struct ActSpec {
     case ActKind::QuantizeBlock:
       return "quantize";
     case ActKind::QuantizeTranspose:
-      return "quantize_transpose";
+      return rowMajorCodes ? "quantize_transpose" : "quantize_transposed_only";
     case ActKind::Dequantize:
       return "dequantize";
     case ActKind::AbsMax:

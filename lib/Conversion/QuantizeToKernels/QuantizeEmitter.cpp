@@ -216,7 +216,8 @@ Value permuteBytes(ImplicitLocOpBuilder &b, Value lo, Value hi,
 /// Pass 1 issues all of a thread's 16-byte loads of the tile first (many
 /// bytes in flight), then (per block) reduces the block maximum: warp
 /// shuffles, one word per warp in workgroup memory, a barrier. It then
-/// quantizes, stores the row-major codes and keeps them in the tile buffer.
+/// quantizes, stores the row-major codes (unless the spec returns only q^T)
+/// and keeps them in the tile buffer.
 /// Pass 2 (transposed) gives each thread one 32-bit column word of 16 rows:
 /// 16 conflict-free 32-bit shared loads, 4x4 byte transposes with `prmt`,
 /// and four 16-byte rows of q^T. Tiles narrower than 32 words swap the rows
@@ -487,17 +488,18 @@ void emitTileGpu(ImplicitLocOpBuilder &b, const ActSpec &spec,
     Value q = arith::TruncFOp::create(b, VectorType::get({v1}, fp8), scaled);
     q = arith::BitcastOp::create(b, codeVec1, q);
     guarded(it.ok, [&] {
-      emitIfElse(
-          b, full,
-          [&] {
-            vector::StoreOp::create(
-                b, q, args.lookup("codes"), ValueRange{it.at},
-                /*nontemporal=*/false, llvm::MaybeAlign(v1));
-          },
-          [&] {
-            vector::MaskedStoreOp::create(b, args.lookup("codes"),
-                                          ValueRange{it.at}, it.mask, q);
-          });
+      if (spec.rowMajorCodes)
+        emitIfElse(
+            b, full,
+            [&] {
+              vector::StoreOp::create(
+                  b, q, args.lookup("codes"), ValueRange{it.at},
+                  /*nontemporal=*/false, llvm::MaybeAlign(v1));
+            },
+            [&] {
+              vector::MaskedStoreOp::create(b, args.lookup("codes"),
+                                            ValueRange{it.at}, it.mask, q);
+            });
       if (!transposed)
         return;
       Value words = vector::BitCastOp::create(
@@ -582,19 +584,23 @@ void emitTileGpu(ImplicitLocOpBuilder &b, const ActSpec &spec,
   b.setInsertionPointAfter(loop);
 }
 
-/// CPU: stores the FP8 value `q` of element (i, j) as a code at `at` and,
-/// when `transposed`, at (j, i) of q^T.
-void storeCodes(ImplicitLocOpBuilder &b, const KernelArgs &args, Value q,
-                Value at, Value i, Value j, Value rows, bool transposed) {
+/// CPU: stores the FP8 value `q` of element (i, j) as a code at `at` of
+/// the row-major codes (unless the kernel writes only q^T) and, for the
+/// transposed kinds, at (j, i) of q^T.
+void storeCodes(ImplicitLocOpBuilder &b, const ActSpec &spec,
+                const KernelArgs &args, Value q, Value at, Value i, Value j,
+                Value rows) {
   q = arith::BitcastOp::create(b, b.getI8Type(), q);
-  memref::StoreOp::create(b, q, args.lookup("codes"), ValueRange{at});
-  if (!transposed)
+  if (spec.rowMajorCodes)
+    memref::StoreOp::create(b, q, args.lookup("codes"), ValueRange{at});
+  if (spec.kind != ActKind::QuantizeTranspose)
     return;
   Value atT = arith::AddIOp::create(b, arith::MulIOp::create(b, j, rows), i);
   memref::StoreOp::create(b, q, args.lookup("codes_t"), ValueRange{atT});
 }
 
-/// CPU, per tensor: a plain loop over the elements, writing both layouts.
+/// CPU, per tensor: a plain loop over the elements, writing both layouts
+/// (or q^T only).
 void emitTransposeCpu(ImplicitLocOpBuilder &b, const ActSpec &spec,
                       const KernelArgs &args) {
   F32Emitter f{b, /*approx=*/false};
@@ -610,7 +616,7 @@ void emitTransposeCpu(ImplicitLocOpBuilder &b, const ActSpec &spec,
       Value at = arith::AddIOp::create(b, arith::MulIOp::create(b, i, cols), j);
       Value x = loadScalarF32(b, args.lookup("input"), spec.hpType, at);
       Value q = arith::TruncFOp::create(b, fp8, f.div(x, s));
-      storeCodes(b, args, q, at, i, j, rows, /*transposed=*/true);
+      storeCodes(b, spec, args, q, at, i, j, rows);
       return SmallVector<Value>{};
     });
     return SmallVector<Value>{};
@@ -679,7 +685,7 @@ void emitBlockCpu(ImplicitLocOpBuilder &b, const ActSpec &spec,
       Value at = arith::AddIOp::create(b, arith::MulIOp::create(b, i, cols), j);
       Value q = arith::TruncFOp::create(
           b, fp8, arith::DivFOp::create(b, loadX(at), s));
-      storeCodes(b, args, q, at, i, j, rows, transposed);
+      storeCodes(b, spec, args, q, at, i, j, rows);
       return SmallVector<Value>{};
     });
     return SmallVector<Value>{};

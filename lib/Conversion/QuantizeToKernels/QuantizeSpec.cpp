@@ -52,7 +52,8 @@ SmallVector<AbiArg> buildAbi(MLIRContext *ctx, const ActSpec &spec) {
     AbiArg codesT = codes;
     codesT.name = "codes_t";
     if (!spec.blocked()) {
-      abi = {hp, scale, codes, codesT};
+      abi = spec.rowMajorCodes ? SmallVector<AbiArg>{hp, scale, codes, codesT}
+                               : SmallVector<AbiArg>{hp, scale, codesT};
       break;
     }
     // The transposed copy's block scales: the same matrix, transposed.
@@ -220,7 +221,7 @@ FailureOr<ActSpec> analyzeSpec(func::FuncOp fn) {
            << " must hold one coat.quantize, coat.dequantize or coat.absmax "
               "(or a coat.quantize with a scale and a coat.transpose of it, "
               "or a coat.dequantize and a coat.quantize of it) and return "
-              "its results";
+              "its results (or only the transposed copy)";
   };
   // The second op of a pair reads the first's result.
   for (Operation *op : ops)
@@ -308,9 +309,14 @@ FailureOr<ActSpec> analyzeSpec(func::FuncOp fn) {
   if (ops.size() == 2) {
     auto q = dyn_cast<QuantizeOp>(ops[0]);
     auto t = dyn_cast<TransposeOp>(ops[1]);
-    if (!q || !t || t.getInput() != q.getResult() ||
-        ret.getNumOperands() != 2 || ret.getOperand(0) != q.getResult() ||
-        ret.getOperand(1) != t.getResult())
+    if (!q || !t || t.getInput() != q.getResult())
+      return shapeError();
+    bool both = ret.getNumOperands() == 2 &&
+                ret.getOperand(0) == q.getResult() &&
+                ret.getOperand(1) == t.getResult();
+    bool transposedOnly =
+        ret.getNumOperands() == 1 && ret.getOperand(0) == t.getResult();
+    if (!both && !transposedOnly)
       return shapeError();
     auto rt = dyn_cast<QTensorType>(q.getResult().getType());
     if (!rt)
@@ -322,11 +328,17 @@ FailureOr<ActSpec> analyzeSpec(func::FuncOp fn) {
     spec.kind = ActKind::QuantizeTranspose;
     spec.hpType = cast<ShapedType>(q.getInput().getType()).getElementType();
     spec.format = rt.getFormat();
+    spec.rowMajorCodes = both;
     if (!q.getScale()) {
       if (rt.getScalingValue().kind != ::coat::ScalingKind::PerBlock)
         return q.emitError("quantize+transpose kernels take a given "
                            "per-tensor scale (coat.quantize ... scale %s) "
                            "or quantize per_block<BxB>");
+      if (transposedOnly)
+        return fn.emitError("kernel-spec function @")
+               << fn.getSymName()
+               << ": a per_block<BxB> quantize + transpose kernel writes "
+                  "both layouts; return the quantized tensor too";
       if (failed(checkBlock(q, rt.getScalingValue())))
         return failure();
       spec.blockEdge = rt.getScalingValue().blockRows;
@@ -473,8 +485,11 @@ SpecBindings QuantizeLowering::bindings(func::FuncOp fn,
   if (auto q = dyn_cast<QuantizeOp>(op)) {
     matrix = q.getInput();
     binds["input"] = {s.ref(q.getInput())};
-    binds["codes"] = {s.ref(q.getResult(), "codes")};
-    binds["scale"] = {s.ref(q.getResult(), "scale")};
+    // A transposed-only spec does not return the row-major codes.
+    if (!s.ref(q.getResult()).empty()) {
+      binds["codes"] = {s.ref(q.getResult(), "codes")};
+      binds["scale"] = {s.ref(q.getResult(), "scale")};
+    }
     if (Value given = q.getScale())
       binds["scale"].insert(binds["scale"].begin(), s.ref(given));
     if (std::next(ops.begin()) != ops.end()) {

@@ -2,8 +2,9 @@
 // coat.programs.NormLinearConfig(recompute_output=True) marks its rotated
 // q/k/v projection) through the program passes and the launch plan: the
 // calls that make it again run the forward's kernels in the `recompute`
-// phase, between the forward and the backward; their result is an output
-// with `recompute_of` = 0; and the forward keeps no activation it does not
+// phase (W's copy without the transposed codes: the dgrad reads the
+// forward's), between the forward and the backward; their result is an
+// output with `recompute_of` = 0; and the forward keeps no activation it does not
 // keep without the mark (the 1x16 copy of h, the rotary tables and W's
 // transposed FP8 copy, under weight-copies-min-bytes here): the recompute
 // phase reads W itself too, a weight, there anyway (coat.nn keeps how to
@@ -34,10 +35,10 @@
 // PLAN: "outputs": [
 // PLAN-NEXT: {
 // PLAN-NEXT: "phase": "forward",
-// PLAN-NEXT: "value": 18
+// PLAN-NEXT: "value": 17
 // PLAN: "phase": "recompute",
 // PLAN-NEXT: "recompute_of": 0,
-// PLAN-NEXT: "value": 28
+// PLAN-NEXT: "value": 27
 // PLAN-NEXT: }
 // PLAN-NEXT: ],
 // PLAIN: "outputs": [
@@ -45,7 +46,7 @@
 // PLAIN: "saved": [
 // PLAIN-NEXT: 3,
 // PLAIN-NEXT: 4,
-// PLAIN-NEXT: 16,
+// PLAIN-NEXT: 15,
 // PLAIN-NEXT: 7,
 // PLAIN-NEXT: 1
 // PLAIN-NEXT: ],
@@ -55,26 +56,26 @@
 // PLAN-NEXT: 2,
 // PLAN-NEXT: 3,
 // PLAN-NEXT: 4,
-// PLAN-NEXT: 16
+// PLAN-NEXT: 15
 // PLAN-NEXT: ],
 // The GEMM and the rotation again, reading the recompute phase's copies
-// (23: the norm output's per-tensor copy, 26: W's) and the saved tables.
-// PLAN: {{^ *}}23,{{$}}
-// PLAN-NEXT: 26
+// (22: the norm output's per-tensor copy, 25: W's) and the saved tables.
+// PLAN: {{^ *}}22,{{$}}
+// PLAN-NEXT: 25
 // PLAN-NEXT: ],
 // PLAN-NEXT: "phase": "recompute",
 // PLAN-NEXT: "results": [
-// PLAN-NEXT: 27
+// PLAN-NEXT: 26
 // PLAN-NEXT: ],
 // PLAN-NEXT: "spec": "attention_input_k7_linear_forward"
 // PLAN: "operands": [
-// PLAN-NEXT: 27,
+// PLAN-NEXT: 26,
 // PLAN-NEXT: 3,
 // PLAN-NEXT: 4
 // PLAN-NEXT: ],
 // PLAN-NEXT: "phase": "recompute",
 // PLAN-NEXT: "results": [
-// PLAN-NEXT: 28
+// PLAN-NEXT: 27
 // PLAN-NEXT: ],
 // PLAN-NEXT: "spec": "attention_input_k8_rope"
 // PLAN: "phase": "backward",

@@ -66,6 +66,24 @@ func.func @big_blocks_t(%x: tensor<?x?xbf16>) -> (!coat.qtensor<?x?xf8E4M3FN, pe
 
 // -----
 
+// expected-error @+1 {{kernel-spec function @blocks_t_only: a per_block<BxB> quantize + transpose kernel writes both layouts; return the quantized tensor too}}
+func.func @blocks_t_only(%x: tensor<?x?xbf16>) -> !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>> {
+  %q = coat.quantize %x : tensor<?x?xbf16> -> !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>>
+  %t = coat.transpose %q : !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>> -> !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>>
+  return %t : !coat.qtensor<?x?xf8E4M3FN, per_block<128x128>>
+}
+
+// -----
+
+// expected-error @+1 {{kernel-spec function @codes_only must hold one coat.quantize}}
+func.func @codes_only(%x: tensor<?x?xbf16>, %s: tensor<bf16>) -> !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16> {
+  %q = coat.quantize %x scale %s : tensor<?x?xbf16>, tensor<bf16> -> !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>
+  %t = coat.transpose %q : !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16> -> !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>
+  return %q : !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>
+}
+
+// -----
+
 // The kernels go into a new gpu.module @coat_activation_kernels: a symbol of
 // that name already there is reported, not left for the verifier.
 // expected-error @+1 {{coat-lower-activations: symbol @coat_activation_kernels is taken; the pass puts its kernels in a new gpu.module of that name}}

@@ -88,7 +88,28 @@ func.func @q_tb(%x: tensor<?x?xbf16>) -> (!coat.qtensor<?x?xf8E4M3FN, per_block<
 // CHECK: cvt.rn.bf16x2.f32
 // CHECK: st.global.v4.b32
 // CHECK-NOT: .local
+// CHECK-LABEL: .visible .entry q_t_only(
 func.func @dq(%q: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>) -> tensor<?x?xbf16> {
   %x = coat.dequantize %q : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16> -> tensor<?x?xbf16>
   return %x : tensor<?x?xbf16>
+}
+
+// The transposed copy alone: the codes go to the tile only (no 8-byte
+// global store of a row-major chunk), then the same 16-byte rows of q^T.
+// CHECK: .shared .align 16 .b8 __wg_q_t_only_0[4096];
+// CHECK-NOT: st.global.v2.b32
+// CHECK: cvt.rn.satfinite.e4m3x2.f32
+// CHECK-NOT: st.global.v2.b32
+// CHECK: st.shared.v{{[24]}}.b{{16|32}}
+// CHECK-NOT: st.global.v2.b32
+// CHECK: bar.sync 0;
+// CHECK: ld.shared.b32
+// CHECK: prmt.b32
+// CHECK: st.global.v4.b32
+// CHECK-NOT: st.global.v2.b32
+// CHECK-NOT: .local
+func.func @q_t_only(%x: tensor<?x?xbf16>, %s: tensor<bf16>) -> !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16> {
+  %q = coat.quantize %x scale %s : tensor<?x?xbf16>, tensor<bf16> -> !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>
+  %t = coat.transpose %q : !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16> -> !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>
+  return %t : !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>
 }

@@ -75,6 +75,40 @@ func.func @q_t(%x: tensor<?x?xbf16>, %s: tensor<bf16>)
   return %q, %t : !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>, !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>
 }
 
+// Quantize + transpose returning only the transposed copy (its row-major
+// codes have no reader): the same tile kernel without the row-major store;
+// the codes reach q^T through the workgroup tile alone.
+// GPU-LABEL: gpu.func @q_t_only(%{{.*}}: memref<?xi16>, %{{.*}}: memref<?xi16>, %{{.*}}: memref<?xi8>, %{{.*}}: i64, %{{.*}}: i64)
+// GPU-SAME: workgroup(%[[TILE1:[^ ]*]] : memref<64x16xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
+// GPU-SAME: {bind = ["in0"], {{.*}} name = "input"}, {bind = ["in1", "out0.scale"], {{.*}} name = "scale"}, {bind = ["out0.codes"], {{.*}} name = "codes_t"}, {bind = "rows(in0)"
+// GPU-SAME: given_scale = true
+// GPU-SAME: op = "quantize_transposed_only"
+// GPU-NOT: memref<?xi8>, vector<8xi8>
+// GPU-NOT: vector<8xi1>, vector<8xi8>
+// GPU: vector.store %{{.*}}, %[[TILE1]][{{.*}}] {alignment = 8 : i64} : memref<64x16xi32, #gpu.address_space<workgroup>>, vector<2xi32>
+// GPU-NOT: memref<?xi8>, vector<8xi8>
+// GPU-NOT: vector<8xi1>, vector<8xi8>
+// GPU: gpu.barrier
+// GPU: nvvm.prmt <default>
+// GPU: vector.store %{{.*}} {alignment = 16 : i64} : memref<?xi8>, vector<16xi8>
+// GPU: vector.maskedstore %{{.*}} : memref<?xi8>, vector<16xi1>, vector<16xi8>
+// GPU: gpu.barrier
+// GPU-NOT: memref<?xi8>, vector<8xi8>
+// GPU: gpu.return
+// One store per element, into q^T.
+// CPU-LABEL: func.func @q_t_only(%{{.*}}: memref<?xi16>, %{{.*}}: memref<?xi16>, %{{.*}}: memref<?xi8>, %{{.*}}: i64, %{{.*}}: i64)
+// CPU: scf.for
+// CPU: scf.for
+// CPU: arith.truncf %{{.*}} : f32 to f8E4M3FN
+// CPU: memref.store %{{.*}}, %arg2[%{{.*}}] : memref<?xi8>
+// CPU-NOT: memref.store
+// CPU: return
+func.func @q_t_only(%x: tensor<?x?xbf16>, %s: tensor<bf16>) -> !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16> {
+  %q = coat.quantize %x scale %s : tensor<?x?xbf16>, tensor<bf16> -> !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>
+  %t = coat.transpose %q : !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16> -> !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>
+  return %t : !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>
+}
+
 // Dequantize 1x16: codes in, one scale per group, bf16 out.
 // GPU-LABEL: gpu.func @dq(%{{.*}}: memref<?xi8>, %{{.*}}: memref<?xi16>, %{{.*}}: memref<?xi16>, %{{.*}}: i64, %{{.*}}: i64) kernel
 // GPU-SAME: {bind = ["in0.codes"], {{.*}} name = "codes"}, {bind = ["in0.scale"], {{.*}} name = "scale"}, {bind = ["out0"], {{.*}} name = "output"}, {bind = "rows(out0)", {{.*}} name = "rows"}
