@@ -150,6 +150,24 @@ def layout_tensor(layout: Optional[ShardLayout], numel: int, group_size: int,
                          int(qconfig.m_expand), int(qconfig.v_expand)], dtype=torch.int64)
 
 
+def layout_groups_whole(v: torch.Tensor) -> bool:
+    """Whether every shard of a layout (layout_tensor's vector) is whole
+    groups: one shard, or padded shards of a multiple of the group size."""
+    return int(v[1]) == 1 or int(v[2]) % int(v[3]) == 0
+
+
+def layouts_regroupable(saved: torch.Tensor, mine: torch.Tensor) -> bool:
+    """Whether FP8 state saved under layout ``saved`` loads bit-exactly into
+    layout ``mine``: the same version, group size, formats and expansion,
+    and the shards of both whole groups, so that both hold the groups of
+    the unsharded tensor (codes are saved shaped like the parameter, the
+    metadata as the tensor's groups in order followed by padding groups)."""
+    if saved.numel() != 8 or mine.numel() != 8:
+        return False
+    return (int(saved[0]) == int(mine[0]) and torch.equal(saved[3:], mine[3:])
+            and layout_groups_whole(saved) and layout_groups_whole(mine))
+
+
 def describe_layout(t: torch.Tensor) -> str:
     v = [int(x) for x in t.reshape(-1).tolist()]
     if len(v) != 8:

@@ -66,8 +66,9 @@ class StateDictMixin:
         set_optimizer_state_dict hands over (no "coat" entry: the step counts
         then come from the "step" entries), or a full (gathered) one whose
         entries are whole tensors, of which each rank takes its shard. The
-        FP8 state of a sharded parameter loads only into the same shard
-        layout (docs/fsdp.md)."""
+        FP8 state of a sharded parameter loads into the same shard layout,
+        or into another (world size, or unsharded) where the shards of both
+        are whole 1xG groups, so that the groups are the same (docs/fsdp.md)."""
         coat = state_dict.get("coat")
         if coat is not None:
             saved_cfg = QuantConfig(**coat["config"])
@@ -101,7 +102,7 @@ class StateDictMixin:
                 raise ValueError(f"state_dict has no state for parameter {sid}")
             src, dst = saved_state[sid], self.state[p]
             b, i = where[id(p)]
-            self._check_layout(sid, src, b, i)
+            regroup = self._check_layout(sid, src, b, i)
             extra = set(src) - set(dst) - {_dist.LAYOUT_KEY}
             if extra:
                 raise ValueError(f"parameter {sid}: state_dict has {sorted(extra)}, which this "
@@ -111,7 +112,7 @@ class StateDictMixin:
                     continue
                 if key not in src:
                     raise ValueError(f"parameter {sid}: state_dict lacks {key!r}")
-                s = self._local_part(sid, key, src[key], b, i)
+                s = self._local_part(sid, key, src[key], b, i, regroup)
                 if tuple(s.shape) != tuple(d.shape):
                     raise ValueError(f"parameter {sid}: {key!r} has shape {tuple(s.shape)}, "
                                      f"expected {tuple(d.shape)}")
@@ -148,38 +149,68 @@ class StateDictMixin:
             x = _dist.local_tensor(x)
         return int(float(x.item()) if isinstance(x, torch.Tensor) else float(x))
 
-    def _check_layout(self, sid: Any, src: Dict[str, Any], b: _Bucket, i: int) -> None:
+    def _check_layout(self, sid: Any, src: Dict[str, Any], b: _Bucket, i: int) -> bool:
+        """Checks the saved shard layout against this optimizer's; returns
+        whether the per-group metadata must be laid out anew: saved under
+        another layout (another world size, or unsharded) where both keep
+        every shard's 1xG groups whole (docs/fsdp.md). Any other difference
+        raises ValueError."""
         lay = b.layouts[i]
         G = self.qconfig.group_size
         mine = _dist.layout_tensor(lay, b.local_numel(i), G, self.qconfig)
         saved = src.get(_dist.LAYOUT_KEY)
         if saved is None:
             # Saved by a non-distributed FP8AdamW: one shard of the whole tensor.
-            if lay is not None and lay.world != 1:
-                raise ValueError(
-                    f"parameter {sid}: the state_dict holds unsharded FP8 state, this optimizer "
-                    f"steps {_dist.describe_layout(mine)}; the 1x{G} groups differ, so the FP8 "
-                    "state cannot be moved bit-exactly (load it with the same shard layout)")
-            return
-        saved = _dist.local_tensor(saved).detach().to("cpu", torch.int64).reshape(-1)
-        if not torch.equal(saved, mine):
-            raise ValueError(f"parameter {sid}: FP8 state was saved for "
-                             f"{_dist.describe_layout(saved)}, this optimizer has "
-                             f"{_dist.describe_layout(mine)}; FP8AdamW state loads only into "
-                             "the same shard layout and configuration (docs/fsdp.md)")
+            if lay is None or lay.world == 1:
+                return False
+            saved = _dist.layout_tensor(None, _numel(lay.global_shape), G, self.qconfig)
+            what = "unsharded FP8 state"
+        else:
+            saved = _dist.local_tensor(saved).detach().to("cpu", torch.int64).reshape(-1)
+            if torch.equal(saved, mine):
+                return False
+            what = f"FP8 state saved for {_dist.describe_layout(saved)}"
+        shape = lay.global_shape if lay is not None else tuple(b.params[i].shape)
+        codes = src.get(_STATE_KEYS[(_MOMENTS[0], "codes")])
+        same_shape = isinstance(codes, torch.Tensor) and tuple(codes.shape) == shape
+        if same_shape and _dist.layouts_regroupable(saved, mine):
+            return True
+        raise ValueError(f"parameter {sid}: the state_dict holds {what}, this optimizer has "
+                         f"{_dist.describe_layout(mine)}; FP8AdamW state loads only into the "
+                         f"same shard layout, or into another of the same parameter shape and "
+                         f"configuration where the shards of both are whole 1x{G} groups "
+                         "(docs/fsdp.md)")
 
-    def _local_part(self, sid: Any, key: str, s: Any, b: _Bucket, i: int) -> torch.Tensor:
+    def _local_part(self, sid: Any, key: str, s: Any, b: _Bucket, i: int,
+                    regroup: bool = False) -> torch.Tensor:
         """This rank's part of a saved state entry: a DTensor's local tensor,
-        or the rank's rows / groups of a whole (gathered) tensor."""
+        or the rank's rows / groups of a whole (gathered) tensor. With
+        ``regroup`` the whole metadata was saved under another layout whose
+        shards are whole groups: in every such layout the tensor's groups
+        come first, in order, and then the padding groups (empty ranks and
+        the last shard's tail), so group g of the tensor is entry g."""
         if not isinstance(s, torch.Tensor):
             raise ValueError(f"parameter {sid}: {key!r} is a {type(s).__name__}, not a tensor")
         if _dist.is_dtensor(s):
             return _dist.local_tensor(s)
         lay = b.layouts[i]
+        G = self.qconfig.group_size
+        codes = key in {_STATE_KEYS[(m, "codes")] for m in _MOMENTS}
+        if regroup and not codes:
+            mine = self.state[b.params[i]][key]
+            shape = lay.global_shape if lay is not None else tuple(b.params[i].shape)
+            real = -(-_numel(shape) // G)
+            first = lay.rank * lay.groups(G) if lay is not None else 0
+            k = max(0, min(mine.numel(), real - first))
+            if s.dim() != 1 or s.numel() < real:
+                return s  # reported as a shape mismatch by the caller
+            # Padding groups (no element of the tensor) keep their values.
+            out = mine.clone()
+            out[:k] = s[first:first + k].to(out.device)
+            return out
         if lay is None or lay.world == 1:
             return s
-        G = self.qconfig.group_size
-        if key in {_STATE_KEYS[(m, "codes")] for m in _MOMENTS}:
+        if codes:
             if tuple(s.shape) != lay.global_shape:
                 return s  # reported as a shape mismatch by the caller
             start, stop = lay.row_range()
@@ -188,3 +219,10 @@ class StateDictMixin:
         if s.dim() != 1 or s.numel() != lay.world * L:
             return s
         return s[lay.rank * L:(lay.rank + 1) * L]
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n

@@ -19,6 +19,8 @@ key, where LLVM is.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import threading
 from typing import Dict, Iterable, List, Optional, Tuple, Union
 
@@ -166,9 +168,40 @@ def _compile(cfg, text: str, key: str) -> Module:
             "to compile them: run scripts/compile_model.py where LLVM is and pass its "
             "output folder (or put it on COAT_KERNELS)")
     out = _cache_folder(key)
-    os.makedirs(out, exist_ok=True)
-    src = os.path.join(out, f"{cfg.name}.mlir")
-    with open(src, "w", encoding="utf-8") as f:
-        f.write(text)
-    Toolchain(coat_opt=tool).compile_program(src, out)
+    # The ranks of a distributed job start together and compile the same
+    # programs at once: each compiles into a folder of its own and moves it
+    # into place whole, so that none reads or overwrites another's
+    # half-written files.
+    os.makedirs(cache_dir(), exist_ok=True)
+    work = tempfile.mkdtemp(prefix=f".{key}.", dir=cache_dir())
+    try:
+        src = os.path.join(work, f"{cfg.name}.mlir")
+        with open(src, "w", encoding="utf-8") as f:
+            f.write(text)
+        Toolchain(coat_opt=tool).compile_program(src, work)
+        _move_into_place(work, out)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     return module(out)
+
+
+def _move_into_place(work: str, out: str) -> None:
+    """Renames the compiled folder ``work`` to ``out``, unless another
+    process got there first (then its folder, compiled from the same text,
+    stays). A folder without a manifest at ``out`` is what an interrupted
+    compile left: it is moved aside and replaced."""
+    for _ in range(3):
+        try:
+            os.rename(work, out)
+            return
+        except OSError:
+            if _holds_manifest(out):
+                return
+        try:
+            aside = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.stale.",
+                                     dir=os.path.dirname(out))
+            os.rename(out, os.path.join(aside, "old"))
+            shutil.rmtree(aside, ignore_errors=True)
+        except OSError:
+            pass  # gone meanwhile: try again
+    os.rename(work, out)  # raises, naming both folders

@@ -275,3 +275,86 @@ def run_validation(rank: int, world: int, device: str, store: str, out: str) -> 
                 json.dump({"errors": errors}, f)
     finally:
         dist.destroy_process_group()
+
+
+def run_regroup(rank: int, world: int, device: str, store: str, out: str) -> None:
+    """FP8 state moved between world sizes where every shard is whole 1x128
+    groups (with shard padding: empty tail groups on the last rank): the
+    sharded run's state, gathered whole, loads into the unsharded
+    optimizer as the unsharded run's state, and the unsharded run's state
+    loads into the sharded optimizer, which then steps as the sharded run
+    does. Where a shard splits a group the load is refused."""
+    mesh, dev = _init(rank, world, device, store)
+    try:
+        from torch.distributed.tensor import Shard, distribute_tensor
+
+        from coat import _dist
+        from coat.optim import FP8AdamW
+
+        shapes = [(3, 256), (256,), (5, 128), (64, 128)]
+        assert all(_dist.group_layout_matches_unsharded(s, world, G) for s in shapes)
+        gen = torch.Generator().manual_seed(3)
+        init = [torch.randn(s, generator=gen) for s in shapes]
+
+        def sharded(ts):
+            return [torch.nn.Parameter(distribute_tensor(t.to(dev), mesh, [Shard(0)]))
+                    for t in ts]
+
+        dist_p, plain_p = sharded(init), [torch.nn.Parameter(t.clone().to(dev)) for t in init]
+        o_dist = FP8AdamW(dist_p, lr=LR, weight_decay=WD)
+        o_plain = FP8AdamW(plain_p, lr=LR, weight_decay=WD)
+
+        def step(params, opt, grads):
+            for p, g in zip(params, grads):
+                p.grad = (distribute_tensor(g.to(dev), mesh, [Shard(0)])
+                          if _dist.is_dtensor(p) else g.to(dev))
+            opt.step()
+
+        for _ in range(3):
+            grads = [torch.randn(s, generator=gen) for s in shapes]
+            step(dist_p, o_dist, grads)
+            step(plain_p, o_plain, grads)
+        for pd, pp in zip(dist_p, plain_p):
+            assert torch.equal(pd.full_tensor(), pp.detach()), "sharded and plain runs differ"
+
+        # The sharded state, gathered whole, into an unsharded optimizer.
+        sd = o_dist.state_dict()
+        whole = {"param_groups": sd["param_groups"], "coat": sd["coat"],
+                 "state": {k: {n: (v.full_tensor() if _dist.is_dtensor(v) else v)
+                               for n, v in st.items()} for k, st in sd["state"].items()}}
+        fresh_plain = [torch.nn.Parameter(p.detach().clone()) for p in plain_p]
+        o_fp = FP8AdamW(fresh_plain, lr=LR, weight_decay=WD)
+        o_fp.load_state_dict(whole)
+        for a, b in zip(fresh_plain, plain_p):
+            assert _state_equal(o_fp, a, o_plain, b), "sharded -> unsharded is not bit-exact"
+
+        # The unsharded state into the sharded optimizer; both step on.
+        fresh_dist = sharded([p.detach().cpu() for p in plain_p])
+        o_fd = FP8AdamW(fresh_dist, lr=LR, weight_decay=WD)
+        o_fd.load_state_dict(o_plain.state_dict())
+        grads = [torch.randn(s, generator=gen) for s in shapes]
+        step(fresh_dist, o_fd, grads)
+        step(dist_p, o_dist, grads)
+        for a, b in zip(fresh_dist, dist_p):
+            assert torch.equal(a.full_tensor(), b.full_tensor()), \
+                "unsharded -> sharded does not continue as the sharded run"
+        assert o_fd.group_steps() == o_dist.group_steps()
+
+        # A shard splitting a group (100 elements over 2 ranks: 50 each).
+        errors = {}
+        if world > 1:
+            odd = torch.randn(100, generator=gen)
+            o_odd = FP8AdamW([torch.nn.Parameter(odd.clone().to(dev))], lr=LR)
+            step(o_odd.param_groups[0]["params"], o_odd, [torch.randn(100, generator=gen)])
+            o_split = FP8AdamW(sharded([odd]), lr=LR)
+            try:
+                o_split.load_state_dict(o_odd.state_dict())
+            except ValueError as e:
+                errors["split"] = str(e)
+            else:
+                raise AssertionError("a state whose groups a shard would split loaded")
+        if rank == 0:
+            with open(out, "w") as f:
+                json.dump({"errors": errors}, f)
+    finally:
+        dist.destroy_process_group()

@@ -97,3 +97,67 @@ def test_a_folder_of_artifacts_stands_for_its_subfolders(block_artifact, tmp_pat
     monkeypatch.setenv("COAT_KERNELS_ONLY", "1")
     assert artifacts.search_path() == [os.path.join(str(parent), "one")]
     assert [m.directory for m in artifacts.modules()] == [os.path.join(str(parent), "one")]
+
+
+def _fake_compiler(monkeypatch, built, during=None):
+    """coat-opt stood in for by copying the compiled folder ``built``;
+    ``during(work)`` runs before the copy (what another process does
+    meanwhile)."""
+
+    def compile_program(self, src, out, **options):
+        if during is not None:
+            during(out)
+        for f in os.listdir(built):
+            shutil.copy(os.path.join(built, f), os.path.join(out, f))
+
+    monkeypatch.setattr(toolchain.Toolchain, "compile_program", compile_program)
+    monkeypatch.setattr(artifacts._paths, "find_coat_opt", lambda: "coat-opt")
+
+
+def test_a_cache_compile_moves_its_folder_into_place_whole(block_artifact, tmp_path,
+                                                           monkeypatch):
+    # The ranks of a distributed job compile the same program at once: each
+    # writes a folder of its own, and the cache folder appears complete.
+    cfg, built = block_artifact
+    monkeypatch.setenv("COAT_KERNEL_CACHE", str(tmp_path / "cache"))
+    key = toolchain.source_key(cfg.text())
+    seen = []
+    _fake_compiler(monkeypatch, built, during=lambda work: seen.append(
+        (str(work) != artifacts._cache_folder(key),
+         os.path.exists(artifacts._cache_folder(key)))))
+    m = artifacts._compile(cfg, cfg.text(), key)
+    assert seen == [(True, False)]
+    assert m.directory == artifacts._cache_folder(key)
+    assert os.listdir(tmp_path / "cache") == [key]
+    assert (tmp_path / "cache" / key / f"{cfg.name}.mlir").read_text() == cfg.text()
+
+
+def test_a_cache_compile_keeps_the_folder_another_process_finished(block_artifact, tmp_path,
+                                                                   monkeypatch):
+    cfg, built = block_artifact
+    monkeypatch.setenv("COAT_KERNEL_CACHE", str(tmp_path / "cache"))
+    key = toolchain.source_key(cfg.text())
+    final = artifacts._cache_folder(key)
+
+    def other_process_finishes(work):
+        shutil.copytree(built, final)
+        (tmp_path / "cache" / key / "theirs").write_text("")
+
+    _fake_compiler(monkeypatch, built, during=other_process_finishes)
+    m = artifacts._compile(cfg, cfg.text(), key)
+    assert m.directory == final and os.path.exists(os.path.join(final, "theirs"))
+    assert os.listdir(tmp_path / "cache") == [key]  # no working folder left behind
+
+
+def test_a_cache_compile_replaces_a_half_written_folder(block_artifact, tmp_path, monkeypatch):
+    cfg, built = block_artifact
+    monkeypatch.setenv("COAT_KERNEL_CACHE", str(tmp_path / "cache"))
+    key = toolchain.source_key(cfg.text())
+    stale = tmp_path / "cache" / key
+    stale.mkdir(parents=True)
+    (stale / "coat_cpu.ll").write_text("interrupted")  # no manifest.json
+    _fake_compiler(monkeypatch, built)
+    m = artifacts._compile(cfg, cfg.text(), key)
+    assert m.directory == str(stale)
+    assert (stale / "manifest.json").is_file() and not (stale / "coat_cpu.ll").exists()
+    assert os.listdir(tmp_path / "cache") == [key]

@@ -113,3 +113,14 @@ def test_bad_dtensor_inputs_raise(device, tmp_path):
     _needs(device, 1)
     log = _spawn("run_validation", 1, device, tmp_path)
     assert {"shard1", "layout"} <= set(log["errors"])
+
+
+@pytest.mark.parametrize("device,world", [("cpu", 2), ("cuda", 2)], ids=["cpu-ws2", "cuda-ws2"])
+def test_fp8_state_moves_between_world_sizes_where_shards_are_whole_groups(device, world,
+                                                                          tmp_path):
+    """Saved at world size 2, loaded unsharded, and back, bit-exactly, for
+    shards of whole 1x128 groups (shard padding included); refused with a
+    ValueError where a shard would split a group (docs/fsdp.md)."""
+    _needs(device, world)
+    log = _spawn("run_regroup", world, device, tmp_path)
+    assert "whole 1x128 groups" in log["errors"]["split"]

@@ -33,6 +33,8 @@ class _Derivation:
         if [p._version for p in self.params] != self.versions:
             raise RuntimeError(f"{what}: a weight was modified in place between the forward "
                                "and the backward; its copy for the backward would differ")
+        if any(_freed(p) for p in self.params):
+            raise RuntimeError(_FREED.format(what=what))
         with torch.no_grad():
             return _derive(self.params, self.transposed)
 
@@ -252,9 +254,28 @@ class _RunProgram(torch.autograd.Function):
 
 def _derive_kept(ctx, kept: Dict[int, Any]) -> None:
     """Makes the weight copies ``kept`` holds as derivations (once)."""
+    what = f"{ctx.module_name} ({ctx.program.name})"
     for vid, x in kept.items():
         if isinstance(x, _Derivation):
-            kept[vid] = x.again(f"{ctx.module_name} ({ctx.program.name})")
+            kept[vid] = x.again(what)
+        elif isinstance(x, torch.Tensor) and _freed(x):
+            raise RuntimeError(_FREED.format(what=what))
+
+
+_FREED = ("{what}: a weight (or another value kept from the forward) that the backward "
+          "reads has no storage now (FSDP2 frees the gathered weights after the forward and "
+          "gathers them again before the layer's backward: was the layer's backward reached "
+          "other than through its outputs, or the parameters resharded by hand?)")
+
+
+def _freed(t: torch.Tensor) -> bool:
+    """Whether ``t``'s storage is too small for it (freed: FSDP2 resizes an
+    unsharded parameter's storage to 0 when it reshards)."""
+    if t.numel() == 0:
+        return False
+    storage = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+    last = t.storage_offset() + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
+    return storage.nbytes() < (last + 1) * t.element_size()
 
 
 def recomputed_output(node, index: int) -> torch.Tensor:

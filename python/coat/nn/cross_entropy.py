@@ -35,7 +35,7 @@ from typing import Optional
 
 import torch
 
-from .. import _torch_ops, artifacts, programs
+from .. import _dist, _torch_ops, artifacts, programs
 from ._autograd import _derive, run_forward
 
 #: The largest chunk of logits a call makes by default.
@@ -165,6 +165,12 @@ def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, targets: to
     compiled program (default: coat's search path, compiled on first use
     where coat-opt is). All targets ignored: NaN, as torch's mean over no
     tokens."""
+    if _dist.is_dtensor(weight) or _dist.is_dtensor(hidden):
+        which = "weight" if _dist.is_dtensor(weight) else "hidden"
+        raise ValueError(f"{_WHAT}: the {which} is a DTensor; the fused loss reads the whole "
+                         "LM head weight. Under FSDP2, apply fully_shard to the module whose "
+                         "forward calls the loss (the model), not to lm_head alone, whose own "
+                         "forward never runs (docs/fsdp.md)")
     if weight.dim() != 2 or hidden.shape[-1] != weight.shape[1]:
         raise ValueError(f"{_WHAT}: hidden {tuple(hidden.shape)} and weight "
                          f"{tuple(weight.shape)}: the weight is [vocab, hidden]")

@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import torch
 
-from .. import _torch_ops, artifacts, programs
+from .. import _dist, _torch_ops, artifacts, programs
 from ..executor import Program
 from . import finite
 from ._autograd import _RunProgram, program_weight
@@ -193,9 +193,35 @@ def _module_name(module: torch.nn.Module) -> str:
 
 
 def _check_devices(module: torch.nn.Module, x: torch.Tensor, name: str) -> None:
-    for p in module.parameters():
+    for pname, p in module.named_parameters():
+        if _dist.is_dtensor(p):
+            raise ValueError(_sharded_weight_error(module, name, pname, p))
         if p.device != x.device:
             raise ValueError(f"{name}: input on {x.device}, parameters on {p.device}")
+
+
+def _sharded_weight_error(module: torch.nn.Module, name: str, pname: str, p) -> str:
+    """What to say when a DTensor weight would reach a program. The programs
+    read whole weights (each quantized with one scale of all of it). FSDP2
+    gives a module's forward its whole parameters when fully_shard wraps
+    that module or one above it; one wrapped inside a converted layer
+    (its ``mlp``, ``self_attn.q_proj``: holders whose own forward never
+    runs) keeps them sharded."""
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except Exception:  # torch without FSDP2 (1.13's import fails on Python 3.11: ValueError)
+        FSDPModule = ()
+    parts = pname.split(".")[:-1]
+    wrapped = [".".join(parts[:i]) for i in range(1, len(parts) + 1)
+               if isinstance(module.get_submodule(".".join(parts[:i])), FSDPModule)]
+    how = (f"fully_shard was applied to {wrapped[0]} inside it, whose own forward never runs; "
+           "apply it to this module or one above it (a decoder layer, the model) instead"
+           if wrapped else "it is sharded outside FSDP2's forward (tensor parallelism of a "
+           "converted layer is not supported); under FSDP2, apply fully_shard to this module "
+           "or one above it")
+    return (f"{name}: parameter {pname} is a DTensor ({', '.join(map(str, p.placements))}) in "
+            f"the forward, and the compiled programs read whole weights: {how} "
+            "(docs/fsdp.md)")
 
 
 def _apply(module: "_ProgramModule", x: torch.Tensor, features: int,
