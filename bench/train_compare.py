@@ -142,6 +142,7 @@ def label(mode: str, r: dict) -> str:
                              ("step in backward", r.get("step_in_backward")
                               and not base.endswith(STEP_IN_BACKWARD)),
                              ("q/k/v recomputed", r.get("recompute_attention_inputs")),
+                             ("GEMM operands kept", r.get("keep_gemm_operands")),
                              (r.get("param_dtype"), r.get("param_dtype") not in (None, "f32")))
              if on]
     return mode + (f" ({', '.join(notes)})" if notes else "")
@@ -277,12 +278,16 @@ def main() -> int:
     ap.add_argument("--recompute-attention-inputs", action="store_true",
                     help="coat runs: q, k and v made again in the backward instead of kept "
                          "(train_llama.py's flag)")
+    ap.add_argument("--keep-gemm-operands", action="store_true",
+                    help="coat runs: the backward GEMMs' FP8 operands kept from the forward "
+                         "instead of derived again (train_llama.py's flag)")
     ap.add_argument("--torchao-optim", default=None, help="torchao runs: adamw or adamw8bit")
     args, passthrough = ap.parse_known_args()
     kind_args = {"coat": ((["--step-in-backward"] if args.step_in_backward else [])
                           + (["--bucket-mb", args.bucket_mb] if args.bucket_mb else [])
                           + (["--recompute-attention-inputs"]
-                             if args.recompute_attention_inputs else [])),
+                             if args.recompute_attention_inputs else [])
+                          + (["--keep-gemm-operands"] if args.keep_gemm_operands else [])),
                  "torchao": ["--torchao-optim", args.torchao_optim] if args.torchao_optim
                  else []}
     try:

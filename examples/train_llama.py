@@ -47,6 +47,12 @@ autograd keeping them (coat.nn.DecoderLayer's recompute_attention_inputs;
 not applied under --compile). Its kernels: scripts/compile_model.py with
 --recompute-attention-inputs.
 
+--keep-gemm-operands (coat) has the converted layers' programs keep the
+per-tensor FP8 operands of their backward GEMMs from the forward instead of
+deriving them again in the backward: more memory, fewer backward kernels
+(coat.convert's keep_gemm_operands). Its kernels: scripts/compile_model.py
+with --keep-gemm-operands.
+
 --torchao-optim adamw8bit gives the torchao mode torchao's AdamW8bit instead
 of torch's fused AdamW.
 
@@ -222,7 +228,7 @@ def build(mode: str, cfg: LlamaConfig, device: str, lr: float, kernels: str | No
           bucket: float | None | str = "default", graph: bool = False,
           torchao_optim: str = "adamw", on_device: bool = False,
           persistent_grads: bool = False, fused_loss: bool = True,
-          recompute_attention_inputs: bool = False):
+          recompute_attention_inputs: bool = False, keep_gemm_operands: bool = False):
     if on_device and hasattr(torch.device, "__enter__"):  # torch >= 2.0
         with torch.device(device):
             model = LlamaForCausalLM(cfg)
@@ -242,7 +248,8 @@ def build(mode: str, cfg: LlamaConfig, device: str, lr: float, kernels: str | No
     elif mode == "coat":
         import coat
 
-        coat.convert(model, kernels=kernels, fused_loss=fused_loss)
+        coat.convert(model, kernels=kernels, fused_loss=fused_loss,
+                     keep_gemm_operands=keep_gemm_operands)
         if recompute_attention_inputs:
             for layer in model.modules():
                 if isinstance(layer, coat.nn.DecoderLayer):
@@ -449,6 +456,8 @@ def train(args) -> dict:
         raise SystemExit("--torchao-optim is for mode torchao")
     if args.recompute_attention_inputs and args.mode != "coat":
         raise SystemExit("--recompute-attention-inputs is coat.nn.DecoderLayer's (mode coat)")
+    if args.keep_gemm_operands and args.mode != "coat":
+        raise SystemExit("--keep-gemm-operands is coat.convert's (mode coat)")
     window = profile_window(args)
     timing = True  # until the profiled steps begin
     train_data, held = corpus(args.data)
@@ -460,7 +469,8 @@ def train(args) -> dict:
                                  on_device=args.config in BUILD_ON_DEVICE,
                                  persistent_grads=args.persistent_grads,
                                  fused_loss=not args.unfused_loss,
-                                 recompute_attention_inputs=args.recompute_attention_inputs)
+                                 recompute_attention_inputs=args.recompute_attention_inputs,
+                                 keep_gemm_operands=args.keep_gemm_operands)
     params = sum(p.numel() for p in model.parameters())
     gen = torch.Generator().manual_seed(args.seed)
     tokens_per_step = args.batch * args.seq
@@ -480,6 +490,7 @@ def train(args) -> dict:
     record["param_dtype"] = args.param_dtype
     record["step_in_backward"] = args.step_in_backward
     record["recompute_attention_inputs"] = args.recompute_attention_inputs
+    record["keep_gemm_operands"] = args.keep_gemm_operands
     record["clip"] = f"{'per-bucket' if args.step_in_backward else 'global'} {CLIP_NORM}"
     if args.mode == "coat":
         record["bucket_mb"] = opt.bucket_mb
@@ -667,6 +678,10 @@ def parse_args(argv=None):
     ap.add_argument("--recompute-attention-inputs", action="store_true",
                     help="coat: q, k and v made again in the backward by the attention input "
                          "program instead of kept (eager only)")
+    ap.add_argument("--keep-gemm-operands", action="store_true",
+                    help="coat: the programs keep their backward GEMMs' FP8 operands from the "
+                         "forward instead of deriving them again (more memory, fewer backward "
+                         "kernels; coat.convert(keep_gemm_operands=True))")
     ap.add_argument("--torchao-optim", choices=("adamw", "adamw8bit"), default="adamw",
                     help="torchao: torch's fused AdamW or torchao's AdamW8bit")
     ap.add_argument("--profile", type=int, default=0, metavar="N",

@@ -44,6 +44,14 @@ MODEL_BLOCKS = [*programs.decoder_layer_configs(hidden=1024, ffn=2816, heads=16,
                 # (DecoderLayer(recompute_attention_inputs=True)).
                 programs.decoder_layer_configs(hidden=1024, ffn=2816, heads=16, kv_heads=16,
                                                recompute_output=True)[0],
+                # The attention input and MLP that keep their backward GEMMs'
+                # FP8 operands (coat.convert(keep_gemm_operands=True)), and
+                # the attention input with both options.
+                *programs.decoder_layer_configs(hidden=1024, ffn=2816, heads=16, kv_heads=16,
+                                                keep_gemm_operands=True)[::2],
+                programs.decoder_layer_configs(hidden=1024, ffn=2816, heads=16, kv_heads=16,
+                                               recompute_output=True,
+                                               keep_gemm_operands=True)[0],
                 programs.LinearConfig(1024, 2816),
                 # coat.nn.Linear(bias=True) at the demo size (the module tests).
                 programs.LinearConfig(1024, 2816, bias=True), programs.NormConfig(1024),

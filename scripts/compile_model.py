@@ -12,7 +12,10 @@ decoder layer (attention input and output programs too; the attention input
 rotates q and k itself where the head size allows, as coat.nn.DecoderLayer
 decides; --rope on/off forces it; --recompute-attention-inputs also compiles
 the attention input program that gives its q/k/v projection again in the
-backward, for DecoderLayer(recompute_attention_inputs=True)), and with --vocab
+backward, for DecoderLayer(recompute_attention_inputs=True);
+--keep-gemm-operands also compiles the programs that keep their backward
+GEMMs' FP8 operands from the forward, names ending in _kg, for
+coat.convert(keep_gemm_operands=True)), and with --vocab
 the LM head's loss (coat.cross_entropy, which coat.nn.linear_cross_entropy and
 a converted coat.llama model run; the 1B/7B Llama sets: --vocab 32000). With
 --hf-config, the programs of a Hugging Face model's decoder layers, read from
@@ -35,10 +38,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
 from coat import programs, toolchain  # noqa: E402
 
 
-def hf_configs(path: str, ap: argparse.ArgumentParser):
+def hf_configs(path: str, ap: argparse.ArgumentParser, keep_gemm_operands: bool = False):
     """The program configs of the decoder layers of the config(s) in
     ``path``: one config.json, or an object whose values are configs (keys
-    starting with "_" are comments)."""
+    starting with "_" are comments); with ``keep_gemm_operands`` also the
+    variants that keep their backward GEMMs' operands. Returns them and
+    the programs as ``keep_gemm_operands`` chooses them (what
+    --report-tokens sums)."""
     from coat.hf.families import UnsupportedLayer, spec_from_config
     from coat.hf.layer import layer_programs
 
@@ -46,15 +52,19 @@ def hf_configs(path: str, ap: argparse.ArgumentParser):
         data = json.load(f)
     named = {"": data} if "model_type" in data else {
         k: v for k, v in data.items() if not k.startswith("_")}
-    out = []
+    out, chosen = [], []
     for name, cfg in named.items():
         try:
-            out += layer_programs(spec_from_config(cfg))
+            spec = spec_from_config(cfg)
+            out += layer_programs(spec)
+            chosen += layer_programs(spec, keep_gemm_operands)
+            out += [c for c in chosen if c not in out]
         except UnsupportedLayer as e:
             ap.error(f"{path}{' ' + name if name else ''}: {e}")
         if cfg.get("vocab_size"):  # the LM head's loss (coat.nn.linear_cross_entropy)
             out.append(programs.CrossEntropyConfig(int(cfg["vocab_size"])))
-    return out
+            chosen.append(out[-1])
+    return out, chosen
 
 
 def main() -> int:
@@ -79,6 +89,10 @@ def main() -> int:
                     help="with --heads: also the attention input program marked to give its "
                          "q/k/v projection again in the backward (name ending in _rc), for "
                          "coat.nn.DecoderLayer(recompute_attention_inputs=True)")
+    ap.add_argument("--keep-gemm-operands", action="store_true",
+                    help="also the programs that keep their backward GEMMs' per-tensor FP8 "
+                         "operands from the forward instead of deriving them again (names "
+                         "ending in _kg), for coat.convert(keep_gemm_operands=True)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--coat-opt", default=None)
     ap.add_argument("--report-tokens", type=int, default=None, metavar="N",
@@ -92,8 +106,9 @@ def main() -> int:
     if args.recompute_attention_inputs and not args.heads:
         ap.error("--recompute-attention-inputs needs --heads")
     report = None  # the configs whose saved bytes --report-tokens sums: one layer's
+    keep = args.keep_gemm_operands
     if args.hf_config:
-        configs = hf_configs(args.hf_config, ap)
+        configs, report = hf_configs(args.hf_config, ap, keep)
     elif args.hidden is None or args.ffn is None:
         ap.error("--hidden and --ffn (or --hf-config) are required")
     elif args.heads:
@@ -102,15 +117,25 @@ def main() -> int:
                      rope={"auto": "auto", "on": True, "off": False}[args.rope])
         try:
             configs = list(programs.decoder_layer_configs(**layer))
-            if args.recompute_attention_inputs:
-                # Both attention inputs; the report sums the layer's with it.
-                rc = programs.decoder_layer_configs(**layer, recompute_output=True)
-                report = list(rc)
-                configs.append(rc[0])
+            # Every variant asked for, and each combination of them; the
+            # report sums the layer's programs with all the options on.
+            rc = (False, True) if args.recompute_attention_inputs else (False,)
+            kg = (False, True) if keep else (False,)
+            for r in rc:
+                for k in kg:
+                    variant = programs.decoder_layer_configs(**layer, recompute_output=r,
+                                                             keep_gemm_operands=k)
+                    configs += [c for c in variant if c not in configs]
+            report = list(programs.decoder_layer_configs(**layer, recompute_output=rc[-1],
+                                                         keep_gemm_operands=kg[-1]))
         except ValueError as e:
             ap.error(str(e))
     else:
         configs = [programs.MLPBlockConfig(hidden=args.hidden, ffn=args.ffn, eps=args.eps)]
+        if keep:
+            configs.append(programs.MLPBlockConfig(hidden=args.hidden, ffn=args.ffn,
+                                                   eps=args.eps, keep_gemm_operands=True))
+            report = configs[1:]
     report = report or configs  # the layer's programs (not the loss)
     if args.vocab is not None:
         if args.vocab < 1:

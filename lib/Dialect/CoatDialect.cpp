@@ -267,6 +267,29 @@ LogicalResult verifyRecompute(Operation *op, unsigned index,
 
 } // namespace
 
+LogicalResult CoatDialect::verifyOperationAttribute(Operation *op,
+                                                    NamedAttribute attr) {
+  StringRef name = attr.getName().strref();
+  if (name != kKeepGemmOperandsAttr)
+    return success();
+  auto fn = dyn_cast<FunctionOpInterface>(op);
+  if (!fn)
+    return op->emitError() << "'" << name
+                           << "' is an attribute of program functions, not of '"
+                           << op->getName() << "'";
+  if (!isa<BoolAttr>(attr.getValue()))
+    return op->emitError() << "'" << name
+                           << "' must be a boolean attribute (true or false), "
+                           << "got " << attr.getValue();
+  // Only a backward reads forward values: elsewhere the choice is void,
+  // likely set on the wrong function.
+  if (!Signature{fn}.hasBackward())
+    return op->emitError() << "'" << name << "' on a function without a "
+                           << "backward (no '" << kGradientAttr
+                           << "' argument): it keeps nothing";
+  return success();
+}
+
 LogicalResult CoatDialect::verifyRegionArgAttribute(Operation *op, unsigned,
                                                     unsigned argIndex,
                                                     NamedAttribute attr) {

@@ -5,7 +5,9 @@
 // derived again in the backward for the price of those kernels, and then it
 // need not be kept: a Llama MLP keeps its input's 1x16 copy, the gate and up
 // (the backward of the norm, SiLU and SwiGLU read them), so silu(gate), the
-// norm's output and the product can all be recomputed from them.
+// norm's output and the product can all be recomputed from them. A program
+// that has the memory may keep the per-tensor FP8 operands of its backward
+// GEMMs instead (`coat.keep_gemm_operands`): the forward made them anyway.
 //
 //===----------------------------------------------------------------------===//
 
@@ -77,6 +79,36 @@ bool mayRecompute(Operation *op, int64_t weightCopyMinBytes) {
   return isScaleArithmetic(op) && !isa<arith::ConstantOp>(op);
 }
 
+/// Whether `v` is computed from weights and constants alone (a weight's FP8
+/// copy and its transpose), so the weight copy rule decides it.
+bool isFromWeightsAlone(Value v) {
+  if (isWeight(v) || matchPattern(v, m_Constant()))
+    return true;
+  Operation *def = v.getDefiningOp();
+  return def && !def->getOperands().empty() &&
+         llvm::all_of(def->getOperands(), isFromWeightsAlone);
+}
+
+/// Whether forward value `v` is a per-tensor FP8 operand of a GEMM that runs
+/// in the backward (a dgrad or wgrad), directly or through transposes, that
+/// is not derived from weights alone. `isBackwardUser` tells backward ops.
+bool isBackwardGemmOperand(Value v,
+                           llvm::function_ref<bool(Operation *)> isBackwardUser) {
+  auto q = dyn_cast<QTensorType>(v.getType());
+  if (!q || q.getScalingValue().kind != ::coat::ScalingKind::PerTensor ||
+      isFromWeightsAlone(v))
+    return false;
+  std::function<bool(Value)> readByGemm = [&](Value x) {
+    return llvm::any_of(x.getUsers(), [&](Operation *user) {
+      if (isa<LinearOp>(user))
+        return isBackwardUser(user);
+      auto t = dyn_cast<TransposeOp>(user);
+      return t && readByGemm(t.getResult());
+    });
+  };
+  return readByGemm(v);
+}
+
 /// A token-sized value: worth recomputing on its own (statistics such as a
 /// norm's rstd are not, but come along when their op is recomputed).
 bool isActivation(Value v) {
@@ -97,7 +129,9 @@ struct CoatRecomputeActivationsPass
     recomputeOutputs(fn);
   }
 
-  /// Derives kept activations again in the backward.
+  /// Derives kept activations again in the backward; with
+  /// `coat.keep_gemm_operands` (or the option, where the function does not
+  /// say) the per-tensor FP8 operands of backward GEMMs stay kept.
   void recomputeActivations(func::FuncOp fn) {
     llvm::DenseSet<Value> backward;
     for (BlockArgument a : fn.getArguments())
@@ -163,10 +197,15 @@ struct CoatRecomputeActivationsPass
       llvm::SetVector<Operation *> cone;
       Operation *firstReader;
     };
+    bool keepGemm = keepGemmOperands;
+    if (auto attr = fn->getAttrOfType<BoolAttr>(kKeepGemmOperandsAttr))
+      keepGemm = attr.getValue();
     SmallVector<Target> targets;
     for (Value v : kept) {
       Target t{v, {}, nullptr};
-      if (!isActivation(v) || !collect(v, t.cone)) {
+      if (!isActivation(v) ||
+          (keepGemm && isBackwardGemmOperand(v, isBackwardUser)) ||
+          !collect(v, t.cone)) {
         anchors.insert(v);
         continue;
       }

@@ -3,4 +3,4 @@
 Part of every artifact's source key, so kernels a previous compiler made
 are not taken for this one's."""
 
-COMPILER_ID = "3768b09e8a751b06f08e9bb17679c0a2"
+COMPILER_ID = "01ce8842b7286ba2e0b735968defd5ba"

@@ -42,6 +42,18 @@ def _q(*dims, fmt="f8E4M3FN", scaling="per_tensor"):
             f"x{fmt}, {scaling}, scale = bf16>")
 
 
+#: The program attribute that keeps the backward GEMMs' per-tensor FP8
+#: operands from the forward (coat-recompute-activations).
+KEEP_GEMM_OPERANDS_ATTR = "coat.keep_gemm_operands"
+
+
+def _function_attrs(keep_gemm_operands: bool) -> str:
+    """The ``attributes {...}`` of a program's function: none by default, so
+    the text (and the compiled artifact's key) of a program without the
+    choice is what it was before the choice existed."""
+    return f" attributes {{{KEEP_GEMM_OPERANDS_ATTR} = true}}" if keep_gemm_operands else ""
+
+
 class _Bias:
     """The text a linear layer's optional bias adds to a program: the
     argument ``name`` ([out] bf16, a weight) right after the layer's weight,
@@ -139,7 +151,14 @@ class MLPBlockConfig:
 
     ``norm="layernorm"``: a LayerNorm in place of the RMSNorm, with weight
     and bias, or with ``norm_affine=False`` without either (OLMo's
-    LayerNorm: the program then takes no norm argument)."""
+    LayerNorm: the program then takes no norm argument).
+
+    ``keep_gemm_operands``: the backward's GEMMs read the per-tensor FP8
+    operands the forward made (the norm output's and the SwiGLU product's
+    transposed copies), kept for them, instead of deriving them again from
+    the 1x16 values (``coat.keep_gemm_operands`` on the program: more memory
+    between the forward and the backward, fewer kernels in the backward;
+    silu(gate) is still derived again). The name ends in ``_kg``."""
 
     hidden: int
     ffn: int
@@ -147,6 +166,7 @@ class MLPBlockConfig:
     group_size: int = 16
     norm: str = "rmsnorm"
     norm_affine: bool = True
+    keep_gemm_operands: bool = False
 
     def check(self) -> None:
         _check_features("MLPBlockConfig", self.group_size, hidden=self.hidden, ffn=self.ffn)
@@ -156,7 +176,8 @@ class MLPBlockConfig:
     def name(self) -> str:
         # RMSNorm keeps the names programs had before the norm was a choice.
         norm = _norm_tag(self.norm, self.norm_affine)
-        return f"coat_mlp{'_' + norm if norm else ''}_h{self.hidden}_f{self.ffn}"
+        return (f"coat_mlp{'_' + norm if norm else ''}_h{self.hidden}_f{self.ffn}"
+                f"{'_kg' if self.keep_gemm_operands else ''}")
 
     def text(self) -> str:
         return mlp_block(self)
@@ -185,7 +206,13 @@ class NormLinearConfig:
     in the backward (``coat-recompute-activations`` appends the recomputed
     copy as a last result, in the manifest's ``recompute`` phase; the
     backward keeps the norm input's 1x16 copy anyway and W is a weight, so
-    nothing more is kept for it). The name ends in ``_rc``."""
+    nothing more is kept for it). The name ends in ``_rc``.
+
+    ``keep_gemm_operands``: the wgrad reads the norm output's transposed
+    per-tensor FP8 copy the forward made, kept for it, instead of the
+    backward deriving it again from the 1x16 input (``coat.keep_gemm_operands``
+    on the program, :class:`MLPBlockConfig`'s). The name ends in ``_kg``
+    (after ``_rc``)."""
 
     hidden: int
     out: int
@@ -197,6 +224,7 @@ class NormLinearConfig:
     norm: str = "rmsnorm"
     norm_affine: bool = True
     recompute_output: bool = False
+    keep_gemm_operands: bool = False
 
     @property
     def rope(self) -> bool:
@@ -227,7 +255,8 @@ class NormLinearConfig:
         norm = _norm_tag(self.norm, self.norm_affine)
         norm = "_" + norm if norm else ""
         return (f"coat_norm_linear{norm}_h{self.hidden}_o{self.out}"
-                f"{'_b' if self.bias else ''}{rope}{'_rc' if self.recompute_output else ''}")
+                f"{'_b' if self.bias else ''}{rope}{'_rc' if self.recompute_output else ''}"
+                f"{'_kg' if self.keep_gemm_operands else ''}")
 
     def text(self) -> str:
         """Arguments: the stream h, the norm weight (and with LayerNorm its
@@ -270,7 +299,7 @@ func.func @{self.name}(
     %h: {_t(T, H)},{norm.args}
     %w: {_t(O, H)} {{coat.weight}},{b.arg}{tables}
     %dy: {_t(T, O)} {{coat.gradient, coat.grad_of = 0 : i64}})
-    -> ({_t(T, O)}{recompute}, {_t(T, H)} {{coat.grad_of = 0 : i64}},{norm_results} {_t(O, H)} {{coat.grad_of = {w_at} : i64}}{b.result}) {{
+    -> ({_t(T, O)}{recompute}, {_t(T, H)} {{coat.grad_of = 0 : i64}},{norm_results} {_t(O, H)} {{coat.grad_of = {w_at} : i64}}{b.result}){_function_attrs(self.keep_gemm_operands)} {{
   %h_q = coat.quantize_auto %h : {_t(T, H)} -> {_u(T, H)}
 {norm.fwd}
   %w_q = coat.quantize_auto %w : {_t(O, H)} -> {_u(O, H)}
@@ -417,7 +446,7 @@ func.func @{cfg.name}(
     %dout: {t(T, H)} {{coat.gradient, coat.grad_of = 0 : i64}})
     -> ({t(T, H)}, {q(T, H, scaling=g)},
         {t(T, H)} {{coat.grad_of = 0 : i64}}, {q(T, H, fmt="f8E5M2")},
-        {grad_results}) {{
+        {grad_results}){_function_attrs(cfg.keep_gemm_operands)} {{
   %h_q = coat.quantize_auto %h : {t(T, H)} -> {u(T, H)}
 {norm.fwd}
 {fwd}  %h_out, %h_out_q = coat.residual_add %h, %down : {t(T, H)}, {t(T, H)}
@@ -452,7 +481,12 @@ class GeluMLPConfig:
     added to (``h + mlp(norm(h))``). ``residual="separate"``: the stream h
     and the norm's input x are two arguments (``h + mlp(norm(x))``), as in
     GPT-NeoX's parallel residual, where x is the layer's input and h = x +
-    attention(x); each gets its own gradient."""
+    attention(x); each gets its own gradient.
+
+    ``keep_gemm_operands``: the wgrads read the norm output's and the
+    GELU's transposed per-tensor FP8 copies the forward made, kept for them,
+    instead of the backward deriving them again (:class:`MLPBlockConfig`'s).
+    The name ends in ``_kg``."""
 
     hidden: int
     ffn: int
@@ -462,6 +496,7 @@ class GeluMLPConfig:
     group_size: int = 16
     residual: str = "input"
     approximate: str = "none"
+    keep_gemm_operands: bool = False
 
     def check(self) -> None:
         _check_features("GeluMLPConfig", self.group_size, hidden=self.hidden, ffn=self.ffn)
@@ -482,7 +517,8 @@ class GeluMLPConfig:
         sep = "_separate_residual" if self.residual == "separate" else ""
         form = "_tanh" if self.approximate == "tanh" else ""
         return (f"coat_gelu_mlp_{norm}_h{self.hidden}_f{self.ffn}"
-                f"{'_b' if self.bias else ''}{sep}{form}")
+                f"{'_b' if self.bias else ''}{sep}{form}"
+                f"{'_kg' if self.keep_gemm_operands else ''}")
 
     def text(self) -> str:
         """Arguments: the residual stream h (T x H bf16), with
@@ -544,7 +580,7 @@ func.func @{self.name}(
     -> ({t(T, H)}, {q(T, H, scaling=g)},
         {t(T, H)} {{coat.grad_of = 0 : i64}}, {stream_grads}{grad_results},
         {t(F, H)} {{coat.grad_of = {up_at} : i64}}{b_up.result},
-        {t(H, F)} {{coat.grad_of = {down_at} : i64}}{b_down.result}) {{
+        {t(H, F)} {{coat.grad_of = {down_at} : i64}}{b_down.result}){_function_attrs(self.keep_gemm_operands)} {{
   {x}_q = coat.quantize_auto {x} : {t(T, H)} -> {u(T, H)}
 {norm}
   %wu_q = coat.quantize_auto %w_up : {t(F, H)} -> {u(F, H)}
@@ -703,7 +739,8 @@ def rope_fits(hidden: int, out: int, head_dim: int, rope_heads: int,
 
 
 def decoder_layer_configs(hidden: int, ffn: int, heads: int, kv_heads: int,
-                          eps: float = 1e-5, rope="auto", recompute_output: bool = False):
+                          eps: float = 1e-5, rope="auto", recompute_output: bool = False,
+                          keep_gemm_operands: bool = False):
     """The three programs of a Llama decoder layer (coat.nn.DecoderLayer):
     RMSNorm + q/k/v projection, o-projection + residual, MLP block. With
     ``rope`` the first also rotates q and k (:class:`NormLinearConfig`'s
@@ -711,7 +748,10 @@ def decoder_layer_configs(hidden: int, ffn: int, heads: int, kv_heads: int,
     default) wherever the head size allows (:func:`rope_fits`), True always
     (an error where it cannot), False never. ``recompute_output``: the first
     can give its q/k/v projection again in the backward
-    (:class:`NormLinearConfig`'s ``recompute_output``)."""
+    (:class:`NormLinearConfig`'s ``recompute_output``).
+    ``keep_gemm_operands``: the first and the last keep their backward
+    GEMMs' per-tensor FP8 operands from the forward instead of deriving them
+    again (:class:`MLPBlockConfig`'s; the second has none to derive)."""
     if heads <= 0 or kv_heads <= 0 or hidden % heads or heads % kv_heads:
         raise ValueError(f"decoder layer: hidden {hidden}, heads {heads}, kv_heads "
                          f"{kv_heads}: heads must divide hidden and kv_heads divide heads")
@@ -720,9 +760,11 @@ def decoder_layer_configs(hidden: int, ffn: int, heads: int, kv_heads: int,
     if rope == "auto":
         rope = rope_fits(hidden, out, d, heads + kv_heads)
     rotary = dict(rope_head_dim=d, rope_heads=heads + kv_heads) if rope else {}
-    return (NormLinearConfig(hidden, out, eps, recompute_output=recompute_output, **rotary),
+    keep = dict(keep_gemm_operands=keep_gemm_operands)
+    return (NormLinearConfig(hidden, out, eps, recompute_output=recompute_output, **rotary,
+                             **keep),
             LinearResidualConfig(heads * d, hidden),
-            MLPBlockConfig(hidden, ffn, eps))
+            MLPBlockConfig(hidden, ffn, eps, **keep))
 
 
 @dataclass(frozen=True)
@@ -790,12 +832,18 @@ func.func @{self.name}(
 class PostNormMLPConfig:
     """A SwiGLU MLP normalised after it (``h + rmsnorm(W_down(silu(W_gate h)
     * W_up h))``): the MLP of a block that normalises after each sublayer
-    (OLMo2)."""
+    (OLMo2).
+
+    ``keep_gemm_operands``: the down projection's wgrad reads the SwiGLU
+    product's transposed per-tensor FP8 copy the forward made, kept for it,
+    instead of the backward deriving it again (:class:`MLPBlockConfig`'s).
+    The name ends in ``_kg``."""
 
     hidden: int
     ffn: int
     eps: float = 1e-5
     group_size: int = 16
+    keep_gemm_operands: bool = False
 
     def check(self) -> None:
         _check_features("PostNormMLPConfig", self.group_size, hidden=self.hidden,
@@ -803,7 +851,8 @@ class PostNormMLPConfig:
 
     @property
     def name(self) -> str:
-        return f"coat_postnorm_mlp_h{self.hidden}_f{self.ffn}"
+        return (f"coat_postnorm_mlp_h{self.hidden}_f{self.ffn}"
+                f"{'_kg' if self.keep_gemm_operands else ''}")
 
     def text(self) -> str:
         """Arguments: the stream h, W_gate and W_up (F x H), W_down (H x F),
@@ -826,7 +875,7 @@ func.func @{self.name}(
     %dout: {t(T, H)} {{coat.gradient, coat.grad_of = 0 : i64}})
     -> ({t(T, H)}, {q(T, H, scaling=g)}, {t(T, H)} {{coat.grad_of = 0 : i64}},
         {t(F, H)} {{coat.grad_of = 1 : i64}}, {t(F, H)} {{coat.grad_of = 2 : i64}},
-        {t(H, F)} {{coat.grad_of = 3 : i64}}, {t(H)} {{coat.grad_of = 4 : i64}}) {{
+        {t(H, F)} {{coat.grad_of = 3 : i64}}, {t(H)} {{coat.grad_of = 4 : i64}}){_function_attrs(self.keep_gemm_operands)} {{
   %h_q = coat.quantize_auto %h : {t(T, H)} -> {u(T, H)}
   %h_t = coat.transpose %h_q : {u(T, H)} -> {u(H, T)}
 {fwd}  %down_q = coat.quantize_auto %down : {t(T, H)} -> {u(T, H)}

@@ -1,6 +1,7 @@
 // One case per rule on the program attributes of function arguments and
 // results (coat.weight, coat.frozen, coat.gradient, coat.grad_of,
-// coat.writable, coat.finite_flag, coat.recompute, coat.recompute_of).
+// coat.writable, coat.finite_flag, coat.recompute, coat.recompute_of) and of
+// the program function attribute coat.keep_gemm_operands.
 // RUN: coat-opt %s -split-input-file -verify-diagnostics
 
 // One past the end: the function has two arguments.
@@ -260,3 +261,34 @@ func.func private @recompute_of_not_integer(%x: tensor<16x32xbf16>)
 // expected-error @+1 {{'coat.recompute_of' is an attribute of function results}}
 func.func private @recompute_of_on_argument(%x: tensor<16x32xbf16> {coat.recompute_of = 0 : i64})
     -> tensor<16x32xbf16>
+
+// -----
+
+// A choice, not a flag: `= true` or `= false`.
+// expected-error @+1 {{'coat.keep_gemm_operands' must be a boolean attribute (true or false), got unit}}
+func.func private @keep_gemm_operands_unit(%x: tensor<16x32xbf16>,
+    %dy: tensor<16x32xbf16> {coat.gradient, coat.grad_of = 0 : i64})
+    -> tensor<16x32xbf16> attributes {coat.keep_gemm_operands}
+
+// -----
+
+// expected-error @+1 {{'coat.keep_gemm_operands' must be a boolean attribute (true or false), got 1 : i64}}
+func.func private @keep_gemm_operands_integer(%x: tensor<16x32xbf16>,
+    %dy: tensor<16x32xbf16> {coat.gradient, coat.grad_of = 0 : i64})
+    -> tensor<16x32xbf16> attributes {coat.keep_gemm_operands = 1 : i64}
+
+// -----
+
+// A forward alone keeps nothing for a backward.
+// expected-error @+1 {{'coat.keep_gemm_operands' on a function without a backward (no 'coat.gradient' argument): it keeps nothing}}
+func.func private @keep_gemm_operands_forward_only(%x: tensor<16x32xbf16>)
+    -> tensor<16x32xbf16> attributes {coat.keep_gemm_operands = true}
+
+// -----
+
+// On the program's function, not on one of its ops.
+func.func @keep_gemm_operands_on_op(%x: tensor<16x32xbf16>) -> tensor<16x32xbf16> {
+  // expected-error @+1 {{'coat.keep_gemm_operands' is an attribute of program functions, not of 'coat.silu'}}
+  %y = coat.silu %x {coat.keep_gemm_operands = true} : tensor<16x32xbf16> -> tensor<16x32xbf16>
+  return %y : tensor<16x32xbf16>
+}

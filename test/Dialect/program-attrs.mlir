@@ -91,3 +91,15 @@ func.func private @recompute(%x: tensor<?x32xbf16>,
     %dy: tensor<?x64xbf16> {coat.gradient, coat.grad_of = 0 : i64})
     -> (tensor<?x64xbf16> {coat.recompute}, tensor<?x32xbf16> {coat.grad_of = 0 : i64},
         tensor<?x64xbf16> {coat.recompute_of = 0 : i64})
+
+// -----
+
+// A program that keeps its backward GEMMs' operands from the forward.
+// CHECK-LABEL: func.func private @keep_gemm_operands
+// CHECK-SAME: attributes {coat.keep_gemm_operands = true}
+// GENERIC-LABEL: func.func private @keep_gemm_operands
+// GENERIC-SAME: coat.keep_gemm_operands = true
+func.func private @keep_gemm_operands(%x: tensor<16x32xbf16>,
+    %dy: tensor<16x32xbf16> {coat.gradient, coat.grad_of = 0 : i64})
+    -> (tensor<16x32xbf16>, tensor<16x32xbf16> {coat.grad_of = 0 : i64})
+    attributes {coat.keep_gemm_operands = true}

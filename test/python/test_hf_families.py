@@ -242,6 +242,26 @@ def test_a_gpt_neox_layer_is_read_whole():
     assert (first.eps, third.eps) == (1e-5, 2e-5)
 
 
+@pytest.mark.parametrize("make,kept", [
+    (lambda: layer(), [True, False, True]),
+    (lambda: layer(family="Olmo2", post=True, qk_norm="full", kv_heads=4,
+                   norm_cls="Olmo2RMSNorm"), [False, False, True]),
+    (lambda: neox_layer(), [True, False, True]),
+])
+def test_keep_gemm_operands_reaches_the_programs_that_derive_them(make, kept):
+    """layer_programs(keep_gemm_operands=True): each program that would
+    derive its backward GEMMs' FP8 operands again (a pre-norm, an MLP)
+    becomes its _kg variant; the others (whose operands come from their
+    arguments) stay as they are."""
+    spec = inspect_layer("l", make())
+    plain, kg = layer_programs(spec), layer_programs(spec, keep_gemm_operands=True)
+    assert [c.name.endswith("_kg") for c in kg] == kept
+    for p, k, on in zip(plain, kg, kept):
+        assert k.name == p.name + ("_kg" if on else "")
+        assert ("coat.keep_gemm_operands = true" in k.text()) == on
+        assert "coat.keep_gemm_operands" not in p.text()
+
+
 def test_gpt_neox_sequential_residual_and_attention_bias_off():
     spec = inspect_layer("l", neox_layer(parallel=False, attention_bias=False))
     assert not spec.parallel_residual and not spec.qkv_bias and not spec.o_bias

@@ -80,6 +80,27 @@ def test_recompute_attention_inputs_reaches_every_converted_layer(example):
     assert args.recompute_attention_inputs
 
 
+@pytest.mark.parametrize("keep", [True, False])
+def test_keep_gemm_operands_reaches_coat_convert(example, keep):
+    """--keep-gemm-operands reaches coat.convert: every converted layer's
+    attention input and MLP programs are the _kg variants, and the model's
+    report says which was chosen."""
+    import coat.nn as cnn
+
+    cfg = example.CONFIGS["tiny"]
+    model, _, _ = example.build("coat", cfg, "cpu", 1e-3, None, keep_gemm_operands=keep)
+    layers = [m for m in model.modules() if isinstance(m, cnn.DecoderLayer)]
+    assert len(layers) == cfg.layers
+    for m in layers:
+        assert m.keep_gemm_operands == keep
+        assert [c.name.endswith("_kg") for c in m.configs] == [keep, False, keep]
+    assert model.coat_report.gemm_operands.startswith(
+        "kept from the forward" if keep else "derived again in the backward")
+    assert f"keep_gemm_operands={keep}" in str(model.coat_report)
+    assert example.parse_args(["--keep-gemm-operands"]).keep_gemm_operands
+    assert not example.parse_args([]).keep_gemm_operands
+
+
 @pytest.mark.parametrize("fused", [True, False])
 def test_unfused_loss_flag_reaches_coat_convert(example, fused):
     """coat runs take the fused LM head and loss unless --unfused-loss (the
@@ -311,6 +332,7 @@ def test_step_in_backward_modes_and_options_of_one_kind(compare):
         "coat-sib"
     assert compare.label("coat", {"recompute_attention_inputs": True}) == \
         "coat (q/k/v recomputed)"
+    assert compare.label("coat", {"keep_gemm_operands": True}) == "coat (GEMM operands kept)"
 
 
 def test_seven_b_config_is_llama_2_7b():
@@ -336,6 +358,7 @@ def test_seven_b_config_is_llama_2_7b():
     (["--mode", "bf16", "--persistent-grads"], "FP8AdamW's"),
     (["--mode", "coat", "--persistent-grads", "--step-in-backward"], "do not go together"),
     (["--mode", "bf16", "--recompute-attention-inputs"], "mode coat"),
+    (["--mode", "bf16", "--keep-gemm-operands"], "mode coat"),
 ])
 def test_memory_options_are_checked_before_training(plain_example, extra, message):
     with pytest.raises(SystemExit, match=message):

@@ -63,6 +63,16 @@ def Coat_Dialect : Dialect {
     `coat.program` (unit, on the function) marks a program that
     `coat-outline-kernels` cut into kernel calls.
 
+    `coat.keep_gemm_operands` (bool, on a function with a backward) says
+    whether `coat-recompute-activations` keeps the per-tensor FP8 operands
+    of the backward's GEMMs from the forward (`true`: more memory, fewer
+    kernels in the backward) or derives them again there (`false`); without
+    it the pass's `keep-gemm-operands` option decides.
+
+    ```mlir
+    func.func @mlp(...) -> (...) attributes {coat.keep_gemm_operands = true}
+    ```
+
     `coat.writable` (unit, argument of a kernel-spec function) says that the
     caller reads the value no more after the call, so the kernel may write
     into its buffer (as `bufferization.writable` does for one-shot
@@ -93,6 +103,7 @@ def Coat_Dialect : Dialect {
     sets it; a lowering that has no such epilogue leaves the result
     unflagged (the manifest then binds no flag to it).
   }];
+  let hasOperationAttrVerify = 1;
   let hasRegionArgAttrVerify = 1;
   let hasRegionResultAttrVerify = 1;
   let useDefaultTypePrinterParser = 1;

@@ -76,6 +76,13 @@ inline constexpr llvm::StringLiteral kRecomputeOutput = "output";
 /// phase computes (coat-recompute-activations appends it).
 inline constexpr llvm::StringLiteral kRecomputeOfAttr = "coat.recompute_of";
 
+/// On a program function (bool): whether `coat-recompute-activations` keeps
+/// the per-tensor FP8 operands of the backward's GEMMs from the forward
+/// instead of deriving them again (its `keep-gemm-operands` option gives
+/// the default).
+inline constexpr llvm::StringLiteral kKeepGemmOperandsAttr =
+    "coat.keep_gemm_operands";
+
 /// Whether `op` computes a result again for the caller (the `recompute`
 /// phase) rather than for the program's own backward.
 inline bool recomputesOutput(Operation *op) {

@@ -268,6 +268,31 @@ def CoatRecomputeActivations : Pass<"coat-recompute-activations",
     %dgate = coat.silu_grad %gate, %dact : ...
     ```
 
+    That keeps the least, at the price of the recomputation in every
+    backward. A program may choose the other side of the trade with
+    `coat.keep_gemm_operands = true` on its function (the pass's
+    `keep-gemm-operands` option gives the default for programs that do not
+    say): a per-tensor FP8 value that a backward `coat.linear` reads
+    (a dgrad's or wgrad's operand, directly or through `coat.transpose`s)
+    then stays kept, one byte an element (and its scale), and anchors the
+    values derived from it. The forward computes these operands anyway, so
+    keeping them costs no compute; everything else is decided as without
+    the attribute. The Llama MLP block then keeps the norm output's and the
+    SwiGLU product's transposed copies, and the norm's rstd, and derives
+    only silu(gate) again (one kernel call); a norm followed by a projection
+    keeps the norm output's transposed copy and rstd and derives no
+    activation again. A weight's FP8 copy (computed from weights alone) is
+    not such a value: it follows `weight-copies-min-bytes`.
+
+    ```mlir
+    func.func @mlp(...) -> (...) attributes {coat.keep_gemm_operands = true} {
+      ...
+      %dw_down = coat.linear wgrad %dout_t, %m_t : ...   // %m_t kept
+      %act_again = coat.silu %gate {coat.recompute} : ...
+      ...
+    }
+    ```
+
     The FP8 copy of a weight (a `coat.quantize` of a `{coat.weight}`
     argument, which derives its per-tensor scale from the whole weight) is
     derived again too when it is large: the weight is the same in the
@@ -320,6 +345,10 @@ def CoatRecomputeActivations : Pass<"coat-recompute-activations",
            /*default=*/"8 << 20",
            "Derive the FP8 copy of a weight again in the backward when it "
            "has at least this many bytes (0: always, negative: never)">,
+    Option<"keepGemmOperands", "keep-gemm-operands", "bool",
+           /*default=*/"false",
+           "Keep the per-tensor FP8 operands of backward GEMMs from the "
+           "forward in programs without 'coat.keep_gemm_operands'">,
   ];
 }
 

@@ -31,13 +31,16 @@ except Exception:  # noqa: BLE001 - transformers absent or older: plain modules
     _LayerBase = torch.nn.Module
 
 
-def layer_programs(spec: LayerSpec) -> List[object]:
+def layer_programs(spec: LayerSpec, keep_gemm_operands: bool = False) -> List[object]:
     """The program configs of a layer: the attention input (norm and the
     stacked q/k/v projection), the attention output (o-projection and the
-    residual) and the MLP block."""
+    residual) and the MLP block. ``keep_gemm_operands``: the programs that
+    would derive their backward GEMMs' FP8 operands again keep them instead
+    (:class:`coat.programs.MLPBlockConfig`'s)."""
     qkv = spec.q_features + 2 * spec.kv_features
+    keep = dict(keep_gemm_operands=bool(keep_gemm_operands))
     if spec.mlp == "gelu":
-        return _gelu_layer_programs(spec, qkv)
+        return _gelu_layer_programs(spec, qkv, keep)
     if (spec.norm, spec.norm_affine) not in (("rmsnorm", True), ("layernorm", False)) or \
             (spec.qkv_layout, spec.mlp_bias, spec.parallel_residual, spec.rotary_dim) != \
             ("separate", False, False, 0):
@@ -55,21 +58,24 @@ def layer_programs(spec: LayerSpec) -> List[object]:
             rotary = dict(rope_head_dim=spec.head_dim, rope_heads=rope_heads)
         norm = dict(norm=spec.norm, norm_affine=spec.norm_affine)
         return [programs.NormLinearConfig(spec.hidden, qkv, spec.attn_norm_eps,
-                                          bias=spec.qkv_bias, **rotary, **norm),
+                                          bias=spec.qkv_bias, **rotary, **norm, **keep),
                 programs.LinearResidualConfig(spec.q_features, spec.hidden, bias=spec.o_bias),
-                programs.MLPBlockConfig(spec.hidden, spec.ffn, spec.mlp_norm_eps, **norm)]
+                programs.MLPBlockConfig(spec.hidden, spec.ffn, spec.mlp_norm_eps, **norm,
+                                        **keep)]
     if spec.norm != "rmsnorm" or spec.clip_qkv is not None:
         raise UnsupportedLayer(f"{spec.family}: a layer that normalises after each sublayer "
                                "takes RMSNorms and no clip_qkv")
     if spec.o_bias:
         raise UnsupportedLayer(f"{spec.family}: an o-projection bias before the post-attention "
                                "norm is not supported")
+    # The first two keep their GEMMs' operands anyway: those are their
+    # inputs' FP8 copies, from arguments.
     return [programs.LinearConfig(spec.hidden, qkv, bias=spec.qkv_bias),
             programs.LinearNormResidualConfig(spec.q_features, spec.hidden, spec.attn_norm_eps),
-            programs.PostNormMLPConfig(spec.hidden, spec.ffn, spec.mlp_norm_eps)]
+            programs.PostNormMLPConfig(spec.hidden, spec.ffn, spec.mlp_norm_eps, **keep)]
 
 
-def _gelu_layer_programs(spec: LayerSpec, qkv: int) -> List[object]:
+def _gelu_layer_programs(spec: LayerSpec, qkv: int, keep: dict) -> List[object]:
     """GPT-NeoX and GPT-2: LayerNorm + the q/k/v GEMM (GPT-NeoX's rotary,
     partial, in the attention core), the attention's output projection +
     residual, LayerNorm + GELU MLP (GELU in the layer's form) + residual;
@@ -80,12 +86,12 @@ def _gelu_layer_programs(spec: LayerSpec, qkv: int) -> List[object]:
         raise UnsupportedLayer(f"{spec.family}: a GELU MLP layer takes pre-norm LayerNorms "
                                "(weight and bias), no QK-norm and no clip_qkv")
     return [programs.NormLinearConfig(spec.hidden, qkv, spec.attn_norm_eps, bias=spec.qkv_bias,
-                                      norm="layernorm"),
+                                      norm="layernorm", **keep),
             programs.LinearResidualConfig(spec.q_features, spec.hidden, bias=spec.o_bias),
             programs.GeluMLPConfig(spec.hidden, spec.ffn, norm="layernorm", bias=spec.mlp_bias,
                                    eps=spec.mlp_norm_eps,
                                    residual="separate" if spec.parallel_residual else "input",
-                                   approximate=spec.gelu_approximate)]
+                                   approximate=spec.gelu_approximate, **keep)]
 
 
 def _returns_tuple(layer: torch.nn.Module) -> bool:
@@ -110,18 +116,20 @@ def _returns_tuple(layer: torch.nn.Module) -> bool:
 
 
 def converted_layer(layer: torch.nn.Module, spec: LayerSpec, *, qual: str = "",
-                    kernels: Optional[str] = None) -> "DecoderLayer":
+                    kernels: Optional[str] = None,
+                    keep_gemm_operands: bool = False) -> "DecoderLayer":
     """The converted layer of ``layer`` (read into ``spec`` by
     :func:`coat.hf.families.inspect_layer`): GPT-NeoX's fused q/k/v layout
     and call signature, GPT-2's Conv1D projections, absolute positions and
-    call signature, or the others'."""
+    call signature, or the others'. ``keep_gemm_operands``:
+    :func:`layer_programs`'."""
     if spec.qkv_layout == "fused_per_head":
         cls = GPTNeoXDecoderLayer
     elif spec.positions == "absolute":
         cls = GPT2DecoderLayer
     else:
         cls = DecoderLayer
-    return cls(layer, spec, qual=qual, kernels=kernels)
+    return cls(layer, spec, qual=qual, kernels=kernels, keep_gemm_operands=keep_gemm_operands)
 
 
 class DecoderLayer(_ProgramModule, _LayerBase):
@@ -132,8 +140,8 @@ class DecoderLayer(_ProgramModule, _LayerBase):
     _attention_child = "self_attn"
 
     def __init__(self, layer: torch.nn.Module, spec: LayerSpec, *, qual: str = "",
-                 kernels: Optional[str] = None):
-        _ProgramModule.__init__(self, layer_programs(spec), kernels)
+                 kernels: Optional[str] = None, keep_gemm_operands: bool = False):
+        _ProgramModule.__init__(self, layer_programs(spec, keep_gemm_operands), kernels)
         for name, child in layer.named_children():
             self.add_module(name, child)
         self.spec = spec

@@ -39,12 +39,17 @@ class ConversionReport:
     #: LM head and loss run fused (coat.nn.linear_cross_entropy) and why
     #: not; "" for other models.
     loss: str = ""
+    #: Whether the converted layers keep their backward GEMMs' FP8 operands
+    #: from the forward or derive them again (``keep_gemm_operands``).
+    gemm_operands: str = ""
 
     def __str__(self) -> str:
         lines = [f"converted {len(self.converted)} layer(s), kept {len(self.kept)} in high "
                  "precision"]
         lines += [f"  {name}: {what}" for name, what in self.converted.items()]
         lines += [f"  {name}: kept ({why})" for name, why in self.kept.items()]
+        if self.gemm_operands:
+            lines.append(f"  backward GEMM operands: {self.gemm_operands}")
         if self.loss:
             lines.append(f"  loss: {self.loss}")
         return "\n".join(lines)
@@ -125,7 +130,8 @@ def _is_layer_candidate(module: torch.nn.Module) -> bool:
     return has_attn and has_ffn
 
 
-def _llama_layer(qual: str, mod: torch.nn.Module, kernels) -> DecoderLayer:
+def _llama_layer(qual: str, mod: torch.nn.Module, kernels,
+                 keep_gemm_operands: bool = False) -> DecoderLayer:
     """A plain-PyTorch Llama-layout layer as a coat.nn.DecoderLayer around
     the same Parameters."""
     for part in ("self_attn", "mlp", "input_layernorm", "post_attention_layernorm"):
@@ -170,18 +176,20 @@ def _llama_layer(qual: str, mod: torch.nn.Module, kernels) -> DecoderLayer:
     hidden = weights["q_proj"].shape[1]
     try:
         return DecoderLayer(hidden, weights["gate_proj"].shape[0], heads, kv_heads,
-                            eps["input_layernorm"], weights=weights, kernels=kernels)
+                            eps["input_layernorm"], weights=weights, kernels=kernels,
+                            keep_gemm_operands=keep_gemm_operands)
     except ValueError as e:
         raise ValueError(f"coat.convert: {qual}: {e}") from None
 
 
-def _hf_layer(qual: str, mod: torch.nn.Module, kernels):
+def _hf_layer(qual: str, mod: torch.nn.Module, kernels, keep_gemm_operands: bool = False):
     from ..hf.families import UnsupportedLayer, inspect_layer
     from ..hf.layer import converted_layer
 
     try:
         spec = inspect_layer(qual, mod)
-        return converted_layer(mod, spec, qual=qual, kernels=kernels)
+        return converted_layer(mod, spec, qual=qual, kernels=kernels,
+                               keep_gemm_operands=keep_gemm_operands)
     except UnsupportedLayer as e:
         raise ValueError(f"coat.convert: {e}") from None
     except ValueError as e:
@@ -197,7 +205,7 @@ def _describe(new: torch.nn.Module) -> str:
 
 def convert(model: torch.nn.Module, *, filter_fn: Optional[FilterFn] = None,
             keep=KEEP_HIGH_PRECISION, kernels=None,
-            fused_loss: bool = True) -> torch.nn.Module:
+            fused_loss: bool = True, keep_gemm_operands: bool = False) -> torch.nn.Module:
     """Replaces every decoder layer of ``model`` in place by one whose norms
     and projections run as compiled COAT programs, keeping parameter names,
     the state_dict and an optimizer built afterwards unchanged.
@@ -220,6 +228,15 @@ def convert(model: torch.nn.Module, *, filter_fn: Optional[FilterFn] = None,
     then carry the loss and no logits. The report's ``loss`` line says
     which.
 
+    ``keep_gemm_operands``: the converted layers' programs keep the
+    per-tensor FP8 operands of their backward GEMMs (the norm outputs' and
+    the MLP activation's transposed copies) from the forward instead of
+    deriving them again in the backward: about one byte per element of
+    those operands more between the forward and the backward, for fewer
+    kernels in the backward (:class:`coat.programs.MLPBlockConfig`'s). The
+    default, False, keeps the least. The report's ``gemm_operands`` line
+    says which.
+
     Returns ``model``; ``model.coat_report`` is the ConversionReport."""
     report = ConversionReport()
     chosen_out = []
@@ -231,8 +248,8 @@ def convert(model: torch.nn.Module, *, filter_fn: Optional[FilterFn] = None,
             report.kept[qual] = "filter_fn"
             chosen_out.append(qual)
             continue
-        new = _hf_layer(qual, mod, kernels) if _is_hf(mod) else _llama_layer(qual, mod,
-                                                                             kernels)
+        make = _hf_layer if _is_hf(mod) else _llama_layer
+        new = make(qual, mod, kernels, keep_gemm_operands=bool(keep_gemm_operands))
         new._coat_name = qual
         parent_name, _, child = qual.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
@@ -260,6 +277,11 @@ def convert(model: torch.nn.Module, *, filter_fn: Optional[FilterFn] = None,
                              f"decoder layer and not in keep={tuple(keep)}; add it to keep "
                              "(or return False for it from filter_fn) to leave it in high "
                              "precision")
+    if report.converted:
+        report.gemm_operands = (
+            "kept from the forward (keep_gemm_operands=True: more memory, fewer backward "
+            "kernels)" if keep_gemm_operands else
+            "derived again in the backward (keep_gemm_operands=False: least memory)")
     report.loss = _fuse_loss(model, kernels, fused_loss)
     model.coat_report = report
     return model

@@ -109,17 +109,26 @@ class DecoderLayer(_ProgramModule):
     rotated in the program (:attr:`rope_in_program`). Under torch.compile
     the option is not applied (the layer keeps the projection; the
     compiled graph's saved tensors are the partitioner's).
+
+    ``keep_gemm_operands`` (also settable after construction): the
+    attention-input and MLP programs keep the per-tensor FP8 operands of
+    their backward GEMMs (the norm outputs' and the SwiGLU product's
+    transposed copies) from the forward instead of deriving them again in
+    the backward (:class:`coat.programs.MLPBlockConfig`'s; names ending in
+    ``_kg``): more memory between the forward and the backward, fewer
+    kernels in the backward, the same bits. Off by default (least memory).
     """
 
     def __init__(self, hidden: int, ffn: int, heads: int, kv_heads: int, eps: float = 1e-5,
                  *, weights: Optional[Dict[str, torch.nn.Parameter]] = None,
                  kernels: Optional[str] = None, device=None, dtype=torch.float32,
-                 recompute_attention_inputs: bool = False):
+                 recompute_attention_inputs: bool = False, keep_gemm_operands: bool = False):
         name = type(self).__name__
         try:
             super().__init__(programs.decoder_layer_configs(
                 hidden, ffn, heads, kv_heads, eps,
-                recompute_output=bool(recompute_attention_inputs)), kernels)
+                recompute_output=bool(recompute_attention_inputs),
+                keep_gemm_operands=bool(keep_gemm_operands)), kernels)
         except ValueError as e:
             raise ValueError(f"{name}: {e}") from None
         d = hidden // heads
@@ -168,15 +177,33 @@ class DecoderLayer(_ProgramModule):
         on = bool(on)
         if on == self.recompute_attention_inputs:
             return
-        self.configs[0] = dataclasses.replace(self.configs[0], recompute_output=on)
+        self._replace_configs([0], recompute_output=on)
+
+    @property
+    def keep_gemm_operands(self) -> bool:
+        """Whether the programs keep their backward GEMMs' FP8 operands from
+        the forward (see the class)."""
+        return self.configs[0].keep_gemm_operands
+
+    @keep_gemm_operands.setter
+    def keep_gemm_operands(self, on: bool) -> None:
+        on = bool(on)
+        if on == self.keep_gemm_operands:
+            return
+        self._replace_configs([0, 2], keep_gemm_operands=on)
+
+    def _replace_configs(self, indices, **changes) -> None:
+        for i in indices:
+            self.configs[i] = dataclasses.replace(self.configs[i], **changes)
+            if self._op_keys:
+                self._op_keys[i] = _torch_ops.register(self.configs[i], self.kernels)
         self._programs = None  # found (or compiled) again on first use
-        if self._op_keys:
-            self._op_keys[0] = _torch_ops.register(self.configs[0], self.kernels)
 
     def extra_repr(self) -> str:
         return (f"hidden={self.hidden}, ffn={self.ffn}, heads={self.heads}, "
                 f"kv_heads={self.kv_heads}, rope_in_program={self.rope_in_program}"
-                f"{', recompute_attention_inputs=True' if self.recompute_attention_inputs else ''}")
+                f"{', recompute_attention_inputs=True' if self.recompute_attention_inputs else ''}"
+                f"{', keep_gemm_operands=True' if self.keep_gemm_operands else ''}")
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         from ..llama import attention_core, rope_rows
