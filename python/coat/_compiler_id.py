@@ -3,4 +3,4 @@
 Part of every artifact's source key, so kernels a previous compiler made
 are not taken for this one's."""
 
-COMPILER_ID = "5c3adfd98519d860683de42553f8014d"
+COMPILER_ID = "d194036ca0f7e888661f662eca0cd937"
