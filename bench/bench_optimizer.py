@@ -8,7 +8,10 @@ ceiling.
 Each DIR is a compiled module (coat.compile / scripts/compile_examples.py);
 every adamw_step kernel (f32 or bf16 parameters) in it is timed on one flat tensor of --params
 elements. A Llama-1B-shaped parameter list is then stepped through
-coat.optim.FP8AdamW (one launch per step) and through torch's fused AdamW.
+coat.optim.FP8AdamW (one launch per step) and through torch's fused AdamW,
+and FP8AdamW's step after global gradient-norm clipping, its own
+clip_grad_norm_ (the factor applied in the step's kernel) against
+torch.nn.utils.clip_grad_norm_ (a pass that rewrites the gradients).
 Finally 100 steps of a synthetic problem compare FP8AdamW with fp32 AdamW.
 Prints a table last; --json writes all figures. Times are medians of 20
 CUDA-event-timed steps after 3 warm-up steps (bench/_timing.py).
@@ -50,6 +53,8 @@ def kernel_bytes_per_param(spec):
     G = spec.group_size
     total = 0.0
     for a in spec.memrefs:
+        if a.extent not in ("n", "groups"):
+            continue  # a fixed extent (the gradient scale): nothing per parameter
         per = dtype_bytes(a.dtype) * (1.0 if a.extent == "n" else 1.0 / G)
         total += per * (1 if a.name == "grad" else 2)
     return total
@@ -61,8 +66,10 @@ def kernel_buffers(spec, n):
     bufs = {}
     torch.manual_seed(0)
     for a in spec.memrefs:
-        ext = n if a.extent == "n" else groups
-        if a.name == "param":
+        ext = {"n": n, "groups": groups}.get(a.extent)
+        if a.name == "grad_scale":
+            bufs[a.name] = torch.full((), 0.5, device="cuda")  # a clipping factor
+        elif a.name == "param":
             bufs[a.name] = torch.randn(ext, device="cuda").to(HP_DTYPES[a.dtype])
         elif a.name == "grad":
             bufs[a.name] = (torch.randn(ext, device="cuda") * 1e-3).to(HP_DTYPES[a.dtype])
@@ -104,11 +111,10 @@ def bench_kernels(dirs, n, copy_bw, anchor, rows, out):
             torch.cuda.empty_cache()
 
 
-def stochastic_overheads(out):
-    """Each stochastic-rounding kernel's time against its round-to-nearest
-    twin (the same config with both flags off, from the same kernel
-    directory) of the same run."""
-    flags = ("stochastic_param", "stochastic_moments")
+def twin_overheads(out, flags, key):
+    """Each kernel with one of ``flags`` set against its twin (the same config
+    with those flags off, from the same kernel directory) of the same run;
+    stored under ``key``."""
     found = []
     for e in out["kernels"]:
         if not any(e["config"].get(f) for f in flags):
@@ -119,8 +125,20 @@ def stochastic_overheads(out):
         if twin is not None:
             found.append(dict(name=e["name"], ms=e["ms"], twin=twin["name"],
                               twin_ms=twin["ms"], extra=e["ms"] / twin["ms"] - 1))
-    out["stochastic_overhead"] = found
+    out[key] = found
     return found
+
+
+def stochastic_overheads(out):
+    """Each stochastic-rounding kernel's time against its round-to-nearest
+    twin."""
+    return twin_overheads(out, ("stochastic_param", "stochastic_moments"),
+                          "stochastic_overhead")
+
+
+def grad_scale_overheads(out):
+    """Each kernel that takes a gradient scale against its twin without."""
+    return twin_overheads(out, ("grad_scale",), "grad_scale_overhead")
 
 
 def bench_torch_fused(n, copy_bw, rows, out):
@@ -178,6 +196,42 @@ def bench_llama(dirs, copy_bw, rows, out):
            anchor_timing=t_ref, anchor_pct=pct_of_copy(28 * n, ms_ref, copy_bw))
     del ref, params
     torch.cuda.empty_cache()
+    bench_clipping(dirs, shapes, rows, out)
+    torch.cuda.empty_cache()  # what the clipping's optimizer held
+
+
+def bench_clipping(dirs, shapes, rows, out, max_norm=1e-3):
+    """A step after global gradient-norm clipping (max_norm below the
+    gradients' norm, so it clips), Llama-1B shapes, persistent gradients:
+    FP8AdamW.clip_grad_norm_ (a norm per bucket; the factor goes to the
+    step's kernel) against torch.nn.utils.clip_grad_norm_ (foreach norms,
+    then a multiply that rewrites every gradient) before the same step."""
+    torch.manual_seed(0)
+    params = [torch.nn.Parameter(torch.randn(s, device="cuda") * 0.02) for s in shapes]
+    opt = FP8AdamW(params, lr=1e-3, weight_decay=0.01, kernels=[coat.load(d) for d in dirs],
+                   persistent_grads=True)
+    for p in params:
+        p.grad.copy_(torch.randn_like(p) * 1e-3)
+
+    def fused():
+        opt.clip_grad_norm_(max_norm)
+        opt.step()
+
+    def separate():
+        torch.nn.utils.clip_grad_norm_(params, max_norm)
+        opt.step()
+
+    t_fused = measure(fused, **STEP)
+    t_torch = measure(separate, **STEP)
+    ms, ms_ref = t_fused.median, t_torch.median
+    rows.append(("FP8AdamW clip_grad_norm_ + step, Llama-1B shapes", ms,
+                 float("nan"), float("nan"), float("nan"), ms_ref / ms))
+    rows.append(("torch clip_grad_norm_ + FP8AdamW step, Llama-1B", ms_ref,
+                 float("nan"), float("nan"), float("nan"), 1.0))
+    out["clip_fused_ms"] = ms
+    out["clip_torch_ms"] = ms_ref
+    record("optimizer", "FP8AdamW clip_grad_norm_ + step", "Llama-1B shapes", t_fused,
+           anchor="torch clip_grad_norm_ + FP8AdamW step", anchor_timing=t_torch)
 
 
 def fidelity(dirs, out, steps=100, n=1 << 22):
@@ -212,6 +266,9 @@ def print_table(out, rows, copy_bw, rel):
     for o in out.get("stochastic_overhead", []):
         print(f"stochastic rounding: {o['name']} {o['ms']:.3f} ms against {o['twin']} "
               f"{o['twin_ms']:.3f} ms: {100 * o['extra']:+.1f}%")
+    for o in out.get("grad_scale_overhead", []):
+        print(f"gradient scale: {o['name']} {o['ms']:.3f} ms against {o['twin']} "
+              f"{o['twin_ms']:.3f} ms: {100 * o['extra']:+.1f}%")
     print(f"\nFP8AdamW vs fp32 AdamW after 100 steps: relative parameter error "
           f"{rel:.4f} of the update norm")
 
@@ -230,6 +287,7 @@ def main():
     anchor = bench_torch_fused(n, copy_bw, rows, out)
     bench_kernels(args.kernels, n, copy_bw, anchor, rows, out)
     stochastic_overheads(out)
+    grad_scale_overheads(out)
     bench_llama(args.kernels, copy_bw, rows, out)
     rel = fidelity(args.kernels, out)
     if args.json:

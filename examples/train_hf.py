@@ -9,6 +9,13 @@ sources (examples/train_llama.py's corpus, seed and held-out split):
 (--optim picks either optimizer for either mode; the parameter groups are
 the same: weight decay on matrices only).
 
+Both clip the global gradient norm to 1.0. The Trainer's own clipping is
+torch's clip_grad_norm_, which rewrites every gradient right before the
+optimizer step; with FP8AdamW the Trainer's is turned off and a callback
+calls FP8AdamW.clip_grad_norm_ instead, whose factor the optimizer step's
+kernels apply as they load the gradients (on transformers without the
+on_pre_optimizer_step callback the Trainer keeps clipping).
+
   python examples/train_hf.py --mode coat --family llama --steps 300 --log coat.json
   python examples/train_hf.py --mode bf16 --family llama --steps 300 --log bf16.json
 
@@ -44,7 +51,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
 
-from train_llama import CONFIGS, corpus  # noqa: E402
+from train_llama import CLIP_NORM, CONFIGS, corpus  # noqa: E402
 
 FAMILIES = ("llama", "mistral", "qwen3", "olmo2")
 
@@ -100,6 +107,26 @@ def step_timer(warmup: int):
     return StepTimer()
 
 
+def fused_clipping(opt, max_norm: float):
+    """A Trainer callback that clips with FP8AdamW.clip_grad_norm_ right
+    before each optimizer step (after the last micro-batch of an
+    accumulation), keeping the norms it returns; None where this
+    transformers has no such callback event."""
+    import transformers
+
+    if not hasattr(transformers.TrainerCallback, "on_pre_optimizer_step"):
+        return None
+
+    class FusedClip(transformers.TrainerCallback):
+        def __init__(self):
+            self.norms = []  # device tensors: no synchronisation per step
+
+        def on_pre_optimizer_step(self, args, state, control, **kw):
+            self.norms.append(opt.clip_grad_norm_(max_norm))
+
+    return FusedClip()
+
+
 def train(args) -> dict:
     import transformers
 
@@ -119,23 +146,25 @@ def train(args) -> dict:
     other = [p for p in model.parameters() if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": 0.1}, {"params": other, "weight_decay": 0.0}]
     optim = args.optim or ("fp8adamw" if args.mode == "coat" else "adamw")
+    clip = None
     if optim == "fp8adamw":
         import coat
 
         opt = coat.optim.FP8AdamW(groups, lr=args.lr, betas=(0.9, 0.95))
+        clip = fused_clipping(opt, CLIP_NORM)
     else:
         opt = torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.95), fused=True)
     targs = transformers.TrainingArguments(
         output_dir=args.out, per_device_train_batch_size=args.batch,
         per_device_eval_batch_size=args.batch, max_steps=args.steps, learning_rate=args.lr,
         lr_scheduler_type="cosine", warmup_steps=args.warmup, weight_decay=0.1,
-        adam_beta1=0.9, adam_beta2=0.95, max_grad_norm=1.0, bf16=True,
+        adam_beta1=0.9, adam_beta2=0.95, max_grad_norm=0.0 if clip else CLIP_NORM, bf16=True,
         logging_steps=args.log_every, save_strategy="no", report_to=[], seed=args.seed,
         dataloader_drop_last=True)
     timer = step_timer(args.warmup_timing)
     trainer = transformers.Trainer(model=model, args=targs, train_dataset=train_set,
                                    eval_dataset=held_set, optimizers=(opt, None),
-                                   callbacks=[timer])
+                                   callbacks=[timer] + ([clip] if clip else []))
     torch.cuda.reset_peak_memory_stats()
     trainer.train()
     peak = torch.cuda.max_memory_allocated()
@@ -147,6 +176,8 @@ def train(args) -> dict:
             "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
             "transformers": transformers.__version__,
             "train_loss_last": losses[-1] if losses else None, "train_losses": losses,
+            "clip": f"{'FP8AdamW.clip_grad_norm_' if clip else 'Trainer'} {CLIP_NORM}",
+            "grad_norms": [float(n) for n in clip.norms] if clip else None,
             "held_out_loss": held, "held_out_bits_per_byte": held / math.log(2),
             "median_step_s": step, "tokens_per_s": args.batch * args.seq / step,
             "peak_memory_gib": peak / 2 ** 30}
@@ -181,7 +212,7 @@ def main(argv=None) -> int:
         print("train_hf.py needs a CUDA GPU", file=sys.stderr)
         return 2
     record = train(args)
-    summary = {k: v for k, v in record.items() if k != "train_losses"}
+    summary = {k: v for k, v in record.items() if k not in ("train_losses", "grad_norms")}
     print(json.dumps(summary, indent=1))
     if args.log:
         Path(args.log).write_text(json.dumps(record, indent=1))

@@ -17,6 +17,11 @@ sources, one of three ways:
       --eval-every 0 --profile 10 --log run.json
   python examples/train_llama.py --mode coat --config tiny --steps 2 --device cpu
 
+Every mode clips the global gradient norm to CLIP_NORM before the step. In
+coat mode FP8AdamW.clip_grad_norm_ computes the norm and its step's kernel
+multiplies each gradient by the clipping factor as it loads it (torch's
+clip_grad_norm_ would rewrite every gradient first).
+
 --graph (bf16 and coat, on CUDA) replays each step's forward and backward
 from one CUDA graph (coat.nn.capture_step) instead of launching every
 kernel from Python. The backward adds into the gradients the optimizer
@@ -175,6 +180,17 @@ COMPILE_FAILED = 3
 
 class CompileError(RuntimeError):
     """torch.compile cannot run here (or failed: see compile_error())."""
+
+
+def clip_gradients(model, opt):
+    """Global gradient-norm clipping to CLIP_NORM. FP8AdamW takes it into
+    its next step (its kernels multiply each gradient by the factor as they
+    load it); other optimizers get torch's, which rewrites the gradients."""
+    from coat.optim import FP8AdamW
+
+    if isinstance(opt, FP8AdamW):
+        return opt.clip_grad_norm_(CLIP_NORM)
+    return torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP_NORM)
 
 
 def compile_error(exc: BaseException) -> bool:
@@ -554,7 +570,7 @@ def train(args) -> dict:
         if not args.step_in_backward:
             # (Stepping in the backward, FP8AdamW clipped each bucket to
             # CLIP_NORM before its launch; the gradients are gone by now.)
-            torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP_NORM)
+            clip_gradients(model, opt)
         opt.step()  # in-backward: the buckets the backward did not step, if any
         if measure:
             record["memory"] = memory.end()

@@ -191,13 +191,24 @@ static LogicalResult verifyMoment(Operation *op, StringRef name, QTensorType q,
   return success();
 }
 
+/// The gradient scale of an AdamW op is one f32 the kernel reads from memory
+/// (ODS checks the element type).
+static LogicalResult verifyGradScale(Operation *op, Value scale) {
+  if (!scale)
+    return success();
+  auto type = cast<RankedTensorType>(scale.getType());
+  if (type.getRank() != 0)
+    return op->emitOpError("grad_scale must be a rank-0 tensor, got ") << type;
+  return success();
+}
+
 LogicalResult AdamWUpdateOp::verify() {
   if (!shapesCompatible(getParam().getType().getShape(),
                         getGrad().getType().getShape()) ||
       !shapesCompatible(getParam().getType().getShape(),
                         getM().getType().getShape()))
     return emitOpError("param, grad and moments must have the same shape");
-  return success();
+  return verifyGradScale(*this, getGradScale());
 }
 
 LogicalResult AdamWStepOp::verify() {
@@ -224,7 +235,7 @@ LogicalResult AdamWStepOp::verify() {
   if (getStochasticParam() && !param.getElementType().isBF16())
     return emitOpError("stochastic_param needs bf16 parameters (f32 "
                        "parameters are not rounded)");
-  return success();
+  return verifyGradScale(*this, getGradScale());
 }
 
 //===----------------------------------------------------------------------===//

@@ -340,7 +340,7 @@ std::optional<std::string> adamwStep(int64_t n, HostFloat paramType,
       const int64_t i = base + j;
       const float mOld = dequantizeMomentElement(m.codes[i], metaM, m.format);
       const float vOld = dequantizeMomentElement(v.codes[i], metaV, v.format);
-      const float gradient = loadFloat(gradType, grad, i);
+      const float gradient = loadFloat(gradType, grad, i) * hyper.gradScale;
       const float p = loadFloat(paramType, param, i);
       const float mNew = b1 * mOld + (1.0f - b1) * gradient;
       const float vNew = b2 * vOld + ((1.0f - b2) * gradient) * gradient;

@@ -270,7 +270,7 @@ int32_t coat_ref_adamw_step(
     float *v_k, float *v_c, int32_t v_format, int32_t v_expand,
     int64_t group_size, int64_t expand_min, float max_k, int32_t mode,
     float step, float lr, float beta1, float beta2, float eps,
-    float weight_decay, int32_t stochastic, uint64_t seed) {
+    float weight_decay, float grad_scale, int32_t stochastic, uint64_t seed) {
   auto paramType = hostFloatOf(param_dtype);
   auto gradType = hostFloatOf(grad_dtype);
   auto mFormat = formatOf(m_format);
@@ -281,7 +281,7 @@ int32_t coat_ref_adamw_step(
   MomentState m{m_codes, m_scale, m_k, m_c, {*mFormat, m_expand != 0, true}};
   MomentState v{v_codes, v_scale, v_k, v_c, {*vFormat, v_expand != 0, false}};
   MomentQuantConfig cfg{group_size, expand_min, max_k, *optimizerMode};
-  AdamWHyper hyper{step, lr, beta1, beta2, eps, weight_decay};
+  AdamWHyper hyper{step, lr, beta1, beta2, eps, weight_decay, grad_scale};
   if (stochastic & ~(COAT_REF_STOCHASTIC_PARAM | COAT_REF_STOCHASTIC_MOMENTS))
     return result(std::string("unknown stochastic rounding bits ") +
                   std::to_string(stochastic));

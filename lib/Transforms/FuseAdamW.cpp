@@ -58,7 +58,7 @@ struct FuseAdamWChain : OpRewritePattern<AdamWUpdateOp> {
         op.getStep(), op.getLr(), op.getBeta1(), op.getBeta2(), op.getEps(),
         op.getWeightDecay(), qm.getExpandMin(), llvm::APFloat(16.0f), mode,
         /*stochastic_param=*/false, /*stochastic_moments=*/false,
-        /*seed=*/Value());
+        /*seed=*/Value(), op.getGradScale());
     std::string why;
     LogicalResult verified = [&] {
       ScopedDiagnosticHandler capture(op.getContext(), [&](Diagnostic &d) {

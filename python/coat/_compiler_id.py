@@ -3,4 +3,4 @@
 Part of every artifact's source key, so kernels a previous compiler made
 are not taken for this one's."""
 
-COMPILER_ID = "01ce8842b7286ba2e0b735968defd5ba"
+COMPILER_ID = "6fb6b74a0d483814383333861c8d8371"

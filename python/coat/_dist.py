@@ -11,6 +11,7 @@ DTensor, so the optimizer's single-device behaviour is untouched.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
@@ -26,7 +27,7 @@ except Exception:  # pragma: no cover - depends on the torch version
         DTensor = Replicate = Shard = None  # type: ignore[assignment,misc]
 
 __all__ = ["DTensor", "ShardLayout", "is_dtensor", "shard_layout", "local_tensor",
-           "LAYOUT_KEY", "fsdp_params"]
+           "LAYOUT_KEY", "fsdp_params", "total_norm"]
 
 # Per-parameter state key of DTensor parameters: an int64 tensor
 # [version, shard world size, padded elements per rank, group size,
@@ -187,6 +188,34 @@ def state_dtensor(local: torch.Tensor, layout: ShardLayout, global_shape: Tuple[
         acc *= int(d)
     return DTensor.from_local(local, layout.mesh, layout.placements, run_check=False,
                               shape=torch.Size(global_shape), stride=tuple(reversed(stride)))
+
+
+def total_norm(parts: Dict[Optional[int], List[torch.Tensor]], mesh: Any, norm_type: float,
+               device: Any) -> torch.Tensor:
+    """The ``norm_type`` norm of the whole model's gradients from this rank's
+    norms of its local gradient tensors (float32 scalars), keyed by the mesh
+    dimension those tensors are sharded over (None: whole tensors, which
+    every rank holding them holds alike). The sharded parts are reduced over
+    that dimension's process group, as torch's clip_grad_norm_ reduces
+    DTensor gradients; replicas along other dimensions are counted once.
+    Nothing synchronises with the host."""
+    if not parts:
+        return torch.zeros((), dtype=torch.float32, device=device)
+    if list(parts) == [None]:
+        return torch.linalg.vector_norm(torch.stack(parts[None]), norm_type)
+    inf = math.isinf(norm_type)
+    pieces = []
+    for dim, norms in parts.items():
+        n = torch.stack(norms)
+        # The p-th powers add across shards (the maximum for the inf-norm).
+        v = n.max() if inf else n.pow(norm_type).sum()
+        if dim is not None:
+            torch.distributed.all_reduce(
+                v, op=torch.distributed.ReduceOp.MAX if inf else torch.distributed.ReduceOp.SUM,
+                group=mesh.get_group(dim))
+        pieces.append(v)
+    v = torch.stack(pieces)
+    return v.max() if inf else v.sum().pow(1.0 / norm_type)
 
 
 def fsdp_params(model: torch.nn.Module) -> List[Any]:

@@ -1,7 +1,7 @@
 """FP8AdamW's gradient buffers (coat.optim): when a bucket's flat gradient
-buffer exists, how the backward's gradients get into it, zero_grad, per-bucket
-clipping and the optimizer step in the backward (docs/training.md, "Memory
-of a step").
+buffer exists, how the backward's gradients get into it, zero_grad, global
+and per-bucket clipping and the optimizer step in the backward
+(docs/training.md, "Memory of a step", "Gradient clipping").
 
 Lazy buckets (plain parameters, the default). A bucket's flat gradient buffer
 does not exist between steps. A hook that runs after the backward has
@@ -102,8 +102,10 @@ def _capturing(device: torch.device) -> bool:
 
 class GradBufferMixin:
     """FP8AdamW's gradient-buffer machinery. It reads the optimizer's
-    _buckets, persistent_grads, step_in_backward, bucket_max_norm and the
-    step plumbing (_open_step, _launch), so it serves FP8AdamW only."""
+    _buckets, persistent_grads, step_in_backward, bucket_max_norm, _device,
+    _mesh and the step plumbing (_open_step, _launch), and keeps the state of
+    global clipping (_grad_scale, _clip_pending, _clip_captured), so it
+    serves FP8AdamW only."""
 
     def _setup_grads(self, b: _Bucket) -> None:
         """At construction: a persistent bucket gets its buffer and the
@@ -230,7 +232,10 @@ class GradBufferMixin:
         ``set_to_none=False`` zeroes the buffers that exist in place (what a
         CUDA graph that accumulates into them needs). Persistent buffers
         (DTensor parameters, ``persistent_grads=True``, buffers a CUDA graph
-        captured) are always zeroed in place."""
+        captured) are always zeroed in place. A ``clip_grad_norm_`` not yet
+        applied by a step is dropped with the gradients it measured."""
+        # The gradients a pending clip measured are gone.
+        self._clip_pending = False
         with torch.no_grad():
             for b in self._buckets:
                 b.arrived.clear()
@@ -254,14 +259,88 @@ class GradBufferMixin:
 
     # ---- clipping ------------------------------------------------------------------
 
-    def _clip(self, b: _Bucket) -> None:
+    @torch.no_grad()
+    def clip_grad_norm_(self, max_norm: float, norm_type: float = 2.0,
+                        error_if_nonfinite: bool = False) -> torch.Tensor:
+        """``torch.nn.utils.clip_grad_norm_(params, max_norm, norm_type)``
+        over every parameter of this optimizer, with the multiply left to the
+        next ``step()``: computes the total norm of all gradients on the
+        device (one norm per bucket buffer, no host synchronisation) and arms
+        the next step to hand ``clamp(max_norm / (norm + 1e-6), max=1)`` to
+        every bucket's kernel, which multiplies each gradient by it in f32 as
+        it loads it; no pass rewrites the gradients. Returns the total norm,
+        a float32 scalar tensor on the parameters' device.
+
+        Call it after the last backward of a step, as torch's: the scale is
+        for the gradients it measured (``zero_grad`` drops a pending one).
+        The kernel does not round the scaled gradient to the gradient's
+        dtype, so with bf16 gradients the step differs from torch's clip
+        followed by ``step()`` by that rounding (and torch's factor is then a
+        bf16). Where no compiled kernel
+        takes the scale (``grad_scale`` in its config), ``step()`` multiplies
+        the gradient buffer in place before the launch instead.
+
+        DTensor (FSDP2) parameters: the norm is over the whole model, the
+        shards' parts reduced over their mesh dimension as torch reduces
+        DTensor gradients. With ``step_in_backward`` buckets are stepped
+        before the last gradients exist, so no global norm can scale them:
+        it raises (clip per bucket with ``bucket_max_norm``). Called while a
+        CUDA graph captures (coat.nn.capture_step), it arms every later
+        ``step()``: each replay writes the scale the steps read."""
+        if self.step_in_backward:
+            raise RuntimeError(
+                "FP8AdamW(step_in_backward=True): clip_grad_norm_ needs every gradient of the "
+                "model before the first update, but each bucket is stepped inside the backward "
+                "as soon as its own gradients are complete; clip each bucket before its launch "
+                "with bucket_max_norm instead")
+        max_norm, norm_type = float(max_norm), float(norm_type)
+        if not norm_type > 0:
+            raise ValueError(f"norm_type must be positive (or inf), got {norm_type}")
+        parts: Dict[Optional[int], List[torch.Tensor]] = {}
+        for b in self._buckets:
+            if not b.params:
+                continue
+            buf = self._attach_grads(b)  # every gradient in its slot, the rest zero
+            dims = [None if lay is None else lay.shard_mesh_dim for lay in b.layouts]
+            if len(set(dims)) == 1:
+                parts.setdefault(dims[0], []).append(
+                    torch.linalg.vector_norm(buf, norm_type, dtype=torch.float32))
+                continue
+            for i, d in enumerate(dims):
+                parts.setdefault(d, []).append(torch.linalg.vector_norm(
+                    b.grad_view(i, buf), norm_type, dtype=torch.float32))
+        total = _dist.total_norm(parts, self._mesh, norm_type, self._device or "cpu")
+        if error_if_nonfinite and bool(torch.logical_or(total.isnan(), total.isinf())):
+            raise RuntimeError(f"The total norm of order {norm_type} for gradients is "
+                               "non-finite, so it cannot be clipped (error_if_nonfinite=True)")
+        if self._grad_scale is None or self._grad_scale.device != total.device:
+            self._grad_scale = torch.empty((), dtype=torch.float32, device=total.device)
+        # In place: a captured clip writes the tensor later steps read.
+        self._grad_scale.copy_(torch.clamp(max_norm / (total + 1e-6), max=1.0))
+        self._clip_pending = True
+        if _capturing(self._grad_scale.device):
+            self._clip_captured = True
+        return total
+
+    def _take_grad_scale(self) -> Optional[torch.Tensor]:
+        """The scale of global clipping this step applies (None: none), and
+        the pending clip consumed."""
+        armed = self._clip_pending or self._clip_captured
+        self._clip_pending = False
+        return self._grad_scale if armed else None
+
+    def _clip(self, b: _Bucket, grad_scale: Optional[torch.Tensor] = None) -> None:
         """Scales the bucket's gradient so that its L2 norm is at most
         ``bucket_max_norm`` (torch.nn.utils.clip_grad_norm_'s rule, applied to
-        the bucket alone; no host synchronisation)."""
+        the bucket alone; no host synchronisation). ``grad_scale``: global
+        clipping's factor, which the kernel applies after this; the bucket's
+        norm is measured as scaled by it."""
         if self.bucket_max_norm is None:
             return
         buf = b.grad
         norm = torch.linalg.vector_norm(buf, 2, dtype=torch.float32)
+        if grad_scale is not None:
+            norm = norm * grad_scale
         coef = torch.clamp(self.bucket_max_norm / (norm + 1e-6), max=1.0)
         buf.mul_(coef)
 

@@ -23,6 +23,12 @@ once its gradients are complete and frees them right after, so only the
 buckets being filled hold gradients. ``persistent_grads=True`` keeps the
 buffers (and the views) for the optimizer's lifetime instead.
 
+Clipping. ``clip_grad_norm_(max_norm)`` is torch.nn.utils.clip_grad_norm_
+over the optimizer's parameters with the multiply left to the next step: it
+writes the factor into a device scalar that every bucket's kernel
+(``grad_scale``, docs/optimizer-numerics.md §7) applies as it loads the
+gradient.
+
 Differences from torch.optim.AdamW, all deliberate:
 - A parameter whose ``.grad`` is None at ``step()`` is stepped with a zero
   gradient (torch skips it): every tensor of a bucket advances together, and
@@ -50,8 +56,9 @@ torch.distributed.checkpoint can save it sharded or gather it full.
 from __future__ import annotations
 
 import os
+import warnings
 import weakref
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 import torch
 
@@ -118,7 +125,9 @@ class FP8AdamW(GradBufferMixin, StateDictMixin, FSDPStorageMixin, torch.optim.Op
     its gradients are complete and frees them at once; ``step()`` then steps
     only the buckets the backward did not complete, and ``no_step()`` lets
     micro-batches accumulate. ``bucket_max_norm`` clips each bucket's
-    gradient to that L2 norm before its launch (per bucket, not global)."""
+    gradient to that L2 norm before its launch (per bucket, not global);
+    ``clip_grad_norm_`` clips globally, as torch's does, inside the next
+    step's kernels."""
 
     def __init__(self, params, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 1e-2, *, m_format: str = "e4m3",
@@ -175,12 +184,19 @@ class FP8AdamW(GradBufferMixin, StateDictMixin, FSDPStorageMixin, torch.optim.Op
         # The kernels of a step opened in the backward (step_in_backward),
         # by bucket index, until step() ends it.
         self._cycle: Optional[Dict[int, Kernel]] = None
+        # Global clipping (clip_grad_norm_): the device scalar the kernels
+        # read, whether the next step applies it, and whether a CUDA graph
+        # writes it for every step.
+        self._grad_scale: Optional[torch.Tensor] = None
+        self._clip_pending = False
+        self._clip_captured = False
         self.qconfig = QuantConfig(_dtypes.normalize_fp8_name(m_format),
                                    _dtypes.normalize_fp8_name(v_format), m_expand, v_expand,
                                    int(group_size), int(expand_min), mode)
         self._kernel_source = kernels
         self._modules: Optional[List[Module]] = None
-        self._kernels: Dict[Tuple[str, str], Kernel] = {}
+        self._kernels: Dict[Tuple[str, str, bool], Optional[Kernel]] = {}
+        self._warned_unfused: Set[Tuple[str, str]] = set()
         self._buckets: List[_Bucket] = []
         self._steps: List[int] = []
         self._step_tensors: List[torch.Tensor] = []
@@ -327,38 +343,51 @@ class FP8AdamW(GradBufferMixin, StateDictMixin, FSDPStorageMixin, torch.optim.Op
             self._modules = artifacts.modules([src] if single else src)
         return self._modules
 
-    def kernel_for(self, dtype: str, device_kind: str) -> Kernel:
+    def kernel_for(self, dtype: str, device_kind: str, grad_scale: bool = False) -> Kernel:
         """The adamw_step kernel serving this configuration for params of
-        manifest dtype ``dtype`` on ``device_kind`` ("cuda" or "cpu")."""
-        key = (dtype, device_kind)
+        manifest dtype ``dtype`` on ``device_kind`` ("cuda" or "cpu");
+        ``grad_scale``: the variant that multiplies the gradient by a device
+        scalar (clip_grad_norm_)."""
+        found = self._find_kernel(dtype, device_kind, grad_scale)
+        if found is None:
+            want = dict(self.qconfig.kernel_config(dtype),
+                        **self._kernel_flags(dtype, grad_scale))
+            where = ", ".join(m.manifest.path for m in self._load_modules()) or "nothing"
+            raise RuntimeError(
+                f"FP8AdamW: no compiled adamw_step kernel with config {want} for "
+                f"{device_kind} (searched: {where}). Compile one (scripts/demo.sh) and pass "
+                "kernels=<its output folder> or set COAT_KERNELS.")
+        return found
+
+    def _kernel_flags(self, dtype: str, grad_scale: bool) -> Dict[str, bool]:
+        # Manifests from before a flag existed lack it: False.
+        return dict(self.rounding.kernel_flags(dtype), grad_scale=grad_scale)
+
+    def _find_kernel(self, dtype: str, device_kind: str, grad_scale: bool) -> Optional[Kernel]:
+        key = (dtype, device_kind, grad_scale)
         if key not in self._kernels:
             want = self.qconfig.kernel_config(dtype)
-            flags = self.rounding.kernel_flags(dtype)
+            flags = self._kernel_flags(dtype, grad_scale)
             found = None
             for mod in self._load_modules():
                 for k in mod.find(op="adamw_step", **want):
-                    rounds = all(bool(k.config.get(f, False)) == v for f, v in flags.items())
+                    matches = all(bool(k.config.get(f, False)) == v for f, v in flags.items())
                     usable = (k.spec.cubin or k.spec.ptx) if device_kind == "cuda" else (
                         k.spec.cpu_object and k.spec.cpu_symbol)
-                    if rounds and usable:
+                    if matches and usable:
                         found = k
                         break
                 if found:
                     break
-            if found is None:
-                where = ", ".join(m.manifest.path for m in self._load_modules()) or "nothing"
-                raise RuntimeError(
-                    f"FP8AdamW: no compiled adamw_step kernel with config "
-                    f"{dict(want, **flags)} for "
-                    f"{device_kind} (searched: {where}). Compile one (scripts/demo.sh) and pass "
-                    "kernels=<its output folder> or set COAT_KERNELS.")
             self._kernels[key] = found
         return self._kernels[key]
 
     # ---- step ----------------------------------------------------------------
 
-    def launch_arguments(self, b: _Bucket, step: int) -> Dict[str, Any]:
-        """The named kernel arguments of one bucket's launch."""
+    def launch_arguments(self, b: _Bucket, step: int,
+                         grad_scale: Optional[torch.Tensor] = None) -> Dict[str, Any]:
+        """The named kernel arguments of one bucket's launch (``grad_scale``:
+        the device scalar of a kernel that multiplies the gradient by it)."""
         group = self.param_groups[b.group]
         beta1, beta2 = group["betas"]
 
@@ -373,6 +402,8 @@ class FP8AdamW(GradBufferMixin, StateDictMixin, FSDPStorageMixin, torch.optim.Op
             args[f"{mom}_{field}"] = buf
         args["seed"] = self.rounding.bucket_seed(
             b.index, next((lay.rank for lay in b.layouts if lay is not None), 0))
+        if grad_scale is not None:
+            args["grad_scale"] = grad_scale
         return args
 
     @torch.no_grad()
@@ -400,17 +431,46 @@ class FP8AdamW(GradBufferMixin, StateDictMixin, FSDPStorageMixin, torch.optim.Op
                 b.arrived.clear()
             return loss
         plan = self._resolve()
+        scale = self._take_grad_scale()
+        if scale is not None:
+            plan = self._resolve_scaled(plan)
         self._advance()
         for b in self._buckets:
             if b.params:
-                self._launch(b, plan[b.index])
+                self._launch(b, plan[b.index], scale)
         return loss
+
+    @staticmethod
+    def _device_kind(b: _Bucket) -> str:
+        return "cuda" if b.device.type == "cuda" else "cpu"
 
     def _resolve(self) -> Dict[int, Kernel]:
         """Every bucket's kernel, resolved before any state changes, so a
         missing kernel leaves the optimizer unchanged."""
-        return {b.index: self.kernel_for(b.dtype, "cuda" if b.device.type == "cuda" else "cpu")
+        return {b.index: self.kernel_for(b.dtype, self._device_kind(b))
                 for b in self._buckets if b.params}
+
+    def _resolve_scaled(self, plan: Dict[int, Kernel]) -> Dict[int, Kernel]:
+        """``plan`` with each bucket's kernel replaced by its variant that
+        takes the clipping scale, where one is compiled; the others keep
+        theirs (and _launch scales their gradient buffer in place)."""
+        out = dict(plan)
+        for b in self._buckets:
+            if not b.params:
+                continue
+            kind = self._device_kind(b)
+            k = self._find_kernel(b.dtype, kind, grad_scale=True)
+            if k is not None:
+                out[b.index] = k
+            elif (b.dtype, kind) not in self._warned_unfused:
+                self._warned_unfused.add((b.dtype, kind))
+                want = dict(self.qconfig.kernel_config(b.dtype),
+                            **self._kernel_flags(b.dtype, True))
+                warnings.warn(
+                    f"FP8AdamW: no compiled adamw_step kernel with config {want} for {kind}; "
+                    "clip_grad_norm_'s scale is applied to the gradient buffers in place before "
+                    "the launch instead (one more pass over them)", stacklevel=3)
+        return out
 
     def _advance(self) -> None:
         for gi in range(len(self.param_groups)):
@@ -425,10 +485,16 @@ class FP8AdamW(GradBufferMixin, StateDictMixin, FSDPStorageMixin, torch.optim.Op
         self._cycle = plan
 
     @torch.no_grad()
-    def _launch(self, b: _Bucket, kernel: Kernel) -> None:
-        buf = self._attach_grads(b)  # noqa: F841 - the buffer, held through the launch
-        self._clip(b)
-        args = self.launch_arguments(b, self._steps[b.group])
+    def _launch(self, b: _Bucket, kernel: Kernel,
+                grad_scale: Optional[torch.Tensor] = None) -> None:
+        """One bucket's launch; ``grad_scale`` (global clipping) goes to a
+        kernel that takes it, or multiplies the buffer first."""
+        buf = self._attach_grads(b)  # the buffer, held through the launch
+        fused = grad_scale is not None and any(a.name == "grad_scale" for a in kernel.spec.args)
+        if grad_scale is not None and not fused:
+            buf.mul_(grad_scale)
+        self._clip(b, grad_scale if fused else None)
+        args = self.launch_arguments(b, self._steps[b.group], grad_scale if fused else None)
         wanted = {a.name for a in kernel.spec.args}
         missing = sorted(wanted - set(args) - {"n"})
         if missing:

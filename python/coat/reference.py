@@ -21,7 +21,7 @@ import numpy as np
 from ._paths import REPO_DIR, build_dirs
 from .programs import GELU_APPROXIMATIONS
 
-ABI_VERSION = 3
+ABI_VERSION = 4
 LIBRARY_NAME = "libcoat_reference.so"
 
 # Ids of ReferenceCApi.h.
@@ -73,7 +73,7 @@ _SIGNATURES = {
                                    _p, _p, _p, _p, _i32, _i32,
                                    _p, _p, _p, _p, _i32, _i32,
                                    _i64, _i64, _f32, _i32,
-                                   _f32, _f32, _f32, _f32, _f32, _f32, _i32, _u64]),
+                                   _f32, _f32, _f32, _f32, _f32, _f32, _f32, _i32, _u64]),
     "coat_ref_silu_fwd": (None, [_p, _i64, _p]),
     "coat_ref_silu_bwd": (None, [_p, _p, _i64, _p]),
     "coat_ref_gelu_fwd": (None, [_p, _i64, _p]),
@@ -399,7 +399,8 @@ def adamw_step(param: np.ndarray, grad, m: Dict[str, np.ndarray], v: Dict[str, n
                eps: float = 1e-8, weight_decay: float = 1e-2, m_format: str = "e4m3",
                v_format: str = "e4m3", group_size: int = 128, expand_min: int = 16,
                max_k: float = 16.0, mode: str = "fixed", stochastic_param: bool = False,
-               stochastic_moments: bool = False, seed: int = 0) -> None:
+               stochastic_moments: bool = False, seed: int = 0,
+               grad_scale: float = 1.0) -> None:
     """One FP8 AdamW step per docs/optimizer-numerics.md, in place.
 
     param: float32, or bf16 as uint16 bits / ml_dtypes.bfloat16 (updated in
@@ -407,7 +408,9 @@ def adamw_step(param: np.ndarray, grad, m: Dict[str, np.ndarray], v: Dict[str, n
     an expanded moment, ``k`` and ``c``), updated in place. ``step`` is t,
     already incremented. ``stochastic_param`` (bf16 params) and
     ``stochastic_moments`` round those results stochastically with the random
-    bits of ``seed`` (docs/optimizer-numerics.md §5).
+    bits of ``seed`` (docs/optimizer-numerics.md §5). Each gradient is
+    multiplied by ``grad_scale`` in f32 as it is loaded (global clipping's
+    factor; not rounded to the gradient's dtype).
     """
     param_id, param = _float_storage(param, "param", writable=True)
     grad = np.ascontiguousarray(grad)
@@ -437,7 +440,7 @@ def adamw_step(param: np.ndarray, grad, m: Dict[str, np.ndarray], v: Dict[str, n
         _ptr(mc), _ptr(ms), _ptr(mk), _ptr(mcc), _format_id(m_format), int(mexp),
         _ptr(vc), _ptr(vs), _ptr(vk), _ptr(vcc), _format_id(v_format), int(vexp),
         group_size, expand_min, max_k, _mode_id(mode),
-        step, lr, beta1, beta2, eps, weight_decay,
+        step, lr, beta1, beta2, eps, weight_decay, grad_scale,
         (_STOCHASTIC_PARAM if stochastic_param else 0)
         | (_STOCHASTIC_MOMENTS if stochastic_moments else 0), int(seed) & (2**64 - 1)))
 

@@ -218,6 +218,30 @@ func.func @adamw_step_expand_min(%p: tensor<256xf32>, %m: !coat.qtensor<256xf8E4
 
 // -----
 
+func.func @adamw_step_grad_scale_rank(%p: tensor<256xf32>, %m: !coat.qtensor<256xf8E4M3FN, flat_group<128>>, %s: f32, %gs: tensor<1xf32>) {
+  // expected-error @+1 {{grad_scale must be a rank-0 tensor, got 'tensor<1xf32>'}}
+  %0:3 = coat.adamw_step %p, %p, %m, %m, %s, %s, %s, %s, %s, %s grad_scale %gs : tensor<256xf32>, tensor<256xf32>, !coat.qtensor<256xf8E4M3FN, flat_group<128>>, !coat.qtensor<256xf8E4M3FN, flat_group<128>>, tensor<1xf32>
+  return
+}
+
+// -----
+
+func.func @adamw_step_grad_scale_type(%p: tensor<256xbf16>, %m: !coat.qtensor<256xf8E4M3FN, flat_group<128>>, %s: f32, %gs: tensor<bf16>) {
+  // expected-error @+1 {{must be ranked tensor of 32-bit float values, but got 'tensor<bf16>'}}
+  %0:3 = coat.adamw_step %p, %p, %m, %m, %s, %s, %s, %s, %s, %s grad_scale %gs : tensor<256xbf16>, tensor<256xbf16>, !coat.qtensor<256xf8E4M3FN, flat_group<128>>, !coat.qtensor<256xf8E4M3FN, flat_group<128>>, tensor<bf16>
+  return
+}
+
+// -----
+
+func.func @adamw_update_grad_scale(%p: tensor<256xf32>, %s: f32, %gs: tensor<256xf32>) {
+  // expected-error @+1 {{grad_scale must be a rank-0 tensor, got 'tensor<256xf32>'}}
+  %0:3 = coat.adamw_update %p, %p, %p, %p, %s, %s, %s, %s, %s, %s grad_scale %gs : tensor<256xf32>, tensor<256xf32>, tensor<256xf32>, tensor<256xf32>
+  return
+}
+
+// -----
+
 func.func @requantize_shape(%q: !coat.qtensor<4x32xf8E4M3FN, per_group<16>>) {
   // expected-error @+1 {{input shape 4x32 does not match result shape 32x4}}
   %0 = coat.requantize %q : !coat.qtensor<4x32xf8E4M3FN, per_group<16>> -> !coat.qtensor<32x4xf8E4M3FN, per_tensor>

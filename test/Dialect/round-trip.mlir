@@ -98,6 +98,26 @@ func.func @adamw_stochastic(%p: tensor<?xbf16>, %pf: tensor<?xf32>,
   return %p2, %p3 : tensor<?xbf16>, tensor<?xf32>
 }
 
+// CHECK-LABEL: func.func @adamw_grad_scale
+// CHECK: coat.adamw_update %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} grad_scale %{{.*}} : tensor<1024xf32>, tensor<1024xbf16>, tensor<1024xf32>, tensor<f32>
+// CHECK: coat.adamw_step %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} seed %{{.*}} grad_scale %{{.*}} {stochastic_param} : tensor<?xbf16>, tensor<?xbf16>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, tensor<f32>
+// CHECK: coat.adamw_step %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} grad_scale %{{.*}} : tensor<?xbf16>, tensor<?xbf16>
+func.func @adamw_grad_scale(%p: tensor<1024xf32>, %g: tensor<1024xbf16>, %m: tensor<1024xf32>,
+                            %pb: tensor<?xbf16>,
+                            %q: !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>,
+                            %t: f32, %seed: i64, %s: tensor<f32>)
+    -> (tensor<1024xf32>, tensor<?xbf16>, tensor<?xbf16>) {
+  %p2, %m2, %v2 = coat.adamw_update %p, %g, %m, %m, %t, %t, %t, %t, %t, %t grad_scale %s
+      : tensor<1024xf32>, tensor<1024xbf16>, tensor<1024xf32>, tensor<f32>
+  %p3, %m3, %v3 = coat.adamw_step %pb, %pb, %q, %q, %t, %t, %t, %t, %t, %t seed %seed grad_scale %s {stochastic_param}
+      : tensor<?xbf16>, tensor<?xbf16>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>,
+        !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, tensor<f32>
+  %p4, %m4, %v4 = coat.adamw_step %pb, %pb, %q, %q, %t, %t, %t, %t, %t, %t grad_scale %s
+      : tensor<?xbf16>, tensor<?xbf16>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>,
+        !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, tensor<f32>
+  return %p2, %p3, %p4 : tensor<1024xf32>, tensor<?xbf16>, tensor<?xbf16>
+}
+
 // CHECK-LABEL: func.func @requantize_transpose
 // CHECK: coat.requantize %{{.*}} : !coat.qtensor<128x256xf8E4M3FN, per_group<16>, scale = bf16> -> !coat.qtensor<128x256xf8E4M3FN, per_tensor>
 // CHECK: coat.requantize %{{.*}} {eps = 0.000000e+00 : f32} : !coat.qtensor<128x256xf8E4M3FN, per_group<16>, scale = bf16> -> !coat.qtensor<128x256xf8E4M3FN, per_block<128x64>>

@@ -28,6 +28,29 @@ func.func @fuse(%p: tensor<300xf32>, %g: tensor<300xf32>,
 
 // -----
 
+// The update's gradient scale becomes the step's.
+// CHECK-LABEL: func.func @fuse_grad_scale
+// CHECK-SAME: %[[S:[^:]*]]: tensor<f32>)
+// CHECK-NEXT: coat.adamw_step {{.*}} grad_scale %[[S]] : tensor<256xf32>, tensor<256xbf16>, {{.*}}, tensor<f32>
+// CHECK-NEXT: return
+func.func @fuse_grad_scale(%p: tensor<256xf32>, %g: tensor<256xbf16>,
+                           %qm: !coat.qtensor<256xf8E4M3FN, flat_group<128>, expand>,
+                           %qv: !coat.qtensor<256xf8E4M3FN, flat_group<128>, expand>,
+                           %t: f32, %lr: f32, %b1: f32, %b2: f32, %eps: f32, %wd: f32,
+                           %s: tensor<f32>)
+    -> (tensor<256xf32>, !coat.qtensor<256xf8E4M3FN, flat_group<128>, expand>,
+        !coat.qtensor<256xf8E4M3FN, flat_group<128>, expand>) {
+  %m = coat.dequantize %qm : !coat.qtensor<256xf8E4M3FN, flat_group<128>, expand> -> tensor<256xf32>
+  %v = coat.dequantize %qv : !coat.qtensor<256xf8E4M3FN, flat_group<128>, expand> -> tensor<256xf32>
+  %p2, %m2, %v2 = coat.adamw_update %p, %g, %m, %v, %t, %lr, %b1, %b2, %eps, %wd grad_scale %s
+      : tensor<256xf32>, tensor<256xbf16>, tensor<256xf32>, tensor<f32>
+  %qm2 = coat.quantize %m2 : tensor<256xf32> -> !coat.qtensor<256xf8E4M3FN, flat_group<128>, expand>
+  %qv2 = coat.quantize %v2 : tensor<256xf32> -> !coat.qtensor<256xf8E4M3FN, flat_group<128>, expand>
+  return %p2, %qm2, %qv2 : tensor<256xf32>, !coat.qtensor<256xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<256xf8E4M3FN, flat_group<128>, expand>
+}
+
+// -----
+
 // The f32 first moment has another user: no fusion.
 // CHECK-LABEL: func.func @extra_user
 // CHECK-NOT: coat.adamw_step

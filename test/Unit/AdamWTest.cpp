@@ -12,6 +12,7 @@
 
 #include <cfloat>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -484,6 +485,63 @@ TEST(AdamWStep, Bf16ParamsAndGradsRoundOnceAtTheEnd) {
     EXPECT_EQ(bf16State.mCodes, f32State.mCodes);
     EXPECT_EQ(bf16State.vCodes, f32State.vCodes);
   }
+}
+
+TEST(AdamWStep, GradScaleIsTheGradientTimesTheScaleInF32) {
+  // A scaled step is the step on the f32 products g * s: for f32 gradients
+  // the same bits as multiplying them beforehand, in both modes, a scale of
+  // 1 included; for bf16 gradients the product is not rounded to bf16.
+  std::mt19937 rng(21);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int n = 300; // a partial last group
+  std::vector<float> p0(n), grad(n);
+  std::vector<uint16_t> gBits(n);
+  for (int i = 0; i < n; ++i) {
+    p0[i] = normal(rng);
+    gBits[i] = encodeBf16(0.01f * normal(rng) * std::exp(4.0f * normal(rng)));
+    grad[i] = decodeBf16(gBits[i]);
+  }
+  grad[7] = 1e-41f; // a denormal
+  grad[8] = kInf;
+  for (AdamWMode mode : {AdamWMode::Fixed, AdamWMode::Reference}) {
+    for (float scale : {1.0f, 0.3f, 0.0f}) {
+      OptimizerState scaled(p0, config(mode)), premultiplied(p0, config(mode));
+      std::vector<float> product(n);
+      for (int i = 0; i < n; ++i)
+        product[i] = grad[i] * scale;
+      for (int t = 1; t <= 3; ++t) {
+        AdamWHyper h = hyper(t);
+        premultiplied.step(product, h);
+        h.gradScale = scale;
+        scaled.step(grad, h);
+        // Bits, not values: a NaN (inf * 0) must be the same NaN.
+        auto sameBits = [](const std::vector<float> &a,
+                           const std::vector<float> &b) {
+          return std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+        };
+        ASSERT_TRUE(sameBits(scaled.param, premultiplied.param))
+            << "mode " << int(mode) << " scale " << scale << " step " << t;
+        EXPECT_EQ(scaled.mCodes, premultiplied.mCodes);
+        EXPECT_EQ(scaled.vCodes, premultiplied.vCodes);
+        EXPECT_TRUE(sameBits(scaled.mScale, premultiplied.mScale));
+        EXPECT_TRUE(sameBits(scaled.vK, premultiplied.vK));
+      }
+    }
+  }
+  // bf16 gradients: scaled in f32, as the f32 step on the same products.
+  OptimizerState bf16Grads(p0, config(AdamWMode::Fixed));
+  OptimizerState f32Grads(p0, config(AdamWMode::Fixed));
+  std::vector<float> product(n);
+  for (int i = 0; i < n; ++i)
+    product[i] = decodeBf16(gBits[i]) * 0.3f;
+  AdamWHyper h = hyper(1);
+  h.gradScale = 0.3f;
+  ASSERT_FALSE(adamwStep(n, HostFloat::F32, bf16Grads.param.data(),
+                         HostFloat::BF16, gBits.data(), bf16Grads.m(),
+                         bf16Grads.v(), bf16Grads.cfg, h));
+  f32Grads.step(product, hyper(1));
+  EXPECT_EQ(bf16Grads.param, f32Grads.param);
+  EXPECT_EQ(bf16Grads.mCodes, f32Grads.mCodes);
 }
 
 TEST(AdamWStep, RejectsBadConfigurations) {

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import os
 
 import torch
@@ -260,6 +261,10 @@ def run_validation(rank: int, world: int, device: str, store: str, out: str) -> 
         a.grad = distribute_tensor(torch.ones(256, 64, device=dev), mesh, [Shard(0)])
         r.grad = distribute_tensor(torch.ones(300, device=dev), mesh, [Replicate()])
         before = a.full_tensor().clone()
+        # One bucket of a sharded and a replicated parameter: the norm counts
+        # every shard once and the replica once.
+        norm = opt.clip_grad_norm_(1e9)
+        assert abs(float(norm) - math.sqrt(256 * 64 + 300)) <= 1e-3, float(norm)
         opt.step()
         assert not torch.equal(a.full_tensor(), before), "DTensor parameter did not move"
         sd = opt.state_dict()
@@ -356,5 +361,89 @@ def run_regroup(rank: int, world: int, device: str, store: str, out: str) -> Non
         if rank == 0:
             with open(out, "w") as f:
                 json.dump({"errors": errors}, f)
+    finally:
+        dist.destroy_process_group()
+
+
+def run_clip(rank: int, world: int, device: str, store: str, out: str, steps: int = 4) -> None:
+    """FP8AdamW.clip_grad_norm_ on the FSDP2 model against
+    torch.nn.utils.clip_grad_norm_ on the unsharded model fed the FSDP run's
+    (gathered) gradients, then a step of each: the total norm over the whole
+    model (every rank's shards), and parameters that stay together."""
+    mesh, dev = _init(rank, world, device, store)
+    try:
+        from coat._tiny_llama import TinyLlama, shard
+        from coat.optim import FP8AdamW
+
+        max_norm = 0.05  # below the model's gradient norm: clips
+        torch.manual_seed(0)
+        init = TinyLlama(mlp_bias=True).to(dev)
+        ref = copy.deepcopy(init)
+        sharded = shard(copy.deepcopy(init), mesh)
+        o_ref = FP8AdamW(ref.parameters(), lr=LR, weight_decay=WD)
+        o_sh = FP8AdamW(sharded.parameters(), lr=LR, weight_decay=WD)
+        log = {"world": world, "device": str(dev), "norm": [], "torch_norm": [],
+               "max_abs_diff": []}
+        for tokens in _batches(steps, 320, dev):
+            o_sh.zero_grad()
+            o_ref.zero_grad()
+            sharded.loss(tokens).backward()
+            ref.loss(tokens).backward()
+            with torch.no_grad():
+                for pr, ps in zip(ref.parameters(), sharded.parameters()):
+                    pr.grad.copy_(ps.grad.full_tensor())
+            norm = float(o_sh.clip_grad_norm_(max_norm))
+            want = float(torch.nn.utils.clip_grad_norm_(ref.parameters(), max_norm))
+            assert want > max_norm and abs(norm - want) <= 1e-5 * want, (norm, want)
+            o_sh.step()
+            o_ref.step()
+            diff = 0.0
+            with torch.no_grad():
+                for pr, ps in zip(ref.parameters(), sharded.parameters()):
+                    full = ps.full_tensor()
+                    diff = max(diff, float((full - pr).abs().max()))
+                    pr.copy_(full)  # the next step from the same parameters
+            # An ulp of the factor moves an FP8 moment code by a step at most.
+            assert diff <= LR / 8, diff
+            log["norm"].append(norm)
+            log["torch_norm"].append(want)
+            log["max_abs_diff"].append(diff)
+        if rank == 0:
+            with open(out, "w") as f:
+                json.dump(log, f)
+    finally:
+        dist.destroy_process_group()
+
+
+class _WorldMesh:
+    """A one-dimensional mesh over the default process group (no DeviceMesh
+    needed)."""
+
+    def get_group(self, dim: int):
+        assert dim == 0
+        return dist.group.WORLD
+
+
+def run_total_norm(rank: int, world: int, device: str, store: str, out: str) -> None:
+    """coat._dist.total_norm over gloo ranks: the parts of sharded tensors are
+    reduced over their mesh dimension, whole tensors counted once."""
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank,
+                            world_size=world)
+    try:
+        from coat import _dist
+
+        gen = torch.Generator().manual_seed(0)  # the same tensors on every rank
+        sharded = [torch.randn(world, 37, generator=gen) * 10 ** i for i in range(3)]
+        whole = torch.randn(70, generator=gen)
+        everything = torch.cat([t.reshape(-1) for t in sharded] + [whole])
+        for p in (2.0, 1.0, 3.0, math.inf):
+            parts = {0: [torch.linalg.vector_norm(t[rank], p) for t in sharded],
+                     None: [torch.linalg.vector_norm(whole, p)]}
+            got = _dist.total_norm(parts, _WorldMesh(), p, "cpu")
+            want = torch.linalg.vector_norm(everything, p)
+            assert torch.allclose(got, want, rtol=1e-5, atol=0), (p, float(got), float(want))
+        if rank == 0:
+            with open(out, "w") as f:
+                json.dump({"world": world, "ok": True}, f)
     finally:
         dist.destroy_process_group()

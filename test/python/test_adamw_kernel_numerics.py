@@ -1,6 +1,9 @@
 """The compiled adamw_step kernels (CPU twin in CI, GPU kernel where CUDA is
 available) against the host reference library (docs/optimizer-numerics.md, in
 the kernel's mode: fixed or reference), on random and adversarial inputs.
+Kernels that take a gradient scale (grad_scale) run every case at each of
+GRAD_SCALES, the library with the same scale; extreme scales (NaN, subnormal)
+are checked against the kernel without the scale on premultiplied gradients.
 
 The CPU twin uses the library's IEEE formulas evaluated with libm, so codes
 agree almost everywhere; the GPU kernel evaluates the powers in the log domain
@@ -31,6 +34,14 @@ except ImportError:  # pragma: no cover
     torch, HAVE_CUDA = None, False
 
 HP = dict(lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01)
+# The constant gradient scales of a scaled kernel's runs: 1 (the unscaled
+# step), one that rounds, 0 (inf * 0 and NaN * 0 are NaN).
+GRAD_SCALES = (1.0, 0.3, 0.0)
+
+
+
+def takes_grad_scale(kernel):
+    return any(a.name == "grad_scale" for a in kernel.spec.args)
 
 
 def gradient(rng, n, case, t):
@@ -74,10 +85,13 @@ def from_device(a, device, bf16=False):
     return ref.bf16_decode(a.view(np.uint16)) if bf16 else a
 
 
-def run(kernel, device, n, case, steps, seed):
+def run(kernel, device, n, case, steps, seed, grad_scale=0.3, premultiply=None):
     """Steps the kernel and the library from the same state each step (the
     library's), so every step compares one application of the function;
-    yields (t, kernel result, library result) per step."""
+    yields (t, kernel result, library result) per step. A kernel that takes
+    a gradient scale gets ``grad_scale``; ``premultiply`` multiplies the
+    gradients (after their rounding to the parameter's dtype) instead, which
+    must leave them exact in that dtype."""
     cfg = kernel.config
     G = int(cfg["group_size"])
     bf16 = cfg["param"] == "bf16"
@@ -92,7 +106,14 @@ def run(kernel, device, n, case, steps, seed):
         g = gradient(rng, n, case, t)
         if bf16:
             g = ref.bf16_round(g)
+        if premultiply is not None:
+            with np.errstate(invalid="ignore"):
+                g = (g * np.float32(premultiply)).astype(np.float32)
+            assert not bf16 or np.array_equal(ref.bf16_round(g), g, equal_nan=True)
         args = {"param": to_device(p, device, bf16), "grad": to_device(g, device, bf16)}
+        scale = grad_scale if takes_grad_scale(kernel) else None
+        if scale is not None:
+            args["grad_scale"] = to_device(np.full((), scale, np.float32), device)
         for name, s in lib.items():
             args[f"{name}_codes"] = to_device(s["codes"], device)
             for key in ("scale", "k", "c"):
@@ -102,12 +123,13 @@ def run(kernel, device, n, case, steps, seed):
         if device == "cuda":
             torch.cuda.synchronize()
         got = {k: from_device(v, device, bf16 and k == "param") for k, v in args.items()
-               if k != "grad"}
+               if k not in ("grad", "grad_scale")}
         p_bits = ref.bf16_encode(p) if bf16 else p
         ref.adamw_step(p_bits, ref.bf16_encode(g) if bf16 else g, lib["m"], lib["v"],
                        step=t, **HP, m_format=cfg["m"]["format"], v_format=cfg["v"]["format"],
                        group_size=G, expand_min=int(cfg["expand_min"]),
-                       max_k=float(cfg["max_k"]), mode=cfg["mode"], **rounding)
+                       max_k=float(cfg["max_k"]), mode=cfg["mode"],
+                       grad_scale=1.0 if scale is None else scale, **rounding)
         p = ref.bf16_decode(p_bits) if bf16 else p_bits
         want = {"param": p}
         for name, s in lib.items():
@@ -151,11 +173,17 @@ CASES = ["random", "zeros", "equal", "denormal", "wide", "nonfinite", "ratio_edg
 STEPS = {"ratio_edges": 1}
 
 
+# Every kernel, a scaled one at each of GRAD_SCALES.
+RUNS = [pytest.param(k, s, id=k.name if s is None else f"{k.name}-s{s:g}")
+        for k in KERNELS for s in (GRAD_SCALES if takes_grad_scale(k) else (None,))]
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("case", CASES)
-@pytest.mark.parametrize("kernel", KERNELS, ids=ids)
-def test_kernel_matches_reference_library(kernel, case, device):
-    check_against_library(kernel, case, device, n=128 * 23 + 77)  # a partial last group
+@pytest.mark.parametrize("kernel,grad_scale", RUNS)
+def test_kernel_matches_reference_library(kernel, grad_scale, case, device):
+    check_against_library(kernel, case, device, n=128 * 23 + 77,  # a partial last group
+                          grad_scale=grad_scale)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -173,12 +201,12 @@ def test_blocks_walking_several_tiles_match_the_library(kernel, device):
                           every_group=None)
 
 
-def check_against_library(kernel, case, device, n, every_group=2e-2):
+def check_against_library(kernel, case, device, n, every_group=2e-2, grad_scale=0.3):
     if device == "cuda" and kernel.spec.cubin is None:
         pytest.skip("module has no GPU binary")
     exact = 0.999 if device == "cpu" else 0.99
     for t, got, want in run(kernel, device, n, case, steps=STEPS.get(case, 6),
-                            seed=CASES.index(case)):
+                            seed=CASES.index(case), grad_scale=grad_scale):
         for name in ("m", "v"):
             fmt = kernel.config[name]["format"]
             codes, lib_codes = got[f"{name}_codes"], want[f"{name}_codes"]
@@ -230,7 +258,8 @@ def test_reference_mode_tracks_the_official_numerics_over_100_steps(device):
     """mode=reference against the library's emulation of the official kernel,
     each evolving its own state for 100 steps of ordinary Adam statistics:
     codes equal on >= 99.9% of elements, parameters within 2 ulp."""
-    kernel = next((k for k in KERNELS if k.config["mode"] == "reference"), None)
+    kernel = next((k for k in KERNELS if k.config["mode"] == "reference"
+                   and not takes_grad_scale(k)), None)
     if kernel is None:
         pytest.skip("no mode=reference kernel compiled")
     if device == "cuda" and kernel.spec.cubin is None:
@@ -271,3 +300,73 @@ def test_reference_mode_tracks_the_official_numerics_over_100_steps(device):
         p0 = (np.random.default_rng(11).standard_normal(n) * 0.02).astype(np.float32)
         rel = np.linalg.norm(p_k - p_lib) / np.linalg.norm(p_lib - p0)
         assert rel <= 0.02, f"parameters differ by {rel:.3g} of the update norm"
+
+
+SCALED = [k for k in KERNELS if takes_grad_scale(k)]
+
+
+def unscaled_twin(kernel):
+    """The kernel of the same config without the gradient scale, if any."""
+    want = dict(kernel.config, grad_scale=False)
+    return next((k for k in KERNELS if not takes_grad_scale(k) and dict(k.config) == want
+                 and k.module is kernel.module), None)
+
+
+def bits(a):
+    a = np.ascontiguousarray(a)
+    return a.view(np.uint8) if a.dtype.itemsize == 1 else a.view(f"u{a.dtype.itemsize}")
+
+
+# Scales the twin test takes, and the cases with them: a bf16 gradient times
+# the scale must be a bf16 (so no rounding scale, nor halving a subnormal).
+TWIN_SCALES = {"f32": [(s, c) for s in (1.0, 0.3, 0.0, float("nan"), 1e-39)
+                       for c in ("random", "denormal", "nonfinite")],
+               "bf16": [(s, c) for s in (1.0, 0.5, 0.0, float("nan"))
+                        for c in ("random", "nonfinite")]}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kernel", SCALED, ids=ids)
+def test_scaled_kernel_is_its_twin_on_premultiplied_gradients(kernel, device):
+    """The scale multiplies the loaded gradient in f32 and nothing else: the
+    scaled kernel writes the bits its unscaled twin writes for the gradients
+    multiplied beforehand -- for scale 1, one that rounds, 0, NaN (a NaN
+    norm's factor: every gradient NaN, as torch's clip makes them) and a
+    subnormal one, on random, subnormal and non-finite gradients, with a
+    partial last group. (Against the library, an all-NaN group's metadata in
+    reference mode and groups of subnormal moments differ for the unscaled
+    kernel alike.)"""
+    twin = unscaled_twin(kernel)
+    if twin is None:
+        pytest.skip("no unscaled kernel of the same config")
+    if device == "cuda" and (kernel.spec.cubin is None or twin.spec.cubin is None):
+        pytest.skip("module has no GPU binary")
+    n = 128 * 5 + 33
+    for scale, case in TWIN_SCALES[kernel.config["grad"]]:
+        seed = CASES.index(case)
+        scaled = run(kernel, device, n, case, steps=4, seed=seed, grad_scale=scale)
+        plain = run(twin, device, n, case, steps=4, seed=seed, premultiply=scale)
+        for (t, got, _), (_, want, _) in zip(scaled, plain):
+            for key in want:
+                assert np.array_equal(bits(got[key]), bits(want[key])), \
+                    f"scale {scale}, {case}, step {t}: {key} differs from the unscaled kernel's"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kernel", [k for k in SCALED if k.config["mode"] == "fixed"], ids=ids)
+def test_nan_grad_scale_matches_the_library(kernel, device):
+    """A NaN scale against the library (fixed mode): NaN parameters and
+    codes, an all-NaN group's metadata (s = 0, k = 1, c = 1), and nothing
+    from the tail of the partial last group."""
+    if device == "cuda" and kernel.spec.cubin is None:
+        pytest.skip("module has no GPU binary")
+    for t, got, want in run(kernel, device, 128 * 3 + 77, "random", steps=1, seed=5,
+                            grad_scale=float("nan")):
+        assert np.isnan(want["param"]).all() and np.isnan(got["param"]).all()
+        for name in ("m", "v"):
+            mask = 0x7F if kernel.config[name]["format"] == "e4m3" else 0x7C
+            assert ((got[f"{name}_codes"] & mask) == mask).all(), name
+            for key in ("scale", "k", "c"):
+                if f"{name}_{key}" in want:
+                    assert np.array_equal(got[f"{name}_{key}"], want[f"{name}_{key}"]), \
+                        f"{name}_{key}"

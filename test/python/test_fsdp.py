@@ -124,3 +124,23 @@ def test_fp8_state_moves_between_world_sizes_where_shards_are_whole_groups(devic
     _needs(device, world)
     log = _spawn("run_regroup", world, device, tmp_path)
     assert "whole 1x128 groups" in log["errors"]["split"]
+
+
+@pytest.mark.parametrize("device,world", CASES, ids=[f"{d}-ws{w}" for d, w in CASES])
+def test_fsdp2_global_clipping_matches_torch_clip(device, world, tmp_path):
+    """FP8AdamW.clip_grad_norm_ over FSDP2 shards: the whole model's norm (as
+    torch's clip of the gathered gradients gives it, to 1e-5), and steps
+    within an FP8 code step of torch's clip followed by step()."""
+    _needs(device, world)
+    log = _spawn("run_clip", world, device, tmp_path)
+    print(json.dumps(log))
+    assert len(log["norm"]) == 4
+
+
+def test_total_norm_reduces_shards_over_their_mesh_dimension(tmp_path):
+    """The reduction behind clip_grad_norm_ for DTensor parameters, on two
+    gloo ranks (no FSDP2 needed): the norm of every rank's shards and of the
+    replicated tensors once, for the 1-, 2-, 3- and inf-norms."""
+    if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
+        pytest.skip("gloo is not available in this torch")
+    assert _spawn("run_total_norm", 2, "cpu", tmp_path)["ok"]

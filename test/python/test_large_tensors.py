@@ -241,13 +241,14 @@ def quantize_kernel():
 
 
 def adamw_kernel():
-    # mode=fixed with f32 parameters; expanded moments first (they use every
-    # group array).
+    # mode=fixed with f32 parameters, no gradient scale; expanded moments
+    # first (they use every group array).
     ks = sorted(adamw.KERNELS, key=lambda k: not (k.config["m"]["expand"]
                                                   and k.config["v"]["expand"]))
     return first_kernel(ks, "adamw_step kernel with f32 parameters",
                         lambda k: k.config["param"] == "f32" and k.config["mode"] == "fixed"
-                        and not k.config["stochastic_moments"])
+                        and not k.config["stochastic_moments"]
+                        and not k.config.get("grad_scale"))
 
 
 def silu_kernel():

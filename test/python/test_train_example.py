@@ -11,7 +11,7 @@ import importlib.util
 import json
 import sys
 from pathlib import Path
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 
 import pytest
 
@@ -131,6 +131,69 @@ def test_example_trains_on_cpu(example, tmp_path, mode):
     assert [s for s, _ in r["held_out"]] == [3, 6]
     assert r["train_loss"][-1] < r["train_loss"][0]
     assert r["step_time_s"] > 0
+
+
+@pytest.mark.parametrize("mode", ["bf16", "coat"])
+def test_global_clipping_goes_to_fp8adamw_in_coat_mode(example, tmp_path, monkeypatch, mode):
+    """Every step clips the global norm: coat through FP8AdamW.clip_grad_norm_
+    (its step's kernels apply the factor), never torch's clip, which would
+    rewrite the gradients; bf16 through torch's."""
+    from coat.optim import FP8AdamW
+
+    calls = {"fp8adamw": 0, "torch": 0}
+    ours, theirs = FP8AdamW.clip_grad_norm_, torch.nn.utils.clip_grad_norm_
+
+    def count(key, fn):
+        def wrapped(*a, **kw):
+            calls[key] += 1
+            return fn(*a, **kw)
+        return wrapped
+
+    monkeypatch.setattr(FP8AdamW, "clip_grad_norm_", count("fp8adamw", ours))
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", count("torch", theirs))
+    try:
+        example.main(["--mode", mode, "--config", "tiny", "--device", "cpu", "--steps", "3",
+                      "--batch", "2", "--seq", "32", "--eval-every", "0", "--log-every", "3",
+                      "--warmup-timing", "0", "--log", str(tmp_path / "r.json")])
+    except RuntimeError as e:
+        if "FP8AdamW" in str(e) or "adamw" in str(e).lower():
+            pytest.skip(f"no optimizer kernels: {e}")
+        raise
+    want = {"fp8adamw": 3, "torch": 0} if mode == "coat" else {"fp8adamw": 0, "torch": 3}
+    assert calls == want
+    assert json.loads((tmp_path / "r.json").read_text())["clip"] == "global 1.0"
+
+
+def test_hf_example_clips_with_fp8adamw_where_the_trainer_lets_it(monkeypatch):
+    """examples/train_hf.py turns the Trainer's clipping (torch's) off for
+    FP8AdamW and clips with FP8AdamW.clip_grad_norm_ from a callback before
+    each optimizer step; on a transformers without that callback event it
+    leaves the Trainer's. (transformers faked: CI has none.)"""
+    fake = ModuleType("transformers")
+
+    class TrainerCallback:
+        def on_pre_optimizer_step(self, args, state, control, **kwargs):
+            pass
+
+    fake.TrainerCallback = TrainerCallback
+    monkeypatch.setitem(sys.modules, "transformers", fake)
+    hf = load(ROOT / "examples" / "train_hf.py", "train_hf")
+
+    class Opt:
+        def __init__(self):
+            self.calls = []
+
+        def clip_grad_norm_(self, max_norm):
+            self.calls.append(max_norm)
+            return torch.tensor(2.5)
+
+    opt = Opt()
+    cb = hf.fused_clipping(opt, hf.CLIP_NORM)
+    cb.on_pre_optimizer_step(None, None, None, optimizer=opt)
+    cb.on_pre_optimizer_step(None, None, None, optimizer=opt)
+    assert opt.calls == [1.0, 1.0] and [float(n) for n in cb.norms] == [2.5, 2.5]
+    del TrainerCallback.on_pre_optimizer_step
+    assert hf.fused_clipping(opt, 1.0) is None
 
 
 def test_step_time_leaves_out_the_warm_up_inside_a_log_interval(plain_example, tmp_path,

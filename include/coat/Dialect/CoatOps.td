@@ -184,29 +184,38 @@ def Coat_AdamWUpdateOp : Coat_Op<"adamw_update", [Pure,
     p' = p - lr * (m' / denom + wd * p)
     ```
 
+    With `grad_scale` (a rank-0 f32 tensor, e.g. global gradient-norm
+    clipping's `min(1, max_norm / (norm + 1e-6))`), `g` is the gradient
+    times that scale, formed in f32 and not rounded to the gradient's type.
+
     `coat-fuse-adamw` folds the chain `dequantize -> adamw_update ->
-    quantize` of both moments into one `coat.adamw_step`.
+    quantize` of both moments into one `coat.adamw_step` (which takes the
+    gradient scale along).
 
     ```mlir
     %p2, %m2, %v2 = coat.adamw_update %p, %g, %m, %v, %t, %lr, %b1, %b2, %eps, %wd
         : tensor<1024xf32>, tensor<1024xf32>, tensor<1024xf32>
+    %p3, %m3, %v3 = coat.adamw_update %p, %g, %m, %v, %t, %lr, %b1, %b2, %eps, %wd
+        grad_scale %s : tensor<1024xf32>, tensor<1024xf32>, tensor<1024xf32>, tensor<f32>
     ```
   }];
   let arguments = (ins RankedTensorOf<[F32, BF16]>:$param,
                        RankedTensorOf<[F32, BF16]>:$grad,
                        RankedTensorOf<[F32]>:$m, RankedTensorOf<[F32]>:$v,
                        F32:$step, F32:$lr, F32:$beta1, F32:$beta2, F32:$eps,
-                       F32:$weight_decay);
+                       F32:$weight_decay,
+                       Optional<RankedTensorOf<[F32]>>:$grad_scale);
   let results = (outs RankedTensorOf<[F32, BF16]>:$new_param,
                       RankedTensorOf<[F32]>:$new_m, RankedTensorOf<[F32]>:$new_v);
   let assemblyFormat = [{
     $param `,` $grad `,` $m `,` $v `,` $step `,` $lr `,` $beta1 `,` $beta2 `,`
-    $eps `,` $weight_decay attr-dict `:` type($param) `,` type($grad) `,` type($m)
+    $eps `,` $weight_decay (`grad_scale` $grad_scale^)? attr-dict `:`
+    type($param) `,` type($grad) `,` type($m) (`,` type($grad_scale)^)?
   }];
   let hasVerifier = 1;
 }
 
-def Coat_AdamWStepOp : Coat_Op<"adamw_step", [Pure,
+def Coat_AdamWStepOp : Coat_Op<"adamw_step", [Pure, AttrSizedOperandSegments,
     AllTypesMatch<["param", "new_param"]>,
     AllTypesMatch<["m", "new_m"]>, AllTypesMatch<["v", "new_v"]>]> {
   let summary = "The fused FP8 AdamW step over quantized moments";
@@ -231,6 +240,14 @@ def Coat_AdamWStepOp : Coat_Op<"adamw_step", [Pure,
     reads no random state. The seed operand is present exactly when one of
     the two is set.
 
+    `grad_scale` (a rank-0 f32 tensor, read once) multiplies the gradient in
+    f32 as it is loaded, before the moments: global gradient-norm clipping's
+    `min(1, max_norm / (norm + 1e-6))` is applied without a pass that
+    rewrites the gradient. The scaled gradient is not rounded to the
+    gradient's type. Its kernel takes the argument `grad_scale` (a buffer of
+    one f32), so a device scalar reaches it without a host synchronisation
+    and a CUDA graph replays it.
+
     ```mlir
     %p2, %m2, %v2 = coat.adamw_step %p, %g, %m, %v, %t, %lr, %b1, %b2, %eps, %wd
         : tensor<?xf32>, tensor<?xf32>,
@@ -241,6 +258,11 @@ def Coat_AdamWStepOp : Coat_Op<"adamw_step", [Pure,
         : tensor<?xbf16>, tensor<?xbf16>,
           !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>,
           !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>
+    %p3, %m3, %v3 = coat.adamw_step %p, %g, %m, %v, %t, %lr, %b1, %b2, %eps, %wd
+        grad_scale %s
+        : tensor<?xf32>, tensor<?xf32>,
+          !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>,
+          !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, tensor<f32>
     ```
   }];
   let arguments = (ins RankedTensorOf<[F32, BF16]>:$param,
@@ -254,14 +276,15 @@ def Coat_AdamWStepOp : Coat_Op<"adamw_step", [Pure,
                          "::mlir::coat::OptimizerMode::fixed">:$mode,
                        UnitAttr:$stochastic_param,
                        UnitAttr:$stochastic_moments,
-                       Optional<I64>:$seed);
+                       Optional<I64>:$seed,
+                       Optional<RankedTensorOf<[F32]>>:$grad_scale);
   let results = (outs RankedTensorOf<[F32, BF16]>:$new_param,
                       Coat_QTensor:$new_m, Coat_QTensor:$new_v);
   let assemblyFormat = [{
     $param `,` $grad `,` $m `,` $v `,` $step `,` $lr `,` $beta1 `,` $beta2 `,`
-    $eps `,` $weight_decay (`seed` $seed^)? attr-dict `:` type($param) `,`
-    type($grad) `,`
-    qualified(type($m)) `,` qualified(type($v))
+    $eps `,` $weight_decay (`seed` $seed^)? (`grad_scale` $grad_scale^)?
+    attr-dict `:` type($param) `,` type($grad) `,`
+    qualified(type($m)) `,` qualified(type($v)) (`,` type($grad_scale)^)?
   }];
   let hasVerifier = 1;
 }

@@ -199,6 +199,9 @@ struct AdamWHyper {
   float beta2 = 0.999f;
   float eps = 1e-8f;
   float weightDecay = 1e-2f;
+  /// Every gradient is multiplied by it in f32 as it is loaded (global
+  /// gradient-norm clipping), not rounded back to the gradient's type.
+  float gradScale = 1.0f;
 };
 
 /// Which results of a step round stochastically (docs/optimizer-numerics.md

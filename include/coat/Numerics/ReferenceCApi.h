@@ -17,7 +17,7 @@ extern "C" {
 #endif
 
 /* Bumped whenever a signature below changes. */
-#define COAT_REF_ABI_VERSION 3
+#define COAT_REF_ABI_VERSION 4
 
 /* FP8 formats. */
 #define COAT_REF_E4M3 0
@@ -99,8 +99,9 @@ float coat_ref_shuffle_max(const float *lane_start, int64_t group_size);
 
 /* One FP8 AdamW step (docs/optimizer-numerics.md), updating param, the codes
  * and the per-group scale/k/c arrays in place. param/grad are float* or
- * uint16_t* (bf16 bits) per their dtype. `stochastic` is 0 or an OR of
- * COAT_REF_STOCHASTIC_*, whose random bits derive from `seed`. */
+ * uint16_t* (bf16 bits) per their dtype; each gradient is multiplied by
+ * `grad_scale` in f32 as it is loaded (1: unscaled). `stochastic` is 0 or an
+ * OR of COAT_REF_STOCHASTIC_*, whose random bits derive from `seed`. */
 int32_t coat_ref_adamw_step(
     int64_t n, int32_t param_dtype, void *param, int32_t grad_dtype,
     const void *grad, uint8_t *m_codes, float *m_scale, float *m_k, float *m_c,
@@ -108,7 +109,7 @@ int32_t coat_ref_adamw_step(
     float *v_k, float *v_c, int32_t v_format, int32_t v_expand,
     int64_t group_size, int64_t expand_min, float max_k, int32_t mode,
     float step, float lr, float beta1, float beta2, float eps,
-    float weight_decay, int32_t stochastic, uint64_t seed);
+    float weight_decay, float grad_scale, int32_t stochastic, uint64_t seed);
 
 /* --- Activation operators (COAT.md §3.4). Null w/b: no affine. --- */
 void coat_ref_silu_fwd(const float *x, int64_t n, float *y);

@@ -28,7 +28,8 @@ def CoatFuseAdamW : Pass<"coat-fuse-adamw"> {
     byte of p, g, m, v and the group metadata once and writes it once. The
     chain fuses only when the re-quantized moments have the types of the
     dequantized ones, the f32 moments have no other users, and both
-    quantizations use the default derived scales.
+    quantizations use the default derived scales. The update's
+    `grad_scale`, if any, becomes the step's.
   }];
   let options = [
     Option<"mode", "mode", "std::string", /*default=*/"\"fixed\"",

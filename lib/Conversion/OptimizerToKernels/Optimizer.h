@@ -50,6 +50,9 @@ struct AdamWKernelSpec {
   bool stochasticParam = false;
   bool stochasticMoments = false;
   bool stochastic() const { return stochasticParam || stochasticMoments; }
+  /// The gradient is multiplied by the f32 in the `grad_scale` buffer as it
+  /// is loaded (global gradient-norm clipping).
+  bool gradScale = false;
   /// GPU, fixed mode: the moments (of m, v) whose requantization takes its
   /// ex2 on the FMA units (coat-expand-soft-exp2).
   bool softExp2M = false, softExp2V = false;

@@ -39,7 +39,8 @@ struct AdamWArgs {
   Value param, grad;
   MomentBuffers m, v;
   Value n, step, lr, beta1, beta2, eps, weightDecay;
-  Value seed; ///< i64; only with stochastic rounding
+  Value seed;      ///< i64; only with stochastic rounding
+  Value gradScale; ///< memref of one f32; only with a gradient scale
 };
 
 AdamWArgs adamwArgs(const KernelArgs &args) {
@@ -53,7 +54,8 @@ AdamWArgs adamwArgs(const KernelArgs &args) {
                    args.lookup("n"),      args.lookup("step"),
                    args.lookup("lr"),     args.lookup("beta1"),
                    args.lookup("beta2"),  args.lookup("eps"),
-                   args.lookup("weight_decay"), args.lookup("seed")};
+                   args.lookup("weight_decay"), args.lookup("seed"),
+                   args.lookup("grad_scale")};
 }
 
 /// The counter-based random bits and roundings of
@@ -177,6 +179,8 @@ struct StepConstants {
   Value negStepSize; ///< -lr / bc1
   Value negDecay;    ///< -lr wd
   Value oneMinusB1, oneMinusB2;
+  /// The factor of every gradient (null: none).
+  Value gradScale;
   /// The step's random key (stochastic rounding only).
   std::optional<StochasticRounder> rounder;
 };
@@ -203,6 +207,11 @@ StepConstants emitStepConstants(ImplicitLocOpBuilder &b,
   k.negDecay = f.sub(f.c(0.0), f.mul(args.lr, args.weightDecay));
   k.oneMinusB1 = f.sub(one, args.beta1);
   k.oneMinusB2 = f.sub(one, args.beta2);
+  // A device scalar, so a captured step replays whatever the clipping
+  // wrote; one load for every lane the thread updates.
+  if (spec.gradScale)
+    k.gradScale = memref::LoadOp::create(
+        b, args.gradScale, ValueRange{arith::ConstantIndexOp::create(b, 0)});
   if (spec.stochastic())
     k.rounder.emplace(b, args.seed, args.step);
   return k;
@@ -778,6 +787,13 @@ void AdamWLaneEmitter::emit() {
 
   SmallVector<Value> p = loadLane(args.param, spec.paramType);
   SmallVector<Value> g = loadLane(args.grad, spec.gradType);
+  // In f32, not rounded back to the gradient's type. Tail elements become
+  // 0 * scale, which a NaN scale makes NaN; they are never stored, and the
+  // statistics skip them (fixed mode: as non-finite; reference mode: as
+  // invalid).
+  if (step.gradScale)
+    for (Value &gi : g)
+      gi = f.mul(gi, step.gradScale);
   MLIRContext *ctx = b.getContext();
   Type mFp8 = getFp8Type(ctx, spec.m.format);
   Type vFp8 = getFp8Type(ctx, spec.v.format);

@@ -25,6 +25,8 @@ SmallVector<AbiArg> buildAbi(MLIRContext *ctx, const AdamWKernelSpec &spec) {
                  manifestDtype(spec.paramType), "n"});
   abi.push_back({"grad", abiBuffer(spec.gradType),
                  manifestDtype(spec.gradType), "n"});
+  if (spec.gradScale)
+    abi.push_back({"grad_scale", abiBuffer(f32), "f32", "1"});
   for (const MomentSpec *mom : {&spec.m, &spec.v}) {
     std::string p = mom->name.str();
     abi.push_back({p + "_codes", abiBuffer(getFp8Type(ctx, mom->format)),
@@ -70,6 +72,7 @@ DictionaryAttr buildManifestRecord(MLIRContext *ctx, StringRef name,
                      b.getBoolAttr(spec.stochasticParam)),
       b.getNamedAttr("stochastic_moments",
                      b.getBoolAttr(spec.stochasticMoments)),
+      b.getNamedAttr("grad_scale", b.getBoolAttr(spec.gradScale)),
       b.getNamedAttr("soft_exp2",
                      str(spec.softExp2M && spec.softExp2V ? "both"
                          : spec.softExp2M                 ? "m"
@@ -123,6 +126,7 @@ FailureOr<AdamWKernelSpec> OptimizerLowering::analyze(func::FuncOp fn) const {
       /*lanesPerThread=*/1};
   spec.stochasticParam = op.getStochasticParam();
   spec.stochasticMoments = op.getStochasticMoments();
+  spec.gradScale = bool(op.getGradScale());
   spec.elementsPerLane = spec.groupSize;
   if (!onGpu())
     return spec;
