@@ -337,5 +337,8 @@ def test_without_a_scaled_kernel_the_buffers_are_scaled_in_place(without_scaled_
         if dtype == torch.float32:
             assert_same_state(oa, a, ob, b)
         else:  # the in-place product is rounded to bf16, the kernel's is not
+            # so a moment's code may land one FP8 step apart, which moves that
+            # element's update (at most lr here) by up to about a quarter of
+            # lr (measured on the GPU: 0.0017 at lr 0.01, 1 element of 4096).
             for p, q in zip(a.parameters(), b.parameters()):
-                torch.testing.assert_close(p.float(), q.float(), rtol=2 ** -7, atol=1e-2 / 8)
+                torch.testing.assert_close(p.float(), q.float(), rtol=2 ** -7, atol=1e-2 / 4)
