@@ -37,6 +37,32 @@ def torch_or_skip():
     return pytest.importorskip("torch", reason="torch is not installed")
 
 
+def fsdp2_missing():
+    """Why FSDP2 cannot run with this torch (a skip reason), or None."""
+    import torch
+
+    try:
+        from torch.distributed.fsdp import fully_shard  # noqa: F401
+        from torch.distributed.tensor import DTensor  # noqa: F401
+        importlib.import_module("torch.distributed.checkpoint.state_dict")
+    except Exception as e:  # ImportError, or torch 1.13's ValueError on Python 3.11
+        return f"needs FSDP2 (torch.distributed.fsdp.fully_shard, torch >= 2.6); torch " \
+               f"{torch.__version__} lacks it ({e})"
+    if not torch.distributed.is_available():
+        return "torch.distributed is not available"
+    return None
+
+
+def adamw_kernels_missing():
+    """Why no FP8AdamW step can run (no compiled adamw_step kernels), or None."""
+    from coat import artifacts
+
+    if any(m.find(op="adamw_step") for m in artifacts.modules()):
+        return None
+    return "no compiled adamw_step kernels: run scripts/demo.sh (writes build/demo) or set " \
+           "COAT_KERNELS"
+
+
 @pytest.fixture(scope="module")
 def cpu_cache(tmp_path_factory):
     """A fresh kernel cache (COAT_KERNEL_CACHE) for the module's tests, where

@@ -14,7 +14,6 @@ docs/fsdp.md. Each distributed case spawns one process per rank
 Skips, with the reason, without FSDP2 (torch < 2.6, e.g. CI's 1.13), without
 compiled kernels, and where the GPUs for a world size are missing."""
 
-import importlib
 import json
 import os
 
@@ -22,6 +21,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed")
 
+from conftest import adamw_kernels_missing, fsdp2_missing  # noqa: E402
 from coat import _dist  # noqa: E402
 
 
@@ -35,28 +35,6 @@ def test_shard_group_alignment_rule():
     assert _dist.group_layout_matches_unsharded((688, 256), 2, 128)
     assert _dist.group_layout_matches_unsharded((256, 688), 2, 128)
     assert not _dist.group_layout_matches_unsharded((5, 100), 2, 128)
-
-
-def _fsdp2_missing():
-    try:
-        from torch.distributed.fsdp import fully_shard  # noqa: F401
-        from torch.distributed.tensor import DTensor  # noqa: F401
-        importlib.import_module("torch.distributed.checkpoint.state_dict")
-    except Exception as e:  # ImportError, or torch 1.13's ValueError on Python 3.11
-        return f"needs FSDP2 (torch.distributed.fsdp.fully_shard, torch >= 2.6); torch " \
-               f"{torch.__version__} lacks it ({e})"
-    if not torch.distributed.is_available():
-        return "torch.distributed is not available"
-    return None
-
-
-def _kernels_missing():
-    from coat import artifacts
-
-    if any(m.find(op="adamw_step") for m in artifacts.modules()):
-        return None
-    return "no compiled adamw_step kernels: run scripts/demo.sh (writes build/demo) or set " \
-           "COAT_KERNELS"
 
 
 def _spawn(fn, world, device, tmp_path, *extra):
@@ -74,7 +52,7 @@ def _spawn(fn, world, device, tmp_path, *extra):
 
 
 def _needs(device, world):
-    reason = _fsdp2_missing() or _kernels_missing()
+    reason = fsdp2_missing() or adamw_kernels_missing()
     if reason:
         pytest.skip(reason)
     if device == "cuda":

@@ -24,12 +24,11 @@ The distributed cases skip, with the reason, without FSDP2 (torch < 2.6,
 e.g. CI's 1.13), without compiled kernels, and without the GPU for the
 CUDA case. Each spawns one process per rank (_fsdp_convert_workers.py)."""
 
-import importlib
 import os
 
 import pytest
 
-from conftest import torch_or_skip
+from conftest import adamw_kernels_missing, fsdp2_missing, torch_or_skip
 
 torch = torch_or_skip()
 
@@ -40,28 +39,8 @@ from coat import llama  # noqa: E402
 STEPS, MORE = 2, 1  # steps before the checkpoints, steps after
 
 
-def _fsdp2_missing():
-    try:
-        from torch.distributed.fsdp import fully_shard  # noqa: F401
-        from torch.distributed.tensor import DTensor  # noqa: F401
-        importlib.import_module("torch.distributed.checkpoint.state_dict")
-    except Exception as e:  # ImportError, or torch 1.13's ValueError on Python 3.11
-        return f"needs FSDP2 (torch.distributed.fsdp.fully_shard, torch >= 2.6); torch " \
-               f"{torch.__version__} lacks it ({e})"
-    return None
-
-
-def _adamw_missing():
-    from coat import artifacts
-
-    if any(m.find(op="adamw_step") for m in artifacts.modules()):
-        return None
-    return "no compiled adamw_step kernels: run scripts/demo.sh (writes build/demo) or set " \
-           "COAT_KERNELS"
-
-
 def _needs(device, world):
-    reason = _fsdp2_missing() or _adamw_missing()
+    reason = fsdp2_missing() or adamw_kernels_missing()
     if reason:
         pytest.skip(reason)
     if device == "cuda":
