@@ -30,6 +30,7 @@ torch = torch_or_skip()
 
 import coat.nn as cnn  # noqa: E402
 from coat import artifacts, llama, programs  # noqa: E402
+from test_recompute_attention_inputs import program_inputs  # noqa: E402
 
 # (hidden, ffn, heads, kv_heads): RoPE in the attention-input program.
 LAYER = (128, 256, 4, 2)
@@ -132,20 +133,8 @@ def mlp_inputs(cfg, tokens, seed):
 
 
 def norm_linear_inputs(cfg, tokens, seed):
-    g = torch.Generator().manual_seed(seed)
-    rows = -(-tokens // 16) * 16
-    d = cfg.rope_head_dim
-    h = torch.zeros(rows, cfg.hidden)
-    h[:tokens] = torch.randn(tokens, cfg.hidden, generator=g)
-    w_norm = 1 + 0.2 * torch.randn(cfg.hidden, generator=g)
-    w = torch.randn(cfg.out, cfg.hidden, generator=g) * cfg.hidden ** -0.5
-    inv = 1.0 / 10000.0 ** (torch.arange(0, d, 2).float() / d)
-    ang = torch.outer(torch.arange(rows).float(), inv)
-    ang = torch.cat([ang, ang], dim=-1)
-    dy = torch.zeros(rows, cfg.out)
-    dy[:tokens] = torch.randn(tokens, cfg.out, generator=g)
-    bf = torch.bfloat16
-    return [t.to(bf) for t in (h, w_norm, w)], [ang.cos(), ang.sin()], dy.to(bf)
+    forward, tables, dy = program_inputs(cfg, tokens, seed)
+    return list(forward), list(tables), dy
 
 
 def run_program(program, weights, tables, dy, recompute=False):
