@@ -63,6 +63,26 @@ def adamw_kernels_missing():
            "COAT_KERNELS"
 
 
+def skip_unless_fsdp_runs(device, world):
+    """Skips unless FSDP2, FP8AdamW's kernels and ``world`` ranks on
+    ``device`` are there: as many Hopper GPUs with NCCL, or gloo."""
+    import torch
+
+    reason = fsdp2_missing() or adamw_kernels_missing()
+    if reason:
+        pytest.skip(reason)
+    if device == "cuda":
+        have = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if have < world:
+            pytest.skip(f"world size {world} on GPUs needs {world} CUDA devices, found {have}")
+        if torch.cuda.get_device_capability() < (9, 0):
+            pytest.skip("needs a Hopper GPU (sm_90a)")
+        if not torch.distributed.is_nccl_available():
+            pytest.skip("NCCL is not available in this torch")
+    elif not torch.distributed.is_gloo_available():
+        pytest.skip("gloo is not available in this torch")
+
+
 @pytest.fixture(scope="module")
 def cpu_cache(tmp_path_factory):
     """A fresh kernel cache (COAT_KERNEL_CACHE) for the module's tests, where

@@ -21,7 +21,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed")
 
-from conftest import adamw_kernels_missing, fsdp2_missing  # noqa: E402
+from conftest import skip_unless_fsdp_runs  # noqa: E402
 from coat import _dist  # noqa: E402
 
 
@@ -51,26 +51,12 @@ def _spawn(fn, world, device, tmp_path, *extra):
         return json.load(f)
 
 
-def _needs(device, world):
-    reason = fsdp2_missing() or adamw_kernels_missing()
-    if reason:
-        pytest.skip(reason)
-    if device == "cuda":
-        have = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if have < world:
-            pytest.skip(f"world size {world} on GPUs needs {world} CUDA devices, found {have}")
-        if not torch.distributed.is_nccl_available():
-            pytest.skip("NCCL is not available in this torch")
-    elif not torch.distributed.is_gloo_available():
-        pytest.skip("gloo is not available in this torch")
-
-
 CASES = [("cuda", 1), ("cuda", 2), ("cpu", 1), ("cpu", 2)]
 
 
 @pytest.mark.parametrize("device,world", CASES, ids=[f"{d}-ws{w}" for d, w in CASES])
 def test_fsdp2_matches_unsharded_and_state_dict_round_trips(device, world, tmp_path):
-    _needs(device, world)
+    skip_unless_fsdp_runs(device, world)
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
     log = _spawn("run_compare", world, device, tmp_path, str(ckpt))
@@ -88,7 +74,7 @@ def test_fsdp2_matches_unsharded_and_state_dict_round_trips(device, world, tmp_p
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_bad_dtensor_inputs_raise(device, tmp_path):
-    _needs(device, 1)
+    skip_unless_fsdp_runs(device, 1)
     log = _spawn("run_validation", 1, device, tmp_path)
     assert {"shard1", "layout"} <= set(log["errors"])
 
@@ -99,7 +85,7 @@ def test_fp8_state_moves_between_world_sizes_where_shards_are_whole_groups(devic
     """Saved at world size 2, loaded unsharded, and back, bit-exactly, for
     shards of whole 1x128 groups (shard padding included); refused with a
     ValueError where a shard would split a group (docs/fsdp.md)."""
-    _needs(device, world)
+    skip_unless_fsdp_runs(device, world)
     log = _spawn("run_regroup", world, device, tmp_path)
     assert "whole 1x128 groups" in log["errors"]["split"]
 
@@ -109,7 +95,7 @@ def test_fsdp2_global_clipping_matches_torch_clip(device, world, tmp_path):
     """FP8AdamW.clip_grad_norm_ over FSDP2 shards: the whole model's norm (as
     torch's clip of the gathered gradients gives it, to 1e-5), and steps
     within an FP8 code step of torch's clip followed by step()."""
-    _needs(device, world)
+    skip_unless_fsdp_runs(device, world)
     log = _spawn("run_clip", world, device, tmp_path)
     print(json.dumps(log))
     assert len(log["norm"]) == 4

@@ -28,7 +28,7 @@ import os
 
 import pytest
 
-from conftest import adamw_kernels_missing, fsdp2_missing, torch_or_skip
+from conftest import skip_unless_fsdp_runs, torch_or_skip
 
 torch = torch_or_skip()
 
@@ -37,20 +37,6 @@ import coat  # noqa: E402
 from coat import llama  # noqa: E402
 
 STEPS, MORE = 2, 1  # steps before the checkpoints, steps after
-
-
-def _needs(device, world):
-    reason = fsdp2_missing() or adamw_kernels_missing()
-    if reason:
-        pytest.skip(reason)
-    if device == "cuda":
-        have = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if have < world:
-            pytest.skip(f"world size {world} on GPUs needs {world} CUDA devices, found {have}")
-        if torch.cuda.get_device_capability() < (9, 0):
-            pytest.skip("needs a Hopper GPU (sm_90a)")
-    elif not torch.distributed.is_gloo_available():
-        pytest.skip("gloo is not available in this torch")
 
 
 def _spawn(fn, world, tmp, *args):
@@ -73,7 +59,7 @@ def _differences(a, b):
 @pytest.fixture(scope="module")
 def ws2(cpu_cache, tmp_path_factory):
     """The world-size-2 CPU run with its checkpoints, and the reference."""
-    _needs("cpu", 2)
+    skip_unless_fsdp_runs("cpu", 2)
     tmp = tmp_path_factory.mktemp("fsdp_convert")
     ckpt = tmp / "ckpt"
     ckpt.mkdir()
@@ -103,7 +89,7 @@ def test_world_size_4_gradients_within_the_summation_order(cpu_cache, tmp_path):
     come from the same bits on the same data: equal. (One step only: from
     step 2 on the norm weights' shards, 64 elements, are not whole 1x128
     optimizer groups, docs/fsdp.md.)"""
-    _needs("cpu", 4)
+    skip_unless_fsdp_runs("cpu", 4)
     ref = workers.reference("cpu", torch.device("cpu"), 1, 4)
     fsdp = _spawn("run_fsdp", 4, tmp_path, "cpu", str(tmp_path / "store"), "", 1, 0,
                   False)["fsdp"]
@@ -145,7 +131,7 @@ def test_cuda_world_size_1_matches_the_run_without_fsdp(tmp_path):
     test asserts step 1 (the loss within 1e-6, every gradient within 1e-2
     relative L2, from the same weights and data) and prints, per step,
     whether losses, gradients and parameters are bitwise equal."""
-    _needs("cuda", 1)
+    skip_unless_fsdp_runs("cuda", 1)
     from coat import artifacts, programs
 
     cfg = llama.LlamaConfig(**workers.CONFIGS["cuda"])
@@ -217,7 +203,7 @@ def test_a_sharded_weight_in_the_forward_is_an_error(cpu_cache, monkeypatch):
 
 
 def test_fully_shard_inside_a_converted_layer_is_an_error(cpu_cache, tmp_path):
-    _needs("cpu", 1)
+    skip_unless_fsdp_runs("cpu", 1)
     # Compiles the fused loss's program (coat.convert looks for it) here,
     # not in the rank; the errors come before any layer program is needed.
     workers.build("cpu", "cpu")

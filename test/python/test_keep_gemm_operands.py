@@ -30,7 +30,8 @@ torch = torch_or_skip()
 
 import coat.nn as cnn  # noqa: E402
 from coat import artifacts, llama, programs  # noqa: E402
-from test_recompute_attention_inputs import program_inputs  # noqa: E402
+from test_recompute_attention_inputs import (build_layer, layer_step,  # noqa: E402
+                                             program_inputs)
 
 # (hidden, ffn, heads, kv_heads): RoPE in the attention-input program.
 LAYER = (128, 256, 4, 2)
@@ -226,21 +227,7 @@ def test_cpu_other_programs_change_no_bit_and_derive_less(cpu_cache, cfg):
 
 
 def make_layer(keep, seed=0, device="cpu", layer=LAYER, **options):
-    torch.manual_seed(seed)
-    m = cnn.DecoderLayer(*layer, device=device, dtype=torch.bfloat16,
-                         keep_gemm_operands=keep, **options)
-    with torch.no_grad():
-        for p in m.parameters():
-            if p.dim() == 1:
-                p.add_(0.2 * torch.randn_like(p))
-    return m
-
-
-def layer_step(m, x, cos, sin, dy):
-    xc = x.clone().requires_grad_()
-    y = m(xc, cos, sin)
-    y.backward(dy)
-    return [y.detach(), xc.grad] + [p.grad for p in m.parameters()]
+    return build_layer(seed, device, layer, keep_gemm_operands=keep, **options)
 
 
 @pytest.mark.parametrize("recompute", [False, True])

@@ -166,15 +166,20 @@ class _KeepingAttention(torch.autograd.Function):
 _REAL_SDPA = llama._sdpa
 
 
-def make_layer(option, seed=0, device="cpu", layer=LAYER):
+def build_layer(seed=0, device="cpu", layer=LAYER, **options):
+    """A bf16 coat.nn.DecoderLayer of ``layer``'s shape with ``options``,
+    its norm weights moved off 1 so that they matter."""
     torch.manual_seed(seed)
-    m = cnn.DecoderLayer(*layer, device=device, dtype=torch.bfloat16,
-                         recompute_attention_inputs=option)
+    m = cnn.DecoderLayer(*layer, device=device, dtype=torch.bfloat16, **options)
     with torch.no_grad():
         for p in m.parameters():
             if p.dim() == 1:
                 p.add_(0.2 * torch.randn_like(p))
     return m
+
+
+def make_layer(option, seed=0, device="cpu", layer=LAYER):
+    return build_layer(seed, device, layer, recompute_attention_inputs=option)
 
 
 def layer_step(m, x, cos, sin, dy):
