@@ -30,8 +30,8 @@ torch = torch_or_skip()
 
 import coat.nn as cnn  # noqa: E402
 from coat import artifacts, llama, programs  # noqa: E402
-from test_recompute_attention_inputs import (build_layer, layer_step,  # noqa: E402
-                                             program_inputs)
+from test_recompute_attention_inputs import (build_layer, forward_kept_bytes,  # noqa: E402
+                                             layer_step, program_inputs)
 
 # (hidden, ffn, heads, kv_heads): RoPE in the attention-input program.
 LAYER = (128, 256, 4, 2)
@@ -321,14 +321,6 @@ def test_cuda_layer_option_changes_no_bit_and_keeps_the_operands(recompute):
 
     tokens = b * s
     operand_bytes = tokens * (2 * hidden + ffn)
-    kept = {}
-    for name, m in (("plain", plain), ("kg", kg)):
-        xc = x.clone().requires_grad_()
-        torch.cuda.synchronize()
-        before = torch.cuda.memory_allocated()
-        y = m(xc, cos, sin)
-        torch.cuda.synchronize()
-        kept[name] = torch.cuda.memory_allocated() - before
-        y.backward(dy)
-        del y, xc
+    kept = {name: forward_kept_bytes(m, x, cos, sin, dy)
+            for name, m in (("plain", plain), ("kg", kg))}
     assert kept["kg"] - kept["plain"] >= operand_bytes

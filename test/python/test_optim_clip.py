@@ -87,10 +87,7 @@ def test_fused_clip_is_bit_exact_with_scaling_f32_gradients_in_place(layout, mic
         norm = oa.clip_grad_norm_(MAX_NORM)
         assert float(norm) > MAX_NORM  # clips
         s = oa._grad_scale.clone()
-        with torch.no_grad():
-            for p in b.parameters():
-                if p.grad is not None:
-                    p.grad.mul_(s)
+        scale_grads(b, s)
         oa.step()
         ob.step()
         assert_same_state(oa, a, ob, b)
@@ -222,10 +219,7 @@ def test_a_clip_a_cuda_graph_captured_scales_every_later_step(monkeypatch):
         backward(a, oa, xs)
         backward(b, ob, xs)
         scale.fill_(s)  # what a replay of the captured clip writes
-        with torch.no_grad():
-            for p in b.parameters():
-                if p.grad is not None:
-                    p.grad.mul_(s)
+        scale_grads(b, s)
         oa.step()
         ob.step()
         assert oa._grad_scale is scale

@@ -189,6 +189,19 @@ def layer_step(m, x, cos, sin, dy):
     return [y.detach(), xc.grad] + [p.grad for p in m.parameters()]
 
 
+def forward_kept_bytes(m, x, cos, sin, dy):
+    """The CUDA memory a forward of ``m`` leaves allocated for its backward
+    (then runs the backward)."""
+    xc = x.clone().requires_grad_()
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    y = m(xc, cos, sin)
+    torch.cuda.synchronize()
+    kept = torch.cuda.memory_allocated() - before
+    y.backward(dy)
+    return kept
+
+
 def watch(monkeypatch, keep_sdpa=True):
     """Counts recompute runs, records what the hooks pack, and keeps a
     weak reference to each attention-input output (program 0's)."""
@@ -317,15 +330,7 @@ def test_cuda_layer_option_changes_no_bit_and_frees_the_projection(monkeypatch):
     assert any(shared for shared, _ in seen["packed"])
 
     qkv_bytes = b * s * (heads + 2 * kv_heads) * (hidden // heads) * 2
-    kept = {}
-    for name, m in (("plain", plain), ("rc", rc)):
-        xc = x.clone().requires_grad_()
-        torch.cuda.synchronize()
-        before = torch.cuda.memory_allocated()
-        y = m(xc, cos, sin)
-        torch.cuda.synchronize()
-        kept[name] = torch.cuda.memory_allocated() - before
-        y.backward(dy)
-        del y, xc
+    kept = {name: forward_kept_bytes(m, x, cos, sin, dy)
+            for name, m in (("plain", plain), ("rc", rc))}
     assert seen["qkv"][-1]() is None
     assert kept["plain"] - kept["rc"] >= qkv_bytes
