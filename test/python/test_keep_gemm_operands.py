@@ -30,8 +30,8 @@ torch = torch_or_skip()
 
 import coat.nn as cnn  # noqa: E402
 from coat import artifacts, llama, programs  # noqa: E402
-from test_recompute_attention_inputs import (build_layer, forward_kept_bytes,  # noqa: E402
-                                             layer_step, program_inputs)
+from test_recompute_attention_inputs import (build_layer, cuda_layer_or_skip,  # noqa: E402
+                                             forward_kept_bytes, layer_step, program_inputs)
 
 # (hidden, ffn, heads, kv_heads): RoPE in the attention-input program.
 LAYER = (128, 256, 4, 2)
@@ -280,21 +280,6 @@ def test_cpu_convert_takes_the_choice_and_reports_it(cpu_cache):
         assert len(line) == 1 and f"keep_gemm_operands={keep}" in line[0]
 
 
-def cuda_layer_or_skip():
-    if not torch.cuda.is_available():
-        pytest.skip("CUDA is not available")
-    if torch.cuda.get_device_capability() < (9, 0):
-        pytest.skip("needs a Hopper GPU (sm_90a)")
-    try:
-        for keep in (False, True):
-            for recompute in (False, True):
-                for c in programs.decoder_layer_configs(*CUDA_LAYER, recompute_output=recompute,
-                                                        keep_gemm_operands=keep):
-                    artifacts.program(c)
-    except RuntimeError as e:
-        pytest.skip(str(e))
-
-
 @pytest.mark.parametrize("recompute", [False, True])
 def test_cuda_layer_option_changes_no_bit_and_keeps_the_operands(recompute):
     """The demo-size layer with the option (and with
@@ -303,7 +288,7 @@ def test_cuda_layer_option_changes_no_bit_and_keeps_the_operands(recompute):
     FP8 operands allocated on top (the two norm outputs' [hidden, tokens]
     and the SwiGLU product's [ffn, tokens] transposed codes), and its
     backward makes fewer kernel calls."""
-    cuda_layer_or_skip()
+    cuda_layer_or_skip(keep_gemm_operands=True)
     hidden, ffn, heads, kv_heads = CUDA_LAYER
     cfg = llama.LlamaConfig(hidden=hidden, heads=heads, kv_heads=kv_heads)
     b, s = 2, 512

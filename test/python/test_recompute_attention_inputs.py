@@ -293,15 +293,23 @@ def test_cpu_no_grad_forward_takes_no_hooks(cpu_cache, monkeypatch):
     assert y.shape == (1, 16, LAYER[0]) and not seen["packed"]
 
 
-def cuda_layer_or_skip():
+def cuda_layer_or_skip(**options):
+    """Skips unless a Hopper GPU and the CUDA layer's programs are there,
+    with and without recompute_output (and ``options``, e.g.
+    keep_gemm_operands=True: both settings)."""
     if not torch.cuda.is_available():
         pytest.skip("CUDA is not available")
     if torch.cuda.get_device_capability() < (9, 0):
         pytest.skip("needs a Hopper GPU (sm_90a)")
+    variants = [{}]
+    for name, value in options.items():
+        variants = [{**v, name: x} for v in variants for x in (False, value)]
     try:
-        for recompute in (False, True):
-            for c in programs.decoder_layer_configs(*CUDA_LAYER, recompute_output=recompute):
-                artifacts.program(c)
+        for extra in variants:
+            for recompute in (False, True):
+                for c in programs.decoder_layer_configs(*CUDA_LAYER, recompute_output=recompute,
+                                                        **extra):
+                    artifacts.program(c)
     except RuntimeError as e:
         pytest.skip(str(e))
 
