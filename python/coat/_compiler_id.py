@@ -3,4 +3,4 @@
 Part of every artifact's source key, so kernels a previous compiler made
 are not taken for this one's."""
 
-COMPILER_ID = "6fb6b74a0d483814383333861c8d8371"
+COMPILER_ID = "713836c41d994d1c740ccd279d446bd8"

@@ -67,6 +67,14 @@ def gradient(rng, n, case, t):
         g[:256] = 1.0
         g[0], g[1] = 2.0 ** 40, 2.0 ** -24
         g[128], g[129] = 2.0 ** 40, np.float32(2.0 ** -24 * (1 + 2.0 ** -20))
+    if case == "tiny":
+        # Moments below f32's normal range (m about 2^-135, 14 significant
+        # bits), where the reciprocal of a group's maximum or centre
+        # overflows, with exact zeros among them; the first group of one
+        # magnitude, 2^-143, whose plain scale underflows to zero.
+        g = (np.sign(g) * rng.uniform(0.5, 1.0, n) * 2.0 ** -132).astype(np.float32)
+        g[::7] = 0
+        g[:128] = np.float32(2.0 ** -143) * np.sign(g[:128])
     if case == "nonfinite" and t == 4:
         g[5], g[300] = np.nan, np.inf
     return g
@@ -167,10 +175,13 @@ def ids(k):
 
 
 DEVICES = ["cpu"] + (["cuda"] if HAVE_CUDA else [])
-CASES = ["random", "zeros", "equal", "denormal", "wide", "nonfinite", "ratio_edges"]
+CASES = ["random", "zeros", "equal", "denormal", "tiny", "wide", "nonfinite", "ratio_edges"]
 # Steps compared per case: ratio_edges puts its groups on the overflow
-# boundary at the first step, the one it tests (see gradient()).
-STEPS = {"ratio_edges": 1}
+# boundary at the first step, the one it tests (see gradient()). tiny's
+# later steps dequantize subnormal moments and add to them, where a few
+# units of 2^-149 from the order of the additions are whole FP8 steps; its
+# later steps are test_tiny_moments_stay_finite's.
+STEPS = {"ratio_edges": 1, "tiny": 1}
 
 
 # Every kernel, a scaled one at each of GRAD_SCALES.
@@ -240,6 +251,53 @@ def check_against_library(kernel, case, device, n, every_group=2e-2, grad_scale=
         scale = np.abs(p_lib[finite]).max()
         tol = (2 ** -7 if kernel.config["param"] == "bf16" else 1e-6) * scale
         assert np.abs(p_out[finite] - p_lib[finite]).max() <= tol, f"step {t}: params"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kernel", [k for k in KERNELS if k.config["mode"] == "fixed"],
+                         ids=ids)
+def test_tiny_moments_stay_finite(kernel, device):
+    """Moments below f32's normal range, on the kernel's own state for five
+    steps: the scales and centres stay finite, no code is NaN and the
+    parameters are the library's (the update is negligible next to the
+    weight decay). Before the tiny groups' scaling, 1/c overflowed: an
+    infinite scale, then infinite moments and parameters."""
+    if device == "cuda" and kernel.spec.cubin is None:
+        pytest.skip("module has no GPU binary")
+    cfg = kernel.config
+    n, G = 128 * 6 + 33, int(cfg["group_size"])
+    bf16 = cfg["param"] == "bf16"
+    rng = np.random.default_rng(3)
+    p = rng.standard_normal(n).astype(np.float32)
+    if bf16:
+        p = ref.bf16_round(p)
+    lib = {"m": ref.init_moment(n, G, bool(cfg["m"]["expand"])),
+           "v": ref.init_moment(n, G, bool(cfg["v"]["expand"]))}
+    args = {"param": to_device(p, device, bf16)}
+    for name, st in lib.items():
+        for key, a in st.items():
+            args[f"{name}_{key}"] = to_device(a, device)
+    scale = {"grad_scale": to_device(np.full((), 1.0, np.float32), device)} \
+        if takes_grad_scale(kernel) else {}
+    rounding = stochastic_rounding(kernel, 3)
+    for t in range(1, 6):
+        g = gradient(rng, n, "tiny", t)
+        if bf16:
+            g = ref.bf16_round(g)
+        kernel.launch(grad=to_device(g, device, bf16), step=float(t), **HP, **args, **scale,
+                      **launch_seed(rounding))
+    if device == "cuda":
+        torch.cuda.synchronize()
+    got = {k: from_device(v, device, bf16 and k == "param") for k, v in args.items()}
+    for name in ("m", "v"):
+        mask = 0x7F if cfg[name]["format"] == "e4m3" else 0x7C
+        assert not ((got[f"{name}_codes"] & mask) == mask).any(), f"{name}: NaN codes"
+        for key in ("scale", "c"):
+            if f"{name}_{key}" in got:
+                assert np.isfinite(got[f"{name}_{key}"]).all(), f"{name}_{key} not finite"
+    decayed = p * np.float32((1 - HP["lr"] * HP["weight_decay"]) ** 5)
+    tol = (2 ** -7 if bf16 else 1e-6) * np.abs(p).max()
+    assert np.abs(got["param"] - decayed).max() <= tol
 
 
 @pytest.mark.parametrize("device", DEVICES)

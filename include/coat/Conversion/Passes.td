@@ -1043,8 +1043,10 @@ def CoatLowerLinear : Pass<"coat-lower-linear", "::mlir::ModuleOp"> {
            "with an f32 accumulator summed in K order">,
     Option<"tileM", "tile-m", "int64_t", /*default=*/"128",
            "Output rows per tile (multiple of 64 * warpgroups, <= 256). "
-           "With tile-m and tile-n unset, a spec with a static M >= 8192 "
-           "gets 256x128 tiles (faster there on the H200), others 128x256">,
+           "With tile-m, tile-n and warpgroups unset, a spec with a static "
+           "M >= 8192 gets 256x128 tiles (faster there on the H200), one "
+           "with static M and N whose 128x256 tiles leave multiprocessors "
+           "idle narrower ones (a remark says so), others 128x256">,
     Option<"tileN", "tile-n", "int64_t", /*default=*/"256",
            "Output columns per tile (wgmma N: multiple of 16, <= 256)">,
     Option<"stages", "stages", "int64_t", /*default=*/"4",
@@ -1063,6 +1065,10 @@ def CoatLowerLinear : Pass<"coat-lower-linear", "::mlir::ModuleOp"> {
     Option<"blockTileN", "block-tile-n", "int64_t", /*default=*/"128",
            "Output columns per tile of block-scaled kernels (multiple of 16; "
            "a tile spans at most two 128-column weight blocks)">,
+    Option<"multiprocessors", "multiprocessors", "int64_t",
+           /*default=*/"132",
+           "Multiprocessors of the target (132: H100 SXM, H200) that the "
+           "tile choice fills">,
     Option<"epilogue", "epilogue", "std::string", /*default=*/"\"auto\"",
            "How results are stored: `auto` (per spec: `tma` for results "
            "of a static N with 16-byte rows, else `staged`; `direct` where "

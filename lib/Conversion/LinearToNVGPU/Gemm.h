@@ -212,10 +212,12 @@ public:
   /// tile-n was set; `blockTileM` (0: tile-m) and `blockTileN` the tile of
   /// block-scaled kernels.
   LinearLowering(GemmShape options, bool tilesGiven, int64_t blockTileM,
-                 int64_t blockTileN, StringRef epilogue)
+                 int64_t blockTileN, StringRef epilogue,
+                 int64_t multiprocessors)
       : KernelLowering({"coat-lower-linear", "coat_linear"}),
         options(options), tilesGiven(tilesGiven), blockTileM(blockTileM),
-        blockTileN(blockTileN), epilogue(epilogue.str()) {}
+        blockTileN(blockTileN), epilogue(epilogue.str()),
+        multiprocessors(multiprocessors) {}
 
   bool isSpecOp(Operation *op) const { return isa<LinearOp>(op); }
   /// Private functions are not kernel specs.
@@ -233,12 +235,18 @@ public:
 
 private:
   FailureOr<LinearPlan> analyzeLinear(func::FuncOp fn, LinearOp op) const;
+  /// The tiling of a per-tensor spec without tile options, from its static
+  /// extents: 256x128 for a tall M, narrower tiles where the default's
+  /// leave multiprocessors idle (a remark says so), else 128x256.
+  void chooseTiles(LinearOp op, GemmShape &shape) const;
 
   GemmShape options;
   bool tilesGiven;
   int64_t blockTileM;
   int64_t blockTileN;
   std::string epilogue; ///< the option as given
+  /// Multiprocessors the persistent grid fills (tile choice).
+  int64_t multiprocessors;
   /// epilogue=auto: chosen per spec (options.epilogue is not used).
   bool epilogueAuto = false;
 };

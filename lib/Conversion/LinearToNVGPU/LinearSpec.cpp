@@ -12,6 +12,8 @@
 
 #include "mlir/Dialect/LLVMIR/LLVMTypes.h"
 
+#include "llvm/Support/FormatVariadic.h"
+
 #include <numeric>
 
 using namespace mlir;
@@ -299,6 +301,76 @@ static EpilogueKind chooseEpilogue(const GemmProblem &problem, LinearOp op,
              : EpilogueKind::Staged;
 }
 
+/// A tiling a per-tensor spec may get without tile options, and its
+/// throughput per multiprocessor on a problem of many tiles, relative to
+/// 128x256 (bench/bench_linear.py at the weight-gradient shapes,
+/// docs/benchmarks.md "Tiles for few output tiles").
+struct TileCandidate {
+  int64_t tileM, tileN, warpgroups;
+  double rate;
+};
+static constexpr TileCandidate kDefaultTiles{128, 256, 2, 1.0};
+static constexpr TileCandidate kTallTiles{256, 128, 2, 1.0};
+static constexpr TileCandidate kNarrowTiles[] = {
+    {128, 128, 2, 0.85}, {64, 256, 1, 0.75}, {64, 128, 1, 0.6}};
+/// A narrower tiling replaces the default only where the wave estimate
+/// gains at least this much: near a tie the larger tile's measured speed
+/// is worth more than the model's.
+static constexpr double kNarrowGain = 1.15;
+
+/// Estimated time of an M x N output in `c`'s tiles on `multiprocessors`
+/// persistent CTAs: whole waves of tiles, each as long as its tile's area
+/// over its rate (K cancels out).
+static double waveCost(int64_t m, int64_t n, const TileCandidate &c,
+                       int64_t multiprocessors) {
+  int64_t tiles = llvm::divideCeil(m, c.tileM) * llvm::divideCeil(n, c.tileN);
+  int64_t waves = llvm::divideCeil(tiles, multiprocessors);
+  return double(waves) * double(c.tileM * c.tileN) / c.rate;
+}
+
+void LinearLowering::chooseTiles(LinearOp op, GemmShape &shape) const {
+  // Only with the default warpgroups: the candidates set their own.
+  if (options.warpgroups != kDefaultTiles.warpgroups)
+    return;
+  auto lhs = cast<ShapedType>(op.getLhs().getType()).getShape();
+  auto rhs = cast<ShapedType>(op.getRhs().getType()).getShape();
+  // Tall problems (M >= 8192) ran fastest with 256x128 tiles on the H200,
+  // smaller ones with 128x256 (docs/benchmarks.md, FP8 GEMM).
+  bool tall = !ShapedType::isDynamic(lhs[0]) && lhs[0] >= 8192;
+  const TileCandidate &base = tall ? kTallTiles : kDefaultTiles;
+  TileCandidate best = base;
+  // With M and N both static (a weight gradient: M x N is the weight, the
+  // tokens are K) the tile count is known. Where the default's tiles leave
+  // multiprocessors idle, narrower tiles fill them.
+  if (!ShapedType::isDynamic(lhs[0]) && !ShapedType::isDynamic(rhs[0])) {
+    int64_t m = lhs[0], n = rhs[0];
+    auto tiles = [&](const TileCandidate &c) {
+      return llvm::divideCeil(m, c.tileM) * llvm::divideCeil(n, c.tileN);
+    };
+    double baseCost = waveCost(m, n, base, multiprocessors);
+    double bestCost = baseCost / kNarrowGain;
+    for (const TileCandidate &c : kNarrowTiles) {
+      double cost = waveCost(m, n, c, multiprocessors);
+      if (cost < bestCost) {
+        best = c;
+        bestCost = cost;
+      }
+    }
+    // The CPU twin records the same tiles (one kernel, two targets) but
+    // says nothing about them.
+    if (onGpu() && (best.tileM != base.tileM || best.tileN != base.tileN))
+      op.emitRemark("coat-lower-linear: ")
+          << best.tileM << "x" << best.tileN << " tiles: " << m << " x " << n
+          << " makes " << tiles(best) << " of them for " << multiprocessors
+          << " multiprocessors, " << tiles(base) << " of " << base.tileM
+          << "x" << base.tileN << " (estimated "
+          << llvm::formatv("{0:F2}", baseCost / bestCost).str() << "x faster)";
+  }
+  shape.tileM = best.tileM;
+  shape.tileN = best.tileN;
+  shape.warpgroups = best.warpgroups;
+}
+
 LogicalResult LinearLowering::checkOptions(Operation *anchor) {
   auto fail = [&](const Twine &msg) {
     return anchor->emitError("coat-lower-linear: ") << msg;
@@ -325,6 +397,8 @@ LogicalResult LinearLowering::checkOptions(Operation *anchor) {
                 "warpgroups and at most 256 (a TMA box)");
   if (g.stages < 2)
     return fail("stages must be >= 2");
+  if (multiprocessors < 1)
+    return fail("multiprocessors must be >= 1");
   if (g.groupM < 1)
     return fail("group-m must be >= 1");
   if (g.threads() > 1024)
@@ -368,16 +442,8 @@ FailureOr<LinearPlan> LinearLowering::analyzeLinear(func::FuncOp fn,
   if (onGpu() && failed(checkStaticK(op)))
     return failure();
   GemmShape shape = options;
-  // Without explicit tiles, a spec with a static M picks by shape: tall
-  // problems (M >= 8192) ran fastest with 256x128 tiles on the H200,
-  // smaller ones with 128x256 (docs/benchmarks.md, FP8 GEMM).
-  auto lhsShape = cast<ShapedType>(op.getLhs().getType()).getShape();
-  if (!tilesGiven && !problem->blockScaled &&
-      !ShapedType::isDynamic(lhsShape[0]) && lhsShape[0] >= 8192 &&
-      options.warpgroups == 2) {
-    shape.tileM = 256;
-    shape.tileN = 128;
-  }
+  if (!tilesGiven && !problem->blockScaled)
+    chooseTiles(op, shape);
   // Block-scaled kernels have their own tile width (and height, if given).
   StringRef widthOption = problem->blockScaled ? "block-tile-n" : "tile-n";
   if (problem->blockScaled) {

@@ -38,7 +38,7 @@ struct CoatLowerLinearPass
   void runOnOperation() override {
     GemmShape g{tileM, tileN, stages, warpgroups, warpSpecialize, groupM};
     LinearLowering lowering(g, tileM.hasValue() || tileN.hasValue(),
-                            blockTileM, blockTileN, epilogue);
+                            blockTileM, blockTileN, epilogue, multiprocessors);
     if (failed(lowering.run(getOperation(), target)))
       signalPassFailure();
   }

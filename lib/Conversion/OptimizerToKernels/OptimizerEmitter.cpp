@@ -160,6 +160,12 @@ private:
   SmallVector<Value> words;
 };
 
+/// Groups whose maximum (plain moments) or centre (expanded ones) is below
+/// this bound are quantized through values scaled by kTinyGroupShift, so
+/// that no reciprocal overflows f32 (docs/optimizer-numerics.md).
+constexpr double kTinyGroupBound = 0x1p-100;
+constexpr double kTinyGroupShift = 0x1p32;
+
 /// Per-group and per-step constants can involve subnormal extremes (tiny
 /// minima), so they are never flushed; approximate on the GPU in fixed mode,
 /// accurate in reference mode.
@@ -412,12 +418,21 @@ SmallVector<Value> AdamWLaneEmitter::requantizePlain(
     const MomentStatistics &stats, ArrayRef<Value> values) {
   const ::coat::Fp8Traits traits = ::coat::getFp8Traits(mom.format);
   Value s = acc.div(stats.maxAbs, f.c(traits.maxFinite));
-  Value inv = f.select(stats.allZero, f.c(0.0),
-                       acc.div(f.c(traits.maxFinite), stats.maxAbs));
+  // fp8max / M overflows f32 for M < fp8max 2^-128: a group of tiny values
+  // is scaled by kTinyGroupShift first, exactly (a power of two), and
+  // divided by s so scaled. A scale that underflows to zero leaves the group
+  // all-zero, as the library has it (0/0 would make NaN codes).
+  Value tiny = f.lt(stats.maxAbs, f.c(kTinyGroupBound));
+  Value zero = arith::OrIOp::create(b, stats.allZero, f.eq(s, f.c(0.0)));
+  Value inv = f.select(
+      zero, f.c(0.0),
+      f.select(tiny, acc.div(f.c(1.0), f.mul(s, f.c(kTinyGroupShift))),
+               acc.div(f.c(traits.maxFinite), stats.maxAbs)));
+  Value pre = f.select(tiny, f.c(kTinyGroupShift), f.c(1.0));
   storeGroupScalar(bufs.scale, s);
   SmallVector<Value> out;
   for (auto [x, nanIfNonFinite] : llvm::zip(values, stats.poison))
-    out.push_back(f.add(f.mul(x, inv), nanIfNonFinite));
+    out.push_back(f.add(f.mul(f.mul(x, pre), inv), nanIfNonFinite));
   return out;
 }
 
@@ -452,7 +467,11 @@ AdamWLaneEmitter::expandedMetadata(const ExpansionBounds &bounds,
   // s = (M/c)^k / fp8max and the codes are (|x|/c)^k / s, both through the
   // centre c: |x|/c stays within sqrt(M/mn) of 1, where |x|/M could
   // underflow. An all-zero group keeps log2 s = 0 so its codes come out 0.
-  Value k, c, invC, logS;
+  // 1/c overflows f32 for c < 2^-128: below kTinyGroupBound the elements
+  // get invC = 1/(c 2^shift) and the scale's exponent k shift more, so
+  // |x| invC = |x|/c 2^-shift stays a normal f32 (|x|/c is within 2^49 of 1
+  // in such a group) and the log2 of the element path needs no subnormals.
+  Value k, c, invC, logS, shift;
   if (lane.onGpu) {
     // In the log domain from log2 M and log2 mn: the ratio, the centre and
     // the scale cost two lg2, one rcp and three ex2 per group instead of
@@ -476,7 +495,9 @@ AdamWLaneEmitter::expandedMetadata(const ExpansionBounds &bounds,
     Value logC = f.select(allZero, f.c(0.0),
                           f.mul(f.add(logMax, logMin), f.c(0.5)));
     c = acc.exp2(logC);
-    invC = acc.exp2(f.sub(f.c(0.0), logC));
+    shift = f.select(f.lt(logC, f.c(std::log2(kTinyGroupBound))),
+                     f.c(std::log2(kTinyGroupShift)), f.c(0.0));
+    invC = acc.exp2(f.sub(f.c(0.0), f.add(logC, shift)));
     logS = f.sub(f.mul(k, f.mul(f.sub(logMax, logMin), f.c(0.5))),
                  bounds.log2Fp8Max);
   } else {
@@ -484,13 +505,17 @@ AdamWLaneEmitter::expandedMetadata(const ExpansionBounds &bounds,
     k = clampK(acc.div(bounds.log2Ub, logRatio), f.le(logRatio, f.c(0.0)));
     c = acc.mul(acc.sqrt(maxAbs), acc.sqrt(minAbs));
     c = f.select(allZero, f.c(1.0), c);
-    invC = acc.div(f.c(1.0), c);
-    logS = acc.sub(acc.mul(k, acc.log2(acc.mul(maxAbs, invC))),
+    Value tiny = f.lt(c, f.c(kTinyGroupBound));
+    shift = f.select(tiny, f.c(std::log2(kTinyGroupShift)), f.c(0.0));
+    invC = acc.div(f.c(1.0), f.mul(c, f.select(tiny, f.c(kTinyGroupShift),
+                                               f.c(1.0))));
+    logS = acc.sub(acc.mul(k, f.add(acc.log2(acc.mul(maxAbs, invC)), shift)),
                    bounds.log2Fp8Max);
   }
   logS = f.select(allZero, f.c(0.0), logS);
   Value s = f.select(allZero, f.c(0.0), acc.exp2(logS));
-  return {s, k, c, invC, f.sub(f.c(0.0), logS)};
+  // The elements take log2(|x| invC) = log2(|x|/c) - shift: k shift more.
+  return {s, k, c, invC, f.add(f.sub(f.c(0.0), logS), f.mul(k, shift))};
 }
 
 SmallVector<Value> AdamWLaneEmitter::requantizeExpanded(

@@ -134,6 +134,7 @@ func.func private @coat_linear()
 func.func @fwd(%x: !coat.qtensor<128x256xf8E4M3FN, per_tensor>,
                %w: !coat.qtensor<512x256xf8E4M3FN, per_tensor>)
     -> tensor<128x512xbf16> {
+  // expected-remark @+1 {{coat-lower-linear: 64x128 tiles: 128 x 512 makes 8 of them}}
   %y = coat.linear forward %x, %w
          : !coat.qtensor<128x256xf8E4M3FN, per_tensor>,
            !coat.qtensor<512x256xf8E4M3FN, per_tensor> -> tensor<128x512xbf16>
