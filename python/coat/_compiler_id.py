@@ -3,4 +3,4 @@
 Part of every artifact's source key, so kernels a previous compiler made
 are not taken for this one's."""
 
-COMPILER_ID = "713836c41d994d1c740ccd279d446bd8"
+COMPILER_ID = "747100dfdfc6227c4ddfd721e505ff79"

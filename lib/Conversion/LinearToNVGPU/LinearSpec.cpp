@@ -303,8 +303,9 @@ static EpilogueKind chooseEpilogue(const GemmProblem &problem, LinearOp op,
 
 /// A tiling a per-tensor spec may get without tile options, and its
 /// throughput per multiprocessor on a problem of many tiles, relative to
-/// 128x256 (bench/bench_linear.py at the weight-gradient shapes,
-/// docs/benchmarks.md "Tiles for few output tiles").
+/// 128x256: estimates (operand bytes per product grow as the tile
+/// narrows), to be checked with bench/bench_linear.py --shapes wgrad
+/// (docs/benchmarks.md, "Tiles for few output tiles").
 struct TileCandidate {
   int64_t tileM, tileN, warpgroups;
   double rate;
