@@ -191,7 +191,7 @@ def test_optimizer_gemm_block_fsdp_tables_print(capsys):
     lin.print_block_table([("4096x4096x4096", "128x128 s4", 900.0, None, None, "1e-03", "n/a"),
                            ("8192x8192x8192", "128x128 s4", 950.0, 1250.0, 0.76, "1e-03",
                             "1e-03")], "H200")
-    row = ("4096x4096x4096", "128x256 s4 wg2 ws", 1150.0, 1300.0, 0.885, "1e-03")
+    row = ("4096x4096x4096", "128x256 s4 wg2 ws", 1150.0, 1300.0, 0.885, "1e-03", 1.734)
     lin.print_per_tensor_tables([row], [row], "H200")
     block = _bench("bench_block")
     block.print_header(argparse.Namespace(hidden=1024, ffn=2816), 41, "H200")
@@ -202,6 +202,7 @@ def test_optimizer_gemm_block_fsdp_tables_print(capsys):
     fsdp.print_table(rows, 1, "H200", "2.11", argparse.Namespace(hidden=2048, layers=8))
     out = capsys.readouterr().out
     assert "1.38" in out and "n/a" in out and "0.885" in out and "0.57x" in out
+    assert "1.734" in out
     assert "0.52x" in out and "     nan" in out
 
 
@@ -218,3 +219,12 @@ def test_stochastic_overhead_pairs_each_kernel_with_its_twin_from_the_same_direc
     # directory without a twin gives no pair.
     assert [(o["name"], o["twin_ms"]) for o in found] == [("sr", 1.6)]
     assert found[0]["extra"] == pytest.approx(1.7 / 1.6 - 1)
+
+
+def test_linear_bench_shapes_parse_and_refuse_bad_ones():
+    lin = _bench("bench_linear")
+    assert lin.parse_shapes(["1024x2816x16384"]) == [(1024, 2816, 16384)]
+    assert lin.parse_shapes(["wgrad", "8x16x32"]) == lin.WGRAD_SHAPES + [(8, 16, 32)]
+    for bad in ("1024x2816", "0x16x16", "ax16x16"):
+        with pytest.raises(ValueError, match="MxNxK"):
+            lin.parse_shapes([bad])
