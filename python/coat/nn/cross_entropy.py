@@ -10,8 +10,7 @@ torch's bf16 GEMM, the compiled ``coat.cross_entropy`` program
 (:class:`coat.programs.CrossEntropyConfig`) turns them into per-token losses
 and overwrites them with the gradient ``softmax - onehot``, and two more
 GEMMs take that gradient to the hidden states (``g @ W``) and add it to the
-weight's (``g.T @ h``, in f32 across chunks: on CUDA the GEMM adds into the
-f32 sum in its epilogue). The backward only scales the
+weight's (``g.T @ h``, in f32 across chunks). The backward only scales the
 two gradients by ``grad_output / n_valid``. What the forward keeps for it
 is those gradients (tokens x hidden and vocab x hidden), never anything of
 tokens x vocab; a chunk's logits take at most ``chunk_tokens * vocab * 2``
@@ -89,8 +88,8 @@ def fused_forward(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Ten
             loss_sum += run_forward(program, _WHAT, [logits, tc])[0][0].sum()
         return loss_sum, valid, None, None
     grad_hidden = torch.empty(n, h, dtype=hidden.dtype, device=hidden.device)
-    grad_weight = None
-    partial = None  # one chunk's g.T @ h, bf16, reused (without f32-output GEMMs)
+    grad_weight = torch.zeros(vocab, h, dtype=torch.float32, device=hidden.device)
+    partial = None  # one chunk's g.T @ h, bf16, reused
     for start in range(0, n, chunk_tokens):
         xc = x[start:start + chunk_tokens]
         logits = xc @ w.t()  # [c, V] bf16, cuBLAS (f32 accumulation)
@@ -101,44 +100,12 @@ def fused_forward(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Ten
         loss_sum += loss_c.sum()
         gh = grad @ w
         grad_hidden[start:start + chunk_tokens] = gh
-        if _f32_gemm(grad):
-            # The GEMM adds into the f32 sum itself (C read and written in its
-            # epilogue): no bf16 product to round, write and read again.
-            if grad_weight is None:
-                grad_weight = torch.mm(grad.t(), xc, out_dtype=torch.float32)
-            else:
-                torch.addmm(grad_weight, grad.t(), xc, out_dtype=torch.float32,
-                            out=grad_weight)
-        else:
-            if grad_weight is None:
-                grad_weight = torch.zeros(vocab, h, dtype=torch.float32, device=hidden.device)
-                partial = torch.empty(vocab, h, dtype=torch.bfloat16, device=hidden.device)
-            torch.mm(grad.t(), xc, out=partial)
-            grad_weight += partial
+        if partial is None:
+            partial = torch.empty(vocab, h, dtype=torch.bfloat16, device=hidden.device)
+        torch.mm(grad.t(), xc, out=partial)
+        grad_weight += partial
         del logits, grad, gh
-    if grad_weight is None:  # no tokens
-        grad_weight = torch.zeros(vocab, h, dtype=torch.float32, device=hidden.device)
     return loss_sum, valid, grad_hidden, grad_weight
-
-
-def _f32_gemm(x: torch.Tensor) -> bool:
-    """Whether torch's GEMMs take bf16 operands to an f32 result here
-    (``out_dtype``: CUDA, torch 2.8 on)."""
-    global _F32_GEMM
-    if not x.is_cuda:
-        return False
-    if _F32_GEMM is None:
-        a = torch.ones(2, 2, dtype=torch.bfloat16, device=x.device)
-        try:
-            c = torch.mm(a, a, out_dtype=torch.float32)
-            torch.addmm(c, a, a, out_dtype=torch.float32, out=c)
-            _F32_GEMM = c.dtype == torch.float32  # (no value read: no synchronisation)
-        except (TypeError, RuntimeError):
-            _F32_GEMM = False
-    return _F32_GEMM
-
-
-_F32_GEMM: Optional[bool] = None
 
 
 def _scale(grad_out: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
