@@ -14,7 +14,8 @@ writes the loss curves as a PNG.
       --warmup-timing 3 --log-every 1 --torchao-optim adamw8bit --out DIR
 
 A mode `X-compiled` runs train_llama.py --mode X --compile (torchao is
-always compiled); `coat-sib` (and `coat-sib-compiled`) runs coat with
+always compiled; `--compile-mode reduce-overhead` gives every compiled run
+torch.compile's CUDA graphs, eager runs ignore it); `coat-sib` (and `coat-sib-compiled`) runs coat with
 --step-in-backward: FP8AdamW steps each bucket inside the backward;
 `coat-persistent` with --persistent-grads: FP8AdamW's gradient buffers
 allocated once, as before they became lazy (to compare step times). Options

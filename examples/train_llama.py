@@ -62,7 +62,9 @@ with --keep-gemm-operands.
 of torch's fused AdamW.
 
 --compile (bf16 and coat; torchao is always compiled) runs the model under
-torch.compile. A compile that fails is reported, not hidden: the traceback
+torch.compile (--compile-mode reduce-overhead: its CUDA graphs, a new
+graph step at each training step, the loss copied out of the graph's
+memory). A compile that fails is reported, not hidden: the traceback
 goes to stderr, the record (--log) holds `error` (phase "compile", the
 exception's type and message) and the exit status is 3.
 
@@ -212,10 +214,15 @@ def compile_error(exc: BaseException) -> bool:
     return False
 
 
-def compiled(model):
+#: torch.compile's modes --compile-mode takes: reduce-overhead replays the
+#: compiled forward and backward from CUDA graphs (a host-bound step).
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune-no-cudagraphs")
+
+
+def compiled(model, mode: str = "default"):
     if not hasattr(torch, "compile"):
         raise CompileError(f"torch.compile needs torch 2.0 or later (this is {torch.__version__})")
-    return torch.compile(model)
+    return torch.compile(model) if mode == "default" else torch.compile(model, mode=mode)
 
 
 def bucket_mb(text: str):
@@ -244,7 +251,8 @@ def build(mode: str, cfg: LlamaConfig, device: str, lr: float, kernels: str | No
           bucket: float | None | str = "default", graph: bool = False,
           torchao_optim: str = "adamw", on_device: bool = False,
           persistent_grads: bool = False, fused_loss: bool = True,
-          recompute_attention_inputs: bool = False, keep_gemm_operands: bool = False):
+          recompute_attention_inputs: bool = False, keep_gemm_operands: bool = False,
+          compile_mode: str = "default"):
     if on_device and hasattr(torch.device, "__enter__"):  # torch >= 2.0
         with torch.device(device):
             model = LlamaForCausalLM(cfg)
@@ -286,14 +294,14 @@ def build(mode: str, cfg: LlamaConfig, device: str, lr: float, kernels: str | No
             opt = torchao_adamw8bit()(groups, lr=lr, betas=(0.9, 0.95))
         else:
             opt = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), fused=True)
-        model = compiled(model)
+        model = compiled(model, compile_mode)
         autocast = True
     else:
         raise ValueError(f"unknown mode {mode!r}")
     if compile and mode != "torchao":
         # Lazily: Dynamo and Inductor run at the first forward (and the
         # first evaluation), where compile_error() recognises a failure.
-        model = compiled(model)
+        model = compiled(model, compile_mode)
     return model, opt, autocast
 
 
@@ -486,7 +494,8 @@ def train(args) -> dict:
                                  persistent_grads=args.persistent_grads,
                                  fused_loss=not args.unfused_loss,
                                  recompute_attention_inputs=args.recompute_attention_inputs,
-                                 keep_gemm_operands=args.keep_gemm_operands)
+                                 keep_gemm_operands=args.keep_gemm_operands,
+                                 compile_mode=args.compile_mode)
     params = sum(p.numel() for p in model.parameters())
     gen = torch.Generator().manual_seed(args.seed)
     tokens_per_step = args.batch * args.seq
@@ -503,6 +512,11 @@ def train(args) -> dict:
           flush=True)
     record["graph"] = args.graph
     record["compile"] = args.compile or args.mode == "torchao"
+    # CUDA graph trees replay into the outputs of the last replay: a step
+    # begins a new one, and the loss is copied out before the next.
+    graph_trees = record["compile"] and args.compile_mode == "reduce-overhead"
+    if record["compile"]:
+        record["compile_mode"] = args.compile_mode
     record["param_dtype"] = args.param_dtype
     record["step_in_backward"] = args.step_in_backward
     record["recompute_attention_inputs"] = args.recompute_attention_inputs
@@ -559,6 +573,8 @@ def train(args) -> dict:
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             if measure:
                 memory.begin(step)
+            if graph_trees:
+                torch.compiler.cudagraph_mark_step_begin()
             with torch.autocast(device.split(":")[0], torch.bfloat16, enabled=autocast):
                 loss = model(x, y)
             if measure:
@@ -576,7 +592,7 @@ def train(args) -> dict:
             record["memory"] = memory.end()
         if not graphed:
             opt.zero_grad(set_to_none=True)
-        pending.append(loss.detach())
+        pending.append(loss.detach().clone() if graph_trees else loss.detach())
         steps_since += 1
         last = step == args.steps - 1
         if (step + 1) % args.log_every == 0 or last:
@@ -677,6 +693,9 @@ def parse_args(argv=None):
                     help="replay each step's forward and backward from a CUDA graph")
     ap.add_argument("--compile", action="store_true",
                     help="torch.compile the model (bf16, coat; torchao always is)")
+    ap.add_argument("--compile-mode", choices=COMPILE_MODES, default="default",
+                    help="torch.compile's mode for compiled runs (eager runs ignore it, so "
+                         "bench/train_compare.py can pass it to every mode)")
     ap.add_argument("--param-dtype", choices=sorted(PARAM_DTYPES), default="f32",
                     help="parameter dtype (bf16: no f32 master weights)")
     ap.add_argument("--step-in-backward", action="store_true",

@@ -612,3 +612,31 @@ def test_step_in_backward_memory_view_on_gpu(gpu_example, tmp_path):
     assert after["after_backward_bytes"] - after["between_steps_bytes"] > 0.9 * grads
     assert inside["after_backward_bytes"] - inside["between_steps_bytes"] < 0.1 * grads
     assert inside["step_peak_bytes"] < after["step_peak_bytes"] - 0.5 * grads
+
+
+def test_compile_mode_reaches_torch_compile(plain_example, monkeypatch):
+    seen = []
+
+    def fake_compile(model, **kwargs):
+        seen.append(kwargs)
+        return model
+    monkeypatch.setattr(plain_example.torch, "compile", fake_compile, raising=False)
+    model = torch.nn.Linear(2, 2)
+    assert plain_example.compiled(model) is model
+    assert plain_example.compiled(model, "reduce-overhead") is model
+    assert seen == [{}, {"mode": "reduce-overhead"}]
+
+
+def test_compile_mode_must_be_one_of_torch_compiles(plain_example, capsys):
+    with pytest.raises(SystemExit):
+        plain_example.main(["--mode", "bf16", *TINY_CPU, "--steps", "1", "--eval-every", "0",
+                            "--compile", "--compile-mode", "fastest"])
+    assert "invalid choice: 'fastest'" in capsys.readouterr().err
+
+
+def test_eager_runs_ignore_the_compile_mode(plain_example, tmp_path):
+    log = tmp_path / "bf16.json"
+    plain_example.main(["--mode", "bf16", *TINY_CPU, "--steps", "1", "--eval-every", "0",
+                        "--compile-mode", "reduce-overhead", "--log", str(log)])
+    r = json.loads(log.read_text())
+    assert not r["compile"] and "compile_mode" not in r
