@@ -31,7 +31,8 @@ torch = torch_or_skip()
 import coat.nn as cnn  # noqa: E402
 from coat import artifacts, llama, programs  # noqa: E402
 from test_recompute_attention_inputs import (build_layer, cuda_layer_or_skip,  # noqa: E402
-                                             forward_kept_bytes, layer_step, program_inputs)
+                                             forward_kept_bytes, layer_step, program_inputs,
+                                             step_inputs)
 
 # (hidden, ffn, heads, kv_heads): RoPE in the attention-input program.
 LAYER = (128, 256, 4, 2)
@@ -232,12 +233,7 @@ def make_layer(keep, seed=0, device="cpu", layer=LAYER, **options):
 
 @pytest.mark.parametrize("recompute", [False, True])
 def test_cpu_layer_option_changes_no_bit(cpu_cache, recompute):
-    hidden = LAYER[0]
-    cfg = llama.LlamaConfig(hidden=hidden, heads=LAYER[2], kv_heads=LAYER[3])
-    b, s = 2, 24
-    cos, sin = llama.rope_tables(cfg, s, "cpu")
-    x = torch.randn(b, s, hidden).bfloat16()
-    dy = torch.randn(b, s, hidden).bfloat16()
+    x, cos, sin, dy = step_inputs(LAYER)
     plain = make_layer(False, recompute_attention_inputs=recompute)
     kg = make_layer(True, recompute_attention_inputs=recompute)
     assert kg.keep_gemm_operands and not plain.keep_gemm_operands
@@ -289,12 +285,9 @@ def test_cuda_layer_option_changes_no_bit_and_keeps_the_operands(recompute):
     and the SwiGLU product's [ffn, tokens] transposed codes), and its
     backward makes fewer kernel calls."""
     cuda_layer_or_skip(keep_gemm_operands=True)
-    hidden, ffn, heads, kv_heads = CUDA_LAYER
-    cfg = llama.LlamaConfig(hidden=hidden, heads=heads, kv_heads=kv_heads)
-    b, s = 2, 512
-    cos, sin = llama.rope_tables(cfg, s, "cuda")
-    x = torch.randn(b, s, hidden, device="cuda").bfloat16()
-    dy = torch.randn_like(x)
+    hidden, ffn, _, _ = CUDA_LAYER
+    x, cos, sin, dy = step_inputs(CUDA_LAYER, seq=512, device="cuda")
+    b, s = x.shape[:2]
     options = dict(device="cuda", layer=CUDA_LAYER, recompute_attention_inputs=recompute)
     plain, kg = make_layer(False, **options), make_layer(True, **options)
     want = layer_step(plain, x, cos, sin, dy)

@@ -182,6 +182,17 @@ def make_layer(option, seed=0, device="cpu", layer=LAYER):
     return build_layer(seed, device, layer, recompute_attention_inputs=option)
 
 
+def step_inputs(layer=LAYER, seq=24, device="cpu", batch=2):
+    """A layer step's inputs: x, the rotary tables and the output's
+    gradient, for a layer of shape ``layer``."""
+    hidden, _, heads, kv_heads = layer
+    cfg = llama.LlamaConfig(hidden=hidden, heads=heads, kv_heads=kv_heads)
+    cos, sin = llama.rope_tables(cfg, seq, device)
+    x = torch.randn(batch, seq, hidden, device=device).bfloat16()
+    dy = torch.randn(batch, seq, hidden, device=device).bfloat16()
+    return x, cos, sin, dy
+
+
 def layer_step(m, x, cos, sin, dy):
     xc = x.clone().requires_grad_()
     y = m(xc, cos, sin)
@@ -237,12 +248,7 @@ def watch(monkeypatch, keep_sdpa=True):
 
 def test_cpu_layer_option_changes_no_bit_and_keeps_no_projection(cpu_cache, monkeypatch):
     seen = watch(monkeypatch)
-    hidden = LAYER[0]
-    cfg = llama.LlamaConfig(hidden=hidden, heads=LAYER[2], kv_heads=LAYER[3])
-    b, s = 2, 24
-    cos, sin = llama.rope_tables(cfg, s, "cpu")
-    x = torch.randn(b, s, hidden).bfloat16()
-    dy = torch.randn(b, s, hidden).bfloat16()
+    x, cos, sin, dy = step_inputs()
     plain, rc = make_layer(False), make_layer(True)
     assert rc.rope_in_program and rc.configs[0].name.endswith("_rc")
     assert "recompute_attention_inputs=True" in repr(rc)
@@ -322,11 +328,8 @@ def test_cuda_layer_option_changes_no_bit_and_frees_the_projection(monkeypatch):
     cuda_layer_or_skip()
     seen = watch(monkeypatch, keep_sdpa=False)
     hidden, _, heads, kv_heads = CUDA_LAYER
-    cfg = llama.LlamaConfig(hidden=hidden, heads=heads, kv_heads=kv_heads)
-    b, s = 2, 512
-    cos, sin = llama.rope_tables(cfg, s, "cuda")
-    x = torch.randn(b, s, hidden, device="cuda").bfloat16()
-    dy = torch.randn_like(x)
+    x, cos, sin, dy = step_inputs(CUDA_LAYER, seq=512, device="cuda")
+    b, s = x.shape[:2]
     plain = make_layer(False, device="cuda", layer=CUDA_LAYER)
     rc = make_layer(True, device="cuda", layer=CUDA_LAYER)
     want = layer_step(plain, x, cos, sin, dy)
