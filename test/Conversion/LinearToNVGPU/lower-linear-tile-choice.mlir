@@ -9,6 +9,7 @@
 // RUN: not coat-opt %s -coat-lower-linear=multiprocessors=0 2>&1 | FileCheck %s --check-prefix=INVALID
 
 // CHECK: remark: coat-lower-linear: 64x128 tiles: 1024 x 1024 makes 128 of them for 132 multiprocessors, 32 of 128x256
+// CHECK: remark: coat-lower-linear: 128x192 tiles: 2560 x 2048 makes 220 of them for 132 multiprocessors, 160 of 128x256
 // CHECK-NOT: remark
 // CHECK-LABEL: gpu.func @tall
 // CHECK-SAME: tile = [256, 128, 128]
@@ -21,6 +22,8 @@
 // CHECK-SAME: tile = [64, 128, 128]
 // CHECK-SAME: warpgroups = 1
 // CHECK-SAME: block = [256, 1, 1]
+// CHECK-LABEL: gpu.func @wgrad_two_short_waves
+// CHECK-SAME: tile = [128, 192, 128]
 // CHECK-LABEL: gpu.func @wgrad_many_tiles
 // CHECK-SAME: tile = [128, 256, 128]
 // CHECK-SAME: warpgroups = 2
@@ -67,6 +70,15 @@ func.func @wgrad_few_tiles(%dy: !coat.qtensor<1024x?xf8E5M2, per_tensor>,
   %dw = coat.linear wgrad %dy, %x : !coat.qtensor<1024x?xf8E5M2, per_tensor>,
       !coat.qtensor<1024x?xf8E4M3FN, per_tensor> -> tensor<1024x1024xbf16>
   return %dw : tensor<1024x1024xbf16>
+}
+
+// TinyLlama's q/k/v weight gradient: two waves of 128x256 tiles, the second
+// a fifth full.
+func.func @wgrad_two_short_waves(%dy: !coat.qtensor<2560x?xf8E5M2, per_tensor>,
+                                 %x: !coat.qtensor<2048x?xf8E4M3FN, per_tensor>) -> tensor<2560x2048xbf16> {
+  %dw = coat.linear wgrad %dy, %x : !coat.qtensor<2560x?xf8E5M2, per_tensor>,
+      !coat.qtensor<2048x?xf8E4M3FN, per_tensor> -> tensor<2560x2048xbf16>
+  return %dw : tensor<2560x2048xbf16>
 }
 
 // The 7B shape's o-projection weight gradient: 512 tiles of 128x256.
