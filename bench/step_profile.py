@@ -133,7 +133,8 @@ def short_name(name, width=60):
 
 def categorize(name, op=None):
     """(category, detail) of a kernel named `name` launched from `op`. The
-    detail: our kernels' op, Triton's kernel kind (poi, red, per, tem), the
+    detail: our kernels' op, Triton's kernel kind (poi, red, per, tem) and the
+    aten ops it fused, the
     launching aten op for torch's kernels, the short name for the rest."""
     cop = coat_op(name)
     for cat, field, pat in _RULES:
@@ -148,8 +149,12 @@ def categorize(name, op=None):
         if cop is not None and cat.startswith("coat"):
             return cat, cop
         if cat == "triton":
-            m = re.match(r"triton_([a-z]+)_", name)
-            return cat, m.group(1) if m else "triton"
+            # Inductor names a kernel by its kind and the aten ops it fused
+            # (triton_poi_fused__to_copy_cat_3): both, less the counter.
+            m = re.match(r"triton_([a-z]+)(?:_fused)?(?:_(.*?))??(?:_\d+)?$", name)
+            if not m:
+                return cat, "triton"
+            return cat, f"{m.group(1)} {m.group(2)}" if m.group(2) else m.group(1)
         if cat in ("torch elementwise", "torch gemm", "torch optimizer", "attention") and op:
             return cat, op
         return cat, short_name(name)

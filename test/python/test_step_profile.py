@@ -83,9 +83,10 @@ KERNELS = [
      None, "torch elementwise", "at::native::cunn_SoftMaxForward"),
     ("an_unknown_kernel_of_a_copy", "aten::copy_", "torch elementwise", "aten::copy_"),
     # Inductor's kernels, by kind.
-    ("triton_poi_fused__to_copy_add_mul_0", "CompiledFunction", "triton", "poi"),
-    ("triton_red_fused__to_copy_mean_pow_1", None, "triton", "red"),
-    ("triton_per_fused_add_mean_2", None, "triton", "per"),
+    ("triton_poi_fused__to_copy_add_mul_0", "CompiledFunction", "triton", "poi _to_copy_add_mul"),
+    ("triton_red_fused__to_copy_mean_pow_1", None, "triton", "red _to_copy_mean_pow"),
+    ("triton_per_fused_add_mean_2", None, "triton", "per add_mean"),
+    ("triton_poi_0", None, "triton", "poi"),
     # The optimizer (fused AdamW, clipping's foreach kernels).
     ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous "
      "namespace)::TensorListMetadata<4>, at::native::(anonymous namespace)::FusedAdamMathFunctor"
