@@ -15,7 +15,11 @@ writes the loss curves as a PNG.
 
 A mode `X-compiled` runs train_llama.py --mode X --compile (torchao is
 always compiled; `--compile-mode reduce-overhead` gives every compiled run
-torch.compile's CUDA graphs, eager runs ignore it); `coat-sib` (and `coat-sib-compiled`) runs coat with
+torch.compile's CUDA graphs, eager runs ignore it). A compiled mode may name
+its own torch.compile mode after `@`, which the run takes instead of
+--compile-mode's: `--modes torchao torchao@reduce-overhead
+coat-compiled@reduce-overhead` puts both of torchao's next to COAT's in one
+table. `coat-sib` (and `coat-sib-compiled`) runs coat with
 --step-in-backward: FP8AdamW steps each bucket inside the backward;
 `coat-persistent` with --persistent-grads: FP8AdamW's gradient buffers
 allocated once, as before they became lazy (to compare step times). Options
@@ -58,14 +62,38 @@ STEP_IN_BACKWARD = "-sib"
 PERSISTENT = "-persistent"
 COAT_VARIANTS = {STEP_IN_BACKWARD: "--step-in-backward", PERSISTENT: "--persistent-grads"}
 BASES = ("bf16", "coat", "torchao")
+#: Separates a mode from the torch.compile mode it runs under.
+COMPILE_MODE_SEP = "@"
+
+
+def _compile_modes() -> tuple:
+    """train_llama.py's torch.compile modes (imported only when a mode names
+    one: the example imports torch)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_train_llama", EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.COMPILE_MODES
 
 
 def mode_args(mode: str, kind_args: dict | None = None) -> list:
     """train_llama.py's arguments for a mode: `X` or `X-compiled`, where a
     coat X may be `coat-sib` (stepping in the backward) or
     `coat-persistent` (persistent gradient buffers), then the options of its
-    kind (``kind_args``: {base mode: [options]})."""
+    kind (``kind_args``: {base mode: [options]}). A compiled mode may end in
+    `@MODE`, its torch.compile mode."""
+    name = mode
+    mode, sep, compile_mode = mode.partition(COMPILE_MODE_SEP)
     args = []
+    if sep:
+        if not (mode.endswith(COMPILED) or mode == "torchao"):
+            raise ValueError(f"{name}: only a compiled run (X-compiled, torchao) takes a "
+                             "torch.compile mode")
+        modes = _compile_modes()
+        if compile_mode not in modes:
+            raise ValueError(f"{name}: unknown torch.compile mode {compile_mode!r} "
+                             f"({', '.join(modes)})")
     if mode.endswith(COMPILED):
         mode, args = mode[:-len(COMPILED)], ["--compile"]
     for suffix, flag in COAT_VARIANTS.items():
@@ -76,11 +104,28 @@ def mode_args(mode: str, kind_args: dict | None = None) -> list:
             break
     if mode not in BASES:
         raise ValueError(f"unknown mode {mode!r} (bf16, coat, torchao, each optionally "
-                         f"-compiled; coat-sib, coat-persistent)")
+                         f"-compiled, a compiled one optionally @MODE; coat-sib, coat-persistent)")
     extra = [a for a in (kind_args or {}).get(mode, []) if a not in args]
     if "--persistent-grads" in args:  # a persistent run does not step in the backward
         extra = [a for a in extra if a != "--step-in-backward"]
-    return ["--mode", mode, *args, *extra]
+    own = ["--compile-mode", compile_mode] if sep else []
+    return ["--mode", mode, *args, *extra, *own]
+
+
+def passthrough_for(mode: str, passthrough: list) -> list:
+    """The options every run gets, less --compile-mode for a mode that
+    names its own."""
+    if COMPILE_MODE_SEP not in mode:
+        return list(passthrough)
+    out, skip = [], False
+    for a in passthrough:
+        if skip:
+            skip = False
+        elif a == "--compile-mode":
+            skip = True
+        elif not a.startswith("--compile-mode="):
+            out.append(a)
+    return out
 
 
 def run_modes(modes, out: Path, passthrough, profile=0, traces=False, kind_args=None):
@@ -91,7 +136,7 @@ def run_modes(modes, out: Path, passthrough, profile=0, traces=False, kind_args=
         if log.exists():
             log.unlink()  # a failed run must not leave an earlier run's record
         cmd = [sys.executable, str(EXAMPLE), *mode_args(mode, kind_args), "--log", str(log),
-               *passthrough]
+               *passthrough_for(mode, passthrough)]
         if profile:
             cmd += ["--profile", str(profile)]
             if traces:
@@ -138,13 +183,16 @@ def table(records: dict) -> str:
 
 
 def label(mode: str, r: dict) -> str:
-    base = mode[:-len(COMPILED)] if mode.endswith(COMPILED) else mode
+    base = mode.partition(COMPILE_MODE_SEP)[0]
+    base = base[:-len(COMPILED)] if base.endswith(COMPILED) else base
     notes = [n for n, on in (("graph", r.get("graph")),
                              ("step in backward", r.get("step_in_backward")
                               and not base.endswith(STEP_IN_BACKWARD)),
                              ("q/k/v recomputed", r.get("recompute_attention_inputs")),
                              ("GEMM operands kept", r.get("keep_gemm_operands")),
-                             (r.get("param_dtype"), r.get("param_dtype") not in (None, "f32")))
+                             (r.get("param_dtype"), r.get("param_dtype") not in (None, "f32")),
+                             (r.get("compile_mode"), r.get("compile_mode") not in (None, "default")
+                              and COMPILE_MODE_SEP not in mode))
              if on]
     return mode + (f" ({', '.join(notes)})" if notes else "")
 

@@ -369,6 +369,28 @@ def test_compiled_modes_run_the_example_with_compile(compare):
     assert compare.mode_args("coat-compiled") == ["--mode", "coat", "--compile"]
 
 
+def test_a_compiled_mode_names_its_own_compile_mode(compare):
+    assert compare.mode_args("coat-compiled@reduce-overhead") == [
+        "--mode", "coat", "--compile", "--compile-mode", "reduce-overhead"]
+    kinds = {"torchao": ["--torchao-optim", "adamw8bit"]}
+    assert compare.mode_args("torchao@reduce-overhead", kinds) == [
+        "--mode", "torchao", "--torchao-optim", "adamw8bit", "--compile-mode", "reduce-overhead"]
+    with pytest.raises(ValueError, match="only a compiled run"):
+        compare.mode_args("coat@reduce-overhead")
+    with pytest.raises(ValueError, match="unknown torch.compile mode 'fast'"):
+        compare.mode_args("bf16-compiled@fast")
+    # Its own mode wins over the one every run gets; the others keep that.
+    common = ["--config", "100m", "--compile-mode", "max-autotune-no-cudagraphs", "--steps", "5"]
+    assert compare.passthrough_for("torchao@reduce-overhead", common) == [
+        "--config", "100m", "--steps", "5"]
+    assert compare.passthrough_for("torchao@default", ["--compile-mode=reduce-overhead"]) == []
+    assert compare.passthrough_for("torchao", common) == common
+    assert compare.label("torchao@reduce-overhead", {"compile_mode": "reduce-overhead"}) == \
+        "torchao@reduce-overhead"
+    assert compare.label("torchao", {"compile_mode": "reduce-overhead"}) == \
+        "torchao (reduce-overhead)"
+
+
 def test_step_in_backward_modes_and_options_of_one_kind(compare):
     assert compare.mode_args("coat-sib") == ["--mode", "coat", "--step-in-backward"]
     assert compare.mode_args("coat-sib-compiled") == ["--mode", "coat", "--step-in-backward",
