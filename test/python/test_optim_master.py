@@ -34,6 +34,14 @@ def models(seed=0):
     return low, copy.deepcopy(low).float()
 
 
+def optimizers(master=True, seed=0):
+    """The bf16 model with its FP8AdamW (masters or not) and the f32 model
+    with its own."""
+    low, full = models(seed)
+    return (low, FP8AdamW(low.parameters(), master_weights=master, kernels=MODULES, **COMMON),
+            full, FP8AdamW(full.parameters(), kernels=MODULES, **COMMON))
+
+
 def grads_of(model, x):
     model.zero_grad(set_to_none=True)
     model(x.to(next(model.parameters()).dtype)).float().square().mean().backward()
@@ -74,9 +82,7 @@ def step_both(low, opt_low, full, opt_full, x, clip=None):
 @needs_kernels
 @pytest.mark.parametrize("clip", [None, 0.02])
 def test_master_steps_equal_f32_steps(clip):
-    low, full = models()
-    opt_low = FP8AdamW(low.parameters(), master_weights=True, kernels=MODULES, **COMMON)
-    opt_full = FP8AdamW(full.parameters(), kernels=MODULES, **COMMON)
+    low, opt_low, full, opt_full = optimizers()
     gen = torch.Generator().manual_seed(1)
     for _ in range(4):
         step_both(low, opt_low, full, opt_full, torch.randn(8, 64, generator=gen), clip)
@@ -91,9 +97,7 @@ def test_master_steps_equal_f32_steps(clip):
 def test_bf16_steps_without_masters_differ():
     """Without masters the same bf16 model rounds every step's update
     (the test above would fail on it)."""
-    low, full = models()
-    opt_low = FP8AdamW(low.parameters(), kernels=MODULES, **COMMON)
-    opt_full = FP8AdamW(full.parameters(), kernels=MODULES, **COMMON)
+    low, opt_low, full, opt_full = optimizers(master=False)
     gen = torch.Generator().manual_seed(1)
     for _ in range(3):
         step_both(low, opt_low, full, opt_full, torch.randn(8, 64, generator=gen))
@@ -103,9 +107,7 @@ def test_bf16_steps_without_masters_differ():
 
 @needs_kernels
 def test_in_place_change_reaches_the_master():
-    low, full = models()
-    opt_low = FP8AdamW(low.parameters(), master_weights=True, kernels=MODULES, **COMMON)
-    opt_full = FP8AdamW(full.parameters(), kernels=MODULES, **COMMON)
+    low, opt_low, full, opt_full = optimizers()
     gen = torch.Generator().manual_seed(2)
     step_both(low, opt_low, full, opt_full, torch.randn(8, 64, generator=gen))
     # Something outside the optimizer sets a weight (e.g. the model's
@@ -120,9 +122,7 @@ def test_in_place_change_reaches_the_master():
 
 @needs_kernels
 def test_state_dict_round_trip_keeps_masters():
-    low, full = models()
-    opt = FP8AdamW(low.parameters(), master_weights=True, kernels=MODULES, **COMMON)
-    opt_full = FP8AdamW(full.parameters(), kernels=MODULES, **COMMON)
+    low, opt, full, opt_full = optimizers()
     gen = torch.Generator().manual_seed(3)
     for _ in range(2):
         step_both(low, opt, full, opt_full, torch.randn(8, 64, generator=gen))
