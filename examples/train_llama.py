@@ -138,7 +138,8 @@ BUILD_ON_DEVICE = {"7b"}
 #: Global gradient-norm clipping of every mode (per bucket with --step-in-backward).
 CLIP_NORM = 1.0
 
-PARAM_DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
+#: bf16-master: a bf16 model whose FP8AdamW keeps f32 master copies (coat).
+PARAM_DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "bf16-master": torch.bfloat16}
 
 
 def corpus(root: str | None = None, held_out_every: int = 50):
@@ -253,6 +254,8 @@ def build(mode: str, cfg: LlamaConfig, device: str, lr: float, kernels: str | No
           persistent_grads: bool = False, fused_loss: bool = True,
           recompute_attention_inputs: bool = False, keep_gemm_operands: bool = False,
           compile_mode: str = "default"):
+    if param_dtype == "bf16-master" and mode != "coat":
+        raise SystemExit("--param-dtype bf16-master is FP8AdamW's master_weights (mode coat)")
     if on_device and hasattr(torch.device, "__enter__"):  # torch >= 2.0
         with torch.device(device):
             model = LlamaForCausalLM(cfg)
@@ -284,7 +287,8 @@ def build(mode: str, cfg: LlamaConfig, device: str, lr: float, kernels: str | No
         if graph or persistent_grads:
             # A CUDA graph accumulates into fixed addresses: keep the buffers.
             memory["persistent_grads"] = True
-        opt = coat.optim.FP8AdamW(groups, lr=lr, betas=(0.9, 0.95), **memory)
+        opt = coat.optim.FP8AdamW(groups, lr=lr, betas=(0.9, 0.95),
+                                  master_weights=param_dtype == "bf16-master", **memory)
         autocast = True  # the embedding, final norm and LM head (kept high precision)
     elif mode == "torchao":
         from torchao.float8 import convert_to_float8_training
@@ -697,7 +701,8 @@ def parse_args(argv=None):
                     help="torch.compile's mode for compiled runs (eager runs ignore it, so "
                          "bench/train_compare.py can pass it to every mode)")
     ap.add_argument("--param-dtype", choices=sorted(PARAM_DTYPES), default="f32",
-                    help="parameter dtype (bf16: no f32 master weights)")
+                    help="parameter dtype (bf16: no f32 master weights; bf16-master: FP8AdamW "
+                         "keeps them, mode coat)")
     ap.add_argument("--step-in-backward", action="store_true",
                     help="coat: step each FP8AdamW bucket inside the backward (per-bucket "
                          "clipping)")

@@ -117,3 +117,21 @@ func.func @coat_adamw_bf16_e4m3x_e4m3x_g128_sr_gscale(%p: tensor<?xbf16>, %g: te
       : tensor<?xbf16>, tensor<?xbf16>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, tensor<f32>
   return %p2, %m2, %v2 : tensor<?xbf16>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>
 }
+
+// bf16 parameters with f32 master copies: the step updates the master and
+// writes the parameter as the master rounded to nearest.
+func.func @coat_adamw_bf16_e4m3x_e4m3x_g128_master(%p: tensor<?xbf16>, %g: tensor<?xbf16>, %m: !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, %v: !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>,
+    %t: f32, %lr: f32, %b1: f32, %b2: f32, %eps: f32, %wd: f32, %w: tensor<?xf32>)
+    -> (tensor<?xbf16>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, tensor<?xf32>) {
+  %p2, %m2, %v2, %w2 = coat.adamw_step %p, %g, %m, %v, %t, %lr, %b1, %b2, %eps, %wd master %w
+      : tensor<?xbf16>, tensor<?xbf16>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand> master tensor<?xf32> -> tensor<?xf32>
+  return %p2, %m2, %v2, %w2 : tensor<?xbf16>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, tensor<?xf32>
+}
+
+func.func @coat_adamw_bf16_e4m3x_e4m3x_g128_master_gscale(%p: tensor<?xbf16>, %g: tensor<?xbf16>, %m: !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, %v: !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>,
+    %t: f32, %lr: f32, %b1: f32, %b2: f32, %eps: f32, %wd: f32, %s: tensor<f32>, %w: tensor<?xf32>)
+    -> (tensor<?xbf16>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, tensor<?xf32>) {
+  %p2, %m2, %v2, %w2 = coat.adamw_step %p, %g, %m, %v, %t, %lr, %b1, %b2, %eps, %wd grad_scale %s master %w
+      : tensor<?xbf16>, tensor<?xbf16>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, tensor<f32> master tensor<?xf32> -> tensor<?xf32>
+  return %p2, %m2, %v2, %w2 : tensor<?xbf16>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, tensor<?xf32>
+}

@@ -235,6 +235,23 @@ LogicalResult AdamWStepOp::verify() {
   if (getStochasticParam() && !param.getElementType().isBF16())
     return emitOpError("stochastic_param needs bf16 parameters (f32 "
                        "parameters are not rounded)");
+  if (bool(getMaster()) != bool(getNewMaster()))
+    return emitOpError("a master operand and a new_master result go "
+                       "together");
+  if (Value master = getMaster()) {
+    if (!param.getElementType().isBF16())
+      return emitOpError("a master copy needs bf16 parameters (f32 "
+                         "parameters are their own master)");
+    if (getStochasticParam())
+      return emitOpError("stochastic_param does not go with a master copy "
+                         "(the bf16 parameter is the master rounded to "
+                         "nearest)");
+    auto masterType = cast<ShapedType>(master.getType());
+    if (!shapesCompatible(param.getShape(), masterType.getShape()))
+      return emitOpError("master shape does not match the parameter");
+    if (getNewMaster().getType() != master.getType())
+      return emitOpError("new_master must have the master's type");
+  }
   return verifyGradScale(*this, getGradScale());
 }
 

@@ -54,11 +54,11 @@ struct FuseAdamWChain : OpRewritePattern<AdamWUpdateOp> {
     OpBuilder detached(op.getContext());
     auto step = AdamWStepOp::create(
         detached, op.getLoc(), op.getNewParam().getType(), mType, vType,
-        op.getParam(), op.getGrad(), dm.getInput(), dv.getInput(),
+        /*new_master=*/Type(), op.getParam(), op.getGrad(), dm.getInput(), dv.getInput(),
         op.getStep(), op.getLr(), op.getBeta1(), op.getBeta2(), op.getEps(),
         op.getWeightDecay(), qm.getExpandMin(), llvm::APFloat(16.0f), mode,
         /*stochastic_param=*/false, /*stochastic_moments=*/false,
-        /*seed=*/Value(), op.getGradScale());
+        /*seed=*/Value(), op.getGradScale(), /*master=*/Value());
     std::string why;
     LogicalResult verified = [&] {
       ScopedDiagnosticHandler capture(op.getContext(), [&](Diagnostic &d) {

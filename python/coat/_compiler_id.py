@@ -3,4 +3,4 @@
 Part of every artifact's source key, so kernels a previous compiler made
 are not taken for this one's."""
 
-COMPILER_ID = "7c6278ce242d74d69fc1c5469f6a87a4"
+COMPILER_ID = "e0572f3afaaeff024910071db7dc21f2"

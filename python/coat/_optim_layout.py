@@ -20,6 +20,8 @@ _STATE_KEYS = {
     ("m", "k"): "expand_exp_avg", ("m", "c"): "sqrt_minmax_exp_avg",
     ("v", "codes"): "exp_avg_sq", ("v", "scale"): "scale_exp_avg_sq",
     ("v", "k"): "expand_exp_avg_sq", ("v", "c"): "sqrt_minmax_exp_avg_sq",
+    # master_weights: the f32 master copy of a bf16 parameter
+    ("master", "param"): "master_param",
 }
 
 
@@ -123,6 +125,16 @@ class _Bucket:
     holder: Optional[torch.Tensor] = dataclasses.field(default=None, repr=False)
     grad_ptr: Optional[int] = None
     anchor: int = 0
+    # master_weights: each member's version counter when its master was
+    # last in step with it.
+    versions: List[int] = dataclasses.field(default_factory=list)
+
+    def note_versions(self) -> None:
+        self.versions = [p._version for p in self.params]
+
+    def changed_members(self) -> List[int]:
+        """Members changed in place since note_versions()."""
+        return [i for i, p in enumerate(self.params) if p._version != self.versions[i]]
 
     @property
     def grad(self) -> Optional[torch.Tensor]:

@@ -111,6 +111,8 @@ class StateDictMixin:
                 if key == "step":
                     continue
                 if key not in src:
+                    if key == _STATE_KEYS[("master", "param")]:
+                        continue  # saved without masters: they stay the parameters'
                     raise ValueError(f"parameter {sid}: state_dict lacks {key!r}")
                 s = self._local_part(sid, key, src[key], b, i, regroup)
                 if tuple(s.shape) != tuple(d.shape):
@@ -133,6 +135,10 @@ class StateDictMixin:
                 d.copy_(s)
             else:  # FP8 codes: copy the bits, whatever dtype they were saved as
                 _dtypes.codes_as_uint8(d).copy_(_dtypes.codes_as_uint8(s))
+        # Loaded masters are the parameters' from here on (load the model's
+        # state first: a parameter changed later is copied into its master).
+        for b in self._buckets:
+            b.note_versions()
         for gi, (saved, mine) in enumerate(zip(groups, self.param_groups)):
             for k, v in saved.items():
                 if k != "params":

@@ -107,6 +107,15 @@ class FP8AdamW(GradBufferMixin, StateDictMixin, FSDPStorageMixin, torch.optim.Op
     ``adamw_step`` kernel for this configuration; None searches $COAT_KERNELS
     and <build>/demo. The kernel is needed only by ``step()``.
 
+    ``master_weights`` keeps an f32 master copy of every bf16 parameter (in
+    the state as ``master_param``): the kernel updates the master and writes
+    the parameter as the master rounded to nearest, in the same pass, so a
+    bf16 model (bf16 gradients, no cast before each forward) trains with the
+    numerics of f32 parameters cast to bf16 for every use. A parameter changed
+    in place outside the optimizer (``load_state_dict`` of the model,
+    initialisation) is copied into its master at the next step. f32
+    parameters are their own master.
+
     ``stochastic_params`` rounds bf16 parameters stochastically instead of to
     nearest (f32 parameters are not rounded), ``stochastic_moments`` the
     moments' FP8 codes (mode "fixed" only). Their random bits are a function
@@ -134,7 +143,8 @@ class FP8AdamW(GradBufferMixin, StateDictMixin, FSDPStorageMixin, torch.optim.Op
                  v_format: str = "e4m3", expand: Union[bool, Tuple[bool, bool]] = True,
                  group_size: int = 128, expand_min: int = 16, mode: str = "fixed",
                  stochastic_params: bool = False, stochastic_moments: bool = False,
-                 seed: Optional[int] = None, kernels: KernelSource = None,
+                 seed: Optional[int] = None, master_weights: bool = False,
+                 kernels: KernelSource = None,
                  bucket_mb: Optional[float] = DEFAULT_BUCKET_MB, persistent_grads: bool = False,
                  step_in_backward: bool = False, bucket_max_norm: Optional[float] = None):
         if not 0.0 <= float(lr):
@@ -157,6 +167,10 @@ class FP8AdamW(GradBufferMixin, StateDictMixin, FSDPStorageMixin, torch.optim.Op
         if (stochastic_params or stochastic_moments) and mode != "fixed":
             raise ValueError("stochastic rounding needs mode='fixed' (mode='reference' "
                              "reproduces the official kernel's rounding)")
+        if master_weights and stochastic_params:
+            raise ValueError("master_weights and stochastic_params do not go together: with a "
+                             "master copy the bf16 parameter is the master rounded to nearest")
+        self.master_weights = bool(master_weights)
         if seed is None:
             # Drawn only when used: the default leaves torch's generator alone.
             seed = (int(torch.randint(0, Rounding.SEED_LIMIT, (), dtype=torch.int64))
@@ -240,6 +254,10 @@ class FP8AdamW(GradBufferMixin, StateDictMixin, FSDPStorageMixin, torch.optim.Op
         if not loc.is_contiguous():
             raise ValueError(f"{name}: parameter is not contiguous"
                              + (" (its local shard)" if layout is not None else ""))
+        if layout is not None and self.master_weights and dtype == "bf16":
+            raise ValueError(f"{name}: master_weights takes plain tensors; FSDP2 (DTensor) "
+                             "bf16 parameters would need their masters sharded alike, which "
+                             "FP8AdamW does not do yet")
         if layout is not None and self.step_in_backward:
             raise ValueError(f"{name}: step_in_backward takes plain tensors; FSDP2 "
                              "(DTensor) parameters get their gradients from FSDP2's "
@@ -302,6 +320,10 @@ class FP8AdamW(GradBufferMixin, StateDictMixin, FSDPStorageMixin, torch.optim.Op
                 else:
                     state[(mom, field)] = torch.full((total // G,), _INIT[field],
                                                      dtype=torch.float32, device=dev)
+        master = None
+        if self.master_weights and dtype == "bf16":
+            master = state[("master", "param")] = torch.zeros(total, dtype=torch.float32,
+                                                              device=dev)
         layouts = [lay for _, _, lay in members]
         b = _Bucket(gi, dtype, dev, [p for _, p, _ in members], [i for i, _, _ in members],
                     offsets, total, flat_p, state, layouts, index=len(self._buckets),
@@ -309,12 +331,15 @@ class FP8AdamW(GradBufferMixin, StateDictMixin, FSDPStorageMixin, torch.optim.Op
         for i, (_, p, lay) in enumerate(members):
             o, k = offsets[i], b.local_numel(i)
             flat_p[o:o + k].copy_(_dist.local_tensor(p).detach().reshape(-1))
+            if master is not None:  # exact: every bf16 value is an f32 value
+                master[o:o + k].copy_(flat_p[o:o + k])
             if lay is None:
                 p.data = flat_p[o:o + k].view_as(p)
             # A DTensor keeps its own local storage (FSDP2 all-gathers from
             # it); step() stages it through the slot unless
             # share_fsdp_storage() moved it into the slot.
             self.state[p] = self._param_state(b, i)
+        b.note_versions()
         self._buckets.append(b)
         self._setup_grads(b)
 
@@ -330,7 +355,7 @@ class FP8AdamW(GradBufferMixin, StateDictMixin, FSDPStorageMixin, torch.optim.Op
         st: Dict[str, torch.Tensor] = {"step": self._step_tensors[b.group]}
         for (mom, field), buf in b.state.items():
             key = _STATE_KEYS[(mom, field)]
-            st[key] = (buf[o:o + n].view(b.local_shape(i)) if field == "codes"
+            st[key] = (buf[o:o + n].view(b.local_shape(i)) if field in ("codes", "param")
                        else buf[g0:g0 + ng])
         return st
 
@@ -361,7 +386,8 @@ class FP8AdamW(GradBufferMixin, StateDictMixin, FSDPStorageMixin, torch.optim.Op
 
     def _kernel_flags(self, dtype: str, grad_scale: bool) -> Dict[str, bool]:
         # Manifests from before a flag existed lack it: False.
-        return dict(self.rounding.kernel_flags(dtype), grad_scale=grad_scale)
+        return dict(self.rounding.kernel_flags(dtype), grad_scale=grad_scale,
+                    master=self.master_weights and dtype == "bf16")
 
     def _find_kernel(self, dtype: str, device_kind: str, grad_scale: bool) -> Optional[Kernel]:
         key = (dtype, device_kind, grad_scale)
@@ -399,7 +425,7 @@ class FP8AdamW(GradBufferMixin, StateDictMixin, FSDPStorageMixin, torch.optim.Op
                                 "beta2": num(beta2), "eps": num(group["eps"]),
                                 "weight_decay": num(group["weight_decay"])}
         for (mom, field), buf in b.state.items():
-            args[f"{mom}_{field}"] = buf
+            args["master" if mom == "master" else f"{mom}_{field}"] = buf
         args["seed"] = self.rounding.bucket_seed(
             b.index, next((lay.rank for lay in b.layouts if lay is not None), 0))
         if grad_scale is not None:
@@ -501,9 +527,23 @@ class FP8AdamW(GradBufferMixin, StateDictMixin, FSDPStorageMixin, torch.optim.Op
             raise RuntimeError(f"FP8AdamW: kernel {kernel.name} takes argument(s) "
                                f"{missing} that this optimizer does not provide")
         staged = self._stage_in(b)
+        self._sync_masters(b)
         kernel.launch(n=b.numel, **{k: v for k, v in args.items() if k in wanted})
         for i, loc in staged:
             loc.copy_(b.param_view(i))
+
+    @torch.no_grad()
+    def _sync_masters(self, b: _Bucket) -> None:
+        """Copies into its master each parameter of ``b`` that something
+        other than the optimizer changed in place since the last step (its
+        version counter moved: the kernel's own writes do not move it)."""
+        master = b.state.get(("master", "param"))
+        if master is None:
+            return
+        for i in b.changed_members():
+            o, k = b.offsets[i], b.local_numel(i)
+            master[o:o + k].copy_(b.params[i].detach().reshape(-1))
+        b.note_versions()
 
     @torch.no_grad()
     def _stage_in(self, b: _Bucket) -> List[Tuple[int, torch.Tensor]]:

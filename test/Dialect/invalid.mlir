@@ -178,6 +178,38 @@ func.func @adamw_step_stochastic_f32(%p: tensor<256xf32>, %m: !coat.qtensor<256x
 
 // -----
 
+func.func @adamw_step_master_f32(%p: tensor<256xf32>, %m: !coat.qtensor<256xf8E4M3FN, flat_group<128>>, %s: f32) {
+  // expected-error @+1 {{a master copy needs bf16 parameters (f32 parameters are their own master)}}
+  %0:4 = coat.adamw_step %p, %p, %m, %m, %s, %s, %s, %s, %s, %s master %p : tensor<256xf32>, tensor<256xf32>, !coat.qtensor<256xf8E4M3FN, flat_group<128>>, !coat.qtensor<256xf8E4M3FN, flat_group<128>> master tensor<256xf32> -> tensor<256xf32>
+  return
+}
+
+// -----
+
+func.func @adamw_step_master_stochastic(%p: tensor<256xbf16>, %w: tensor<256xf32>, %m: !coat.qtensor<256xf8E4M3FN, flat_group<128>>, %s: f32, %seed: i64) {
+  // expected-error @+1 {{stochastic_param does not go with a master copy (the bf16 parameter is the master rounded to nearest)}}
+  %0:4 = coat.adamw_step %p, %p, %m, %m, %s, %s, %s, %s, %s, %s seed %seed master %w {stochastic_param} : tensor<256xbf16>, tensor<256xbf16>, !coat.qtensor<256xf8E4M3FN, flat_group<128>>, !coat.qtensor<256xf8E4M3FN, flat_group<128>> master tensor<256xf32> -> tensor<256xf32>
+  return
+}
+
+// -----
+
+func.func @adamw_step_master_shape(%p: tensor<256xbf16>, %w: tensor<128xf32>, %m: !coat.qtensor<256xf8E4M3FN, flat_group<128>>, %s: f32) {
+  // expected-error @+1 {{master shape does not match the parameter}}
+  %0:4 = coat.adamw_step %p, %p, %m, %m, %s, %s, %s, %s, %s, %s master %w : tensor<256xbf16>, tensor<256xbf16>, !coat.qtensor<256xf8E4M3FN, flat_group<128>>, !coat.qtensor<256xf8E4M3FN, flat_group<128>> master tensor<128xf32> -> tensor<128xf32>
+  return
+}
+
+// -----
+
+func.func @adamw_step_new_master_type(%p: tensor<256xbf16>, %w: tensor<256xf32>, %m: !coat.qtensor<256xf8E4M3FN, flat_group<128>>, %s: f32) {
+  // expected-error @+1 {{new_master must have the master's type}}
+  %0:4 = coat.adamw_step %p, %p, %m, %m, %s, %s, %s, %s, %s, %s master %w : tensor<256xbf16>, tensor<256xbf16>, !coat.qtensor<256xf8E4M3FN, flat_group<128>>, !coat.qtensor<256xf8E4M3FN, flat_group<128>> master tensor<256xf32> -> tensor<?xf32>
+  return
+}
+
+// -----
+
 func.func @adamw_step_group(%p: tensor<256xf32>, %m: !coat.qtensor<256xf8E4M3FN, flat_group<100>>, %s: f32) {
   // expected-error @+1 {{m group size must be a power of two in [32, 1024], got 100}}
   %0:3 = coat.adamw_step %p, %p, %m, %m, %s, %s, %s, %s, %s, %s : tensor<256xf32>, tensor<256xf32>, !coat.qtensor<256xf8E4M3FN, flat_group<100>>, !coat.qtensor<256xf8E4M3FN, flat_group<100>>

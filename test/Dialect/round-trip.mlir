@@ -98,6 +98,18 @@ func.func @adamw_stochastic(%p: tensor<?xbf16>, %pf: tensor<?xf32>,
   return %p2, %p3 : tensor<?xbf16>, tensor<?xf32>
 }
 
+// CHECK-LABEL: func.func @adamw_master
+// CHECK: coat.adamw_step %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} grad_scale %{{.*}} master %{{.*}} : tensor<?xbf16>, tensor<?xbf16>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, tensor<f32> master tensor<?xf32> -> tensor<?xf32>
+func.func @adamw_master(%p: tensor<?xbf16>, %w: tensor<?xf32>,
+                        %m: !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>,
+                        %t: f32, %s: tensor<f32>)
+    -> (tensor<?xbf16>, tensor<?xf32>) {
+  %p2, %m2, %v2, %w2 = coat.adamw_step %p, %p, %m, %m, %t, %t, %t, %t, %t, %t grad_scale %s master %w
+      : tensor<?xbf16>, tensor<?xbf16>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>,
+        !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, tensor<f32> master tensor<?xf32> -> tensor<?xf32>
+  return %p2, %w2 : tensor<?xbf16>, tensor<?xf32>
+}
+
 // CHECK-LABEL: func.func @adamw_grad_scale
 // CHECK: coat.adamw_update %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} grad_scale %{{.*}} : tensor<1024xf32>, tensor<1024xbf16>, tensor<1024xf32>, tensor<f32>
 // CHECK: coat.adamw_step %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} seed %{{.*}} grad_scale %{{.*}} {stochastic_param} : tensor<?xbf16>, tensor<?xbf16>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, tensor<f32>

@@ -103,10 +103,14 @@ def run(kernel, device, n, case, steps, seed, grad_scale=0.3, premultiply=None):
     cfg = kernel.config
     G = int(cfg["group_size"])
     bf16 = cfg["param"] == "bf16"
+    # A master kernel updates the f32 master (p here, any f32 values) as
+    # the library's f32 step does, and writes the bf16 parameter as its
+    # rounding.
+    master = bool(cfg.get("master"))
     rounding = stochastic_rounding(kernel, seed)
     rng = np.random.default_rng(seed)
     p = rng.standard_normal(n).astype(np.float32)
-    if bf16:
+    if bf16 and not master:
         p = ref.bf16_round(p)
     lib = {"m": ref.init_moment(n, G, bool(cfg["m"]["expand"])),
            "v": ref.init_moment(n, G, bool(cfg["v"]["expand"]))}
@@ -118,7 +122,10 @@ def run(kernel, device, n, case, steps, seed, grad_scale=0.3, premultiply=None):
             with np.errstate(invalid="ignore"):
                 g = (g * np.float32(premultiply)).astype(np.float32)
             assert not bf16 or np.array_equal(ref.bf16_round(g), g, equal_nan=True)
-        args = {"param": to_device(p, device, bf16), "grad": to_device(g, device, bf16)}
+        args = {"param": to_device(ref.bf16_round(p) if master else p, device, bf16),
+                "grad": to_device(g, device, bf16)}
+        if master:
+            args["master"] = to_device(p, device)
         scale = grad_scale if takes_grad_scale(kernel) else None
         if scale is not None:
             args["grad_scale"] = to_device(np.full((), scale, np.float32), device)
@@ -132,14 +139,15 @@ def run(kernel, device, n, case, steps, seed, grad_scale=0.3, premultiply=None):
             torch.cuda.synchronize()
         got = {k: from_device(v, device, bf16 and k == "param") for k, v in args.items()
                if k not in ("grad", "grad_scale")}
-        p_bits = ref.bf16_encode(p) if bf16 else p
-        ref.adamw_step(p_bits, ref.bf16_encode(g) if bf16 else g, lib["m"], lib["v"],
+        low = bf16 and not master
+        p_bits = ref.bf16_encode(p) if low else p
+        ref.adamw_step(p_bits, ref.bf16_encode(g) if low else g, lib["m"], lib["v"],
                        step=t, **HP, m_format=cfg["m"]["format"], v_format=cfg["v"]["format"],
                        group_size=G, expand_min=int(cfg["expand_min"]),
                        max_k=float(cfg["max_k"]), mode=cfg["mode"],
                        grad_scale=1.0 if scale is None else scale, **rounding)
-        p = ref.bf16_decode(p_bits) if bf16 else p_bits
-        want = {"param": p}
+        p = ref.bf16_decode(p_bits) if low else p_bits
+        want = {"param": ref.bf16_round(p), "master": p} if master else {"param": p}
         for name, s in lib.items():
             for key, a in s.items():
                 want[f"{name}_{key}"] = a
@@ -258,6 +266,14 @@ def check_against_library(kernel, case, device, n, every_group=2e-2, grad_scale=
         scale = np.abs(p_lib[finite]).max()
         tol = (2 ** -7 if kernel.config["param"] == "bf16" else 1e-6) * scale
         assert np.abs(p_out[finite] - p_lib[finite]).max() <= tol, f"step {t}: params"
+        if "master" in want:
+            w_out, w_lib = got["master"], want["master"]
+            fm = np.isfinite(w_lib)
+            assert np.array_equal(fm, np.isfinite(w_out)), f"step {t}: non-finite masters differ"
+            assert np.abs(w_out[fm] - w_lib[fm]).max() <= 1e-6 * scale, f"step {t}: masters"
+            # The parameter is the kernel's own master rounded to nearest.
+            assert np.array_equal(p_out, ref.bf16_round(w_out), equal_nan=True), \
+                f"step {t}: the parameter is not its master rounded"
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -281,6 +297,8 @@ def test_tiny_moments_stay_finite(kernel, device):
     lib = {"m": ref.init_moment(n, G, bool(cfg["m"]["expand"])),
            "v": ref.init_moment(n, G, bool(cfg["v"]["expand"]))}
     args = {"param": to_device(p, device, bf16)}
+    if cfg.get("master"):
+        args["master"] = to_device(p, device)
     for name, st in lib.items():
         for key, a in st.items():
             args[f"{name}_{key}"] = to_device(a, device)

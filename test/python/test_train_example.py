@@ -450,6 +450,12 @@ def test_memory_options_are_checked_before_training(plain_example, extra, messag
         plain_example.main([*TINY_CPU, "--steps", "1", "--eval-every", "0", *extra])
 
 
+def test_master_weights_are_coat_only(example):
+    with pytest.raises(SystemExit, match="bf16-master"):
+        example.main(["--mode", "bf16", *TINY_CPU, "--steps", "1", "--param-dtype",
+                      "bf16-master"])
+
+
 def test_bucket_mb_must_be_positive(plain_example):
     with pytest.raises(SystemExit):
         plain_example.parse_args(["--bucket-mb", "0"])
@@ -457,7 +463,7 @@ def test_bucket_mb_must_be_positive(plain_example):
     assert plain_example.parse_args([]).bucket_mb == "default"
 
 
-@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+@pytest.mark.parametrize("dtype", ["f32", "bf16", "bf16-master"])
 def test_step_in_backward_trains_on_cpu(example, tmp_path, dtype):
     log = tmp_path / "coat.json"
     try:

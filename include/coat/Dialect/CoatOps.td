@@ -248,6 +248,15 @@ def Coat_AdamWStepOp : Coat_Op<"adamw_step", [Pure, AttrSizedOperandSegments,
     one f32), so a device scalar reaches it without a host synchronisation
     and a CUDA graph replays it.
 
+    `master` (an f32 tensor of the parameter's shape, with bf16 parameters)
+    is the parameter's f32 master copy: the update reads and writes it, and
+    the new bf16 parameter is the new master rounded to nearest even, so the
+    model trains on bf16 parameters and gradients with the numerics of f32
+    parameters cast to bf16 for every use. The kernel writes both copies in
+    the pass that updates them (no cast of the parameters before a forward,
+    no f32 gradient). The result `new_master` is present exactly when
+    `master` is.
+
     ```mlir
     %p2, %m2, %v2 = coat.adamw_step %p, %g, %m, %v, %t, %lr, %b1, %b2, %eps, %wd
         : tensor<?xf32>, tensor<?xf32>,
@@ -263,6 +272,12 @@ def Coat_AdamWStepOp : Coat_Op<"adamw_step", [Pure, AttrSizedOperandSegments,
         : tensor<?xf32>, tensor<?xf32>,
           !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>,
           !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, tensor<f32>
+    %q4, %m4, %v4, %w4 = coat.adamw_step %q, %h, %m, %v, %t, %lr, %b1, %b2, %eps,
+        %wd master %w
+        : tensor<?xbf16>, tensor<?xbf16>,
+          !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>,
+          !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>
+          master tensor<?xf32> -> tensor<?xf32>
     ```
   }];
   let arguments = (ins RankedTensorOf<[F32, BF16]>:$param,
@@ -277,14 +292,18 @@ def Coat_AdamWStepOp : Coat_Op<"adamw_step", [Pure, AttrSizedOperandSegments,
                        UnitAttr:$stochastic_param,
                        UnitAttr:$stochastic_moments,
                        Optional<I64>:$seed,
-                       Optional<RankedTensorOf<[F32]>>:$grad_scale);
+                       Optional<RankedTensorOf<[F32]>>:$grad_scale,
+                       Optional<RankedTensorOf<[F32]>>:$master);
   let results = (outs RankedTensorOf<[F32, BF16]>:$new_param,
-                      Coat_QTensor:$new_m, Coat_QTensor:$new_v);
+                      Coat_QTensor:$new_m, Coat_QTensor:$new_v,
+                      Optional<RankedTensorOf<[F32]>>:$new_master);
   let assemblyFormat = [{
     $param `,` $grad `,` $m `,` $v `,` $step `,` $lr `,` $beta1 `,` $beta2 `,`
     $eps `,` $weight_decay (`seed` $seed^)? (`grad_scale` $grad_scale^)?
+    (`master` $master^)?
     attr-dict `:` type($param) `,` type($grad) `,`
     qualified(type($m)) `,` qualified(type($v)) (`,` type($grad_scale)^)?
+    (`master` type($master)^ `->` type($new_master))?
   }];
   let hasVerifier = 1;
 }

@@ -53,6 +53,9 @@ struct AdamWKernelSpec {
   /// The gradient is multiplied by the f32 in the `grad_scale` buffer as it
   /// is loaded (global gradient-norm clipping).
   bool gradScale = false;
+  /// The update reads and writes the f32 `master` buffer; the bf16 `param`
+  /// buffer receives the new master rounded to nearest even.
+  bool master = false;
   /// GPU, fixed mode: the moments (of m, v) whose requantization takes its
   /// ex2 on the FMA units (coat-expand-soft-exp2).
   bool softExp2M = false, softExp2V = false;

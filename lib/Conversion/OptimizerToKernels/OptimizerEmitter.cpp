@@ -37,6 +37,7 @@ struct MomentBuffers {
 /// The kernel arguments of docs/manifest.md, as the element math uses them.
 struct AdamWArgs {
   Value param, grad;
+  Value master; ///< f32; only with a master copy
   MomentBuffers m, v;
   Value n, step, lr, beta1, beta2, eps, weightDecay;
   Value seed;      ///< i64; only with stochastic rounding
@@ -50,6 +51,7 @@ AdamWArgs adamwArgs(const KernelArgs &args) {
                          args.lookup(p + "_k"), args.lookup(p + "_c")};
   };
   return AdamWArgs{args.lookup("param"),  args.lookup("grad"),
+                   args.lookup("master"),
                    moment("m"),           moment("v"),
                    args.lookup("n"),      args.lookup("step"),
                    args.lookup("lr"),     args.lookup("beta1"),
@@ -810,7 +812,11 @@ void AdamWLaneEmitter::emit() {
                                            lane.laneInGroup, idx(0));
   isGroupLeader = arith::AndIOp::create(b, groupInRange, leaderLane);
 
-  SmallVector<Value> p = loadLane(args.param, spec.paramType);
+  // With a master copy the update is the f32 one, on the master; the bf16
+  // parameter is only written.
+  SmallVector<Value> p = spec.master
+                             ? loadLane(args.master, b.getF32Type())
+                             : loadLane(args.param, spec.paramType);
   SmallVector<Value> g = loadLane(args.grad, spec.gradType);
   // In f32, not rounded back to the gradient's type. Tail elements become
   // 0 * scale, which a NaN scale makes NaN; they are never stored, and the
@@ -874,6 +880,8 @@ void AdamWLaneEmitter::emit() {
   };
   if (spec.stochasticParam)
     roundStochastically(newP, ::coat::RandomStream::Param, std::nullopt);
+  if (spec.master)
+    storeLane(args.master, newP, b.getF32Type());
   storeLane(args.param, newP, spec.paramType);
   auto [mOut, vOut] = requantize(newM, newV);
   if (spec.stochasticMoments) {

@@ -25,6 +25,8 @@ SmallVector<AbiArg> buildAbi(MLIRContext *ctx, const AdamWKernelSpec &spec) {
                  manifestDtype(spec.paramType), "n"});
   abi.push_back({"grad", abiBuffer(spec.gradType),
                  manifestDtype(spec.gradType), "n"});
+  if (spec.master)
+    abi.push_back({"master", abiBuffer(f32), "f32", "n"});
   if (spec.gradScale)
     abi.push_back({"grad_scale", abiBuffer(f32), "f32", "1"});
   for (const MomentSpec *mom : {&spec.m, &spec.v}) {
@@ -62,6 +64,7 @@ DictionaryAttr buildManifestRecord(MLIRContext *ctx, StringRef name,
   SmallVector<NamedAttribute> config = {
       b.getNamedAttr("param", str(manifestDtype(spec.paramType))),
       b.getNamedAttr("grad", str(manifestDtype(spec.gradType))),
+      b.getNamedAttr("master", b.getBoolAttr(spec.master)),
       b.getNamedAttr("m", moment(spec.m)),
       b.getNamedAttr("v", moment(spec.v)),
       b.getNamedAttr("group_size", b.getI64IntegerAttr(spec.groupSize)),
@@ -96,7 +99,7 @@ LogicalResult verifyKernelSpec(func::FuncOp fn, AdamWStepOp op) {
     return fn.emitError("kernel-spec function @")
            << fn.getSymName()
            << " must hold exactly one coat.adamw_step and return its "
-              "three results";
+              "results";
   return success();
 }
 
@@ -127,6 +130,7 @@ FailureOr<AdamWKernelSpec> OptimizerLowering::analyze(func::FuncOp fn) const {
   spec.stochasticParam = op.getStochasticParam();
   spec.stochasticMoments = op.getStochasticMoments();
   spec.gradScale = bool(op.getGradScale());
+  spec.master = bool(op.getMaster());
   spec.elementsPerLane = spec.groupSize;
   if (!onGpu())
     return spec;

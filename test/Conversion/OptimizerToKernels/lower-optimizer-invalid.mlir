@@ -14,7 +14,7 @@
 !q = !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>
 
 // A spec function must hold the step and return its results, nothing else.
-// expected-error @+1 {{kernel-spec function @extra must hold exactly one coat.adamw_step and return its three results}}
+// expected-error @+1 {{kernel-spec function @extra must hold exactly one coat.adamw_step and return its results}}
 func.func @extra(%p: tensor<?xf32>, %g: tensor<?xf32>, %m: !q, %v: !q,
     %t: f32, %lr: f32, %b1: f32, %b2: f32, %eps: f32, %wd: f32)
     -> (tensor<?xf32>, !q, !q) {
