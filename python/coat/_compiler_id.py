@@ -3,4 +3,4 @@
 Part of every artifact's source key, so kernels a previous compiler made
 are not taken for this one's."""
 
-COMPILER_ID = "7c6278ce242d74d69fc1c5469f6a87a4"
+COMPILER_ID = "c6bef8463905321561ffa584b0e964e5"
