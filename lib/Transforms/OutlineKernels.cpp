@@ -19,6 +19,9 @@
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 
+#include <map>
+#include <tuple>
+
 namespace mlir::coat {
 #define GEN_PASS_DEF_COATOUTLINEKERNELS
 #include "coat/Transforms/Passes.h.inc"
@@ -141,13 +144,39 @@ struct CoatOutlineKernelsPass
   /// outside (weights, incoming gradients) still derive their scale; no
   /// producer kernel can compute their maxima, so they get a maxima kernel
   /// of their own, then the same two stages as group scaling.
+  ///
+  /// A quantization that recomputes (coat-recompute-activations) what a
+  /// forward one of the same tensor, type and eps computed (a weight's
+  /// transposed copy in the backward) takes the forward's scale, a rank-0
+  /// value the program keeps, instead of reading the whole tensor again
+  /// for its maxima.
   LogicalResult splitEntryScales(func::FuncOp fn) {
     SmallVector<QuantizeOp> work;
     fn.walk([&](QuantizeOp q) {
       if (!q.getScale() && q.getResult().getType().getScaling().isPerTensor())
         work.push_back(q);
     });
+    using ScaleKey = std::tuple<const void *, const void *, float>;
+    std::map<ScaleKey, Value> forwardScales;
+    auto keyOf = [](QuantizeOp q) {
+      return ScaleKey{q.getInput().getAsOpaquePointer(),
+                      q.getResult().getType().getAsOpaquePointer(),
+                      q.getEps().convertToFloat()};
+    };
     for (QuantizeOp q : work) {
+      if (Attribute recompute = q->getAttr(kRecomputeAttr)) {
+        auto found = forwardScales.find(keyOf(q));
+        if (found != forwardScales.end()) {
+          OpBuilder b(q);
+          auto given = QuantizeOp::create(
+              b, q.getLoc(), q.getResult().getType(), q.getInput(),
+              found->second, q.getEpsAttr(), q.getExpandMinAttr());
+          given->setAttr(kRecomputeAttr, recompute);
+          q.getResult().replaceAllUsesWith(given.getResult());
+          q.erase();
+          continue;
+        }
+      }
       auto shape = cast<ShapedType>(q.getInput().getType()).getShape();
       std::optional<::coat::Scaling> partial =
           partialMaximaScaling(shape, groupSize);
@@ -159,7 +188,11 @@ struct CoatOutlineKernelsPass
       Operation *producer = q.getInput().getDefiningOp();
       bool inProducer = producer && isCoatOp(producer) &&
                         !isa<DequantizeOp>(producer);
-      splitDerivedPerTensorScale(q, *partial, inProducer);
+      bool recomputes = bool(q->getAttr(kRecomputeAttr));
+      ScaleKey key = keyOf(q);
+      QuantizeOp given = splitDerivedPerTensorScale(q, *partial, inProducer);
+      if (!recomputes)
+        forwardScales.emplace(key, given.getScale());
     }
     return success();
   }

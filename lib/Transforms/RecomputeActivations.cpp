@@ -109,6 +109,14 @@ bool isBackwardGemmOperand(Value v,
   return readByGemm(v);
 }
 
+/// A rank-0 tensor: a per-tensor scale (or its arithmetic). Keeping one
+/// costs a few bytes; deriving it again re-reads what it was reduced from
+/// (a whole weight for a weight copy's scale).
+bool isScalarTensor(Value v) {
+  auto shaped = dyn_cast<RankedTensorType>(v.getType());
+  return shaped && shaped.getRank() == 0;
+}
+
 /// A token-sized value: worth recomputing on its own (statistics such as a
 /// norm's rstd are not, but come along when their op is recomputed).
 bool isActivation(Value v) {
@@ -177,6 +185,11 @@ struct CoatRecomputeActivationsPass
     std::function<bool(Value, llvm::SetVector<Operation *> &)> collect =
         [&](Value v, llvm::SetVector<Operation *> &cone) {
           if (anchors.contains(v) || matchPattern(v, m_Constant()))
+            return true;
+          // A forward scale is kept, not derived again: the copies read
+          // the original.
+          if (isScalarTensor(v) && v.getDefiningOp() &&
+              !runsInBackward(v.getDefiningOp(), backward))
             return true;
           Operation *def = v.getDefiningOp();
           if (!def)
@@ -294,11 +307,13 @@ struct CoatRecomputeActivationsPass
              runsInBackward(user, backward);
     };
     // What the backward has anyway: weights, constants and the forward
-    // values it reads (kept for it).
+    // values it reads (kept for it); a forward scale is kept for the
+    // recomputation, as recomputeActivations keeps it.
     auto available = [&](Value v) {
       if (backward.contains(v))
         return false;
       return matchPattern(v, m_Constant()) || isWeight(v) ||
+             (isScalarTensor(v) && v.getDefiningOp()) ||
              llvm::any_of(v.getUsers(), isBackwardUser);
     };
 

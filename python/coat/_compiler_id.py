@@ -3,4 +3,4 @@
 Part of every artifact's source key, so kernels a previous compiler made
 are not taken for this one's."""
 
-COMPILER_ID = "e0572f3afaaeff024910071db7dc21f2"
+COMPILER_ID = "912320659191de3be98b8cd633109e8c"

@@ -29,19 +29,19 @@
 // Each decision is a remark at the weight's quantize.
 // REMARK: remark: FP8 copy of weight argument 1 (2050 bytes) derived again in the backward: at least weight-copies-min-bytes (2050)
 // NEVER: remark: FP8 copy of weight argument 1 (2050 bytes) kept for the backward: weight-copies-min-bytes is negative
-// Outlined, the copy derived again takes its maxima and scale in the
-// backward too (marked like it): the forward neither computes them twice
-// nor keeps the scale. Each quantize writes only the layout its phase
+// Outlined, the copy derived again takes the forward's scale (a rank-0
+// value the program keeps: two bytes) instead of reading the whole weight
+// again for its maxima. Each quantize writes only the layout its phase
 // reads: the forward's the row-major codes (its transpose lost its reader
 // to the copy), the backward's only the transposed copy.
 // OUTLINED-LABEL: func.func @weight_copy(
 // OUTLINED: call @[[MAX:weight_copy_k[0-9]+_absmax]](%arg1) :
 // OUTLINED-NOT: coat.recompute
-// OUTLINED: call @weight_copy_k{{[0-9]+}}_quantize_per_tensor(%arg1, %{{.*}}) :
+// OUTLINED: %[[S:.*]] = call @weight_copy_k{{[0-9]+}}_scale_from_maxima(
+// OUTLINED-NOT: coat.recompute
+// OUTLINED: call @weight_copy_k{{[0-9]+}}_quantize_per_tensor(%arg1, %[[S]]) :
 // OUTLINED-NEXT: call @weight_copy_k{{[0-9]+}}_linear_forward(
-// OUTLINED-NEXT: call @[[MAX]](%arg1) {coat.recompute}
-// OUTLINED-NEXT: call @weight_copy_k{{[0-9]+}}_scale_from_maxima(%{{.*}}) {coat.recompute}
-// OUTLINED-NEXT: call @weight_copy_k{{[0-9]+}}_quantize_per_tensor_transposed_only(%arg1, %{{.*}}) {coat.recompute}
+// OUTLINED-NEXT: call @weight_copy_k{{[0-9]+}}_quantize_per_tensor_transposed_only(%arg1, %[[S]]) {coat.recompute}
 // OUTLINED-NEXT: call @weight_copy_k{{[0-9]+}}_linear_dgrad(
 // KEPT-LABEL: func.func @weight_copy
 // KEPT-NOT: coat.recompute

@@ -85,17 +85,20 @@ def per_tensor_fp8(*shape):
 def test_cpu_plan_keeps_the_wgrad_operands_and_derives_less(cpu_cache, which):
     """The _kg plan saves the default plan's values (by type) and the
     per-tensor FP8 wgrad operands, [features, tokens]; the norm's rstd
-    stays too (the norm no longer runs again). Its backward makes fewer
-    calls and its forward the same ones."""
+    stays too (the norm no longer runs again), but not the bf16 per-tensor
+    scales the default keeps to derive those operands again. Its backward
+    makes fewer calls and its forward the same ones."""
     hidden, ffn = LAYER[:2]
     cfg = programs.decoder_layer_configs(*LAYER)[0 if which == "norm_linear" else 2]
     plain_cfg, kg_cfg = variants(cfg)
     plain, kg = artifacts.program(plain_cfg), artifacts.program(kg_cfg)
     more = saved_signatures(kg)
     more.subtract(saved_signatures(plain))
-    want = {per_tensor_fp8(hidden, -1): 1, ("tensor", (-1,), "f32", ""): 1}
+    want = {per_tensor_fp8(hidden, -1): 1, ("tensor", (-1,), "f32", ""): 1,
+            ("tensor", (), "bf16", ""): -1}
     if which == "mlp":
         want[per_tensor_fp8(ffn, -1)] = 1
+        want[("tensor", (), "bf16", "")] = -2
     assert {k: n for k, n in more.items() if n} == want
     # The same forward calls; where the default derives a transposed copy
     # again, its forward quantize writes only the row-major codes, and the
@@ -106,9 +109,10 @@ def test_cpu_plan_keeps_the_wgrad_operands_and_derives_less(cpu_cache, which):
     assert differ and all(a == b + "_transpose" and b.endswith("_quantize_per_tensor")
                           for a, b in differ), differ
     # The default derives the norm output's transposed copy again (norm,
-    # scale, quantize+transpose), and in the MLP the SwiGLU product's too.
+    # quantize+transpose with the kept scale), and in the MLP the SwiGLU
+    # product's too.
     assert len(specs(plain, "backward")) - len(specs(kg, "backward")) == \
-        (6 if which == "mlp" else 3)
+        (4 if which == "mlp" else 2)
     assert calls(kg, "backward") < calls(plain, "backward")
     # What the default derives again runs in the forward too; the _kg
     # backward calls no forward kernel but the MLP's silu(gate).
@@ -202,10 +206,14 @@ def random_inputs(program, tokens, seed):
 ], ids=lambda c: c.name)
 def test_cpu_other_programs_change_no_bit_and_derive_less(cpu_cache, cfg):
     """The other programs that take the option (GELU and post-norm MLPs,
-    LayerNorm pre-norms): the same bits, more saved, fewer backward calls."""
+    LayerNorm pre-norms): the same bits, more saved (the default keeps only
+    the per-tensor scales of what it derives again), fewer backward calls."""
     plain_cfg, kg_cfg = variants(cfg)
     plain, kg = artifacts.program(plain_cfg), artifacts.program(kg_cfg)
-    assert len(kg.saved) > len(plain.saved)
+
+    def token_sized(program):
+        return [v for v in program.saved if tuple(program.values[v].shape) != ()]
+    assert len(token_sized(kg)) > len(token_sized(plain))
     assert len(specs(kg, "backward")) < len(specs(plain, "backward"))
     # The same forward calls; where the default derives a transposed copy
     # again, its forward quantize writes only the row-major codes, and the

@@ -6,7 +6,9 @@
 // forward's), between the forward and the backward; their result is an
 // output with `recompute_of` = 0; and the forward keeps no activation it does not
 // keep without the mark (the 1x16 copy of h, the rotary tables and W's
-// transposed FP8 copy, under weight-copies-min-bytes here): the recompute
+// transposed FP8 copy, under weight-copies-min-bytes here) but the two
+// per-tensor scales the recompute phase quantizes with (rank-0 values,
+// instead of maxima over the norm's output and W again): the recompute
 // phase reads W itself too, a weight, there anyway (coat.nn keeps how to
 // make its bf16 copy, not the copy).
 // RUN: rm -rf %t && mkdir -p %t/rc %t/plain
@@ -24,9 +26,10 @@
 // OUTLINED: %[[Y:.*]] = call @[[GEMM:attention_input_k[0-9]+_linear_forward]](
 // OUTLINED-NEXT: %[[YR:.*]] = call @[[ROPE:attention_input_k[0-9]+_rope]](%[[Y]], %arg3, %arg4) :
 // OUTLINED-NEXT: call @attention_input_k{{[0-9]+}}_rmsnorm(%{{.*}}, %arg1) {coat.recompute = "output"}
-// The weight's maxima and scale run in the recompute phase too: nothing is
-// kept for them.
-// OUTLINED: call @attention_input_k{{[0-9]+}}_absmax(%arg2) {coat.recompute = "output"}
+// No maxima or scale kernel runs in the recompute phase: the copies take the
+// forward's scales.
+// OUTLINED-NOT: absmax
+// OUTLINED-NOT: scale_from_maxima
 // OUTLINED: %[[Y2:.*]] = call @[[GEMM]](%{{.*}}, %{{.*}}) {coat.recompute = "output"}
 // OUTLINED-NEXT: %[[YR2:.*]] = call @[[ROPE]](%[[Y2]], %arg3, %arg4) {coat.recompute = "output"}
 // OUTLINED-NEXT: call @attention_input_k{{[0-9]+}}_rope_grad(%arg5,
@@ -38,7 +41,7 @@
 // PLAN-NEXT: "value": 17
 // PLAN: "phase": "recompute",
 // PLAN-NEXT: "recompute_of": 0,
-// PLAN-NEXT: "value": 27
+// PLAN-NEXT: "value": 23
 // PLAN-NEXT: }
 // PLAN-NEXT: ],
 // PLAIN: "outputs": [
@@ -48,34 +51,47 @@
 // PLAIN-NEXT: 4,
 // PLAIN-NEXT: 15,
 // PLAIN-NEXT: 7,
-// PLAIN-NEXT: 1
+// PLAIN-NEXT: 1,
+// PLAIN-NEXT: 11
 // PLAIN-NEXT: ],
 // PLAN: "saved": [
 // PLAN-NEXT: 7,
 // PLAN-NEXT: 1,
+// PLAN-NEXT: 11,
 // PLAN-NEXT: 2,
+// PLAN-NEXT: 13,
 // PLAN-NEXT: 3,
 // PLAN-NEXT: 4,
 // PLAN-NEXT: 15
 // PLAN-NEXT: ],
-// The GEMM and the rotation again, reading the recompute phase's copies
-// (22: the norm output's per-tensor copy, 25: W's) and the saved tables.
-// PLAN: {{^ *}}22,{{$}}
-// PLAN-NEXT: 25
+// The copies with the saved scales (11: the norm output's, 13: W's), then
+// the GEMM and the rotation again, reading the recompute phase's copies
+// (20: the norm output's per-tensor copy, 21: W's) and the saved tables.
+// PLAN: "spec": "attention_input_k9_rmsnorm"
+// PLAN: {{^ *}}18,{{$}}
+// PLAN-NEXT: 11
+// PLAN-NEXT: ],
+// PLAN-NEXT: "phase": "recompute",
+// PLAN: {{^ *}}2,{{$}}
+// PLAN-NEXT: 13
+// PLAN-NEXT: ],
+// PLAN-NEXT: "phase": "recompute",
+// PLAN: {{^ *}}20,{{$}}
+// PLAN-NEXT: 21
 // PLAN-NEXT: ],
 // PLAN-NEXT: "phase": "recompute",
 // PLAN-NEXT: "results": [
-// PLAN-NEXT: 26
+// PLAN-NEXT: 22
 // PLAN-NEXT: ],
 // PLAN-NEXT: "spec": "attention_input_k7_linear_forward"
 // PLAN: "operands": [
-// PLAN-NEXT: 26,
+// PLAN-NEXT: 22,
 // PLAN-NEXT: 3,
 // PLAN-NEXT: 4
 // PLAN-NEXT: ],
 // PLAN-NEXT: "phase": "recompute",
 // PLAN-NEXT: "results": [
-// PLAN-NEXT: 27
+// PLAN-NEXT: 23
 // PLAN-NEXT: ],
 // PLAN-NEXT: "spec": "attention_input_k8_rope"
 // PLAN: "phase": "backward",
