@@ -44,6 +44,7 @@ written to OUT/memory.md) on its own.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import subprocess
 import sys
@@ -66,6 +67,7 @@ BASES = ("bf16", "coat", "torchao")
 COMPILE_MODE_SEP = "@"
 
 
+@functools.lru_cache(maxsize=None)
 def _compile_modes() -> tuple:
     """train_llama.py's torch.compile modes (imported only when a mode names
     one: the example imports torch)."""
