@@ -321,13 +321,17 @@ static constexpr TileCandidate kNarrowTiles[] = {{128, 192, 2, 0.948},
 /// is worth more than the model's.
 static constexpr double kNarrowGain = 1.15;
 
+/// The tiles of an M x N output in `c`'s tiling.
+static int64_t tileCount(int64_t m, int64_t n, const TileCandidate &c) {
+  return llvm::divideCeil(m, c.tileM) * llvm::divideCeil(n, c.tileN);
+}
+
 /// Estimated time of an M x N output in `c`'s tiles on `multiprocessors`
 /// persistent CTAs: whole waves of tiles, each as long as its tile's area
 /// over its rate (K cancels out).
 static double waveCost(int64_t m, int64_t n, const TileCandidate &c,
                        int64_t multiprocessors) {
-  int64_t tiles = llvm::divideCeil(m, c.tileM) * llvm::divideCeil(n, c.tileN);
-  int64_t waves = llvm::divideCeil(tiles, multiprocessors);
+  int64_t waves = llvm::divideCeil(tileCount(m, n, c), multiprocessors);
   return double(waves) * double(c.tileM * c.tileN) / c.rate;
 }
 
@@ -347,9 +351,6 @@ void LinearLowering::chooseTiles(LinearOp op, GemmShape &shape) const {
   // multiprocessors idle, narrower tiles fill them.
   if (!ShapedType::isDynamic(lhs[0]) && !ShapedType::isDynamic(rhs[0])) {
     int64_t m = lhs[0], n = rhs[0];
-    auto tiles = [&](const TileCandidate &c) {
-      return llvm::divideCeil(m, c.tileM) * llvm::divideCeil(n, c.tileN);
-    };
     double baseCost = waveCost(m, n, base, multiprocessors);
     double bestCost = baseCost / kNarrowGain;
     for (const TileCandidate &c : kNarrowTiles) {
@@ -364,8 +365,8 @@ void LinearLowering::chooseTiles(LinearOp op, GemmShape &shape) const {
     if (onGpu() && (best.tileM != base.tileM || best.tileN != base.tileN))
       op.emitRemark("coat-lower-linear: ")
           << best.tileM << "x" << best.tileN << " tiles: " << m << " x " << n
-          << " makes " << tiles(best) << " of them for " << multiprocessors
-          << " multiprocessors, " << tiles(base) << " of " << base.tileM
+          << " makes " << tileCount(m, n, best) << " of them for " << multiprocessors
+          << " multiprocessors, " << tileCount(m, n, base) << " of " << base.tileM
           << "x" << base.tileN << " (estimated "
           << llvm::formatv("{0:F2}", baseCost / bestCost).str() << "x faster)";
   }
