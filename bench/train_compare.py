@@ -22,7 +22,9 @@ coat-compiled@reduce-overhead` puts both of torchao's next to COAT's in one
 table. `coat-sib` (and `coat-sib-compiled`) runs coat with
 --step-in-backward: FP8AdamW steps each bucket inside the backward;
 `coat-persistent` with --persistent-grads: FP8AdamW's gradient buffers
-allocated once, as before they became lazy (to compare step times). Options
+allocated once, as before they became lazy (to compare step times);
+`coat-master` with --param-dtype bf16-master: bf16 parameters, FP8AdamW
+keeping f32 master copies, while the other runs keep --param-dtype's. Options
 of one kind of run go to those runs only: --step-in-backward (every coat
 run steps in the backward) and --bucket-mb to coat runs, --torchao-optim to
 torchao runs. Every other option goes to train_llama.py. A mode that
@@ -61,7 +63,12 @@ STEP_IN_BACKWARD = "-sib"
 #: FP8AdamW's gradient buffers as before they became lazy (an A/B of the
 #: step time on one machine).
 PERSISTENT = "-persistent"
-COAT_VARIANTS = {STEP_IN_BACKWARD: "--step-in-backward", PERSISTENT: "--persistent-grads"}
+#: bf16 parameters with FP8AdamW's f32 master copies, while the other runs
+#: keep --param-dtype's (an f32 BF16 or torchao run next to it).
+MASTER = "-master"
+COAT_VARIANTS = {STEP_IN_BACKWARD: ["--step-in-backward"],
+                 PERSISTENT: ["--persistent-grads"],
+                 MASTER: ["--param-dtype", "bf16-master"]}
 BASES = ("bf16", "coat", "torchao")
 #: Separates a mode from the torch.compile mode it runs under.
 COMPILE_MODE_SEP = "@"
@@ -98,15 +105,16 @@ def mode_args(mode: str, kind_args: dict | None = None) -> list:
                              f"({', '.join(modes)})")
     if mode.endswith(COMPILED):
         mode, args = mode[:-len(COMPILED)], ["--compile"]
-    for suffix, flag in COAT_VARIANTS.items():
+    for suffix, flags in COAT_VARIANTS.items():
         if mode.endswith(suffix):
-            mode, args = mode[:-len(suffix)], [flag, *args]
+            mode, args = mode[:-len(suffix)], [*flags, *args]
             if mode != "coat":
-                raise ValueError(f"{mode}{suffix}: only coat has {flag}")
+                raise ValueError(f"{mode}{suffix}: only coat has {' '.join(flags)}")
             break
     if mode not in BASES:
         raise ValueError(f"unknown mode {mode!r} (bf16, coat, torchao, each optionally "
-                         f"-compiled, a compiled one optionally @MODE; coat-sib, coat-persistent)")
+                         f"-compiled, a compiled one optionally @MODE; coat-sib, coat-persistent, "
+                         "coat-master)")
     extra = [a for a in (kind_args or {}).get(mode, []) if a not in args]
     if "--persistent-grads" in args:  # a persistent run does not step in the backward
         extra = [a for a in extra if a != "--step-in-backward"]
@@ -115,17 +123,21 @@ def mode_args(mode: str, kind_args: dict | None = None) -> list:
 
 
 def passthrough_for(mode: str, passthrough: list) -> list:
-    """The options every run gets, less --compile-mode for a mode that
-    names its own."""
-    if COMPILE_MODE_SEP not in mode:
-        return list(passthrough)
+    """The options every run gets, less those the mode sets itself:
+    --compile-mode for a mode that names its own, --param-dtype for a
+    master one."""
+    own = set()
+    if COMPILE_MODE_SEP in mode:
+        own.add("--compile-mode")
+    if mode.partition(COMPILE_MODE_SEP)[0].removesuffix(COMPILED).endswith(MASTER):
+        own.add("--param-dtype")
     out, skip = [], False
     for a in passthrough:
         if skip:
             skip = False
-        elif a == "--compile-mode":
+        elif a in own:
             skip = True
-        elif not a.startswith("--compile-mode="):
+        elif a.partition("=")[0] not in own:
             out.append(a)
     return out
 
@@ -192,7 +204,8 @@ def label(mode: str, r: dict) -> str:
                               and not base.endswith(STEP_IN_BACKWARD)),
                              ("q/k/v recomputed", r.get("recompute_attention_inputs")),
                              ("GEMM operands kept", r.get("keep_gemm_operands")),
-                             (r.get("param_dtype"), r.get("param_dtype") not in (None, "f32")),
+                             (r.get("param_dtype"), r.get("param_dtype") not in (None, "f32")
+                              and not base.endswith(MASTER)),
                              (r.get("compile_mode"), r.get("compile_mode") not in (None, "default")
                               and COMPILE_MODE_SEP not in mode))
              if on]

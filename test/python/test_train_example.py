@@ -411,6 +411,21 @@ def test_step_in_backward_modes_and_options_of_one_kind(compare):
         compare.mode_args("torchao-persistent")
     with pytest.raises(ValueError, match="unknown mode"):
         compare.mode_args("fp8")
+
+
+def test_a_master_mode_sets_its_own_parameter_dtype(compare):
+    assert compare.mode_args("coat-master-compiled@reduce-overhead") == [
+        "--mode", "coat", "--param-dtype", "bf16-master", "--compile",
+        "--compile-mode", "reduce-overhead"]
+    with pytest.raises(ValueError, match="only coat has --param-dtype bf16-master"):
+        compare.mode_args("torchao-master")
+    common = ["--config", "100m", "--param-dtype", "bf16", "--steps", "5"]
+    assert compare.passthrough_for("coat-master-compiled", common) == [
+        "--config", "100m", "--steps", "5"]
+    assert compare.passthrough_for("coat-master", ["--param-dtype=bf16"]) == []
+    assert compare.passthrough_for("coat-compiled", common) == common
+    assert compare.label("coat-master-compiled", {"param_dtype": "bf16-master"}) == \
+        "coat-master-compiled"
     assert compare.label("coat", {"step_in_backward": True, "param_dtype": "bf16"}) == \
         "coat (step in backward, bf16)"
     assert compare.label("coat-sib", {"step_in_backward": True, "param_dtype": "f32"}) == \
