@@ -284,3 +284,12 @@ def test_without_gradients_the_loss_alone(device, monkeypatch):
     assert calls == [True]
     torch.testing.assert_close(got, want.detach(), rtol=1e-6, atol=0)
     assert linear_cross_entropy(h, w, t, chunk_tokens=8).requires_grad is False
+
+
+def test_weight_gradient_is_summed_by_the_gemm_where_torch_can():
+    """From torch 2.8 on CUDA the chunks' g.T @ h go straight into the f32
+    sum (addmm with an f32 result of bf16 operands); the CUDA cases above
+    check its values, this that the path is taken where it exists."""
+    from coat.nn import cross_entropy
+    version = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+    assert cross_entropy._ADDMM_OUT_DTYPE == (version >= (2, 8))

@@ -44,6 +44,10 @@ DEFAULT_CHUNK_BYTES = 128 << 20
 _WHAT = "coat.nn.linear_cross_entropy"
 
 
+#: Whether this torch has addmm with an f32 result of bf16 operands (CUDA).
+_ADDMM_OUT_DTYPE = "dtype_out" in getattr(torch.ops.aten.addmm, "overloads", lambda: [])()
+
+
 def default_chunk_tokens(vocab: int) -> int:
     """Tokens a chunk takes by default: its bf16 logits within
     DEFAULT_CHUNK_BYTES (at least one token)."""
@@ -89,6 +93,9 @@ def fused_forward(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Ten
         return loss_sum, valid, None, None
     grad_hidden = torch.empty(n, h, dtype=hidden.dtype, device=hidden.device)
     grad_weight = torch.zeros(vocab, h, dtype=torch.float32, device=hidden.device)
+    # cuBLAS adds each chunk's bf16 product into the f32 sum itself (beta = 1)
+    # where torch exposes it: no bf16 partial written and read back.
+    accumulate_in_gemm = hidden.is_cuda and _ADDMM_OUT_DTYPE
     partial = None  # one chunk's g.T @ h, bf16, reused
     for start in range(0, n, chunk_tokens):
         xc = x[start:start + chunk_tokens]
@@ -100,10 +107,14 @@ def fused_forward(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Ten
         loss_sum += loss_c.sum()
         gh = grad @ w
         grad_hidden[start:start + chunk_tokens] = gh
-        if partial is None:
-            partial = torch.empty(vocab, h, dtype=torch.bfloat16, device=hidden.device)
-        torch.mm(grad.t(), xc, out=partial)
-        grad_weight += partial
+        if accumulate_in_gemm:
+            torch.ops.aten.addmm.dtype_out(grad_weight, grad.t(), xc, torch.float32,
+                                           out=grad_weight)
+        else:
+            if partial is None:
+                partial = torch.empty(vocab, h, dtype=torch.bfloat16, device=hidden.device)
+            torch.mm(grad.t(), xc, out=partial)
+            grad_weight += partial
         del logits, grad, gh
     return loss_sum, valid, grad_hidden, grad_weight
 
