@@ -1,5 +1,7 @@
 """FP8AdamW(master_weights=True): bf16 parameters with f32 master copies, on
-CPU tensors through the compiled CPU twins (skipped without them).
+CPU tensors through the compiled CPU twins (skipped without them) and, where
+there is a GPU, on CUDA tensors through the kernels, with layers wide enough
+that each bucket spans many blocks.
 
 The independent reference is FP8AdamW on f32 parameters, itself checked
 against the host library (test_adamw_kernel_numerics.py): a bf16 model
@@ -27,17 +29,22 @@ needs_kernels = pytest.mark.skipif(
 COMMON = dict(lr=1e-2, weight_decay=0.1, bucket_mb=None)
 
 
-def models(seed=0):
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+#: Layer width per device: on the GPU about a million elements a bucket.
+WIDTH = {"cpu": 64, "cuda": 512}
+
+
+def models(seed=0, device="cpu"):
     """A bf16 Stack and an f32 one with the same (bf16) values."""
     torch.manual_seed(seed)
-    low = Stack(dtype=torch.bfloat16)
+    low = Stack(width=WIDTH[device], dtype=torch.bfloat16).to(device)
     return low, copy.deepcopy(low).float()
 
 
-def optimizers(master=True, seed=0):
+def optimizers(master=True, seed=0, device="cpu"):
     """The bf16 model with its FP8AdamW (masters or not) and the f32 model
     with its own."""
-    low, full = models(seed)
+    low, full = models(seed, device)
     return (low, FP8AdamW(low.parameters(), master_weights=master, kernels=MODULES, **COMMON),
             full, FP8AdamW(full.parameters(), kernels=MODULES, **COMMON))
 
@@ -79,13 +86,18 @@ def step_both(low, opt_low, full, opt_full, x, clip=None):
     opt_full.step()
 
 
+def batch(gen, device):
+    return torch.randn(8, WIDTH[device], generator=gen).to(device)
+
+
 @needs_kernels
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("clip", [None, 0.02])
-def test_master_steps_equal_f32_steps(clip):
-    low, opt_low, full, opt_full = optimizers()
+def test_master_steps_equal_f32_steps(clip, device):
+    low, opt_low, full, opt_full = optimizers(device=device)
     gen = torch.Generator().manual_seed(1)
-    for _ in range(4):
-        step_both(low, opt_low, full, opt_full, torch.randn(8, 64, generator=gen), clip)
+    for _ in range(6):
+        step_both(low, opt_low, full, opt_full, batch(gen, device), clip)
         assert_equivalent(low, opt_low, full, opt_full)
     # The masters moved by less than a bf16 ulp somewhere: they are not the
     # bf16 parameters (else the test would not tell the two apart).
@@ -106,17 +118,18 @@ def test_bf16_steps_without_masters_differ():
 
 
 @needs_kernels
-def test_in_place_change_reaches_the_master():
-    low, opt_low, full, opt_full = optimizers()
+@pytest.mark.parametrize("device", DEVICES)
+def test_in_place_change_reaches_the_master(device):
+    low, opt_low, full, opt_full = optimizers(device=device)
     gen = torch.Generator().manual_seed(2)
-    step_both(low, opt_low, full, opt_full, torch.randn(8, 64, generator=gen))
+    step_both(low, opt_low, full, opt_full, batch(gen, device))
     # Something outside the optimizer sets a weight (e.g. the model's
     # load_state_dict); the f32 model gets the same bf16 values.
     with torch.no_grad():
         new = torch.randn_like(low.layers[1].weight)
         low.layers[1].weight.copy_(new)
         full.layers[1].weight.copy_(new.float())
-    step_both(low, opt_low, full, opt_full, torch.randn(8, 64, generator=gen))
+    step_both(low, opt_low, full, opt_full, batch(gen, device))
     assert_equivalent(low, opt_low, full, opt_full)
 
 
