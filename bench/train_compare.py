@@ -172,9 +172,12 @@ def run_modes(modes, out: Path, passthrough, profile=0, traces=False, kind_args=
 
 def table(records: dict) -> str:
     base = records.get("bf16")
-    rows = ["| mode | params | final train loss | held-out loss | vs BF16 | peak memory GiB | "
-            "vs BF16 | fwd-retained per layer (U) | step ms | vs BF16 | tokens/s |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"]
+    # The last step's loss next to the mean of the last steps: a short run's
+    # mean hides a curve of another shape (high early, low late).
+    rows = ["| mode | params | final train loss | last step loss | held-out loss | vs BF16 | "
+            "peak memory GiB | vs BF16 | fwd-retained per layer (U) | step ms | vs BF16 | "
+            "tokens/s |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
     def ratio(r, key, fmt="{:.3f}"):
         if base is None or key not in r or key not in base or not base[key]:
@@ -185,6 +188,7 @@ def table(records: dict) -> str:
         held = r.get("final_held_out")
         rows.append(
             f"| {label(mode, r)} | {r['params'] / 1e6:.1f}M | {r['final_train_loss']:.4f} | "
+            + (f"{r['train_loss'][-1]:.4f}" if r.get("train_loss") else "-") + " | "
             + (f"{held:.4f}" if held is not None else "-") + f" | {ratio(r, 'final_held_out')} | "
             + (f"{r['peak_memory_bytes'] / 2**30:.2f}" if "peak_memory_bytes" in r else "-")
             + f" | {ratio(r, 'peak_memory_bytes')} | "

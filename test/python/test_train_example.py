@@ -260,11 +260,14 @@ def test_compare_table_reports_ratios_to_bf16():
     base = {"params": 1e8, "final_train_loss": 1.0, "final_held_out": 2.0,
             "peak_memory_bytes": 2 ** 31, "forward_retained_per_layer_U": 20.0,
             "step_time_s": 0.1, "tokens_per_s": 1000.0}
-    ours = dict(base, final_held_out=2.02, peak_memory_bytes=2 ** 30, step_time_s=0.075)
+    ours = dict(base, final_held_out=2.02, peak_memory_bytes=2 ** 30, step_time_s=0.075,
+                train_loss=[3.0, 2.5, 0.75])
     rows = compare.table({"bf16": base, "coat": ours}).splitlines()
     assert rows[3].startswith("| coat |")
     cells = [c.strip() for c in rows[3].split("|")]
-    assert cells[5] == "1.010" and cells[7] == "0.500" and cells[10] == "0.750", cells
+    assert cells[4] == "0.7500" and cells[6] == "1.010" and cells[8] == "0.500" \
+        and cells[11] == "0.750", cells
+    assert [c.strip() for c in rows[2].split("|")][4] == "-"  # no per-step losses
 
 
 TINY_CPU = ["--config", "tiny", "--device", "cpu", "--batch", "2", "--seq", "32",
