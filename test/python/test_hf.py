@@ -14,21 +14,24 @@ from $COAT_KERNELS (compile them where LLVM is: scripts/compile_model.py
 --hf-config test/python/fixtures/hf_tiny_configs.json --out DIR), on the CPU
 they are compiled into a temporary cache and run as CPU twins.
 
-Tolerances: the loss within 2% of the unconverted model's; every
-parameter's gradient at cosine similarity >= 0.95 with the unconverted
-model's, their median >= 0.975. The converted model quantizes every GEMM
-operand to FP8 (E4M3 forward, E5M2 gradients). Measured (one H100,
-2026-12-06, batch 2 x 64): medians 0.978-0.987, the lowest always the
-attention's q and k projections (0.96-0.98; Qwen3's QK-norm weights too),
-whose gradients at random initialisation pass through a near-uniform
-softmax: with only layer 0 converted, layer 1's unconverted q and k
-projections are already at 0.985, and coat.llama's own converted layer
-gives the same figures from the same weights. A miswired gradient is near 0.
-GPT-NeoX's entries were added on a host without a GPU and are not measured
-there yet; test_hf_neox_layer.py measures its converted layer against fp32
-on the CPU twins (gradient cosines 0.994 and up). The same holds for
-OLMo-1's entries (test_hf_olmo_layer.py for its converted layer), and
-GPT-2's (test_hf_gpt2_layer.py).
+Tolerances: the loss within 2% of the unconverted model's. Gradients are
+judged against what FP8 allows: the same model with only its decoder
+layers' GEMMs emulated in FP8 (fp8_emulation.py: per-tensor E4M3 operands,
+E5M2 output gradients, the torchao float8 recipe; an independent plain-torch
+model of the numerics) gives each parameter's gradient a cosine similarity
+against the unconverted model's, its floor. A converted gradient's error
+may be at most 1.5x the emulation's (1 - cos, about half the squared
+relative error, at most 2.25x the floor's, plus 1e-3), never below 0.95;
+the median likewise. At random initialisation the attention's q and k
+gradients (Qwen3's and OLMo2's QK-norm weights too) pass through a
+near-uniform softmax, a small difference of large terms that any
+perturbation of the forward moves: the emulation puts them at 0.966-0.985,
+below the 0.99 that holds elsewhere (forward FP8 alone, gradients
+unquantized, already gives Llama's 0.986; 8x more tokens changes nothing).
+The converted layers, which also keep the activations between GEMMs in FP8,
+measure (CPU twins, 2026-12-07) error ratios 1.19-1.85 against the floor
+(1 - cos), gradient cosines down to 0.959 (OLMo-1 with clip_qkv, q
+projection; its floor 0.966). A miswired gradient is near 0.
 """
 
 import copy
@@ -55,8 +58,12 @@ with open(os.path.join(FIXTURES, "hf_tiny_configs.json")) as f:
     CONFIGS = {k: v for k, v in json.load(f).items() if not k.startswith("_")}
 FAMILIES = sorted(CONFIGS)
 LOSS_TOL = 0.02
-GRAD_COSINE = 0.95
-GRAD_COSINE_MEDIAN = 0.975
+GRAD_COSINE = 0.99
+#: A converted gradient's 1 - cosine at most this times its FP8 floor's,
+#: plus FLOOR_SLACK (1.5x the emulation's relative error).
+FLOOR_ERROR_RATIO, FLOOR_SLACK = 2.25, 1e-3
+#: No gradient below this, whatever the floor.
+GRAD_COSINE_MIN = 0.95
 
 
 def device():
@@ -126,27 +133,56 @@ def cosine(a, b):
     return torch.nn.functional.cosine_similarity(a.flatten(), b.flatten(), dim=0).item()
 
 
-def assert_matches(got_loss, got, want_loss, want, tol=GRAD_COSINE):
+def fp8_floor(model, ids, layers=None):
+    """Each parameter's gradient cosine against ``model``'s own when the
+    GEMMs of ``layers`` (default: every decoder layer) are FP8
+    (fp8_emulation.py), on a copy."""
+    from fp8_emulation import emulate_fp8_linears
+
+    _, want = loss_and_grads(model, ids)
+    emulated = copy.deepcopy(model)
+    chosen = decoder_layers(emulated)
+    assert emulate_fp8_linears([chosen[i] for i in (layers or range(len(chosen)))])
+    _, got = loss_and_grads(emulated, ids)
+    return {n: cosine(g, want[n]) for n, g in got.items()}
+
+
+def unconverted(model, ids, layers=None):
+    """The unconverted model's loss and gradients, and their FP8 floor."""
+    loss, grads = loss_and_grads(model, ids)
+    return loss, grads, fp8_floor(model, ids, layers)
+
+
+def assert_matches(got_loss, got, want_loss, want, floor=None, tol=GRAD_COSINE):
+    """The loss within LOSS_TOL; each gradient's cosine >= tol, or with a
+    floor (fp8_floor) its 1 - cosine at most FLOOR_ERROR_RATIO times the
+    floor's plus FLOOR_SLACK (and the cosine >= GRAD_COSINE_MIN); the
+    median likewise."""
     assert abs(got_loss.item() - want_loss.item()) <= LOSS_TOL * abs(want_loss.item()), \
         (got_loss.item(), want_loss.item())
     assert got.keys() == want.keys()
     low = {n: cosine(g, want[n]) for n, g in got.items()}
-    worst = min(low, key=low.get)
-    assert low[worst] >= tol, (worst, low[worst])
-    median = sorted(low.values())[len(low) // 2]
-    assert median >= max(tol, GRAD_COSINE_MEDIAN), median
+    median = lambda xs: sorted(xs)[len(xs) // 2]
+    floor = floor or {}
+    allowed = lambda f: tol if f is None else max(
+        GRAD_COSINE_MIN, 1 - FLOOR_ERROR_RATIO * (1 - f) - FLOOR_SLACK)
+    bound = {n: allowed(floor.get(n)) for n in low}
+    median_bound = allowed(median(floor.values()) if floor else None)
+    short = {n: (round(low[n], 4), round(bound[n], 4)) for n in low if low[n] < bound[n]}
+    assert not short, short
+    assert median(low.values()) >= median_bound, (median(low.values()), median_bound)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_converted_model_matches_the_unconverted_one(family):
     model = build(family)
     ids = tokens(model)
-    want_loss, want = loss_and_grads(model, ids)
+    want_loss, want, floor = unconverted(model, ids)
     coat.convert(model)
     assert len(model.coat_report.converted) == model.config.num_hidden_layers
     assert all(isinstance(layer, HFDecoderLayer) for layer in decoder_layers(model))
     got_loss, got = loss_and_grads(model, ids)
-    assert_matches(got_loss, got, want_loss, want)
+    assert_matches(got_loss, got, want_loss, want, floor)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -167,10 +203,10 @@ def test_qwen2_biases_are_read_and_run_in_the_programs():
             for p in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
                 p.bias.normal_(std=0.5)
     ids = tokens(model)
-    want_loss, want = loss_and_grads(model, ids)
+    want_loss, want, floor = unconverted(model, ids)
     coat.convert(model)
     got_loss, got = loss_and_grads(model, ids)
-    assert_matches(got_loss, got, want_loss, want)
+    assert_matches(got_loss, got, want_loss, want, floor)
     assert "model.layers.0.self_attn.q_proj.bias" in got
 
 
@@ -200,7 +236,7 @@ def test_gpt_neox_layers_are_read_and_run_in_the_programs(family):
                         layer.mlp.dense_h_to_4h, layer.mlp.dense_4h_to_h):
                 lin.bias.normal_(std=0.2)
     ids = tokens(model)
-    want_loss, want = loss_and_grads(model, ids)
+    want_loss, want, floor = unconverted(model, ids)
     coat.convert(model)
     assert all(isinstance(layer, GPTNeoXDecoderLayer) for layer in decoder_layers(model))
     # The LM head's name follows the installed transformers (embed_out in
@@ -208,7 +244,7 @@ def test_gpt_neox_layers_are_read_and_run_in_the_programs(family):
     head = next(n for n, m in model.named_modules() if m is model.get_output_embeddings())
     assert set(model.coat_report.kept) == {"gpt_neox.final_layer_norm", head}
     got_loss, got = loss_and_grads(model, ids)
-    assert_matches(got_loss, got, want_loss, want)
+    assert_matches(got_loss, got, want_loss, want, floor)
     assert "gpt_neox.layers.0.attention.query_key_value.bias" in got
 
 
@@ -240,12 +276,12 @@ def test_gpt2_blocks_are_read_and_run_in_the_programs():
         "coat_gelu_mlp_ln_h512_f2048_b_tanh"]
     _gpt2_weights_that_matter(model)
     ids = tokens(model)
-    want_loss, want = loss_and_grads(model, ids)
+    want_loss, want, floor = unconverted(model, ids)
     coat.convert(model)
     assert all(isinstance(b, GPT2DecoderLayer) for b in decoder_layers(model))
     assert set(model.coat_report.kept) == {"transformer.ln_f", "lm_head"}
     got_loss, got = loss_and_grads(model, ids)
-    assert_matches(got_loss, got, want_loss, want)
+    assert_matches(got_loss, got, want_loss, want, floor)
     c_attn = decoder_layers(model)[0].attn.c_attn
     assert got["transformer.h.0.attn.c_attn.weight"].shape == c_attn.weight.shape == (512, 1536)
     assert "transformer.h.0.attn.c_attn.bias" in got
@@ -270,13 +306,13 @@ def test_olmo_layers_are_read_and_run_in_the_programs(family):
     assert names == ["coat_norm_linear_ln_noaffine_h512_o1536" + ("" if clip else "_rope16x64"),
                      "coat_linear_residual_i512_h512", "coat_mlp_ln_noaffine_h512_f1408"]
     ids = tokens(model)
-    want_loss, want = loss_and_grads(model, ids)
+    want_loss, want, floor = unconverted(model, ids)
     coat.convert(model)
     assert all(isinstance(layer, HFDecoderLayer) for layer in decoder_layers(model))
     assert decoder_layers(model)[0].rope_in_program == (clip is None)
     assert set(model.coat_report.kept) == {"lm_head"}
     got_loss, got = loss_and_grads(model, ids)
-    assert_matches(got_loss, got, want_loss, want)
+    assert_matches(got_loss, got, want_loss, want, floor)
 
 
 def test_every_hyperparameter_is_read_from_the_model():
@@ -313,7 +349,7 @@ def test_state_dict_and_save_pretrained_round_trip(family, tmp_path):
 def test_filter_fn_keeps_chosen_layers_and_reports_them():
     model = build("llama")
     ids = tokens(model)
-    want_loss, want = loss_and_grads(model, ids)
+    want_loss, want, floor = unconverted(model, ids, layers=[0])
     kept_cls = type(model.model.layers[1])
     coat.convert(model, filter_fn=lambda fqn, mod: not fqn.endswith("layers.1"))
     report = model.coat_report
@@ -323,7 +359,7 @@ def test_filter_fn_keeps_chosen_layers_and_reports_them():
     assert isinstance(model.model.layers[0], HFDecoderLayer)
     assert type(model.model.layers[1]) is kept_cls
     got_loss, got = loss_and_grads(model, ids)
-    assert_matches(got_loss, got, want_loss, want)
+    assert_matches(got_loss, got, want_loss, want, floor)
 
 
 def test_unsupported_families_and_features_are_named():
@@ -412,7 +448,7 @@ def test_fused_loss_matches_the_unfused_one(family):
     assert type(model).__name__ == type(unfused).__name__
     got_loss, got = loss_and_grads(model, ids)
     assert abs(got_loss.item() - want_loss.item()) <= 1e-3 * abs(want_loss.item())
-    assert_matches(got_loss, got, want_loss, want)
+    assert_matches(got_loss, got, want_loss, want, tol=0.98)
     with torch.autocast(device(), torch.bfloat16):
         assert model(input_ids=ids, labels=ids).logits is None
         with torch.no_grad():
