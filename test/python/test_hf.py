@@ -35,6 +35,7 @@ projection; its floor 0.966). A miswired gradient is near 0.
 """
 
 import copy
+import inspect
 import json
 import os
 
@@ -173,9 +174,13 @@ def assert_matches(got_loss, got, want_loss, want, floor=None, tol=GRAD_COSINE):
     assert median(low.values()) >= median_bound, (median(low.values()), median_bound)
 
 
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
 @pytest.mark.parametrize("family", FAMILIES)
-def test_converted_model_matches_the_unconverted_one(family):
-    model = build(family)
+def test_converted_model_matches_the_unconverted_one(family, attn):
+    """Under either attention implementation: the eager one takes the
+    causal mask as a tensor, which must reach the attention function through
+    the layer's call (GPT2Model passes it by position)."""
+    model = build(family, attn=attn)
     ids = tokens(model)
     want_loss, want, floor = unconverted(model, ids)
     coat.convert(model)
@@ -183,6 +188,30 @@ def test_converted_model_matches_the_unconverted_one(family):
     assert all(isinstance(layer, HFDecoderLayer) for layer in decoder_layers(model))
     got_loss, got = loss_and_grads(model, ids)
     assert_matches(got_loss, got, want_loss, want, floor)
+
+
+#: One argument, the KV cache, under the names transformers' releases give it.
+CACHE_NAMES = {"past_key_values", "past_key_value", "cache", "layer_past"}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_converted_layer_takes_the_layers_call(family):
+    """Each argument the installed transformers' decoder layer takes by
+    position, the converted layer takes at the same position (a model may
+    pass it so: GPT2Model passes the cache, the mask and the encoder states
+    by position)."""
+    model = build(family)
+    before = type(decoder_layers(model)[0]).forward
+    coat.convert(model)
+    after = type(decoder_layers(model)[0]).forward
+
+    def positional(fn):
+        names = [p.name for p in inspect.signature(fn).parameters.values()
+                 if p.kind == p.POSITIONAL_OR_KEYWORD][1:]  # not self
+        return ["cache" if n in CACHE_NAMES else n for n in names]
+
+    theirs, ours = positional(before), positional(after)
+    assert ours[:len(theirs)] == theirs, (theirs, ours)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -246,6 +275,22 @@ def test_gpt_neox_layers_are_read_and_run_in_the_programs(family):
     got_loss, got = loss_and_grads(model, ids)
     assert_matches(got_loss, got, want_loss, want, floor)
     assert "gpt_neox.layers.0.attention.query_key_value.bias" in got
+
+
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+@pytest.mark.parametrize("options", [dict(scale_attn_by_inverse_layer_idx=True),
+                                     dict(scale_attn_weights=False)])
+def test_gpt2_attention_scale_options(options, attn):
+    """GPT-2's other attention scales (1/sqrt(head_dim) off; divided by
+    layer_idx + 1) reach the attention function as transformers' GPT-2
+    computes them."""
+    model = build("gpt2", attn=attn, **options)
+    _gpt2_weights_that_matter(model)
+    ids = tokens(model)
+    want_loss, want, floor = unconverted(model, ids)
+    coat.convert(model)
+    got_loss, got = loss_and_grads(model, ids)
+    assert_matches(got_loss, got, want_loss, want, floor)
 
 
 def _gpt2_weights_that_matter(model):
@@ -413,14 +458,7 @@ def test_unsupported_families_and_features_are_named():
                        r"transformer.h.0.attn.resid_dropout: dropout 0.1"),
                       (dict(activation_function="gelu_fast"),
                        r"transformer.h.0.mlp: activation 'gelu_fast'"),
-                      # Measured before it was refused (H100, 2026-12-06): under the
-                      # eager attention the converted gradients did not match
-                      # (transformer.h.0.ln_1.weight at cosine 0.46).
-                      (dict(scale_attn_by_inverse_layer_idx=True),
-                       r"transformer.h.0.attn: scale_attn_by_inverse_layer_idx=True is not "
-                       r"supported"),
-                      (dict(scale_attn_weights=False),
-                       r"transformer.h.0.attn: scale_attn_weights=False is not supported")):
+                      ):
         gpt2 = transformers.GPT2LMHeadModel(hf_config("gpt2", **kw))
         with pytest.raises(ValueError, match=match):
             coat.convert(gpt2)

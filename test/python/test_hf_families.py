@@ -466,12 +466,15 @@ def test_gelu_form_is_part_of_the_mlp_program():
 
 @pytest.mark.parametrize("name,value", [("scale_attn_weights", False),
                                         ("scale_attn_by_inverse_layer_idx", True)])
-def test_gpt2_attention_scale_options_other_than_the_default_are_refused(name, value):
-    with pytest.raises(UnsupportedLayer, match=f"l.attn: {name}={value} is not supported"):
-        inspect_layer("l", gpt2_block(**{name: value}))
-    with pytest.raises(UnsupportedLayer, match=f"GPT-2 config: {name}={value} is not "
-                                               "supported"):
-        spec_from_config(gpt2_config(**{name: value}))
+def test_gpt2_attention_scale_options_are_read(name, value):
+    """Module and config alike; the attention function gets the scale they
+    give (test_hf_gpt2_layer.py)."""
+    assert getattr(inspect_layer("l", gpt2_block(**{name: value})), name) == value
+    assert getattr(spec_from_config(gpt2_config(**{name: value})), name) == value
+    other = gpt2_block()
+    setattr(other.attn, name, value)  # the module says otherwise than its config
+    with pytest.raises(UnsupportedLayer, match=f"l.attn: {name} is {value!r} on the module"):
+        inspect_layer("l", other)
 
 
 def gpt2_with(**parts):

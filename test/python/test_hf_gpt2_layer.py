@@ -1,8 +1,8 @@
 """A converted GPT-2 block (coat.hf.layer.GPT2DecoderLayer) on the CPU twins
 of its programs, without transformers: stand-in modules with transformers'
 class names, structure and call signature (transformers 5's GPT2Block:
-hidden_states, past_key_values, cache_position, attention_mask, ...; it
-returns the hidden states), whose own forward is an fp32 reference written
+hidden_states, past_key_values, attention_mask, encoder_hidden_states, ...,
+which GPT2Model passes by position; it returns the hidden states), whose own forward is an fp32 reference written
 from the layout: Conv1D computes x @ weight + bias with an [in, out] weight,
 c_attn's output is q, k and v side by side, LayerNorms with bias, the tanh
 form of GELU (gelu_new), sequential residual, no rotary embedding. The
@@ -137,9 +137,9 @@ class GPT2Block(nn.Module):
             self.ln_cross_attn = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_epsilon)
         self.mlp = GPT2MLP(config.n_inner, config)
 
-    def forward(self, hidden_states, past_key_values=None, cache_position=None,
-                attention_mask=None, encoder_hidden_states=None, encoder_attention_mask=None,
-                use_cache=False, **kwargs) -> torch.Tensor:
+    def forward(self, hidden_states, past_key_values=None, attention_mask=None,
+                encoder_hidden_states=None, encoder_attention_mask=None, use_cache=False,
+                **kwargs) -> torch.Tensor:
         x, attn = hidden_states, self.attn
         b, s, _ = x.shape
         q, k, v = (t.view(b, s, HEADS, D).transpose(1, 2)
@@ -245,36 +245,45 @@ def test_the_mlp_program_computes_the_tanh_form(cpu_cache):
             flow.check(kernel, "cpu", (256, 64), "random", seed=0, approximate="none")
 
 
-@pytest.mark.parametrize("name,value", [("scale_attn_weights", False),
-                                        ("scale_attn_by_inverse_layer_idx", True)])
-def test_attention_scale_options_other_than_the_default_are_refused(name, value):
-    """Refused (coat.hf.families): with scale_attn_by_inverse_layer_idx the
-    converted gradients did not match transformers' eager attention on the
-    GPU host, which this stand-in's attention did not show."""
-    with pytest.raises(ValueError, match=f"{name}={value} is not supported"):
-        _convert(gpt2_block(**{name: value}))
-
-
-def test_the_scale_reaches_the_attention_function(cpu_cache, monkeypatch):
+@pytest.mark.parametrize("scale_weights,inverse_idx,want", [
+    (True, False, D ** -0.5), (True, True, D ** -0.5 / 4), (False, False, 1.0),
+    (False, True, 1 / 4)])
+def test_the_scale_reaches_the_attention_function(cpu_cache, monkeypatch, scale_weights,
+                                                  inverse_idx, want):
     """Attention functions other than GPT-2's eager one take the scale as
-    ``scaling``: the converted block passes GPT2Attention's (1/sqrt(head_dim),
-    the only one it converts), and the model's dropout probability (0
-    outside training)."""
-    block = gpt2_block(layer_idx=3)
+    ``scaling``: the converted block passes GPT2Attention's (1/sqrt(head_dim)
+    with scale_attn_weights, divided by layer_idx + 1 with
+    scale_attn_by_inverse_layer_idx; layer 3 here), the mask it was given and
+    the model's dropout probability (0 outside training)."""
+    block = gpt2_block(layer_idx=3, scale_attn_weights=scale_weights,
+                       scale_attn_by_inverse_layer_idx=inverse_idx)
     conv = _convert(block)
+    assert (conv.spec.scale_attn_weights, conv.spec.scale_attn_by_inverse_layer_idx) == \
+        (scale_weights, inverse_idx)
     seen = {}
 
     def spy(module, q, k, v, mask, **kwargs):
-        seen.update(kwargs, module=module)
-        return eager_attention_forward(module, q, k, v, mask)
+        seen.update(kwargs, module=module, mask=mask)
+        return eager_attention_forward(module, q, k, v, None)
 
     monkeypatch.setattr(conv, "_family_module", type("M", (), {
         "eager_attention_forward": staticmethod(spy)}))
+    mask = torch.zeros(2, 1, 16, 16)
     with torch.no_grad():
-        conv(inputs()[0], position_ids=torch.arange(16)[None])
-    assert seen["module"] is conv.attn
-    assert seen["scaling"] == pytest.approx(D ** -0.5)
+        conv(inputs()[0], None, mask, position_ids=torch.arange(16)[None])
+    assert seen["module"] is conv.attn and seen["mask"] is mask
+    assert seen["scaling"] == pytest.approx(want)
     assert seen["dropout"] == 0.0 and "position_ids" in seen
+
+
+@pytest.mark.parametrize("options", [dict(scale_attn_by_inverse_layer_idx=True),
+                                     dict(scale_attn_weights=False)])
+def test_attention_scale_options_match_the_fp32_block(cpu_cache, options):
+    """The stand-in's eager attention scales from the module's options (as
+    transformers' GPT-2 did before it took ``scaling``)."""
+    block = gpt2_block(layer_idx=2, **options)
+    x, dy = inputs()
+    check(output_and_grads(_convert(block), x, dy, None), output_and_grads(block, x, dy, None))
 
 
 def test_converted_block_keeps_the_parameters_and_the_state_dict(cpu_cache):
@@ -297,7 +306,7 @@ def test_kv_cache_decoding_matches_the_full_sequence(cpu_cache):
     with torch.no_grad():
         want = block(x)
         cache = Cache()
-        conv(x[:, :16], cache, torch.arange(16), use_cache=True)
+        conv(x[:, :16], cache, None, cache_position=torch.arange(16), use_cache=True)
         got = conv(x[:, 16:], past_key_values=cache, cache_position=torch.arange(16, 32),
                    use_cache=True)
         alone = conv(x[:, 16:])
@@ -327,7 +336,7 @@ def test_what_the_converted_block_cannot_take_is_named(cpu_cache):
     with pytest.raises(ValueError, match=name + ": head_mask is not available"):
         conv(x, head_mask=torch.ones(HEADS))
     with pytest.raises(ValueError, match=name + r": encoder_hidden_states \(cross-attention\)"):
-        conv(x, None, None, None, x)
+        conv(x, None, None, x)  # by position, as GPT2Model passes them
 
 
 class GPT2LMHeadModel(nn.Module):

@@ -328,24 +328,11 @@ def _attention_flag(where: str, attn, config, name: str, default: bool) -> bool:
     return default if value is None else bool(value)
 
 
-def _gpt2_scale_refusal(where: str, name: str, default: bool) -> str:
-    """Why GPT-2's attention-scale options other than the default are
-    refused: the converted block passes the scale they give to the
-    attention function, and with scale_attn_by_inverse_layer_idx its
-    gradients did not match the unconverted model's under transformers'
-    eager attention (GPU host, 2026-12-06); neither option is in released
-    GPT-2 checkpoints."""
-    return (f"{where}: {name}={not default} is not supported (the converted block's "
-            f"attention scale is verified against transformers' GPT-2 only with "
-            f"{name}={default}, the released checkpoints' setting)")
-
-
 def _gpt2_spec(qual: str, layer: torch.nn.Module) -> LayerSpec:
     """A GPT2Block: ln_1, attn (c_attn: q, k and v stacked; c_proj), ln_2,
     mlp (c_fc, GELU, c_proj), all Conv1D with biases, sequential residual.
-    The attention core and its dropout stay the model's; its scale is
-    1/sqrt(head_dim) (the other scale options are refused:
-    _gpt2_scale_refusal)."""
+    The attention core and its dropout stay the model's, at the scale
+    scale_attn_weights and scale_attn_by_inverse_layer_idx give."""
     cls = type(layer).__name__
     attn = getattr(layer, "attn", None)
     mlp = getattr(layer, "mlp", None)
@@ -390,10 +377,6 @@ def _gpt2_spec(qual: str, layer: torch.nn.Module) -> LayerSpec:
         if p != 0.0:
             raise UnsupportedLayer(f"{where}: dropout {p}; the converted layer has no residual "
                                    "dropout (resid_pdrop must be 0)")
-    for name, default in (("scale_attn_weights", True),
-                          ("scale_attn_by_inverse_layer_idx", False)):
-        if _attention_flag(at, attn, config, name, default) != default:
-            raise UnsupportedLayer(_gpt2_scale_refusal(at, name, default))
     e1 = layer_norm_eps(_where(qual, "ln_1"), getattr(layer, "ln_1", None))
     e2 = layer_norm_eps(_where(qual, "ln_2"), getattr(layer, "ln_2", None))
     return LayerSpec(family=GPT2_LAYERS[cls], hidden=hidden, ffn=ffn, heads=heads,
@@ -674,11 +657,6 @@ def _gpt2_spec_from_config(get) -> LayerSpec:
     if p != 0.0:
         raise UnsupportedLayer(f"{family} config: resid_pdrop {p}; the converted layer has no "
                                "residual dropout")
-    for name, default in (("scale_attn_weights", True),
-                          ("scale_attn_by_inverse_layer_idx", False)):
-        value = get(name)
-        if value is not None and bool(value) != default:
-            raise UnsupportedLayer(_gpt2_scale_refusal(f"{family} config", name, default))
     eps = get("layer_norm_epsilon")
     scale = get("scale_attn_weights")
     return LayerSpec(family=family, hidden=hidden, ffn=get("n_inner") or 4 * hidden,

@@ -260,11 +260,24 @@ class DecoderLayer(_ProgramModule, _LayerBase):
         _check_devices(self, x, name)
         return name
 
+    @staticmethod
+    def _cache(name: str, kwargs: dict, *given):
+        """The call's KV cache under whichever name the installed
+        transformers passes it (``past_key_values``; ``cache`` in later 5.x
+        releases; GPT-NeoX's ``layer_past``), popped from ``kwargs`` so
+        that the attention function does not see it again."""
+        found = [c for c in (*given, kwargs.pop("past_key_values", None),
+                             kwargs.pop("cache", None)) if c is not None]
+        if len({id(c) for c in found}) > 1:
+            raise ValueError(f"{name}: called with two different KV caches")
+        return found[0] if found else None
+
     def forward(self, hidden_states: torch.Tensor, attention_mask=None, position_ids=None,
                 past_key_values=None, use_cache: bool = False, position_embeddings=None,
                 **kwargs):
         x = hidden_states
         name = self._check_call(x, kwargs, position_embeddings)
+        past_key_values = self._cache(name, kwargs, past_key_values)
         spec, attn, mlp = self.spec, self.self_attn, self.mlp
         b, s, _ = x.shape
         tokens = b * s
@@ -340,14 +353,12 @@ class GPTNeoXDecoderLayer(DecoderLayer):
                             kwargs, rotate=True, dropout=0.0)
 
     def forward(self, hidden_states: torch.Tensor, attention_mask=None, position_ids=None,
-                use_cache: bool = False, layer_past=None, output_attentions: bool = False,
-                cache_position=None, position_embeddings=None, **kwargs):
+                use_cache: bool = False, layer_past=None, position_embeddings=None, *,
+                output_attentions: bool = False, cache_position=None, **kwargs):
         x = hidden_states
         name = self._check_call(x, kwargs, position_embeddings,
                                 output_attentions=output_attentions, refused=("head_mask",))
-        cache = kwargs.pop("past_key_values", None)
-        if layer_past is not None:
-            cache = layer_past
+        cache = self._cache(name, kwargs, layer_past)
         if position_ids is not None:
             kwargs["position_ids"] = position_ids  # as GPTNeoXAttention passes it on
         spec, attn, mlp = self.spec, self.attention, self.mlp
@@ -425,11 +436,15 @@ class GPT2DecoderLayer(DecoderLayer):
                             rotate=False, scaling=self._scaling(), cache_kwargs=cache_kwargs,
                             dropout=attn.attn_dropout.p if self.training else 0.0)
 
-    def forward(self, hidden_states: torch.Tensor, past_key_values=None, cache_position=None,
-                attention_mask=None, encoder_hidden_states=None, encoder_attention_mask=None,
+    def forward(self, hidden_states: torch.Tensor, past_key_values=None, attention_mask=None,
+                encoder_hidden_states=None, encoder_attention_mask=None,
                 use_cache: bool = False, **kwargs):
+        # GPT2Model passes the cache, the mask and the encoder states by
+        # position: the parameters' order is GPT2Block's.
         x = hidden_states
         name = self._check_call(x, kwargs, rotary=False, refused=("head_mask",))
+        past_key_values = self._cache(name, kwargs, past_key_values)
+        cache_position = kwargs.pop("cache_position", None)
         if encoder_hidden_states is not None or encoder_attention_mask is not None:
             raise ValueError(f"{name}: encoder_hidden_states (cross-attention) are not "
                              "available from a converted layer")
