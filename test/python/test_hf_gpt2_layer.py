@@ -337,6 +337,8 @@ def test_what_the_converted_block_cannot_take_is_named(cpu_cache):
         conv(x, head_mask=torch.ones(HEADS))
     with pytest.raises(ValueError, match=name + r": encoder_hidden_states \(cross-attention\)"):
         conv(x, None, None, x)  # by position, as GPT2Model passes them
+    with pytest.raises(ValueError, match=name + ": called with two different KV caches"):
+        conv(x, Cache(), cache=Cache())  # the cache under both of transformers' names
 
 
 class GPT2LMHeadModel(nn.Module):
