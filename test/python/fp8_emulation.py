@@ -6,11 +6,12 @@ modules computes its GEMMs from per-tensor-scaled FP8 operands, as COAT's
 linear layers (and torchao's float8 recipe) do: the input and the weight in
 E4M3 in the forward, the output gradient in E5M2 in the backward (scale =
 absmax / the format's max, round to nearest even, saturating), products in
-f32, results in bf16. Nothing else is quantized, so the emulation is a lower
-bound on the perturbation an FP8 model has: where its gradients already lose
-cosine similarity against bf16 (a softmax near uniform at random
-initialisation makes the attention's q and k gradients a small difference
-of large terms), no FP8 model can do better."""
+f32, results in bf16. Nothing else is quantized, so the emulation is the
+least perturbation a model with per-tensor FP8 GEMMs has: where its
+gradients already lose cosine similarity against bf16 (a softmax near
+uniform at random initialisation makes the attention's q and k gradients a
+small difference of large terms), such a model cannot be expected to do
+better."""
 
 import torch
 
