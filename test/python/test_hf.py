@@ -134,13 +134,12 @@ def cosine(a, b):
     return torch.nn.functional.cosine_similarity(a.flatten(), b.flatten(), dim=0).item()
 
 
-def fp8_floor(model, ids, layers=None):
-    """Each parameter's gradient cosine against ``model``'s own when the
-    GEMMs of ``layers`` (default: every decoder layer) are FP8
+def fp8_floor(model, ids, want, layers=None):
+    """Each parameter's gradient cosine against ``want`` (``model``'s own)
+    when the GEMMs of ``layers`` (default: every decoder layer) are FP8
     (fp8_emulation.py), on a copy."""
     from fp8_emulation import emulate_fp8_linears
 
-    _, want = loss_and_grads(model, ids)
     emulated = copy.deepcopy(model)
     chosen = decoder_layers(emulated)
     assert emulate_fp8_linears([chosen[i] for i in (layers or range(len(chosen)))])
@@ -151,7 +150,7 @@ def fp8_floor(model, ids, layers=None):
 def unconverted(model, ids, layers=None):
     """The unconverted model's loss and gradients, and their FP8 floor."""
     loss, grads = loss_and_grads(model, ids)
-    return loss, grads, fp8_floor(model, ids, layers)
+    return loss, grads, fp8_floor(model, ids, grads, layers)
 
 
 def assert_matches(got_loss, got, want_loss, want, floor=None, tol=GRAD_COSINE):
@@ -457,8 +456,7 @@ def test_unsupported_families_and_features_are_named():
                       (dict(resid_pdrop=0.1),
                        r"transformer.h.0.attn.resid_dropout: dropout 0.1"),
                       (dict(activation_function="gelu_fast"),
-                       r"transformer.h.0.mlp: activation 'gelu_fast'"),
-                      ):
+                       r"transformer.h.0.mlp: activation 'gelu_fast'")):
         gpt2 = transformers.GPT2LMHeadModel(hf_config("gpt2", **kw))
         with pytest.raises(ValueError, match=match):
             coat.convert(gpt2)

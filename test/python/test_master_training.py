@@ -29,31 +29,21 @@ from conftest import torch_or_skip
 torch = torch_or_skip()
 
 import coat  # noqa: E402
-from coat import artifacts, llama, programs  # noqa: E402
+from coat import llama  # noqa: E402
 from coat.optim import FP8AdamW  # noqa: E402
+from test_convert import CUDA_CFG, TINY, cuda_or_skip  # noqa: E402
+from test_optim_master import MODULES as MASTER_KERNELS  # noqa: E402
 
-TINY = llama.LlamaConfig(vocab=256, hidden=64, ffn=160, layers=2, heads=4, kv_heads=2)
-CUDA_CFG = llama.LlamaConfig(vocab=256, hidden=1024, ffn=2816, layers=2, heads=16,
-                             kv_heads=16)
 STEPS, LR, CLIP = 8, 1e-3, 1.0
 #: Loss difference allowed at any step (see the module's docstring).
 LOSS_TOL = 5e-3
-
-MASTER_KERNELS = [m for m in artifacts.modules() if m.find(op="adamw_step", master=True)]
 
 
 def kernels_or_skip(cfg, device):
     if not MASTER_KERNELS:
         pytest.skip("no compiled adamw_step kernels with a master copy: run scripts/demo.sh")
     if device == "cuda":
-        if not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0):
-            pytest.skip("needs a Hopper GPU (sm_90a)")
-        try:
-            for c in programs.decoder_layer_configs(cfg.hidden, cfg.ffn, cfg.heads,
-                                                    cfg.kv_heads, cfg.eps):
-                artifacts.program(c)
-        except RuntimeError as e:
-            pytest.skip(str(e))
+        cuda_or_skip(cfg)
 
 
 def sequences(gen, batch, seq, vocab):
