@@ -138,8 +138,10 @@ BUILD_ON_DEVICE = {"7b"}
 #: Global gradient-norm clipping of every mode (per bucket with --step-in-backward).
 CLIP_NORM = 1.0
 
-#: bf16-master: a bf16 model whose FP8AdamW keeps f32 master copies (coat).
-PARAM_DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "bf16-master": torch.bfloat16}
+#: The dtype the model is built in. bf16-master: an f32 model that FP8AdamW
+#: stores in bf16, its f32 masters starting at the f32 initialisation
+#: (param_dtype); the optimizer runs on bf16 parameters from then on (coat).
+PARAM_DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "bf16-master": torch.float32}
 
 
 def corpus(root: str | None = None, held_out_every: int = 50):
@@ -288,7 +290,11 @@ def build(mode: str, cfg: LlamaConfig, device: str, lr: float, kernels: str | No
             # A CUDA graph accumulates into fixed addresses: keep the buffers.
             memory["persistent_grads"] = True
         opt = coat.optim.FP8AdamW(groups, lr=lr, betas=(0.9, 0.95),
-                                  master_weights=param_dtype == "bf16-master", **memory)
+                                  **memory, **({"master_weights": True,
+                                                "param_dtype": torch.bfloat16}
+                                               if param_dtype == "bf16-master" else {}))
+        if param_dtype == "bf16-master" and device.startswith("cuda"):
+            torch.cuda.empty_cache()  # the f32 parameters the optimizer replaced
         autocast = True  # the embedding, final norm and LM head (kept high precision)
     elif mode == "torchao":
         from torchao.float8 import convert_to_float8_training

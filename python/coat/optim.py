@@ -114,7 +114,16 @@ class FP8AdamW(GradBufferMixin, StateDictMixin, FSDPStorageMixin, torch.optim.Op
     numerics of f32 parameters cast to bf16 for every use. A parameter changed
     in place outside the optimizer (``load_state_dict`` of the model,
     initialisation) is copied into its master at the next step. f32
-    parameters are their own master.
+    parameters are their own master, unless ``param_dtype=torch.bfloat16``
+    (with ``master_weights``): the optimizer then takes f32 parameters,
+    starts their masters at those values and stores the parameters
+    themselves in bf16 (rounded to nearest; their dtype changes in place, so
+    build it before the first forward). A model cast to bf16 first starts
+    its masters on the bf16 grid instead; where an update is smaller than
+    half a bf16 ulp, the forward then sees no change until the master has
+    moved that far, whereas weights that start between grid points (an f32
+    initialisation) move in the forward with probability proportional to
+    the update: the first steps' losses differ, not the method.
 
     ``stochastic_params`` rounds bf16 parameters stochastically instead of to
     nearest (f32 parameters are not rounded), ``stochastic_moments`` the
@@ -144,7 +153,7 @@ class FP8AdamW(GradBufferMixin, StateDictMixin, FSDPStorageMixin, torch.optim.Op
                  group_size: int = 128, expand_min: int = 16, mode: str = "fixed",
                  stochastic_params: bool = False, stochastic_moments: bool = False,
                  seed: Optional[int] = None, master_weights: bool = False,
-                 kernels: KernelSource = None,
+                 param_dtype: Optional[torch.dtype] = None, kernels: KernelSource = None,
                  bucket_mb: Optional[float] = DEFAULT_BUCKET_MB, persistent_grads: bool = False,
                  step_in_backward: bool = False, bucket_max_norm: Optional[float] = None):
         if not 0.0 <= float(lr):
@@ -170,7 +179,15 @@ class FP8AdamW(GradBufferMixin, StateDictMixin, FSDPStorageMixin, torch.optim.Op
         if master_weights and stochastic_params:
             raise ValueError("master_weights and stochastic_params do not go together: with a "
                              "master copy the bf16 parameter is the master rounded to nearest")
+        if param_dtype is not None and param_dtype != torch.bfloat16:
+            raise ValueError(f"param_dtype must be torch.bfloat16 or None, got {param_dtype}")
+        if param_dtype is not None and not master_weights:
+            raise ValueError("param_dtype=torch.bfloat16 stores f32 parameters in bf16 beside "
+                             "their f32 masters: it needs master_weights=True (without masters, "
+                             "cast the model itself)")
         self.master_weights = bool(master_weights)
+        # f32 parameters become bf16 ones, their masters keeping the f32 values.
+        self._cast_f32_params = param_dtype == torch.bfloat16
         if seed is None:
             # Drawn only when used: the default leaves torch's generator alone.
             seed = (int(torch.randint(0, Rounding.SEED_LIMIT, (), dtype=torch.int64))
@@ -254,6 +271,15 @@ class FP8AdamW(GradBufferMixin, StateDictMixin, FSDPStorageMixin, torch.optim.Op
         if not loc.is_contiguous():
             raise ValueError(f"{name}: parameter is not contiguous"
                              + (" (its local shard)" if layout is not None else ""))
+        if dtype == "f32" and self._cast_f32_params:
+            if layout is not None:
+                raise ValueError(f"{name}: param_dtype takes plain tensors, not FSDP2 (DTensor) "
+                                 "parameters")
+            if p.grad is not None:
+                raise ValueError(f"{name}: has an f32 gradient; param_dtype makes the parameter "
+                                 "bf16, so build the optimizer before the first backward (or "
+                                 "set the gradients to None)")
+            dtype = "bf16"
         if layout is not None and self.master_weights and dtype == "bf16":
             raise ValueError(f"{name}: master_weights takes plain tensors; FSDP2 (DTensor) "
                              "bf16 parameters would need their masters sharded alike, which "
@@ -291,7 +317,7 @@ class FP8AdamW(GradBufferMixin, StateDictMixin, FSDPStorageMixin, torch.optim.Op
         for (dtype, dist), members in by_kind.items():
             slots = [lay.slot(G) if lay is not None else _round_up(p.numel(), G)
                      for _, p, lay in members]
-            size = _dist.local_tensor(members[0][1]).element_size()
+            size = 2 if dtype == "bf16" else 4
             # Only lazy buffers gain from smaller buckets; persistent ones
             # (DTensors, persistent_grads) keep one bucket, one launch.
             lazy = not (dist or self.persistent_grads)
@@ -308,7 +334,8 @@ class FP8AdamW(GradBufferMixin, StateDictMixin, FSDPStorageMixin, torch.optim.Op
             offsets.append(total)
             total += n
         first = _dist.local_tensor(members[0][1])
-        dev, tdt = first.device, first.dtype
+        dev = first.device
+        tdt = torch.bfloat16 if dtype == "bf16" else torch.float32
         flat_p = torch.zeros(total, dtype=tdt, device=dev)
         state: Dict[Tuple[str, str], torch.Tensor] = {}
         for mom in _MOMENTS:
@@ -330,9 +357,10 @@ class FP8AdamW(GradBufferMixin, StateDictMixin, FSDPStorageMixin, torch.optim.Op
                     persistent=self.persistent_grads or any(lay is not None for lay in layouts))
         for i, (_, p, lay) in enumerate(members):
             o, k = offsets[i], b.local_numel(i)
-            flat_p[o:o + k].copy_(_dist.local_tensor(p).detach().reshape(-1))
-            if master is not None:  # exact: every bf16 value is an f32 value
-                master[o:o + k].copy_(flat_p[o:o + k])
+            value = _dist.local_tensor(p).detach().reshape(-1)
+            flat_p[o:o + k].copy_(value)  # rounds f32 values when param_dtype casts them
+            if master is not None:  # the parameter's own value, f32 or bf16 (exact)
+                master[o:o + k].copy_(value)
             if lay is None:
                 p.data = flat_p[o:o + k].view_as(p)
             # A DTensor keeps its own local storage (FSDP2 all-gathers from

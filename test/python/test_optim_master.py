@@ -106,6 +106,39 @@ def test_master_steps_equal_f32_steps(clip, device):
 
 
 @needs_kernels
+@pytest.mark.parametrize("device", DEVICES)
+def test_param_dtype_keeps_the_f32_start(device):
+    """param_dtype=torch.bfloat16: f32 parameters (values between bf16
+    grid points) become bf16 ones, their masters the f32 values bit for bit,
+    and the steps are the f32 model's."""
+    torch.manual_seed(0)
+    full = Stack(width=WIDTH[device]).to(device)
+    low = copy.deepcopy(full)
+    opt_low = FP8AdamW(low.parameters(), master_weights=True, param_dtype=torch.bfloat16,
+                       kernels=MODULES, **COMMON)
+    opt_full = FP8AdamW(full.parameters(), kernels=MODULES, **COMMON)
+    assert all(p.dtype == torch.bfloat16 for p in low.parameters())
+    # Off the grid: a cast-first model would have started elsewhere.
+    assert any(not torch.equal(q, q.to(torch.bfloat16).float()) for q in full.parameters())
+    assert_equivalent(low, opt_low, full, opt_full)
+    gen = torch.Generator().manual_seed(1)
+    for _ in range(4):
+        step_both(low, opt_low, full, opt_full, batch(gen, device))
+        assert_equivalent(low, opt_low, full, opt_full)
+
+
+def test_param_dtype_checks():
+    _, full = models()
+    with pytest.raises(ValueError, match="needs master_weights=True"):
+        FP8AdamW(full.parameters(), param_dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="param_dtype must be torch.bfloat16"):
+        FP8AdamW(full.parameters(), master_weights=True, param_dtype=torch.float16)
+    full(torch.randn(2, 64)).sum().backward()
+    with pytest.raises(ValueError, match="has an f32 gradient"):
+        FP8AdamW(full.parameters(), master_weights=True, param_dtype=torch.bfloat16)
+
+
+@needs_kernels
 def test_bf16_steps_without_masters_differ():
     """Without masters the same bf16 model rounds every step's update
     (the test above would fail on it)."""
