@@ -27,7 +27,7 @@ from bench_activations import (SIZE, anchor_compile, bench_parser, gpu_kernels, 
                                time_with_anchor)
 
 OPS = ("silu", "silu_grad", "gelu", "gelu_grad", "swiglu_mul", "swiglu_mul_grad",
-       "residual_add", "residual_add_grad")
+       "swiglu", "swiglu_grad", "residual_add", "residual_add_grad")
 # getattr: a torch without FP8 dtypes still imports the script (--help, tests).
 FP8 = {"e4m3": getattr(torch, "float8_e4m3fn", None), "e5m2": getattr(torch, "float8_e5m2", None)}
 FP8MAX = {"e4m3": 448.0, "e5m2": 57344.0}
@@ -63,7 +63,21 @@ def torch_equivalent(kernel, args, rows, cols):
     G, op = spec.group_size, spec.op
     arg = {a.name: a for a in spec.memrefs}
 
+    def requantized(y):
+        """y's 1xG E4M3 copy (bf16 scales), read back."""
+        yg = y.view(-1, G)
+        s = ((yg.abs().amax(-1, keepdim=True) + 1e-10) / FP8MAX["e4m3"]).bfloat16().float()
+        q = (yg / s).clamp(-FP8MAX["e4m3"], FP8MAX["e4m3"]).to(FP8["e4m3"])
+        return (q.float() * s).view(y.shape)
+
     def math(v):
+        if op in ("swiglu", "swiglu_grad"):  # the SiLU folded in (silu_gate)
+            s = torch.sigmoid(v["gate"])
+            x1 = requantized(v["gate"] * s)
+            if op == "swiglu":
+                return [x1 * v["x2"]]
+            g1 = (v["dy"] * v["x2"]).bfloat16().float()
+            return [g1 * (s + v["gate"] * s * (1 - s)), v["dy"] * x1]
         if op in ("silu", "silu_grad"):
             s = torch.sigmoid(v["x"])
             return [v["x"] * s] if op == "silu" else [v["dy"] * (s + v["x"] * s * (1 - s))]

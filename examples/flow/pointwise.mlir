@@ -13,6 +13,9 @@
 //     examples/activations finish them.
 //   - GELU in both forms: exact (erf, GPT-NeoX) and tanh (approximate =
 //     "tanh": GPT-2's gelu_new).
+//   - The SwiGLU product and its backward with the SiLU folded in
+//     (`silu_gate`, as coat-fuse-silu leaves a Llama MLP): they read the
+//     gate, and the backward returns the gate's gradient.
 
 // Forward.
 
@@ -70,6 +73,22 @@ func.func @coat_gelu_tanh_grad_e4m3_g16(%x: !coat.qtensor<?x?xf8E4M3FN, per_grou
   %dx = coat.gelu_grad %x, %dy {approximate = "tanh"} : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, tensor<?x?xbf16> -> tensor<?x?xbf16>
   %dx_max = coat.absmax %dx, per_group<16> epilogue : tensor<?x?xbf16> -> tensor<?x?xf32>
   return %dx, %dx_max : tensor<?x?xbf16>, tensor<?x?xf32>
+}
+
+func.func @coat_swiglu_e4m3_g16(%gate: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, %x2: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>)
+    -> (tensor<?x?xbf16>, tensor<?x?xf32>) {
+  %y = coat.swiglu_mul %gate, %x2 {silu_gate} : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16> -> tensor<?x?xbf16>
+  %y_max = coat.absmax %y, per_group<16> epilogue : tensor<?x?xbf16> -> tensor<?x?xf32>
+  return %y, %y_max : tensor<?x?xbf16>, tensor<?x?xf32>
+}
+
+// Both gradients go to E5M2 (the gate's and up's projections' backward).
+func.func @coat_swiglu_grad_e4m3_g16(%gate: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, %x2: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, %dy: tensor<?x?xbf16>)
+    -> (tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?x?xf32>, tensor<?x?xf32>) {
+  %dg, %d2 = coat.swiglu_mul_grad %gate, %x2, %dy {silu_gate} : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, tensor<?x?xbf16> -> tensor<?x?xbf16>, tensor<?x?xbf16>
+  %dg_max = coat.absmax %dg, per_group<16> epilogue : tensor<?x?xbf16> -> tensor<?x?xf32>
+  %d2_max = coat.absmax %d2, per_group<16> epilogue : tensor<?x?xbf16> -> tensor<?x?xf32>
+  return %dg, %d2, %dg_max, %d2_max : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?x?xf32>, tensor<?x?xf32>
 }
 
 // The gate gradient feeds silu_grad (bf16); the up gradient goes to E5M2.

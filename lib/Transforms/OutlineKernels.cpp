@@ -118,6 +118,11 @@ std::string kernelSuffix(const KernelGroup &group) {
     name += "_tanh";
   if (auto grad = dyn_cast<GeluGradOp>(root); grad && grad.isTanh())
     name = "gelu_tanh_grad";
+  // With the SiLU folded in (coat-fuse-silu), the whole SwiGLU.
+  if (auto mul = dyn_cast<SwigluMulOp>(root); mul && mul.getSiluGate())
+    name = "swiglu";
+  if (auto grad = dyn_cast<SwigluMulGradOp>(root); grad && grad.getSiluGate())
+    name = "swiglu_grad";
   if (auto q = dyn_cast<QuantizeOp>(root)) {
     if (q.getResult().getType().getScaling().isPerTensor())
       name += "_per_tensor";

@@ -3,4 +3,4 @@
 Part of every artifact's source key, so kernels a previous compiler made
 are not taken for this one's."""
 
-COMPILER_ID = "69f56f0bad814c68b594564dc79aafa8"
+COMPILER_ID = "85f19ee564555a9dfcede9e8a03e8518"

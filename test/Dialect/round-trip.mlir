@@ -372,3 +372,16 @@ func.func @cross_entropy(%x: tensor<?x32000xbf16> {coat.writable}, %t: tensor<?x
   %l2, %g2 = coat.cross_entropy %y, %u ignore_index = 0 : tensor<3x17xbf16>, tensor<3xi64> -> tensor<3xf32>, tensor<3x17xbf16>
   return %l, %g, %l2, %g2 : tensor<?xf32>, tensor<?x32000xbf16>, tensor<3xf32>, tensor<3x17xbf16>
 }
+
+// The SwiGLU with its SiLU folded in (coat-fuse-silu): the products take
+// the gate.
+// CHECK-LABEL: func.func @silu_gate
+// CHECK: coat.swiglu_mul %{{.*}}, %{{.*}} {silu_gate} : !coat.qtensor<16x64xf8E4M3FN, per_group<16>>, !coat.qtensor<16x64xf8E4M3FN, per_group<16>> -> tensor<16x64xbf16>{{$}}
+// CHECK: coat.swiglu_mul_grad %{{.*}}, %{{.*}}, %{{.*}} {silu_gate} : !coat.qtensor<16x64xf8E4M3FN, per_group<16>>, !coat.qtensor<16x64xf8E4M3FN, per_group<16>>, tensor<16x64xbf16> -> tensor<16x64xbf16>, tensor<16x64xbf16>{{$}}
+func.func @silu_gate(%gate: !coat.qtensor<16x64xf8E4M3FN, per_group<16>>,
+                     %up: !coat.qtensor<16x64xf8E4M3FN, per_group<16>>, %g: tensor<16x64xbf16>)
+    -> (tensor<16x64xbf16>, tensor<16x64xbf16>, tensor<16x64xbf16>) {
+  %m = coat.swiglu_mul %gate, %up {silu_gate} : !coat.qtensor<16x64xf8E4M3FN, per_group<16>>, !coat.qtensor<16x64xf8E4M3FN, per_group<16>> -> tensor<16x64xbf16>
+  %dgate, %dup = coat.swiglu_mul_grad %gate, %up, %g {silu_gate} : !coat.qtensor<16x64xf8E4M3FN, per_group<16>>, !coat.qtensor<16x64xf8E4M3FN, per_group<16>>, tensor<16x64xbf16> -> tensor<16x64xbf16>, tensor<16x64xbf16>
+  return %m, %dgate, %dup : tensor<16x64xbf16>, tensor<16x64xbf16>, tensor<16x64xbf16>
+}

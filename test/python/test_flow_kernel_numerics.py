@@ -18,6 +18,15 @@ bit on both targets, as must the CPU twins of kernels compiled with
 exact-math=true (manifest config math = "exact"): those evaluate each formula
 in the library's order with IEEE division and call the same libm expf/erff.
 
+The SwiGLU with its SiLU folded in (swiglu, swiglu_grad: coat-fuse-silu)
+derives silu(gate) and its 1xG copy in registers. Its check takes that copy
+from the module's own silu kernel (compiled with the same options, itself
+checked against the library here) run on the gate: the fused kernel must
+give what the unfused pair gives, so the product and the up gradient match
+the library's product of that copy bit for bit, and the gate's gradient
+(silu_grad of the library's dy * x2 rounded to bf16) is held to silu_grad's
+tolerance.
+
 GELU and its gradient come in both forms (the manifest's approximate =
 "tanh": the library's gelu_tanh functions, libm tanhf in the exact CPU
 twins).
@@ -65,6 +74,9 @@ MATH = {
     "swiglu_mul": lambda v, c: {"y": ref.swiglu_mul_fwd(v["x1"], v["x2"])},
     "swiglu_mul_grad": lambda v, c: dict(zip(("dx1", "dx2"), ref.swiglu_mul_bwd(
         v["x1"], v["x2"], v["dy"])), dx2_q=ref.swiglu_mul_bwd(v["x1"], v["x2"], v["dy"])[1]),
+    # x1: the copy of silu(gate) the module's silu kernel writes (check()).
+    "swiglu": lambda v, c: {"y": ref.swiglu_mul_fwd(v["x1"], v["x2"])},
+    "swiglu_grad": lambda v, c: swiglu_grad(v),
     "residual_add": lambda v, c: dict.fromkeys(
         ("sum", "sum_q"), ref.residual_add_bwd(v["residual"], v["branch"])),
     "residual_add_grad": lambda v, c: dict.fromkeys(("sum", "sum_q"),
@@ -72,6 +84,17 @@ MATH = {
 }
 # Ops whose GPU kernel calls a special function (expf, erff): see the docstring.
 SPECIAL_FUNCTIONS = {"silu", "silu_grad", "gelu", "gelu_grad"}
+# Products with the SiLU folded in: result -> (its x, its dy) where it is
+# held to silu_grad's tolerance; the other results are exact.
+FUSED_SILU = {"swiglu": {}, "swiglu_grad": {"dgate": lambda v: (v["gate"], v["dy_x2"])}}
+#: The manifest config a fused kernel and its module's silu kernel share.
+SILU_OPTIONS = ("math", "ex2", "division")
+
+
+def swiglu_grad(v):
+    dx1, dx2 = ref.swiglu_mul_bwd(v["x1"], v["x2"], v["dy"])
+    v["dy_x2"] = ref.bf16_round(dx1)  # as the unfused product stored dlhs
+    return {"dgate": ref.silu_bwd(v["gate"], v["dy_x2"]), "dx2": dx2}
 SHAPES = [(1, 16), (3, 48), (256, 64), (257, 80), (1000, 1040)]
 
 
@@ -111,6 +134,27 @@ def make_operands(kernel, shape, case, seed, device):
             values[name] = x
             launch[name] = hp_array(x, a.dtype, device)
     return launch, values
+
+
+def silu_copy(kernel, launch, shape, device):
+    """silu(gate) as a silu kernel with the fused kernel's options writes it
+    (1xG codes + scales), dequantized: its module's, else any compiled one
+    (a model's module has none left: coat-fuse-silu folded them)."""
+    candidates = list(kernel.module.kernels.values()) + compiled_kernels({"silu"})
+    silu = next((k for k in candidates if k.spec.op == "silu"
+                 and all(k.config.get(o) == kernel.config.get(o) for o in SILU_OPTIONS)), None)
+    assert silu is not None, f"{kernel.name}: no compiled silu kernel with its options"
+    rows, cols = shape
+    G = kernel.spec.group_size
+    args = args_of(silu)
+    out = {"y": empty(shape, args["y"].dtype, device),
+           "y_scale": empty((rows * cols // G,), args["y_scale"].dtype, device)}
+    silu.launch(x=launch["gate"], x_scale=launch["gate_scale"], **out,
+                **flag_buffers(silu, device), rows=rows, cols=cols)
+    sync(device)
+    codes = codes_of(out["y"]).reshape(shape)
+    scales = hp_values(out["y_scale"], args["y_scale"].dtype)
+    return ref.dequantize(codes, scales, "per_group", args["y"].dtype, group_size=G)
 
 
 def round_to(x, dtype):
@@ -154,6 +198,8 @@ def check(kernel, device, shape, case, seed, approximate=None):
     G, op, cfg = kernel.spec.group_size, kernel.spec.op, kernel.config
     args = args_of(kernel)
     launch, values = make_operands(kernel, shape, case, seed, device)
+    if op in FUSED_SILU:
+        values["x1"] = silu_copy(kernel, launch, shape, device)
     math = MATH[op](values, cfg if approximate is None else dict(cfg, approximate=approximate))
     outputs = {}
     for name in cfg["results"]:
@@ -172,15 +218,20 @@ def check(kernel, device, shape, case, seed, approximate=None):
                                                           args[name[len("finite_"):]].dtype)
                          for name in flags})
 
-    tolerant = op in SPECIAL_FUNCTIONS and (device == "cuda"
-                                            or cfg.get("math", "exact") == "fast")
-    if tolerant:
-        x = next(v for n, v in values.items() if n in ("x", "x1"))
-        dy = values.get("dy", np.ones_like(x))
+    inexact = device == "cuda" or cfg.get("math", "exact") == "fast"
+
+    def slack_of(x, dy):
         with np.errstate(invalid="ignore", over="ignore"):
-            slack = 16 * 2.0 ** -23 * np.abs(dy.astype(np.float64)) * (1 + np.abs(x))
+            return 16 * 2.0 ** -23 * np.abs(dy.astype(np.float64)) * (1 + np.abs(x))
+
     for name in cfg["results"]:
         a, y = args[name], math[name]
+        tolerant = inexact and (op in SPECIAL_FUNCTIONS or name in FUSED_SILU.get(op, {}))
+        if tolerant and op in FUSED_SILU:
+            slack = slack_of(*FUSED_SILU[op][name](values))
+        elif tolerant:
+            x = next(v for n, v in values.items() if n in ("x", "x1"))
+            slack = slack_of(x, values.get("dy", np.ones_like(x)))
         if a.dtype in NAN_MASK:
             sdt = args[name + "_scale"].dtype
             want_codes, want_scales = ref.quantize_per_group(y, G, a.dtype,
@@ -257,8 +308,9 @@ VARIANTS = {"exact-math=true": {"math": "exact"},
 
 
 def records(kernel, key, value):
-    if key == "division" and not any(n + "_scale" in args_of(kernel)
-                                     for n in kernel.config["results"]):
+    # Recorded by kernels that derive scales: FP8 results, or a fused SiLU.
+    if key == "division" and kernel.spec.op not in FUSED_SILU and not any(
+            n + "_scale" in args_of(kernel) for n in kernel.config["results"]):
         return key not in kernel.config
     return kernel.config.get(key) == value
 
@@ -275,7 +327,8 @@ def variant_cpu_kernels(request, tmp_path_factory):
     src = Path(_paths.REPO_DIR) / "examples" / "flow" / "pointwise.mlir"
     tc.compile_file(src, out, gpu=False, pointwise_options=request.param)
     kernels = [k for k in coat.load(out).kernels.values()
-               if k.spec.op in SPECIAL_FUNCTIONS and k.spec.cpu_symbol]
+               if (k.spec.op in SPECIAL_FUNCTIONS or k.spec.op in FUSED_SILU)
+               and k.spec.cpu_symbol]
     want = VARIANTS[request.param]
     assert kernels and all(records(k, key, v) for k in kernels for key, v in want.items())
     assert any(all(k.config.get(key) == v for key, v in want.items()) for k in kernels)
@@ -323,3 +376,24 @@ def test_launch_rejects_cols_not_a_multiple_of_the_group(kernel):
             for a in kernel.spec.memrefs}
     with pytest.raises(ValueError, match="multiple of the group"):
         kernel.launch(**args, rows=G, cols=3)
+
+
+def test_the_fused_silu_is_requantized(monkeypatch):
+    """The SwiGLU check tells the 1xG copy of silu(gate) from silu(gate)
+    itself: the fused kernel (CPU twin) fails against the product of the
+    unquantized SiLU."""
+    kernel = next((k for k in KERNELS if k.spec.op == "swiglu"), None)
+    if kernel is None:
+        pytest.skip("no compiled swiglu kernel")
+    check(kernel, "cpu", (256, 64), "random", seed=0)
+    G, args = kernel.spec.group_size, args_of(kernel)
+
+    def unquantized(kernel, launch, shape, device):
+        gate = ref.dequantize(codes_of(launch["gate"]).reshape(shape),
+                              hp_values(launch["gate_scale"], args["gate_scale"].dtype),
+                              "per_group", args["gate"].dtype, group_size=G)
+        return ref.silu_fwd(gate)
+
+    monkeypatch.setitem(globals(), "silu_copy", unquantized)
+    with pytest.raises(AssertionError):
+        check(kernel, "cpu", (256, 64), "random", seed=0)

@@ -188,29 +188,31 @@ def test_saved_activations_are_fp8(cpu_cache):
                if prog.values[v].kind == "qtensor")
 
 
-def test_silu_is_recomputed_in_the_backward_instead_of_kept(cpu_cache):
-    """The backward reads the gate (silu_grad) and up, which the forward keeps
-    anyway: coat-recompute-activations runs silu(gate) again before
-    swiglu_mul_grad, with the forward's kernel, rather than keep it."""
+def test_silu_is_folded_into_the_products(cpu_cache):
+    """The backward reads the gate and up, which the forward keeps anyway;
+    silu(gate) is derived in registers by both products (coat-fuse-silu,
+    after coat-recompute-activations derived it again for the backward), so
+    no SiLU kernel runs, nothing of it is kept, and the backward's product
+    writes the gate's gradient itself (no silu_grad)."""
     prog = make_block(*TINY, 9, "cpu").program
-    silu = [s for s in prog.steps if s.spec.endswith("_silu")]
-    assert [s.phase for s in silu] == ["forward", "backward"]
-    forward, again = silu
-    assert again.spec == forward.spec and again.operands == forward.operands
-    assert forward.operands[0] in prog.saved
-    assert forward.results[0] not in prog.saved
-    reader = next(s for s in prog.steps if s.spec.endswith("_swiglu_mul_grad"))
-    assert reader.operands[0] == again.results[0]
+    assert not [s for s in prog.steps if "silu" in s.spec]
+    forward = next(s for s in prog.steps if s.spec.endswith("_swiglu"))
+    backward = next(s for s in prog.steps if s.spec.endswith("_swiglu_grad"))
+    assert (forward.phase, backward.phase) == ("forward", "backward")
+    assert backward.operands[:2] == forward.operands
+    assert all(v in prog.saved for v in forward.operands)
 
 
 def test_recomputation_changes_no_bit(cpu_cache, tmp_path, monkeypatch):
     """The block compiled with coat-recompute-activations keeps less (the
-    SiLU output, the norm's output and the SwiGLU product are derived again
-    from the 1x16 input, gate and up) and computes the same bits: output and
-    every gradient equal to the block compiled without the pass. With every
+    norm's output and the SwiGLU product are derived again from the 1x16
+    input, gate and up) and computes the same bits: output and every
+    gradient equal to the block compiled without the pass. With every
     weight copy derived again too (weight-copies-min-bytes=0; the tiny
     block's copies are under the default bound, so it keeps them), the
-    transposed FP8 weights are not kept either, and the bits are the same."""
+    transposed FP8 weights are not kept either, and the bits are the same.
+    Without coat-fuse-silu the SiLU and its gradient run as kernels of
+    their own (two more launches each way) and the bits are the same too."""
     from coat import toolchain
 
     cfg = programs.MLPBlockConfig(hidden=TINY[0], ffn=TINY[1], eps=1e-5)
@@ -221,7 +223,9 @@ def test_recomputation_changes_no_bit(cpu_cache, tmp_path, monkeypatch):
                          ("without", tuple(p for p in toolchain.PROGRAM_PASSES
                                            if p != recompute)),
                          ("weights", tuple(p + "=weight-copies-min-bytes=0" if p == recompute
-                                           else p for p in toolchain.PROGRAM_PASSES))):
+                                           else p for p in toolchain.PROGRAM_PASSES)),
+                         ("unfused", tuple(p for p in toolchain.PROGRAM_PASSES
+                                           if p != "-coat-fuse-silu"))):
         monkeypatch.setattr(toolchain, "PROGRAM_PASSES", passes)
         d = tmp_path / name
         d.mkdir()
@@ -263,8 +267,14 @@ def test_recomputation_changes_no_bit(cpu_cache, tmp_path, monkeypatch):
                       for n, prog in (("with", with_prog), ("without", without_prog),
                                       ("weights", weights_prog))}
     assert backward_steps["weights"] > backward_steps["with"] > backward_steps["without"]
-    for a, b, c in zip(got, want, got_weights):
-        assert torch.equal(a, b) and torch.equal(c, b)
+    unfused_prog, got_unfused = results["unfused"]
+    ops = {n: [s.spec.rsplit("_k", 1)[1].split("_", 1)[1] for s in prog.steps]
+           for n, prog in (("with", with_prog), ("unfused", unfused_prog))}
+    assert ops["unfused"].count("silu") == 2 and ops["unfused"].count("silu_grad") == 1
+    assert not any("silu" in o for o in ops["with"])
+    assert len(ops["unfused"]) == len(ops["with"]) + 3
+    for a, b, c, d in zip(got, want, got_weights, got_unfused):
+        assert torch.equal(a, b) and torch.equal(c, b) and torch.equal(d, b)
 
 
 def _weights_variant(tmp_path, monkeypatch):

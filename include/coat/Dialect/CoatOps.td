@@ -872,6 +872,11 @@ def Coat_SwigluMulOp : Coat_Op<"swiglu_mul", [Pure, Coat_Recomputable]> {
     `coat-group-scaling` leaves an op whose per-tensor scale it takes from
     partial maxima.
 
+    `silu_gate`: `lhs` is the gate itself, and `x1` is what `coat.silu`
+    would make of it: `silu(lhs)` quantized 1xG in the type of `lhs` (fresh
+    group scales), then dequantized. The kernel keeps that copy in
+    registers instead of writing and reading it (`coat-fuse-silu`).
+
     ```mlir
     %y, %yt = coat.swiglu_mul %a, %b
         : !coat.qtensor<128x512xf8E4M3FN, per_group<16>>,
@@ -880,7 +885,8 @@ def Coat_SwigluMulOp : Coat_Op<"swiglu_mul", [Pure, Coat_Recomputable]> {
            !coat.qtensor<512x128xf8E4M3FN, per_tensor>
     ```
   }];
-  let arguments = (ins Coat_Fp8Operand:$lhs, Coat_Fp8Operand:$rhs);
+  let arguments = (ins Coat_Fp8Operand:$lhs, Coat_Fp8Operand:$rhs,
+                       UnitAttr:$silu_gate);
   let results = (outs Coat_FlowResult:$result, Optional<Coat_QTensor>:$result_t);
   let assemblyFormat = [{
     $lhs `,` $rhs attr-dict `:` qualified(type($lhs)) `,` qualified(type($rhs))
@@ -899,6 +905,11 @@ def Coat_SwigluMulGradOp : Coat_Op<"swiglu_mul_grad", [Pure,
     `per_tensor` E5M2 copy of `drhs` for the up projection's backward and
     its optional transposed copy (COAT's `mul_bwd`).
 
+    `silu_gate`: `lhs` is the gate itself; `x1` is derived from it as
+    `coat.swiglu_mul {silu_gate}` derives it, and `dlhs` is the gate's
+    gradient, what `coat.silu_grad` gives for `lhs` and the product's
+    `dy · x2` rounded to the type of `dy` (`coat-fuse-silu`).
+
     ```mlir
     %d1, %d2, %d2q, %d2t = coat.swiglu_mul_grad %a, %b, %dy
         : !coat.qtensor<128x512xf8E4M3FN, per_group<16>>,
@@ -909,7 +920,7 @@ def Coat_SwigluMulGradOp : Coat_Op<"swiglu_mul_grad", [Pure,
     ```
   }];
   let arguments = (ins Coat_Fp8Operand:$lhs, Coat_Fp8Operand:$rhs,
-                       Coat_HighPrecisionTensor:$grad);
+                       Coat_HighPrecisionTensor:$grad, UnitAttr:$silu_gate);
   let results = (outs Coat_HighPrecisionTensor:$dlhs,
                       Coat_HighPrecisionTensor:$drhs,
                       Optional<Coat_QTensor>:$drhs_q,

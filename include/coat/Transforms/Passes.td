@@ -219,6 +219,38 @@ def CoatOutlineKernels : Pass<"coat-outline-kernels", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def CoatFuseSilu : Pass<"coat-fuse-silu", "::mlir::func::FuncOp"> {
+  let summary = "Folds coat.silu into the SwiGLU product, and coat.silu_grad "
+                "into the product's backward";
+  let description = [{
+    In a SwiGLU MLP, `silu(gate)` (1xG FP8) exists only for the product: the
+    forward's `coat.swiglu_mul` reads it, and so does its backward's
+    `coat.swiglu_mul_grad` (kept, or derived again by
+    `coat-recompute-activations`), whose `dlhs` only `coat.silu_grad` of the
+    same gate reads. Each is a tensor one kernel writes and the next reads
+    once. Where every use of a `coat.silu` result is the `lhs` of such a
+    product, this pass gives each product the gate itself with `silu_gate`:
+    its kernel derives the 1xG copy of `silu(gate)` in registers, as
+    `coat.silu` computes it, and a backward product then returns the gate's
+    gradient as `dlhs`, replacing the `coat.silu_grad` (which must not carry
+    FP8 copies of its own). The values are those of the unfused ops, bit for
+    bit; a SiLU whose result has any other use stays as it is.
+
+    Run it after `coat-recompute-activations` (which derives the SiLU again
+    for the backward) and before `coat-outline-kernels`.
+
+    ```mlir
+    %s = coat.silu %gate : !coat.qtensor<...> -> !coat.qtensor<...>
+    %y = coat.swiglu_mul %s, %up : ... -> tensor<...xbf16>
+    ```
+    becomes
+    ```mlir
+    %y = coat.swiglu_mul %gate, %up {silu_gate} : ... -> tensor<...xbf16>
+    ```
+  }];
+  let dependentDialects = ["::mlir::coat::CoatDialect"];
+}
+
 def CoatRecomputeActivations : Pass<"coat-recompute-activations",
                                     "::mlir::func::FuncOp"> {
   let summary = "Derives activations again in the backward instead of "

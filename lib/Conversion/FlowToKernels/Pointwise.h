@@ -51,6 +51,10 @@ struct ActivationMath {
   /// The fast forms' 2^x: the SFU's, or marked for coat-expand-soft-exp2.
   Value ex2(Value x);
   Value sigmoid(Value x);
+  /// x sigmoid(x), and its derivative s + x s (1 - s), in coat.silu's and
+  /// coat.silu_grad's order.
+  Value silu(Value x);
+  Value siluDerivative(Value x);
   /// Phi(x) = (1 + erf(x / sqrt 2)) / 2; with `gauss`, also exp(-x^2 / 2).
   /// `refine` (fast form) adds one Newton step to the SFU reciprocal, for
   /// the cancellation of the GELU derivative.
@@ -86,6 +90,15 @@ struct RotaryHeads {
   int64_t rotatedHeads;
 };
 
+/// A value the kernel derives from one operand, element by element, and
+/// quantizes 1xG in registers in that operand's FP8 type, as the op that
+/// would otherwise write it does (coat.silu, folded by coat-fuse-silu). The
+/// op's math takes its dequantized value after the operands.
+struct RequantizedValue {
+  unsigned operand;
+  ElementMath math;
+};
+
 /// An op's kernel-facing description: operand and result roles in order,
 /// and its math. Results include the optional ones that are present; those
 /// that are transposed copies are listed in `transposed`.
@@ -101,6 +114,7 @@ struct PointwiseOpInfo {
   /// `approximate = "tanh"`).
   SmallVector<std::pair<StringRef, StringRef>> configEntries = {};
   std::optional<RotaryHeads> rotary = {};
+  std::optional<RequantizedValue> requantized = {};
 };
 
 /// The description of `op` if the op table holds it.
@@ -119,6 +133,7 @@ struct KernelInput {
   std::string name;
   Type type;                    ///< the element type in memory (fp8 or hp)
   bool fp8 = false;
+  ::coat::Fp8Format format = ::coat::Fp8Format::E4M3;
   Type scaleType;
   bool table = false;           ///< a rotary table, [rows, d]
 };

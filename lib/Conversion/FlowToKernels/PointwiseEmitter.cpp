@@ -22,6 +22,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <algorithm>
 #include <array>
@@ -280,15 +281,49 @@ private:
     });
   }
 
+  /// `x` (a lane's values) as a kernel writing them 1xG in `in`'s FP8 type
+  /// stores them and a kernel reading them back loads them: the group's
+  /// scale, the codes, then code * scale.
+  SmallVector<Value> requantize(const GroupLane &lane, ArrayRef<Value> x,
+                                const KernelInput &in) {
+    QuantizedLane q = quantizeGroup(
+        f, lane, x,
+        {::coat::kActivationScaleEps,
+         ::coat::getFp8Traits(in.format).maxFinite, in.scaleType, division});
+    auto vec = [&](Type t) {
+      return VectorType::get({static_cast<int64_t>(x.size())}, t);
+    };
+    Value v = vector::FromElementsOp::create(b, vec(b.getF32Type()), q.scaled);
+    v = arith::TruncFOp::create(b, vec(in.type), v);
+    v = arith::ExtFOp::create(b, vec(b.getF32Type()), v);
+    SmallVector<Value> out;
+    for (int64_t i = 0, e = x.size(); i < e; ++i)
+      out.push_back(
+          f.mul(vector::ExtractOp::create(b, v, ArrayRef<int64_t>{i}), q.scale));
+    return out;
+  }
+
   void computeAndStore(const GroupLane &lane, const LaneAccess &acc,
                        ArrayRef<SmallVector<Value>> in, bool tail) {
     int64_t e = lane.elementsPerLane;
+    // A value derived and requantized in registers joins the operands.
+    SmallVector<Value> derived;
+    if (const std::optional<RequantizedValue> &r = spec.info.requantized) {
+      SmallVector<Value> raw;
+      for (int64_t i = 0; i < e; ++i) {
+        ActivationMath m{f, exactMath, softExp2};
+        raw.push_back(r->math(m, {in[r->operand][i]}).front());
+      }
+      derived = requantize(lane, raw, spec.inputs[r->operand]);
+    }
     // The math, element by element.
     SmallVector<SmallVector<Value>> results(spec.outputs.size());
     for (int64_t i = 0; i < e; ++i) {
       SmallVector<Value> operands;
       for (const SmallVector<Value> &x : in)
         operands.push_back(x[i]);
+      if (!derived.empty())
+        operands.push_back(derived[i]);
       ActivationMath m{f, exactMath, softExp2};
       SmallVector<Value> ys = spec.info.math(m, operands);
       for (auto [k, out] : llvm::enumerate(spec.outputs))

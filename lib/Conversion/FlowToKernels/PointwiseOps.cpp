@@ -42,6 +42,13 @@ Value ActivationMath::sigmoid(Value x) {
   return sfu.div(f.c(1.0), f.add(f.c(1.0), e));
 }
 
+Value ActivationMath::silu(Value x) { return f.mul(x, sigmoid(x)); }
+
+Value ActivationMath::siluDerivative(Value x) {
+  Value s = sigmoid(x);
+  return f.add(s, f.mul(f.mul(x, s), f.sub(f.c(1.0), s)));
+}
+
 Value ActivationMath::geluCdf(Value x, Value *gauss, bool refine) {
   if (exact) {
     if (gauss)
@@ -154,6 +161,18 @@ PointwiseOpInfo withForm(PointwiseOpInfo info, bool tanh) {
   return info;
 }
 
+/// A product under `silu_gate`: x1 = silu(gate), 1xG-requantized in the
+/// gate's type in registers; recorded as `name` (the whole SwiGLU).
+PointwiseOpInfo withSiluGate(PointwiseOpInfo info, StringRef name) {
+  info.requantized = RequantizedValue{
+      0, [](ActivationMath &m, ArrayRef<Value> in) -> SmallVector<Value> {
+        return {m.silu(in[0])};
+      }};
+  info.special = true;
+  info.opName = name;
+  return info;
+}
+
 /// A rotary op's heads: d from its tables, the heads of its input's rows
 /// (static, as its verifier requires).
 template <typename OpT>
@@ -176,7 +195,7 @@ ArrayRef<PointwiseOpDef> pointwiseOps() {
                         {{op.getInput(), "x"}},
                         {{op.getResult(), "y"}},
                         [](ActivationMath &m, ArrayRef<Value> in) -> Ys {
-                          return {m.f.mul(in[0], m.sigmoid(in[0]))};
+                          return {m.silu(in[0])};
                         },
                         /*special=*/true};
                   }),
@@ -187,11 +206,7 @@ ArrayRef<PointwiseOpDef> pointwiseOps() {
                 {{{op.getInput(), "x"}, {op.getGrad(), "dy"}},
                  {{op.getDx(), "dx"}},
                  [](ActivationMath &m, ArrayRef<Value> in) -> Ys {
-                   F32Emitter &f = m.f;
-                   Value x = in[0], s = m.sigmoid(x);
-                   Value d =
-                       f.add(s, f.mul(f.mul(x, s), f.sub(f.c(1.0), s)));
-                   Value dx = f.mul(in[1], d);
+                   Value dx = m.f.mul(in[1], m.siluDerivative(in[0]));
                    return {dx, dx};
                  },
                  /*special=*/true},
@@ -257,19 +272,48 @@ ArrayRef<PointwiseOpDef> pointwiseOps() {
                            op.getDxQ(), "dx_q", op.getDxQt()),
                 op.isTanh());
           }),
-      def<SwigluMulOp>("swiglu_mul",
-                       [](SwigluMulOp op) {
-                         return withCopies(
-                             {{{op.getLhs(), "x1"}, {op.getRhs(), "x2"}},
+      def<SwigluMulOp>(
+          "swiglu_mul",
+          [](SwigluMulOp op) {
+            if (op.getSiluGate())
+              return withSiluGate(
+                  withCopies({{{op.getLhs(), "gate"}, {op.getRhs(), "x2"}},
                               {{op.getResult(), "y"}},
                               [](ActivationMath &m, ArrayRef<Value> in) -> Ys {
-                                return {m.f.mul(in[0], in[1])};
+                                return {m.f.mul(in[2], in[1])};
                               }},
-                             Value(), "", op.getResultT());
-                       }),
+                             Value(), "", op.getResultT()),
+                  "swiglu");
+            return withCopies({{{op.getLhs(), "x1"}, {op.getRhs(), "x2"}},
+                               {{op.getResult(), "y"}},
+                               [](ActivationMath &m, ArrayRef<Value> in) -> Ys {
+                                 return {m.f.mul(in[0], in[1])};
+                               }},
+                              Value(), "", op.getResultT());
+          }),
       def<SwigluMulGradOp>(
           "swiglu_mul_grad",
           [](SwigluMulGradOp op) {
+            if (op.getSiluGate()) {
+              // dgate = silu'(gate) (dy x2 rounded as dlhs was stored);
+              // dx2 = dy x1.
+              Type stored = getElementTypeOrSelf(op.getGrad().getType());
+              return withSiluGate(
+                  withCopies(
+                      {{{op.getLhs(), "gate"},
+                        {op.getRhs(), "x2"},
+                        {op.getGrad(), "dy"}},
+                       {{op.getDlhs(), "dgate"}, {op.getDrhs(), "dx2"}},
+                       [stored](ActivationMath &m, ArrayRef<Value> in) -> Ys {
+                         F32Emitter &f = m.f;
+                         Value g1 = f.roundTo(f.mul(in[2], in[1]), stored);
+                         Value dgate = f.mul(g1, m.siluDerivative(in[0]));
+                         Value g2 = f.mul(in[2], in[3]);
+                         return {dgate, g2, g2};
+                       }},
+                      op.getDrhsQ(), "dx2_q", op.getDrhsQt()),
+                  "swiglu_grad");
+            }
             return withCopies({{{op.getLhs(), "x1"},
                                 {op.getRhs(), "x2"},
                                 {op.getGrad(), "dy"}},
@@ -354,7 +398,8 @@ std::optional<PointwiseOpInfo> mlir::coat::describePointwiseOp(Operation *op) {
   for (const PointwiseOpDef &d : pointwiseOps())
     if (op->getName().getTypeID() == d.type) {
       PointwiseOpInfo info = d.describe(op);
-      info.opName = d.name;
+      if (info.opName.empty()) // a fused form names itself
+        info.opName = d.name;
       return info;
     }
   return std::nullopt;

@@ -85,6 +85,7 @@ FailureOr<PointwiseSpec> PointwiseLowering::analyze(func::FuncOp fn) const {
       ::coat::Scaling s = q.getScalingValue();
       k.fp8 = true;
       k.type = q.getElementType();
+      k.format = q.getFormat();
       k.scaleType = q.getScaleType();
       if (s.kind != ::coat::ScalingKind::PerGroup)
         return op->emitError("operand '")
@@ -99,6 +100,11 @@ FailureOr<PointwiseSpec> PointwiseLowering::analyze(func::FuncOp fn) const {
     k.table = in.table;
     spec.inputs.push_back(std::move(k));
   }
+  if (info->requantized && !spec.inputs[info->requantized->operand].fp8)
+    return op->emitError("operand '")
+           << info->operands[info->requantized->operand].name
+           << "' must be 1xG FP8: the kernel quantizes a value derived from it "
+              "in its type";
   // A rotary op writes over its input where the caller gives that buffer
   // up: the rotated heads only, the others already hold the result.
   if (info->rotary)
@@ -312,7 +318,10 @@ DictionaryAttr PointwiseLowering::record(const PointwiseSpec &spec,
   if (spec.groupSize)
     config.push_back(
         b.getNamedAttr("group_size", b.getI64IntegerAttr(spec.groupSize)));
-  if (spec.hasFp8Output())
+  // Scales the kernel derives: of its FP8 results, or of a value it
+  // requantizes in registers.
+  bool derivesScales = spec.hasFp8Output() || spec.info.requantized;
+  if (derivesScales)
     config.push_back(b.getNamedAttr(
         "eps", b.getF64FloatAttr(::coat::kActivationScaleEps)));
   for (auto [key, value] : spec.info.configEntries)
@@ -333,8 +342,7 @@ DictionaryAttr PointwiseLowering::record(const PointwiseSpec &spec,
         b.getNamedAttr("cols", b.getI64IntegerAttr(r->heads * r->headDim)));
     config.push_back(b.getNamedAttr("in_place", b.getBoolAttr(spec.inPlace)));
   }
-  if (spec.hasFp8Output() &&
-      scaleDivision(spec) == ScaleDivision::Reciprocal)
+  if (derivesScales && scaleDivision(spec) == ScaleDivision::Reciprocal)
     config.push_back(
         b.getNamedAttr("division", b.getStringAttr("reciprocal")));
   std::optional<LaunchRule> launch;

@@ -143,6 +143,51 @@ func.func @swiglu_mul_grad(%a: !coat.qtensor<?x?xf8E4M3FN, per_group<32>>,
   return %d1, %d2, %m : tensor<?x?xf32>, tensor<?x?xf32>, tensor<?x?xf32>
 }
 
+// The SwiGLU with its SiLU folded in: recorded as "swiglu", the gate read
+// as an operand; silu(gate) is quantized to E4M3 codes in registers (the
+// group's scale from its maximum) and read back before the product.
+// CHECK-LABEL: gpu.func @swiglu_silu_gate(
+// CHECK-SAME: name = "gate"}, {{.*}} name = "gate_scale"}, {{.*}} name = "x2"}, {{.*}} name = "x2_scale"}, {{.*}} name = "y"}, {{.*}} name = "y_absmax"}
+// CHECK-SAME: math = "fast"
+// CHECK-SAME: op = "swiglu"
+// CHECK: math.exp2
+// CHECK: arith.maxnumf
+// CHECK: arith.truncf %{{.*}} : vector<16xf32> to vector<16xf8E4M3FN>
+// CHECK-NEXT: arith.extf %{{.*}} : vector<16xf8E4M3FN> to vector<16xf32>
+// CHECK: gpu.return
+// CPU-LABEL: func.func @swiglu_silu_gate(
+// CPU: arith.truncf %{{.*}} : vector<16xf32> to vector<16xf8E4M3FN>
+func.func @swiglu_silu_gate(%g: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>,
+                            %u: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>)
+    -> (tensor<?x?xbf16>, tensor<?x?xf32>) {
+  %y = coat.swiglu_mul %g, %u {silu_gate}
+      : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>,
+        !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16> -> tensor<?x?xbf16>
+  %m = coat.absmax %y, per_group<16> epilogue : tensor<?x?xbf16> -> tensor<?x?xf32>
+  return %y, %m : tensor<?x?xbf16>, tensor<?x?xf32>
+}
+
+// Its backward: the gate's gradient is the first result, formed from
+// dy * x2 rounded to bf16 (as the unfused product stored it).
+// CHECK-LABEL: gpu.func @swiglu_grad_silu_gate(
+// CHECK-SAME: name = "gate"}, {{.*}} name = "gate_scale"}, {{.*}} name = "x2"}, {{.*}} name = "x2_scale"}, {{.*}} name = "dy"}, {{.*}} name = "dgate"}, {{.*}} name = "dx2"}, {{.*}} name = "dgate_absmax"}, {{.*}} name = "dx2_absmax"}
+// CHECK-SAME: op = "swiglu_grad"
+// CHECK: arith.truncf %{{.*}} : vector<16xf32> to vector<16xf8E4M3FN>
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: gpu.return
+func.func @swiglu_grad_silu_gate(%g: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>,
+                                 %u: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>,
+                                 %dy: tensor<?x?xbf16>)
+    -> (tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?x?xf32>, tensor<?x?xf32>) {
+  %dg, %du = coat.swiglu_mul_grad %g, %u, %dy {silu_gate}
+      : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>,
+        !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>, tensor<?x?xbf16>
+        -> tensor<?x?xbf16>, tensor<?x?xbf16>
+  %mg = coat.absmax %dg, per_group<16> epilogue : tensor<?x?xbf16> -> tensor<?x?xf32>
+  %mu = coat.absmax %du, per_group<16> epilogue : tensor<?x?xbf16> -> tensor<?x?xf32>
+  return %dg, %du, %mg, %mu : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?x?xf32>, tensor<?x?xf32>
+}
+
 // GELU's tanh form (approximate = "tanh", recorded in the manifest): the
 // fast form takes t = +-(1 - 2 rcp(1 + ex2(2|u| log2 e))) on the SFU, no
 // libdevice tanh; exact-math calls tanh (libm's tanhf in the CPU twin, as
