@@ -3,4 +3,4 @@
 Part of every artifact's source key, so kernels a previous compiler made
 are not taken for this one's."""
 
-COMPILER_ID = "85f19ee564555a9dfcede9e8a03e8518"
+COMPILER_ID = "dbb2ecebecb09f120b9bf271d8de087c"

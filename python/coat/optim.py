@@ -317,7 +317,7 @@ class FP8AdamW(GradBufferMixin, StateDictMixin, FSDPStorageMixin, torch.optim.Op
         for (dtype, dist), members in by_kind.items():
             slots = [lay.slot(G) if lay is not None else _round_up(p.numel(), G)
                      for _, p, lay in members]
-            size = 2 if dtype == "bf16" else 4
+            size = _dtypes.ITEMSIZE[dtype]
             # Only lazy buffers gain from smaller buckets; persistent ones
             # (DTensors, persistent_grads) keep one bucket, one launch.
             lazy = not (dist or self.persistent_grads)
@@ -335,7 +335,7 @@ class FP8AdamW(GradBufferMixin, StateDictMixin, FSDPStorageMixin, torch.optim.Op
             total += n
         first = _dist.local_tensor(members[0][1])
         dev = first.device
-        tdt = torch.bfloat16 if dtype == "bf16" else torch.float32
+        tdt = _dtypes.torch_dtypes(dtype)[0]
         flat_p = torch.zeros(total, dtype=tdt, device=dev)
         state: Dict[Tuple[str, str], torch.Tensor] = {}
         for mom in _MOMENTS:

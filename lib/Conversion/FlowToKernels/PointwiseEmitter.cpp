@@ -281,15 +281,21 @@ private:
     });
   }
 
+  /// COAT's 1xG activation scales in `format` (COAT.md §3.1), divided as
+  /// this kernel divides.
+  GroupQuantization activationGroups(::coat::Fp8Format format,
+                                     Type scaleType) const {
+    return {::coat::kActivationScaleEps,
+            ::coat::getFp8Traits(format).maxFinite, scaleType, division};
+  }
+
   /// `x` (a lane's values) as a kernel writing them 1xG in `in`'s FP8 type
   /// stores them and a kernel reading them back loads them: the group's
   /// scale, the codes, then code * scale.
   SmallVector<Value> requantize(const GroupLane &lane, ArrayRef<Value> x,
                                 const KernelInput &in) {
-    QuantizedLane q = quantizeGroup(
-        f, lane, x,
-        {::coat::kActivationScaleEps,
-         ::coat::getFp8Traits(in.format).maxFinite, in.scaleType, division});
+    QuantizedLane q =
+        quantizeGroup(f, lane, x, activationGroups(in.format, in.scaleType));
     auto vec = [&](Type t) {
       return VectorType::get({static_cast<int64_t>(x.size())}, t);
     };
@@ -333,10 +339,7 @@ private:
       Value values = arg(out.name);
       if (out.fp8) {
         QuantizedLane q = quantizeGroup(
-            f, lane, ys,
-            {::coat::kActivationScaleEps,
-             ::coat::getFp8Traits(out.format).maxFinite, out.scaleType,
-             division});
+            f, lane, ys, activationGroups(out.format, out.scaleType));
         acc.storeF32(values, q.scaled, out.type, alignment(lane, values));
         storeFromLeader(lane, arg(out.name + "_scale"), out.scaleType,
                         q.scale, tail);

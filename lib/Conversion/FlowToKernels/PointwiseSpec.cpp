@@ -100,11 +100,6 @@ FailureOr<PointwiseSpec> PointwiseLowering::analyze(func::FuncOp fn) const {
     k.table = in.table;
     spec.inputs.push_back(std::move(k));
   }
-  if (info->requantized && !spec.inputs[info->requantized->operand].fp8)
-    return op->emitError("operand '")
-           << info->operands[info->requantized->operand].name
-           << "' must be 1xG FP8: the kernel quantizes a value derived from it "
-              "in its type";
   // A rotary op writes over its input where the caller gives that buffer
   // up: the rotated heads only, the others already hold the result.
   if (info->rotary)
