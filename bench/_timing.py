@@ -31,6 +31,11 @@ from dataclasses import dataclass
 
 RESULTS_ENV = "COAT_BENCH_RESULTS"
 
+#: Datasheet dense peaks of an H100 SXM and an H200 (the same), TFLOP/s
+#: (docs/anchors.md): the ideal of a GEMM.
+FP8_PEAK_TFLOPS = 1979.0
+BF16_PEAK_TFLOPS = 989.0
+
 
 def percentile(samples, q):
     """The q-th percentile (0..100) of samples, linearly interpolated between

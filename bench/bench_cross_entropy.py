@@ -28,8 +28,8 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _timing import (copy_bandwidth, copy_ideal, measure, pct_of_copy, pct_of_peak,  # noqa: E402
-                     peak_ideal, record)
+from _timing import (BF16_PEAK_TFLOPS, copy_bandwidth, copy_ideal, measure,  # noqa: E402
+                     pct_of_copy, pct_of_peak, peak_ideal, record)
 from bench_activations import anchor_compile  # noqa: E402
 
 from coat import artifacts, programs  # noqa: E402
@@ -40,7 +40,6 @@ KERNEL_SHAPES = [(8192, 32000), (4096, 50257), (4096, 128256), (2048, 151936)]
 # (tokens, hidden, vocab): Llama-2-7B at 4 x 2048, TinyLlama at 8 x 2048,
 # Llama-3-8B's vocabulary at 4 x 2048.
 HEAD_SHAPES = [(8192, 4096, 32000), (16384, 2048, 32000), (8192, 4096, 128256)]
-BF16_PEAK_TFLOPS = 989.0  # H100 SXM dense BF16; an H200 has the same
 IGNORE = -100
 
 

@@ -27,7 +27,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
 sys.path.insert(0, HERE)
 
 import torch  # noqa: E402
-from _timing import measure, pct_of_peak, peak_ideal, record, tflops  # noqa: E402
+from _timing import (FP8_PEAK_TFLOPS, measure, pct_of_peak, peak_ideal, record,  # noqa: E402
+                     tflops)
 
 import coat  # noqa: E402
 
@@ -43,7 +44,6 @@ WGRAD_SHAPES = [(3072, 1024, 16384), (1024, 1024, 16384), (2816, 1024, 16384),
                 (4096, 11008, 8192)]
 BLOCK_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 11008, 4096)]
 BLOCK = 128
-FP8_PEAK_TFLOPS = 1979.0  # H200 dense FP8, docs/anchors.md
 
 
 def kernel_dirs():

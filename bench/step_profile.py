@@ -28,8 +28,13 @@ launched it or None), times in microseconds. The categories:
 
 Per step: the GPU time of each category (the sum of its kernels' durations),
 the GPU-busy time (the union of every activity's interval: overlapping
-kernels count once), the wall time, kernels launched. This module is plain
-Python: the tests feed it made-up kernel lists.
+kernels count once), the wall time, kernels launched. With the traffic of
+our kernels (coat.traffic, counted over the same steps) it also gives, per
+category of ours, the bytes and FLOPs a step moved and computed over the
+time of those kernels: the bandwidth they reached against the copy
+bandwidth measured in the same run, and the GEMMs' rate against the FP8
+peak (traffic_rows). This module is plain Python: the tests feed it
+made-up kernel lists.
 """
 
 import argparse
@@ -38,6 +43,8 @@ import json
 import re
 import sys
 from collections import namedtuple
+
+from _timing import FP8_PEAK_TFLOPS
 
 #: One GPU activity (or, on a CPU device, one CPU op and its self time). Times
 #: in microseconds.
@@ -187,7 +194,7 @@ def _activity(a):
     return Activity(*a)
 
 
-def summarize(activities, steps, wall_ms=None, top=8):
+def summarize(activities, steps, wall_ms=None, top=8, traffic=None):
     """The per-step table of `activities` (Activity or (name, dur, start,
     end[, op]) tuples, microseconds) gathered over `steps` steps, whose wall
     time was `wall_ms` per step (None: unknown). Returns a JSON-ready dict:
@@ -200,6 +207,12 @@ def summarize(activities, steps, wall_ms=None, top=8):
                      step, the categories that occur, in CATEGORIES order
       elementwise_ops  the torch elementwise time by launching op, per step
                      ([[op, ms, count], ...], largest first)
+      traffic        with `traffic` (coat.traffic.Traffic.per_step() of the
+                     same steps): {category: {kernels, launches, bytes,
+                     flop, ms}} per step, ms the GPU time of the counted
+                     kernels in the activities; `uncounted_ms`, the time of
+                     our kernels that were not counted (launched elsewhere
+                     or replayed from a CUDA graph)
     """
     if steps < 1:
         raise ValueError("summarize needs steps >= 1")
@@ -233,7 +246,69 @@ def summarize(activities, steps, wall_ms=None, top=8):
         "categories": categories,
         "elementwise_ops": [[k, ms(t), round(n / steps, 2)] for k, (t, n) in elementwise[:15]],
     }
+    if traffic is not None:
+        out["traffic"], out["uncounted_ms"] = _traffic_by_category(acts, traffic, steps)
     return out
+
+
+def _traffic_by_category(acts, traffic, steps):
+    """summarize()'s `traffic` and `uncounted_ms`."""
+    us_by_name = {}
+    for a in acts:
+        us_by_name[a.name] = us_by_name.get(a.name, 0.0) + a.dur
+    by_cat = {}
+    for name, k in traffic.items():
+        c = by_cat.setdefault(categorize(name)[0],
+                              {"kernels": 0, "launches": 0.0, "bytes": 0.0, "flop": 0.0, "ms": 0.0})
+        c["kernels"] += 1
+        c["launches"] += k["launches"]
+        c["bytes"] += k["bytes"]
+        c["flop"] += k["flop"]
+        c["ms"] += us_by_name.get(name, 0.0) / 1e3 / steps
+    uncounted = sum(us for name, us in us_by_name.items()
+                    if name not in traffic and coat_op(name) is not None)
+    ordered = {cat: by_cat[cat] for cat in CATEGORIES if cat in by_cat}
+    for cat, c in ordered.items():
+        c["launches"] = round(c["launches"], 2)
+        c["ms"] = round(c["ms"], 4)
+    return ordered, round(uncounted / 1e3 / steps, 4)
+
+
+def traffic_rows(summary, copy_tbps=None, peak_tflops=FP8_PEAK_TFLOPS):
+    """Per category of summary["traffic"]: (category, launches, GB, TFLOP,
+    ms, TB/s, % of copy, TFLOP/s, % of peak); a figure that cannot be
+    computed (no time, no copy bandwidth, no FLOPs) is None. TB/s is bytes
+    over time; % of copy compares it with `copy_tbps`, % of peak the FLOP
+    rate with `peak_tflops`."""
+    rows = []
+    for cat, c in summary.get("traffic", {}).items():
+        ms = c["ms"]
+        tbps = c["bytes"] / ms / 1e9 if ms > 0 else None
+        tflops = c["flop"] / ms / 1e9 if ms > 0 and c["flop"] else None
+        rows.append((cat, c["launches"], c["bytes"] / 1e9, c["flop"] / 1e12 if c["flop"] else None,
+                     ms, tbps,
+                     100 * tbps / copy_tbps if tbps is not None and copy_tbps else None,
+                     tflops, 100 * tflops / peak_tflops if tflops is not None else None))
+    return rows
+
+
+def format_traffic(summary, copy_tbps=None):
+    """The lines of traffic_rows() as text (none without traffic)."""
+    rows = traffic_rows(summary, copy_tbps)
+    if not rows:
+        return []
+    f = lambda v, fmt: "-" if v is None else format(v, fmt)  # noqa: E731
+    copy = f"copy {copy_tbps:.2f} TB/s" if copy_tbps else "copy not measured"
+    lines = [f"our kernels' traffic per step ({copy}, FP8 peak {FP8_PEAK_TFLOPS:.0f} TFLOP/s):",
+             f"{'category':<18} {'launches':>8} {'GB':>8} {'TFLOP':>7} {'ms':>8} {'TB/s':>6} "
+             f"{'%copy':>6} {'TFLOP/s':>8} {'%peak':>6}"]
+    for cat, n, gb, tf, ms, tbps, pc, tfs, pp in rows:
+        lines.append(f"{cat:<18} {n:8.0f} {gb:8.2f} {f(tf, '7.2f'):>7} {ms:8.3f} "
+                     f"{f(tbps, '6.2f'):>6} {f(pc, '6.1f'):>6} {f(tfs, '8.0f'):>8} "
+                     f"{f(pp, '6.1f'):>6}")
+    if summary.get("uncounted_ms"):
+        lines.append(f"(our kernels not counted: {summary['uncounted_ms']:.2f} ms a step)")
+    return lines
 
 
 # Trace reading ---------------------------------------------------------------
@@ -331,6 +406,7 @@ def format_summary(s):
     if s["elementwise_ops"]:
         lines.append("torch elementwise by op: " + ", ".join(
             f"{k} {t:.2f} ms ({n:.0f})" for k, t, n in s["elementwise_ops"][:10]))
+    lines += format_traffic(s, s.get("copy_tbps"))
     return "\n".join(lines)
 
 

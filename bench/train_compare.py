@@ -56,7 +56,7 @@ HERE = Path(__file__).resolve().parent
 EXAMPLE = HERE.parent / "examples" / "train_llama.py"
 sys.path.insert(0, str(HERE))
 
-from step_profile import CATEGORIES  # noqa: E402
+from step_profile import CATEGORIES, traffic_rows  # noqa: E402
 
 COMPILED = "-compiled"
 STEP_IN_BACKWARD = "-sib"
@@ -246,6 +246,26 @@ def profile_table(records: dict) -> str:
     return "\n".join(rows)
 
 
+def traffic_table(records: dict) -> str:
+    """Per mode and category of our kernels: what a step moved and
+    computed, over those kernels' time (step_profile.traffic_rows), against
+    the copy bandwidth the run measured and the FP8 peak."""
+    rows = []
+    for mode, r in records.items():
+        p = r.get("profile") or {}
+        for cat, n, gb, tf, ms, tbps, pc, tfs, pp in traffic_rows(p, p.get("copy_tbps")):
+            rows.append([label(mode, r), cat, f"{n:.0f}", f"{gb:.2f}", _cell(tf, "{:.2f}"),
+                         f"{ms:.2f}", _cell(tbps, "{:.2f}"), _cell(pc, "{:.1f}"),
+                         _cell(tfs, "{:.0f}"), _cell(pp, "{:.1f}"),
+                         _cell(p.get("copy_tbps"), "{:.2f}")])
+    if not rows:
+        return ""
+    head = ["mode", "category", "launches/step", "GB/step", "TFLOP/step", "ms/step", "TB/s",
+            "% of copy", "TFLOP/s", "% of FP8 peak", "copy TB/s"]
+    return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+                     + ["| " + " | ".join(c) + " |" for c in rows])
+
+
 def memory_table(records: dict) -> str:
     """Allocated GiB at the points of one step (the records' `memory`) and
     the run's peak."""
@@ -294,7 +314,8 @@ def profile_report(records: dict) -> str:
     head = (f"Profile: {first.get('config')}, {first.get('batch')}x{first.get('seq')} tokens a "
             f"step, {first.get('device')}, torch {first.get('torch')}; ms per step over the last "
             f"{'/'.join(map(str, steps)) or '-'} steps of each run.")
-    parts = [head, profile_table(records), memory_table(records), detail_lines(records)]
+    parts = [head, profile_table(records), traffic_table(records), memory_table(records),
+             detail_lines(records)]
     return "\n\n".join(p for p in parts if p)
 
 

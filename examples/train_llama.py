@@ -79,6 +79,11 @@ ops too (to know which aten op launched a kernel), which slows the host: the
 profiled wall time is above the step time, and `busy_share_of_step` compares
 the busy time with the unprofiled step time. --profile-trace PATH keeps the
 Chrome trace (.gz: gzipped). On a CPU device the CPU ops are the activities.
+Our kernels' launches in the profiled steps are counted too (coat.traffic:
+bytes and GEMM FLOPs per kernel), and the summary's `traffic` divides them
+by those kernels' GPU time, against the copy bandwidth measured at the end
+of the run (`copy_tbps`) and the FP8 peak: how close each family of our
+kernels came to its ceiling inside a step.
 
 On CUDA the record also holds `memory`: allocated bytes at one step
 (--memory-step) between steps, after the forward, after the backward,
@@ -399,11 +404,15 @@ class StepProfiler:
     def start(self):
         from torch.profiler import ProfilerActivity, profile
 
+        from coat.traffic import count_traffic
+
         activities = [ProfilerActivity.CPU]
         if self.cuda:
             activities.append(ProfilerActivity.CUDA)
         self.prof = profile(activities=activities, record_shapes=False)
         self._sync()
+        self.counting = count_traffic()
+        self.traffic = self.counting.__enter__()
         self.prof.start()
         self.t0 = time.perf_counter()
 
@@ -411,6 +420,7 @@ class StepProfiler:
         self._sync()
         wall = time.perf_counter() - self.t0
         self.prof.stop()
+        self.counting.__exit__(None, None, None)
         sys.path.insert(0, str(ROOT / "bench"))
         import step_profile
 
@@ -429,7 +439,9 @@ class StepProfiler:
                     shutil.copyfile(path, self.trace)
         device = "cuda" if self.cuda else "cpu"
         acts = step_profile.activities_from_trace(trace, device)
-        summary = step_profile.summarize(acts, self.steps, wall_ms=wall * 1e3 / self.steps)
+        summary = step_profile.summarize(acts, self.steps, wall_ms=wall * 1e3 / self.steps,
+                                         traffic=(self.traffic.per_step(self.steps) or None)
+                                         if self.cuda else None)
         summary.update(first_step=self.first, activity=device,
                        profiler="kineto" if isinstance(trace, dict) else "legacy")
         if self.trace:
@@ -634,6 +646,13 @@ def train(args) -> dict:
     if cuda:
         record["peak_memory_bytes"] = max(torch.cuda.max_memory_allocated(),
                                           memory.peak_before if memory else 0)
+        if record.get("profile", {}).get("traffic"):
+            # The ceiling of the memory-bound kernels, measured after the peak
+            # was read (its buffers do not count).
+            sys.path.insert(0, str(ROOT / "bench"))
+            from _timing import copy_bandwidth
+
+            record["profile"]["copy_tbps"] = copy_bandwidth(256 << 20) / 1e12
     if step_times:
         st = sorted(step_times)
         record["step_time_s"] = st[len(st) // 2]

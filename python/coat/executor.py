@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import _dtypes
+from . import _dtypes, traffic
 from .manifest import ProgramError
 from .runtime import Kernel, Module, load
 
@@ -229,6 +229,9 @@ class Program:
         if key in self._plans:
             for run, sources in plan.runners:
                 run([resolve(src) for src in sources], stream)
+            if traffic.active is not None:
+                for cost in plan.costs:
+                    traffic.active.add(*cost)
         else:
             # First run: check every launch, then keep its launcher.
             runners = []
@@ -242,6 +245,11 @@ class Program:
                 run = launch.kernel.prepared(n, scalars, kind)
                 run(buffers, stream)
                 runners.append((run, launch.sources))
+                cost = (launch.kernel.name, launch.kernel.spec.op,
+                        *traffic.launch_cost(launch.kernel.spec, buffers, scalars))
+                plan.costs.append(cost)
+                if traffic.active is not None:
+                    traffic.active.add(*cost)
             plan.runners = runners
             self._plans[key] = plan
         for vid, srcs in plan.results:
@@ -289,6 +297,8 @@ class _StepPlan:
     results: List[Tuple[int, List[Tuple[str, int, str]]]]
     flags: bool = False  # a launch writes a finiteness flag
     runners: List[Any] = dataclasses.field(default_factory=list)
+    #: per launch: (kernel, op, bytes, flop), for traffic.count_traffic
+    costs: List[Tuple[str, str, int, int]] = dataclasses.field(default_factory=list)
 
 
 def default_partials(kernel: Kernel, rows: int, gpu=None) -> int:

@@ -11,7 +11,7 @@ import os
 import threading
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from . import _dtypes, _paths
+from . import _dtypes, _paths, traffic
 from .compiler import link_cpu_object, shared_library_for
 from .manifest import KernelSpec, Manifest, load_manifest
 
@@ -248,6 +248,9 @@ class Kernel:
         (default: torch's current stream of their device); CPU tensors and
         numpy arrays through the CPU twin, synchronously."""
         n, kind, device, buffers, scalars = self.bind(n, **kwargs)
+        if traffic.active is not None:
+            traffic.active.add(self.spec.name, self.spec.op,
+                               *traffic.launch_cost(self.spec, buffers, scalars))
         if kind == "cuda":
             self._launch_gpu(n, device, buffers, scalars, stream)
         else:

@@ -17,6 +17,7 @@ if not ref.is_available():
 torch = pytest.importorskip("torch")
 
 from coat.executor import QTensor, load_programs  # noqa: E402
+from coat.traffic import count_traffic  # noqa: E402
 from kernel_io import DEVICES, activation, assert_codes_equal, hp_values  # noqa: E402
 
 
@@ -71,3 +72,47 @@ def test_per_tensor_copy_is_requantized_from_the_group_copy(device, case):
     assert_codes_equal(host(per_tensor.codes).reshape(-1),
                        ref.quantize_with_scale(values, top, "e4m3").reshape(-1), "e4m3",
                        "per-tensor codes")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_traffic_counts_each_launch_with_its_buffers_and_gemm_flops(device):
+    prog = both_consumers_program()
+    T, H, O, G = 256, 512, 1024, 16
+    rng = np.random.default_rng(3)
+    x = bf16_tensor(rng.standard_normal((T, H)).astype(np.float32), device)
+    w = bf16_tensor(rng.standard_normal((O, H)).astype(np.float32), device)
+    x_id, w_id = prog.input_ids()
+    kernel = {s.spec.split("_k", 1)[1].split("_", 1)[1]: s.spec for s in prog.steps}
+    quantize, gemm = kernel["quantize_per_group"], kernel["linear_forward"]
+
+    def run():
+        prog.run({x_id: x, w_id: w})
+
+    with count_traffic() as first:  # the run that makes the plans
+        run()
+    with count_traffic() as outer:
+        run()
+        with count_traffic() as inner:  # replayed launches; its own count
+            run()
+        run()
+    run()  # counted by nobody
+    assert set(first.kernels) == {s.spec for s in prog.steps}
+    # x's 1x16 copy: x in bf16, its codes, a bf16 scale per group.
+    assert first.kernels[quantize] == ["quantize", 1, T * H * 2 + T * H + T * H // G * 2, 0]
+    # The GEMM: FP8 x and W, the bf16 output, two bf16 scales, a flag word.
+    assert first.kernels[gemm] == ["linear", 1, T * H + O * H + T * O * 2 + 2 + 2 + 4,
+                                   2 * T * O * H]
+    assert inner.kernels == first.kernels
+    assert {k: v[1:] for k, v in outer.kernels.items()} == \
+        {k: [2 * n for n in v[1:]] for k, v in first.kernels.items()}
+    per_step = outer.per_step(2)
+    assert per_step[gemm] == {"op": "linear", "launches": 1.0, "bytes": first.kernels[gemm][2],
+                              "flop": 2 * T * O * H}
+
+    # A launch outside the programs (what FP8AdamW makes) counts too.
+    k = prog.module.kernels[quantize]
+    codes = torch.empty((T, H), dtype=torch.uint8, device=device)
+    scale = torch.empty(T * H // G, dtype=torch.bfloat16, device=device)
+    with count_traffic() as direct:
+        k.launch(input=x.reshape(-1), codes=codes.reshape(-1), scale=scale, rows=T, cols=H)
+    assert direct.kernels == {quantize: first.kernels[quantize]}

@@ -183,6 +183,42 @@ def test_summary_per_step():
     json.dumps(s)  # the record stores it as is
 
 
+def test_traffic_per_category_over_the_time_of_the_counted_kernels():
+    # Two steps; us. The GEMM and the quantize kernel were counted; the
+    # rmsnorm was launched but not counted; a torch kernel has no traffic.
+    gemm, quant = ("coat_mlp_h1024_f2816_k14_linear_forward",
+                   "coat_mlp_h1024_f2816_k4_quantize_per_group")
+    acts = [(gemm, 100, 0, 100, None), (quant, 50, 100, 150, None),
+            ("coat_mlp_h1024_f2816_k5_rmsnorm", 20, 150, 170, None),
+            ("void at::native::vectorized_elementwise_kernel<4>(int)", 30, 170, 200, "aten::mul"),
+            (gemm, 300, 1000, 1300, None), (quant, 50, 1300, 1350, None)]
+    traffic = {gemm: {"op": "linear", "launches": 1.0, "bytes": 1e6, "flop": 4e11},
+               quant: {"op": "quantize", "launches": 1.0, "bytes": 1.5e8, "flop": 0}}
+    s = sp.summarize(acts, steps=2, traffic=traffic)
+    assert s["traffic"] == {
+        "coat gemm": {"kernels": 1, "launches": 1.0, "bytes": 1e6, "flop": 4e11, "ms": 0.2},
+        "coat quantize": {"kernels": 1, "launches": 1.0, "bytes": 1.5e8, "flop": 0.0,
+                          "ms": 0.05}}
+    assert s["uncounted_ms"] == pytest.approx(0.01)  # the rmsnorm: 20 us over 2 steps
+    rows = {r[0]: r for r in sp.traffic_rows(s, copy_tbps=3.0, peak_tflops=2000.0)}
+    # 4e11 flop in 0.2 ms: 2000 TFLOP/s, the whole peak; 1e6 B in 0.2 ms: 0.005 TB/s.
+    _, n, gb, tf, ms, tbps, pc, tfs, pp = rows["coat gemm"]
+    assert (n, gb, tf, ms) == (1.0, 1e-3, 0.4, 0.2)
+    assert tfs == pytest.approx(2000.0) and pp == pytest.approx(100.0)
+    assert tbps == pytest.approx(0.005)
+    # 1.5e8 B in 0.05 ms: 3 TB/s, the whole copy bandwidth; no FLOPs.
+    _, n, gb, tf, ms, tbps, pc, tfs, pp = rows["coat quantize"]
+    assert tbps == pytest.approx(3.0) and pc == pytest.approx(100.0)
+    assert tf is None and tfs is None and pp is None
+    # Without a copy bandwidth there is no % of copy; the text says so.
+    assert sp.traffic_rows(s)[1][6] is None
+    text = sp.format_summary(s)
+    assert "copy not measured" in text and "coat quantize" in text
+    assert "not counted: 0.01 ms" in text
+    assert "traffic" not in sp.summarize(acts, steps=2)  # only when given
+    json.dumps(s)
+
+
 def test_summary_without_wall_time_and_bad_steps():
     s = sp.summarize([("k", 1.0, 0.0, 1.0, None)], steps=1)
     assert s["wall_ms"] is None and s["busy_share"] is None

@@ -540,6 +540,27 @@ def test_profile_table_has_a_column_per_category_present(compare):
     assert compare.profile_table({"bf16": {"params": 1}}) == ""
 
 
+def test_traffic_table_reads_the_counted_bytes(compare):
+    coat = {"params": 1e8, "step_time_s": 0.055, "graph": False,
+            "profile": fake_profile(30.0, 80.0, {"coat gemm": 20.0, "coat quantize": 6.0})}
+    coat["profile"].update(copy_tbps=3.0, traffic={
+        "coat gemm": {"kernels": 3, "launches": 30.0, "bytes": 2e9, "flop": 19.79e12,
+                      "ms": 20.0},
+        "coat quantize": {"kernels": 2, "launches": 40.0, "bytes": 9e9, "flop": 0.0,
+                          "ms": 6.0}})
+    text = compare.traffic_table({"coat": coat, "bf16": {"params": 1, "profile": {}}})
+    rows = [[c.strip() for c in row.strip("|").split("|")] for row in text.splitlines()]
+    assert rows[0] == ["mode", "category", "launches/step", "GB/step", "TFLOP/step", "ms/step",
+                       "TB/s", "% of copy", "TFLOP/s", "% of FP8 peak", "copy TB/s"]
+    # 19.79 TFLOP in 20 ms: 989.5 TFLOP/s, half the FP8 peak; 9 GB in 6 ms: 1.5 TB/s.
+    assert rows[2] == ["coat", "coat gemm", "30", "2.00", "19.79", "20.00", "0.10", "3.3",
+                       "990", "50.0", "3.00"]
+    assert rows[3] == ["coat", "coat quantize", "40", "9.00", "-", "6.00", "1.50", "50.0",
+                       "-", "-", "3.00"]
+    assert len(rows) == 4
+    assert compare.traffic_table({"bf16": {"params": 1}}) == ""
+
+
 def test_profile_report_heads_the_tables(compare):
     r = {"config": "100m", "batch": 16, "seq": 1024, "device": "NVIDIA H100", "torch": "2.11",
          "step_time_s": 0.05, "profile": fake_profile(40.0, 60.0, {"torch gemm": 30.0})}
@@ -634,9 +655,20 @@ def test_profile_finds_the_kernels_on_gpu(gpu_example, tmp_path, mode, ours):
     if ours:
         assert {"coat gemm", "coat quantize", "coat norms", "coat flow",
                 "coat optimizer"} <= set(cats)
+        # Every family's launches were counted and found in the trace: the
+        # counted kernels' time is the category's, and nothing ran faster
+        # than twice the copy bandwidth (bytes counted per launch are a floor).
+        t = p["traffic"]
+        assert p["uncounted_ms"] == 0 and p["copy_tbps"] > 0.5
+        for cat in ("coat gemm", "coat quantize", "coat norms", "coat flow", "coat optimizer"):
+            assert t[cat]["launches"] > 0 and t[cat]["bytes"] > 0
+            assert t[cat]["ms"] == pytest.approx(cats[cat]["ms"], abs=2e-3)
+            assert t[cat]["bytes"] / t[cat]["ms"] / 1e9 < 2 * p["copy_tbps"]
+        assert t["coat gemm"]["flop"] > 0 and t["coat quantize"]["flop"] == 0
     else:
         assert "torch gemm" in cats and "torch optimizer" in cats
         assert not any(c.startswith("coat") for c in cats)
+        assert "traffic" not in p
     m = r["memory"]
     assert m["step"] == 1
     assert m["between_steps_bytes"] < m["after_forward_bytes"] <= m["step_peak_bytes"]

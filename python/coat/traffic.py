@@ -1,0 +1,68 @@
+"""What our kernels moved and computed: every launch made while
+:func:`count_traffic` is active, per kernel, its bytes and (GEMMs) FLOPs.
+
+bench/step_profile.py divides them by the kernels' GPU time: the share of
+the copy bandwidth or of the FP8 peak each family of kernels reached in a
+training step (examples/train_llama.py --profile). Launches of the
+executor's programs and of :meth:`coat.runtime.Kernel.launch` (FP8AdamW's)
+are counted; launches replayed from a CUDA graph do not pass through Python
+and are not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+
+
+class Traffic:
+    """Per kernel: launches, the bytes of the buffers each launch was given
+    (each argument's tensor in full; a buffer given twice counts twice, as
+    it is read and written) and, for the GEMMs (``op == "linear"``), 2mnk.
+    The bytes are what the kernel must read or write at least, so bytes over
+    time is the share of the memory bandwidth it reached; caches do not
+    enter."""
+
+    def __init__(self) -> None:
+        #: kernel name -> [op, launches, bytes, flop]
+        self.kernels: Dict[str, List[Any]] = {}
+
+    def add(self, name: str, op: str, nbytes: int, flop: int) -> None:
+        k = self.kernels.setdefault(name, [op, 0, 0, 0])
+        k[1] += 1
+        k[2] += nbytes
+        k[3] += flop
+
+    def per_step(self, steps: int) -> Dict[str, Dict[str, Any]]:
+        """JSON-ready: ``{kernel: {op, launches, bytes, flop}}`` per step."""
+        return {name: {"op": op, "launches": n / steps, "bytes": b / steps, "flop": f / steps}
+                for name, (op, n, b, f) in sorted(self.kernels.items())}
+
+
+#: The innermost active counter (None: not counting).
+active: Optional[Traffic] = None
+
+
+@contextlib.contextmanager
+def count_traffic() -> Iterator[Traffic]:
+    """Counts the launches made inside the block; blocks nest, each counting
+    its own."""
+    global active
+    outer, active = active, Traffic()
+    try:
+        yield active
+    finally:
+        active = outer
+
+
+def launch_cost(spec, buffers: Sequence[Any], scalars: Sequence[Any]) -> Tuple[int, int]:
+    """(bytes, flop) of one launch of the kernel of ``spec`` (its
+    KernelSpec) on ``buffers`` and ``scalars`` in manifest order: the
+    buffers' sizes (torch tensors or numpy arrays), and 2mnk of a GEMM."""
+    nbytes = sum(b.numel() * b.element_size() if hasattr(b, "element_size") else b.nbytes
+                 for b in buffers)
+    flop = 0
+    if spec.op == "linear":
+        dims = dict(zip((a.name for a in spec.scalars), scalars))
+        flop = 2 * int(dims["m"]) * int(dims["n"]) * int(dims["k"])
+    return nbytes, flop
