@@ -17,11 +17,11 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 class Traffic:
     """Per kernel: launches, the bytes of the buffers each launch was given
-    (each argument's tensor in full; a buffer given twice counts twice, as
-    it is read and written) and, for the GEMMs (``op == "linear"``), 2mnk.
-    The bytes are what the kernel must read or write at least, so bytes over
-    time is the share of the memory bandwidth it reached; caches do not
-    enter."""
+    (each argument's tensor in full, twice where the kernel reads and writes
+    it: :func:`updated_in_place`) and, for the GEMMs (``op == "linear"``),
+    2mnk. The bytes are what the kernel must read or write at least, so
+    bytes over time is the share of the memory bandwidth it reached; caches
+    do not enter."""
 
     def __init__(self) -> None:
         #: kernel name -> [op, launches, bytes, flop]
@@ -55,12 +55,27 @@ def count_traffic() -> Iterator[Traffic]:
         active = outer
 
 
+def updated_in_place(spec) -> Tuple[str, ...]:
+    """The buffer arguments a kernel reads and writes (docs/manifest.md): an
+    ``adamw_step`` kernel updates every buffer but the gradient and its
+    scale (parameters, masters, the moments' codes and group fields); a
+    kernel whose config sets ``in_place`` (rope, cross_entropy) writes its
+    result over its first argument."""
+    if spec.op == "adamw_step":
+        return tuple(a.name for a in spec.memrefs if a.name not in ("grad", "grad_scale"))
+    if spec.config.get("in_place") and spec.memrefs:
+        return (spec.memrefs[0].name,)
+    return ()
+
+
 def launch_cost(spec, buffers: Sequence[Any], scalars: Sequence[Any]) -> Tuple[int, int]:
     """(bytes, flop) of one launch of the kernel of ``spec`` (its
     KernelSpec) on ``buffers`` and ``scalars`` in manifest order: the
-    buffers' sizes (torch tensors or numpy arrays), and 2mnk of a GEMM."""
-    nbytes = sum(b.numel() * b.element_size() if hasattr(b, "element_size") else b.nbytes
-                 for b in buffers)
+    buffers' sizes (torch tensors or numpy arrays; twice those updated in
+    place), and 2mnk of a GEMM."""
+    twice = updated_in_place(spec)
+    nbytes = sum((b.numel() * b.element_size() if hasattr(b, "element_size") else b.nbytes)
+                 * (2 if a.name in twice else 1) for a, b in zip(spec.memrefs, buffers))
     flop = 0
     if spec.op == "linear":
         dims = dict(zip((a.name for a in spec.scalars), scalars))
