@@ -252,36 +252,49 @@ def summarize(activities, steps, wall_ms=None, top=8, traffic=None):
 
 
 def _traffic_by_category(acts, traffic, steps):
-    """summarize()'s `traffic` and `uncounted_ms`."""
+    """summarize()'s `traffic` and `uncounted_ms`: per category, and within
+    it per op (the category's detail), the counted kernels' launches,
+    bytes, FLOPs and GPU time a step."""
     us_by_name = {}
     for a in acts:
         us_by_name[a.name] = us_by_name.get(a.name, 0.0) + a.dur
+    fields = lambda: {"kernels": 0, "launches": 0.0, "bytes": 0.0, "flop": 0.0, "ms": 0.0}  # noqa: E731
     by_cat = {}
     for name, k in traffic.items():
-        c = by_cat.setdefault(categorize(name)[0],
-                              {"kernels": 0, "launches": 0.0, "bytes": 0.0, "flop": 0.0, "ms": 0.0})
-        c["kernels"] += 1
-        c["launches"] += k["launches"]
-        c["bytes"] += k["bytes"]
-        c["flop"] += k["flop"]
-        c["ms"] += us_by_name.get(name, 0.0) / 1e3 / steps
+        cat, op = categorize(name)
+        c = by_cat.setdefault(cat, dict(fields(), ops={}))
+        for row in (c, c["ops"].setdefault(op, fields())):
+            row["kernels"] += 1
+            row["launches"] += k["launches"]
+            row["bytes"] += k["bytes"]
+            row["flop"] += k["flop"]
+            row["ms"] += us_by_name.get(name, 0.0) / 1e3 / steps
     uncounted = sum(us for name, us in us_by_name.items()
                     if name not in traffic and coat_op(name) is not None)
     ordered = {cat: by_cat[cat] for cat in CATEGORIES if cat in by_cat}
-    for cat, c in ordered.items():
-        c["launches"] = round(c["launches"], 2)
-        c["ms"] = round(c["ms"], 4)
+    for c in ordered.values():
+        c["ops"] = dict(sorted(c["ops"].items(), key=lambda kv: (-kv[1]["ms"], kv[0])))
+        for row in (c, *c["ops"].values()):
+            row["launches"] = round(row["launches"], 2)
+            row["ms"] = round(row["ms"], 4)
     return ordered, round(uncounted / 1e3 / steps, 4)
 
 
-def traffic_rows(summary, copy_tbps=None, peak_tflops=FP8_PEAK_TFLOPS):
-    """Per category of summary["traffic"]: (category, launches, GB, TFLOP,
-    ms, TB/s, % of copy, TFLOP/s, % of peak); a figure that cannot be
-    computed (no time, no copy bandwidth, no FLOPs) is None. TB/s is bytes
-    over time; % of copy compares it with `copy_tbps`, % of peak the FLOP
-    rate with `peak_tflops`."""
-    rows = []
+def traffic_rows(summary, copy_tbps=None, peak_tflops=FP8_PEAK_TFLOPS, by_op=False):
+    """Per category of summary["traffic"] (with `by_op`, per op within each
+    category, named "category: op"): (name, launches, GB, TFLOP, ms, TB/s,
+    % of copy, TFLOP/s, % of peak); a figure that cannot be computed (no
+    time, no copy bandwidth, no FLOPs) is None. TB/s is bytes over time; %
+    of copy compares it with `copy_tbps`, % of peak the FLOP rate with
+    `peak_tflops`."""
+    items = []
     for cat, c in summary.get("traffic", {}).items():
+        if by_op:
+            items += [(f"{cat}: {op}", o) for op, o in c.get("ops", {}).items()]
+        else:
+            items.append((cat, c))
+    rows = []
+    for cat, c in items:
         ms = c["ms"]
         tbps = c["bytes"] / ms / 1e9 if ms > 0 else None
         tflops = c["flop"] / ms / 1e9 if ms > 0 and c["flop"] else None
@@ -293,17 +306,23 @@ def traffic_rows(summary, copy_tbps=None, peak_tflops=FP8_PEAK_TFLOPS):
 
 
 def format_traffic(summary, copy_tbps=None):
-    """The lines of traffic_rows() as text (none without traffic)."""
-    rows = traffic_rows(summary, copy_tbps)
+    """The lines of traffic_rows() as text (none without traffic), each
+    category followed by its ops."""
+    rows = []
+    for row in traffic_rows(summary, copy_tbps):
+        rows.append(row)
+        rows += [("  " + r[0].split(": ", 1)[1], *r[1:])
+                 for r in traffic_rows(summary, copy_tbps, by_op=True)
+                 if r[0].startswith(row[0] + ": ")]
     if not rows:
         return []
     f = lambda v, fmt: "-" if v is None else format(v, fmt)  # noqa: E731
     copy = f"copy {copy_tbps:.2f} TB/s" if copy_tbps else "copy not measured"
     lines = [f"our kernels' traffic per step ({copy}, FP8 peak {FP8_PEAK_TFLOPS:.0f} TFLOP/s):",
-             f"{'category':<18} {'launches':>8} {'GB':>8} {'TFLOP':>7} {'ms':>8} {'TB/s':>6} "
+             f"{'category / op':<32} {'launches':>8} {'GB':>8} {'TFLOP':>7} {'ms':>8} {'TB/s':>6} "
              f"{'%copy':>6} {'TFLOP/s':>8} {'%peak':>6}"]
     for cat, n, gb, tf, ms, tbps, pc, tfs, pp in rows:
-        lines.append(f"{cat:<18} {n:8.0f} {gb:8.2f} {f(tf, '7.2f'):>7} {ms:8.3f} "
+        lines.append(f"{cat:<32} {n:8.0f} {gb:8.2f} {f(tf, '7.2f'):>7} {ms:8.3f} "
                      f"{f(tbps, '6.2f'):>6} {f(pc, '6.1f'):>6} {f(tfs, '8.0f'):>8} "
                      f"{f(pp, '6.1f'):>6}")
     if summary.get("uncounted_ms"):

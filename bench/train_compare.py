@@ -247,13 +247,19 @@ def profile_table(records: dict) -> str:
 
 
 def traffic_table(records: dict) -> str:
-    """Per mode and category of our kernels: what a step moved and
-    computed, over those kernels' time (step_profile.traffic_rows), against
-    the copy bandwidth the run measured and the FP8 peak."""
+    """Per mode and category of our kernels, each followed by its ops
+    ("category: op"): what a step moved and computed, over those kernels'
+    time (step_profile.traffic_rows), against the copy bandwidth the run
+    measured and the FP8 peak."""
     rows = []
     for mode, r in records.items():
         p = r.get("profile") or {}
-        for cat, n, gb, tf, ms, tbps, pc, tfs, pp in traffic_rows(p, p.get("copy_tbps")):
+        ranked = []  # each category, then its ops
+        for row in traffic_rows(p, p.get("copy_tbps")):
+            ranked.append(row)
+            ranked += [r for r in traffic_rows(p, p.get("copy_tbps"), by_op=True)
+                       if r[0].startswith(row[0] + ": ")]
+        for cat, n, gb, tf, ms, tbps, pc, tfs, pp in ranked:
             rows.append([label(mode, r), cat, f"{n:.0f}", f"{gb:.2f}", _cell(tf, "{:.2f}"),
                          f"{ms:.2f}", _cell(tbps, "{:.2f}"), _cell(pc, "{:.1f}"),
                          _cell(tfs, "{:.0f}"), _cell(pp, "{:.1f}"),

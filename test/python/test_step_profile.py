@@ -195,10 +195,11 @@ def test_traffic_per_category_over_the_time_of_the_counted_kernels():
     traffic = {gemm: {"op": "linear", "launches": 1.0, "bytes": 1e6, "flop": 4e11},
                quant: {"op": "quantize", "launches": 1.0, "bytes": 1.5e8, "flop": 0}}
     s = sp.summarize(acts, steps=2, traffic=traffic)
+    gemm_row = {"kernels": 1, "launches": 1.0, "bytes": 1e6, "flop": 4e11, "ms": 0.2}
+    quant_row = {"kernels": 1, "launches": 1.0, "bytes": 1.5e8, "flop": 0.0, "ms": 0.05}
     assert s["traffic"] == {
-        "coat gemm": {"kernels": 1, "launches": 1.0, "bytes": 1e6, "flop": 4e11, "ms": 0.2},
-        "coat quantize": {"kernels": 1, "launches": 1.0, "bytes": 1.5e8, "flop": 0.0,
-                          "ms": 0.05}}
+        "coat gemm": dict(gemm_row, ops={"linear_forward": gemm_row}),
+        "coat quantize": dict(quant_row, ops={"quantize_per_group": quant_row})}
     assert s["uncounted_ms"] == pytest.approx(0.01)  # the rmsnorm: 20 us over 2 steps
     rows = {r[0]: r for r in sp.traffic_rows(s, copy_tbps=3.0, peak_tflops=2000.0)}
     # 4e11 flop in 0.2 ms: 2000 TFLOP/s, the whole peak; 1e6 B in 0.2 ms: 0.005 TB/s.
@@ -210,10 +211,15 @@ def test_traffic_per_category_over_the_time_of_the_counted_kernels():
     _, n, gb, tf, ms, tbps, pc, tfs, pp = rows["coat quantize"]
     assert tbps == pytest.approx(3.0) and pc == pytest.approx(100.0)
     assert tf is None and tfs is None and pp is None
+    # Per op: the same figures under "category: op".
+    assert [r[0] for r in sp.traffic_rows(s, by_op=True)] == [
+        "coat gemm: linear_forward", "coat quantize: quantize_per_group"]
+    assert sp.traffic_rows(s, 3.0, by_op=True)[1][1:] == rows["coat quantize"][1:]
     # Without a copy bandwidth there is no % of copy; the text says so.
     assert sp.traffic_rows(s)[1][6] is None
     text = sp.format_summary(s)
     assert "copy not measured" in text and "coat quantize" in text
+    assert "  quantize_per_group" in text
     assert "not counted: 0.01 ms" in text
     assert "traffic" not in sp.summarize(acts, steps=2)  # only when given
     json.dumps(s)

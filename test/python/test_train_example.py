@@ -543,11 +543,14 @@ def test_profile_table_has_a_column_per_category_present(compare):
 def test_traffic_table_reads_the_counted_bytes(compare):
     coat = {"params": 1e8, "step_time_s": 0.055, "graph": False,
             "profile": fake_profile(30.0, 80.0, {"coat gemm": 20.0, "coat quantize": 6.0})}
+    gemm = {"kernels": 3, "launches": 30.0, "bytes": 2e9, "flop": 19.79e12, "ms": 20.0}
+    absmax = {"kernels": 1, "launches": 10.0, "bytes": 3e9, "flop": 0.0, "ms": 1.0}
+    transpose = {"kernels": 1, "launches": 30.0, "bytes": 6e9, "flop": 0.0, "ms": 5.0}
     coat["profile"].update(copy_tbps=3.0, traffic={
-        "coat gemm": {"kernels": 3, "launches": 30.0, "bytes": 2e9, "flop": 19.79e12,
-                      "ms": 20.0},
+        "coat gemm": dict(gemm, ops={"linear_forward": gemm}),
         "coat quantize": {"kernels": 2, "launches": 40.0, "bytes": 9e9, "flop": 0.0,
-                          "ms": 6.0}})
+                          "ms": 6.0, "ops": {"quantize_per_tensor_transpose": transpose,
+                                             "absmax": absmax}}})
     text = compare.traffic_table({"coat": coat, "bf16": {"params": 1, "profile": {}}})
     rows = [[c.strip() for c in row.strip("|").split("|")] for row in text.splitlines()]
     assert rows[0] == ["mode", "category", "launches/step", "GB/step", "TFLOP/step", "ms/step",
@@ -555,9 +558,15 @@ def test_traffic_table_reads_the_counted_bytes(compare):
     # 19.79 TFLOP in 20 ms: 989.5 TFLOP/s, half the FP8 peak; 9 GB in 6 ms: 1.5 TB/s.
     assert rows[2] == ["coat", "coat gemm", "30", "2.00", "19.79", "20.00", "0.10", "3.3",
                        "990", "50.0", "3.00"]
-    assert rows[3] == ["coat", "coat quantize", "40", "9.00", "-", "6.00", "1.50", "50.0",
+    assert rows[3] == ["coat", "coat gemm: linear_forward"] + rows[2][2:]
+    assert rows[4] == ["coat", "coat quantize", "40", "9.00", "-", "6.00", "1.50", "50.0",
                        "-", "-", "3.00"]
-    assert len(rows) == 4
+    # Its ops in the order recorded: 6 GB in 5 ms (1.2 TB/s), 3 GB in 1 ms (3 TB/s).
+    assert rows[5][1:8] == ["coat quantize: quantize_per_tensor_transpose", "30", "6.00", "-",
+                            "5.00", "1.20", "40.0"]
+    assert rows[6][1:8] == ["coat quantize: absmax", "10", "3.00", "-", "1.00", "3.00",
+                            "100.0"]
+    assert len(rows) == 7
     assert compare.traffic_table({"bf16": {"params": 1}}) == ""
 
 
