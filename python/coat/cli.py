@@ -3,6 +3,9 @@
     coat --version                the package's version, and coat-opt's if found
     coat compile FILE OUT [...]   coat.compile(FILE, OUT): PTX, cubin, the CPU
                                   library and manifest.json in OUT
+    coat costs DIR... --tokens N  what each program of the compiled modules
+                                  in DIR moves and computes for N tokens, and
+                                  its time at the memory and FP8 ceilings
 """
 
 from __future__ import annotations
@@ -67,6 +70,66 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
+def costs_table(programs, tokens: int, copy_tbps: float, peak_tflops: float) -> str:
+    """Per program and phase (Program.launch_costs): launches, GB, TFLOP and
+    the time at the ceilings, each kernel at the copy bandwidth or (a GEMM)
+    the FP8 peak, whichever bounds it."""
+    lines = [f"{tokens} tokens; ceilings: copy {copy_tbps:.2f} TB/s, FP8 {peak_tflops:.0f} TFLOP/s",
+             f"{'program':<48} {'phase':<9} {'launches':>8} {'GB':>8} {'TFLOP':>8} "
+             f"{'ideal ms':>9}"]
+    for prog in programs:
+        for phase in ("forward", "backward", "recompute"):
+            costs = prog.launch_costs(tokens, phase)
+            if not costs:
+                continue
+            gb = sum(c[2] for c in costs) / 1e9
+            tflop = sum(c[3] for c in costs) / 1e12
+            ideal = sum(max(b / copy_tbps, f / peak_tflops) for _, _, b, f in costs) / 1e9
+            lines.append(f"{prog.name:<48} {phase:<9} {len(costs):8d} {gb:8.3f} {tflop:8.3f} "
+                         f"{ideal:9.3f}")
+    return "\n".join(lines)
+
+
+def _module_dirs(paths: Sequence[str]) -> List[str]:
+    """Each path that holds a manifest.json, else its sub-folders that do
+    (what scripts/compile_model.py writes: one folder per program)."""
+    out = []
+    for path in paths:
+        if os.path.isfile(os.path.join(path, "manifest.json")):
+            out.append(path)
+        elif os.path.isdir(path):
+            out += sorted(os.path.join(path, d) for d in os.listdir(path)
+                          if os.path.isfile(os.path.join(path, d, "manifest.json")))
+    return out
+
+
+def _cmd_costs(args: argparse.Namespace) -> int:
+    from .executor import load_programs
+    from .manifest import ManifestError
+    from .runtime import load
+
+    if args.tokens < 1:
+        print("coat costs: error: --tokens must be at least 1", file=sys.stderr)
+        return 1
+    dirs = _module_dirs(args.dirs)
+    if not dirs:
+        print(f"coat costs: error: no manifest.json in {' or '.join(args.dirs)} or their "
+              "sub-folders", file=sys.stderr)
+        return 1
+    programs = []
+    for d in dirs:
+        try:
+            programs += list(load_programs(load(d)).values())
+        except (OSError, ManifestError, RuntimeError) as e:
+            print(f"coat costs: error: {d}: {e}", file=sys.stderr)
+            return 1
+    if not programs:
+        print(f"coat costs: error: {' '.join(dirs)}: no programs", file=sys.stderr)
+        return 1
+    print(costs_table(programs, args.tokens, args.copy_tbps, args.peak_tflops))
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="coat", description="COAT-MLIR: compile modules with coat-opt.")
@@ -89,6 +152,20 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--no-gpu", action="store_true", help="skip the GPU kernels")
     c.add_argument("--no-cpu", action="store_true", help="skip the CPU twins")
     c.set_defaults(run=_cmd_compile)
+    c = sub.add_parser(
+        "costs", help="bytes, FLOPs and ceiling time of a compiled module's programs",
+        description="For each program of the modules in DIR (a folder with manifest.json, "
+                    "or one whose sub-folders have one) and each phase: the launches a run of N tokens makes, the bytes of "
+                    "their buffers, the GEMMs' FLOPs, and the time every launch would take "
+                    "at the copy bandwidth or the FP8 peak, whichever bounds it. From the "
+                    "launch plans alone: nothing runs.")
+    c.add_argument("dirs", metavar="DIR", nargs="+")
+    c.add_argument("--tokens", type=int, required=True, help="token count (batch x sequence)")
+    c.add_argument("--copy-tbps", type=float, default=3.35,
+                   help="memory ceiling, TB/s (default 3.35: an H100 SXM's HBM3)")
+    c.add_argument("--peak-tflops", type=float, default=1979.0,
+                   help="FP8 dense peak, TFLOP/s (default 1979: H100/H200 SXM)")
+    c.set_defaults(run=_cmd_costs)
     return p
 
 

@@ -19,6 +19,7 @@ sequence), taken from the inputs; docs/manifest.md, "Programs".
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import _dtypes, traffic
@@ -172,6 +173,41 @@ class Program:
                 for vid in dead_after.get(i, ()):
                     env.pop(vid, None)
         return env
+
+    def launch_costs(self, tokens: int,
+                     phase: Optional[str] = None) -> List[Tuple[str, str, int, int]]:
+        """(kernel, op, bytes, flop) of every launch a run of ``phase`` (all
+        when None) makes for ``tokens`` tokens, in order, from the launch
+        plans and the values' types alone (nothing allocated or run): what
+        traffic.count_traffic records of such a run on the CPU (a norm
+        backward's column-sum workspace is sized by the CPU's rule)."""
+        out = []
+        for index, step in enumerate(self.steps):
+            if phase is not None and step.phase != phase:
+                continue
+            plan = self.module.manifest.reader.plan(self.name, index, tokens, None)
+            for launch in plan["launches"]:
+                kernel = self.module.kernels[launch["kernel"]]
+                sizes = [self._source_bytes(src, plan, tokens) for src in launch["buffers"]]
+                out.append((kernel.name, kernel.spec.op,
+                            *traffic.cost(kernel.spec, sizes, launch["scalars"])))
+        return out
+
+    def _source_bytes(self, src, plan: Dict[str, Any], tokens: int) -> int:
+        where, i, part = src
+        if where == "value":
+            t = self.values[i]
+            if part == "scale":
+                shape, dtype = [tokens if d < 0 else d for d in t.scale_shape], t.scale_dtype
+            else:
+                shape, dtype = t.shape_for(tokens), t.dtype
+        elif where == "alloc":
+            shape, dtype = plan["allocs"][i]["shape"], plan["allocs"][i]["dtype"]
+        elif where == "scratch":
+            shape, dtype = [plan["scratch"][i]["extent"]], plan["scratch"][i]["dtype"]
+        else:  # one word of the flags tensor
+            shape, dtype = [1], "i32"
+        return math.prod(shape) * _dtypes.ITEMSIZE[dtype]
 
     def _dead_after(self, phase: Optional[str]) -> Dict[int, Tuple[int, ...]]:
         """For a run of ``phase``: after which step each value that the run

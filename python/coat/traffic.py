@@ -68,16 +68,22 @@ def updated_in_place(spec) -> Tuple[str, ...]:
     return ()
 
 
-def launch_cost(spec, buffers: Sequence[Any], scalars: Sequence[Any]) -> Tuple[int, int]:
+def cost(spec, sizes: Sequence[int], scalars: Sequence[Any]) -> Tuple[int, int]:
     """(bytes, flop) of one launch of the kernel of ``spec`` (its
-    KernelSpec) on ``buffers`` and ``scalars`` in manifest order: the
-    buffers' sizes (torch tensors or numpy arrays; twice those updated in
-    place), and 2mnk of a GEMM."""
+    KernelSpec) whose buffers, in manifest order, hold ``sizes`` bytes, with
+    ``scalars`` in manifest order: the sizes (twice those updated in place)
+    and 2mnk of a GEMM."""
     twice = updated_in_place(spec)
-    nbytes = sum((b.numel() * b.element_size() if hasattr(b, "element_size") else b.nbytes)
-                 * (2 if a.name in twice else 1) for a, b in zip(spec.memrefs, buffers))
+    nbytes = sum(size * (2 if a.name in twice else 1) for a, size in zip(spec.memrefs, sizes))
     flop = 0
     if spec.op == "linear":
         dims = dict(zip((a.name for a in spec.scalars), scalars))
         flop = 2 * int(dims["m"]) * int(dims["n"]) * int(dims["k"])
     return nbytes, flop
+
+
+def launch_cost(spec, buffers: Sequence[Any], scalars: Sequence[Any]) -> Tuple[int, int]:
+    """:func:`cost` of a launch on ``buffers`` (torch tensors or numpy
+    arrays)."""
+    return cost(spec, [b.numel() * b.element_size() if hasattr(b, "element_size") else b.nbytes
+                       for b in buffers], scalars)

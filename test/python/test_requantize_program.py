@@ -116,3 +116,4 @@ def test_traffic_counts_each_launch_with_its_buffers_and_gemm_flops(device):
     with count_traffic() as direct:
         k.launch(input=x.reshape(-1), codes=codes.reshape(-1), scale=scale, rows=T, cols=H)
     assert direct.kernels == {quantize: first.kernels[quantize]}
+
