@@ -40,7 +40,10 @@ before they became lazy (one bucket per group and dtype).
 
 --param-dtype bf16 keeps the parameters in bf16 (no f32 master weights; the
 optimizers update bf16 parameters, FP8AdamW rounding them to nearest), the
-setting of the 7B-shape memory comparison:
+setting of the 7B-shape memory comparison; bf16-sr the same with the
+parameters rounded stochastically (FP8AdamW's stochastic_params; torchao
+with --torchao-optim adamw8bit, its bf16_stochastic_round; BF16 mode has no
+such optimizer and refuses it):
 
   python examples/train_llama.py --mode coat --config 7b --param-dtype bf16 \
       --batch 4 --seq 2048 --steps 8 --eval-every 0 --warmup-timing 3 \
@@ -146,7 +149,10 @@ CLIP_NORM = 1.0
 #: The dtype the model is built in. bf16-master: an f32 model that FP8AdamW
 #: stores in bf16, its f32 masters starting at the f32 initialisation
 #: (param_dtype); the optimizer runs on bf16 parameters from then on (coat).
-PARAM_DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "bf16-master": torch.float32}
+#: bf16-sr: bf16 parameters rounded stochastically by their optimizer
+#: (FP8AdamW's stochastic_params; torchao's AdamW8bit bf16_stochastic_round).
+PARAM_DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "bf16-master": torch.float32,
+                "bf16-sr": torch.bfloat16}
 
 
 def corpus(root: str | None = None, held_out_every: int = 50):
@@ -263,6 +269,11 @@ def build(mode: str, cfg: LlamaConfig, device: str, lr: float, kernels: str | No
           compile_mode: str = "default"):
     if param_dtype == "bf16-master" and mode != "coat":
         raise SystemExit("--param-dtype bf16-master is FP8AdamW's master_weights (mode coat)")
+    stochastic = param_dtype == "bf16-sr"
+    if stochastic and (mode == "bf16" or (mode == "torchao" and torchao_optim != "adamw8bit")):
+        raise SystemExit("--param-dtype bf16-sr needs an optimizer that rounds stochastically: "
+                         "FP8AdamW (mode coat) or torchao's AdamW8bit (mode torchao "
+                         "--torchao-optim adamw8bit)")
     if on_device and hasattr(torch.device, "__enter__"):  # torch >= 2.0
         with torch.device(device):
             model = LlamaForCausalLM(cfg)
@@ -288,16 +299,16 @@ def build(mode: str, cfg: LlamaConfig, device: str, lr: float, kernels: str | No
             for layer in model.modules():
                 if isinstance(layer, coat.nn.DecoderLayer):
                     layer.recompute_attention_inputs = True
-        memory = {} if bucket == "default" else {"bucket_mb": bucket}
+        options = {} if bucket == "default" else {"bucket_mb": bucket}
         if step_in_backward:
-            memory.update(step_in_backward=True, bucket_max_norm=CLIP_NORM)
+            options.update(step_in_backward=True, bucket_max_norm=CLIP_NORM)
         if graph or persistent_grads:
             # A CUDA graph accumulates into fixed addresses: keep the buffers.
-            memory["persistent_grads"] = True
-        opt = coat.optim.FP8AdamW(groups, lr=lr, betas=(0.9, 0.95),
-                                  **memory, **({"master_weights": True,
-                                                "param_dtype": torch.bfloat16}
-                                               if param_dtype == "bf16-master" else {}))
+            options["persistent_grads"] = True
+        if param_dtype == "bf16-master":
+            options.update(master_weights=True, param_dtype=torch.bfloat16)
+        opt = coat.optim.FP8AdamW(groups, lr=lr, betas=(0.9, 0.95), stochastic_params=stochastic,
+                                  **options)
         if param_dtype == "bf16-master" and device.startswith("cuda"):
             torch.cuda.empty_cache()  # the f32 parameters the optimizer replaced
         autocast = True  # the embedding, final norm and LM head (kept high precision)
@@ -306,7 +317,8 @@ def build(mode: str, cfg: LlamaConfig, device: str, lr: float, kernels: str | No
 
         convert_to_float8_training(model, module_filter_fn=lambda m, fqn: fqn != "lm_head")
         if torchao_optim == "adamw8bit":
-            opt = torchao_adamw8bit()(groups, lr=lr, betas=(0.9, 0.95))
+            opt = torchao_adamw8bit()(groups, lr=lr, betas=(0.9, 0.95),
+                                      **({"bf16_stochastic_round": True} if stochastic else {}))
         else:
             opt = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), fused=True)
         model = compiled(model, compile_mode)

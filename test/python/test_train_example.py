@@ -482,6 +482,24 @@ def test_master_weights_are_coat_only(example):
                       "bf16-master"])
 
 
+@pytest.mark.parametrize("mode", ["bf16", "torchao"])
+def test_stochastic_bf16_needs_an_optimizer_that_rounds_stochastically(plain_example, mode):
+    # (torchao's plain AdamW rounds to nearest; it is refused before torchao
+    # is imported, so this runs without it.)
+    with pytest.raises(SystemExit, match="bf16-sr needs an optimizer"):
+        plain_example.main(["--mode", mode, *TINY_CPU, "--steps", "1", "--param-dtype",
+                            "bf16-sr"])
+
+
+def test_stochastic_bf16_builds_fp8adamw_rounding_parameters(example):
+    cfg = example.CONFIGS["tiny"]
+    _, opt, _ = example.build("coat", cfg, "cpu", 1e-3, None, param_dtype="bf16-sr")
+    assert opt.rounding.params and not opt.rounding.moments
+    assert all(p.dtype == torch.bfloat16 for g in opt.param_groups for p in g["params"])
+    _, opt, _ = example.build("coat", cfg, "cpu", 1e-3, None, param_dtype="bf16")
+    assert not opt.rounding.params
+
+
 def test_bucket_mb_must_be_positive(plain_example):
     with pytest.raises(SystemExit):
         plain_example.parse_args(["--bucket-mb", "0"])
@@ -489,7 +507,7 @@ def test_bucket_mb_must_be_positive(plain_example):
     assert plain_example.parse_args([]).bucket_mb == "default"
 
 
-@pytest.mark.parametrize("dtype", ["f32", "bf16", "bf16-master"])
+@pytest.mark.parametrize("dtype", ["f32", "bf16", "bf16-master", "bf16-sr"])
 def test_step_in_backward_trains_on_cpu(example, tmp_path, dtype):
     log = tmp_path / "coat.json"
     try:
