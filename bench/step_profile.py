@@ -281,18 +281,17 @@ def _traffic_by_category(acts, traffic, steps):
 
 
 def traffic_rows(summary, copy_tbps=None, peak_tflops=FP8_PEAK_TFLOPS, by_op=False):
-    """Per category of summary["traffic"] (with `by_op`, per op within each
-    category, named "category: op"): (name, launches, GB, TFLOP, ms, TB/s,
+    """Per category of summary["traffic"] (with `by_op`, each followed by
+    its ops, named "category: op"): (name, launches, GB, TFLOP, ms, TB/s,
     % of copy, TFLOP/s, % of peak); a figure that cannot be computed (no
     time, no copy bandwidth, no FLOPs) is None. TB/s is bytes over time; %
     of copy compares it with `copy_tbps`, % of peak the FLOP rate with
     `peak_tflops`."""
     items = []
     for cat, c in summary.get("traffic", {}).items():
+        items.append((cat, c))
         if by_op:
             items += [(f"{cat}: {op}", o) for op, o in c.get("ops", {}).items()]
-        else:
-            items.append((cat, c))
     rows = []
     for cat, c in items:
         ms = c["ms"]
@@ -308,12 +307,9 @@ def traffic_rows(summary, copy_tbps=None, peak_tflops=FP8_PEAK_TFLOPS, by_op=Fal
 def format_traffic(summary, copy_tbps=None):
     """The lines of traffic_rows() as text (none without traffic), each
     category followed by its ops."""
-    rows = []
-    for row in traffic_rows(summary, copy_tbps):
-        rows.append(row)
-        rows += [("  " + r[0].split(": ", 1)[1], *r[1:])
-                 for r in traffic_rows(summary, copy_tbps, by_op=True)
-                 if r[0].startswith(row[0] + ": ")]
+    # An op's row is indented under its category's.
+    rows = [(("  " + name.split(": ", 1)[1]) if ": " in name else name, *rest)
+            for name, *rest in traffic_rows(summary, copy_tbps, by_op=True)]
     if not rows:
         return []
     f = lambda v, fmt: "-" if v is None else format(v, fmt)  # noqa: E731

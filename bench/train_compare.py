@@ -254,12 +254,8 @@ def traffic_table(records: dict) -> str:
     rows = []
     for mode, r in records.items():
         p = r.get("profile") or {}
-        ranked = []  # each category, then its ops
-        for row in traffic_rows(p, p.get("copy_tbps")):
-            ranked.append(row)
-            ranked += [r for r in traffic_rows(p, p.get("copy_tbps"), by_op=True)
-                       if r[0].startswith(row[0] + ": ")]
-        for cat, n, gb, tf, ms, tbps, pc, tfs, pp in ranked:
+        for cat, n, gb, tf, ms, tbps, pc, tfs, pp in traffic_rows(p, p.get("copy_tbps"),
+                                                                  by_op=True):
             rows.append([label(mode, r), cat, f"{n:.0f}", f"{gb:.2f}", _cell(tf, "{:.2f}"),
                          f"{ms:.2f}", _cell(tbps, "{:.2f}"), _cell(pc, "{:.1f}"),
                          _cell(tfs, "{:.0f}"), _cell(pp, "{:.1f}"),

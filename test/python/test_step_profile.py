@@ -211,10 +211,11 @@ def test_traffic_per_category_over_the_time_of_the_counted_kernels():
     _, n, gb, tf, ms, tbps, pc, tfs, pp = rows["coat quantize"]
     assert tbps == pytest.approx(3.0) and pc == pytest.approx(100.0)
     assert tf is None and tfs is None and pp is None
-    # Per op: the same figures under "category: op".
+    # Per op: each category followed by its ops, "category: op".
     assert [r[0] for r in sp.traffic_rows(s, by_op=True)] == [
-        "coat gemm: linear_forward", "coat quantize: quantize_per_group"]
-    assert sp.traffic_rows(s, 3.0, by_op=True)[1][1:] == rows["coat quantize"][1:]
+        "coat gemm", "coat gemm: linear_forward", "coat quantize",
+        "coat quantize: quantize_per_group"]
+    assert sp.traffic_rows(s, 3.0, by_op=True)[3][1:] == rows["coat quantize"][1:]
     # Without a copy bandwidth there is no % of copy; the text says so.
     assert sp.traffic_rows(s)[1][6] is None
     text = sp.format_summary(s)
