@@ -75,8 +75,8 @@ func.func @coat_adamw_f32_e4m3x_e5m2x_g128_sr_moments(%p: tensor<?xf32>, %g: ten
 // A gradient scale (global gradient-norm clipping, FP8AdamW.clip_grad_norm_):
 // the kernel multiplies each gradient by the f32 in `grad_scale` as it loads
 // it. The configurations FP8AdamW uses most, the official numerics and
-// stochastic rounding; for the others FP8AdamW scales the gradient buffer
-// before the launch.
+// stochastic rounding (of bf16 parameters, alone or with the moments); for
+// the others FP8AdamW scales the gradient buffer before the launch.
 func.func @coat_adamw_f32_e4m3x_e4m3x_g128_gscale(%p: tensor<?xf32>, %g: tensor<?xf32>, %m: !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, %v: !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>,
     %t: f32, %lr: f32, %b1: f32, %b2: f32, %eps: f32, %wd: f32, %s: tensor<f32>)
     -> (tensor<?xf32>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>) {
@@ -114,6 +114,14 @@ func.func @coat_adamw_bf16_e4m3x_e4m3x_g128_sr_gscale(%p: tensor<?xbf16>, %g: te
     %t: f32, %lr: f32, %b1: f32, %b2: f32, %eps: f32, %wd: f32, %seed: i64, %s: tensor<f32>)
     -> (tensor<?xbf16>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>) {
   %p2, %m2, %v2 = coat.adamw_step %p, %g, %m, %v, %t, %lr, %b1, %b2, %eps, %wd seed %seed grad_scale %s {stochastic_param, stochastic_moments}
+      : tensor<?xbf16>, tensor<?xbf16>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, tensor<f32>
+  return %p2, %m2, %v2 : tensor<?xbf16>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>
+}
+
+func.func @coat_adamw_bf16_e4m3x_e4m3x_g128_sr_param_gscale(%p: tensor<?xbf16>, %g: tensor<?xbf16>, %m: !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, %v: !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>,
+    %t: f32, %lr: f32, %b1: f32, %b2: f32, %eps: f32, %wd: f32, %seed: i64, %s: tensor<f32>)
+    -> (tensor<?xbf16>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>) {
+  %p2, %m2, %v2 = coat.adamw_step %p, %g, %m, %v, %t, %lr, %b1, %b2, %eps, %wd seed %seed grad_scale %s {stochastic_param}
       : tensor<?xbf16>, tensor<?xbf16>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, tensor<f32>
   return %p2, %m2, %v2 : tensor<?xbf16>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>, !coat.qtensor<?xf8E4M3FN, flat_group<128>, expand>
 }

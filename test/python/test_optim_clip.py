@@ -308,6 +308,29 @@ def without_scaled_kernels(tmp_path):
     return str(tmp_path)
 
 
+@needs_kernels
+@pytest.mark.parametrize("moments", [False, True], ids=["params", "params-and-moments"])
+def test_stochastic_bf16_parameters_clip_in_the_kernel(moments):
+    """Stochastic rounding of bf16 parameters, alone (train_llama.py
+    --param-dtype bf16-sr) or with the moments', has a kernel that scales
+    the gradient as it loads it: clipping makes no pass over the buffers
+    (which would warn) and the step's kernel is the scaled one."""
+    torch.manual_seed(0)
+    a = Stack(dtype=torch.bfloat16)
+    opt = FP8AdamW(a.parameters(), lr=1e-2, kernels=MODULES, bucket_mb=SMALL_MB,
+                   stochastic_params=True, stochastic_moments=moments, seed=3)
+    k = opt.kernel_for("bf16", "cpu", grad_scale=True)
+    assert k.config["grad_scale"] and k.config["stochastic_param"]
+    assert bool(k.config.get("stochastic_moments")) == moments
+    for xs in batches(2):
+        backward(a, opt, xs)
+        opt.clip_grad_norm_(MAX_NORM)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            opt.step()
+    assert all(torch.isfinite(p).all() for p in a.parameters())
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
 def test_without_a_scaled_kernel_the_buffers_are_scaled_in_place(without_scaled_kernels,
                                                                  dtype):
