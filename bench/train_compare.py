@@ -31,6 +31,10 @@ torchao runs. Every other option goes to train_llama.py. A mode that
 cannot run (torchao not installed) or whose torch.compile fails is reported
 as such, with the reason, and left out of the tables.
 
+--batches B [B ...] runs every mode at each batch size (train_llama.py
+--batch B, into OUT/bB) and ends with the largest batch that fits per mode:
+a run out of GPU memory is a cell, not a failure of the comparison.
+
 --profile N profiles the last N steps of each run (train_llama.py --profile,
 bench/step_profile.py; the step time is measured before them) and prints a
 second table, also written to OUT/profile.md: per mode the step time,
@@ -168,6 +172,34 @@ def run_modes(modes, out: Path, passthrough, profile=0, traces=False, kind_args=
             continue
         print(f"{mode}: {failed[mode]}", flush=True)
     return records, failed
+
+
+def fit_table(results: dict) -> str:
+    """Per mode, each batch size's step time and peak (or "out of memory",
+    or why it failed) and the largest batch that ran. `results`: {batch:
+    (records, failed)} of run_modes."""
+    modes = []
+    for records, failed in results.values():
+        modes += [m for m in (*records, *failed) if m not in modes]
+    batches = sorted(results)
+    rows = ["| mode | " + " | ".join(f"batch {b}" for b in batches) + " | largest that ran |",
+            "|---|" + "---|" * (len(batches) + 1)]
+    for mode in modes:
+        cells, fits = [], None
+        for b in batches:
+            records, failed = results[b]
+            r = records.get(mode)
+            if r is not None:
+                fits = b if fits is None else max(fits, b)
+                step = f"{r['step_time_s'] * 1e3:.1f} ms, " if "step_time_s" in r else ""
+                cells.append(step + f"{r.get('peak_memory_bytes', 0) / 2**30:.2f} GiB")
+            elif mode in failed:
+                cells.append("out of memory" if failed[mode].startswith("memory failed")
+                             else failed[mode])
+            else:
+                cells.append("-")
+        rows.append(f"| {mode} | " + " | ".join(cells) + f" | {fits if fits else 'none'} |")
+    return "\n".join(rows)
 
 
 def table(records: dict) -> str:
@@ -352,7 +384,9 @@ def plot(records: dict, path: Path) -> None:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    # No abbreviations: train_llama.py's options pass through (--batch is
+    # not --batches).
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     ap.add_argument("--modes", nargs="+", default=["bf16", "coat", "torchao"],
                     help="bf16, coat, torchao, each optionally -compiled; coat-sib: coat "
                          "stepping in the backward; coat-persistent: persistent gradient "
@@ -373,7 +407,13 @@ def main() -> int:
                     help="coat runs: the backward GEMMs' FP8 operands kept from the forward "
                          "instead of derived again (train_llama.py's flag)")
     ap.add_argument("--torchao-optim", default=None, help="torchao runs: adamw or adamw8bit")
+    ap.add_argument("--batches", type=int, nargs="+", default=None, metavar="B",
+                    help="run every mode at each batch size and report the largest that fits")
     args, passthrough = ap.parse_known_args()
+    if args.batches and "--batch" in passthrough:
+        ap.error("--batches and --batch do not go together")
+    if args.batches and min(args.batches) < 1:
+        ap.error("--batches takes positive batch sizes")
     kind_args = {"coat": ((["--step-in-backward"] if args.step_in_backward else [])
                           + (["--bucket-mb", args.bucket_mb] if args.bucket_mb else [])
                           + (["--recompute-attention-inputs"]
@@ -388,6 +428,19 @@ def main() -> int:
         ap.error(str(e))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.batches:
+        results = {}
+        for b in sorted(set(args.batches)):
+            where = out / f"b{b}"
+            where.mkdir(parents=True, exist_ok=True)
+            results[b] = run_modes(args.modes, where, passthrough + ["--batch", str(b)],
+                                   args.profile, args.profile_traces, kind_args)
+            if results[b][0]:
+                (where / "table.md").write_text(table(results[b][0]) + "\n")
+        text = fit_table(results)
+        (out / "fit.md").write_text(text + "\n")
+        print(text)
+        return 0 if any(records for records, _ in results.values()) else 1
     records, failed = run_modes(args.modes, out, passthrough, args.profile, args.profile_traces,
                                 kind_args)
     notes = "\n".join(f"- {mode}: {why}" for mode, why in failed.items())

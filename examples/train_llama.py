@@ -69,7 +69,10 @@ torch.compile (--compile-mode reduce-overhead: its CUDA graphs, a new
 graph step at each training step, the loss copied out of the graph's
 memory). A compile that fails is reported, not hidden: the traceback
 goes to stderr, the record (--log) holds `error` (phase "compile", the
-exception's type and message) and the exit status is 3.
+exception's type and message) and the exit status is 3. A run out of GPU
+memory is reported the same way: phase "memory", the peak allocated until
+then, exit status 4 (bench/train_compare.py --batches finds the largest
+batch that fits).
 
 --profile N profiles the last N steps with torch.profiler (or the N before
 an evaluation that would fall inside them) and stores bench/step_profile.py's
@@ -192,6 +195,8 @@ def lr_at(step: int, steps: int, lr: float, warmup: int) -> float:
 
 #: The exit status of a run whose torch.compile failed.
 COMPILE_FAILED = 3
+#: Exit status of a run that ran out of GPU memory (its record says where).
+OUT_OF_MEMORY = 4
 
 
 class CompileError(RuntimeError):
@@ -225,6 +230,20 @@ def compile_error(exc: BaseException) -> bool:
         if isinstance(exc, kinds):
             return True
         exc = exc.__cause__
+    return False
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether exc (or an exception it was raised from, or while handling) is
+    the CUDA allocator's out-of-memory error, also where torch.compile
+    wrapped it."""
+    kind = getattr(torch.cuda, "OutOfMemoryError", None)
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if (kind is not None and isinstance(exc, kind)) or "CUDA out of memory" in str(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__
     return False
 
 
@@ -781,21 +800,27 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         record = train(args)
-    except Exception as e:  # noqa: BLE001 - only a compile failure is handled here
-        if not compile_error(e):
+    except Exception as e:  # noqa: BLE001 - only out of memory and compile failures here
+        # Out of memory first: torch.compile wraps a run-time error too.
+        phase = "memory" if out_of_memory(e) else "compile" if compile_error(e) else None
+        if phase is None:
             raise
         traceback.print_exc()
         message = str(e).strip().splitlines()[0] if str(e).strip() else ""
         record = {"mode": args.mode, "config": args.config, "batch": args.batch,
                   "seq": args.seq, "steps": args.steps, "seed": args.seed,
-                  "graph": args.graph, "compile": True, "torch": torch.__version__,
+                  "graph": args.graph, "compile": args.compile or args.mode == "torchao",
+                  "torch": torch.__version__,
                   "param_dtype": args.param_dtype, "step_in_backward": args.step_in_backward,
-                  "error": {"phase": "compile", "type": type(e).__name__,
+                  "error": {"phase": phase, "type": type(e).__name__,
                             "message": message[:500]}}
+        if phase == "memory":
+            record["peak_memory_bytes"] = torch.cuda.max_memory_allocated()
         write_record(record, args.log)
-        print(f"{args.mode}: torch.compile failed: {type(e).__name__}: {message[:300]}",
-              file=sys.stderr, flush=True)
-        return COMPILE_FAILED
+        what = "out of memory" if phase == "memory" else "torch.compile failed"
+        print(f"{args.mode}: {what}: {type(e).__name__}: {message[:300]}", file=sys.stderr,
+              flush=True)
+        return OUT_OF_MEMORY if phase == "memory" else COMPILE_FAILED
     write_record(record, args.log)
     return 0
 

@@ -353,6 +353,46 @@ def test_compile_failure_is_a_record_and_an_exit_status(plain_example, tmp_path,
     assert "Traceback" in err and "bf16: torch.compile failed: CompileError" in err
 
 
+def test_out_of_memory_is_a_record_and_an_exit_status(plain_example, tmp_path, capsys,
+                                                      monkeypatch):
+    """A run that runs out of GPU memory (here: the allocator's error raised
+    by the first step, wrapped as torch.compile wraps run-time errors) is a
+    record with phase "memory" and exit status 4, not a crash."""
+    def no_memory(*args, **kwargs):
+        try:
+            raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        except RuntimeError as e:
+            raise ValueError("while running the compiled graph") from e
+
+    monkeypatch.setattr(plain_example, "batches", no_memory)
+    monkeypatch.setattr(plain_example.torch.cuda, "max_memory_allocated", lambda: 123)
+    log = tmp_path / "bf16.json"
+    rc = plain_example.main(["--mode", "bf16", *TINY_CPU, "--steps", "2", "--eval-every", "0",
+                             "--log", str(log)])
+    assert rc == plain_example.OUT_OF_MEMORY == 4
+    r = json.loads(log.read_text())
+    assert r["error"]["phase"] == "memory" and r["error"]["type"] == "ValueError"
+    assert r["peak_memory_bytes"] == 123 and r["batch"] == 2 and not r["compile"]
+    assert "bf16: out of memory: ValueError" in capsys.readouterr().err
+
+
+def test_out_of_memory_recognises_the_allocator_error_only(plain_example):
+    oom = plain_example.out_of_memory
+    kind = getattr(torch.cuda, "OutOfMemoryError", None)
+    if kind is not None:
+        assert oom(kind("CUDA out of memory."))
+    assert oom(RuntimeError("CUDA out of memory. Tried to allocate 20.00 MiB"))
+    try:
+        try:
+            raise RuntimeError("CUDA out of memory.")
+        except RuntimeError:
+            raise KeyError("while handling it")  # context, not cause
+    except KeyError as e:
+        assert oom(e)
+    assert not oom(RuntimeError("CUDA error: an illegal memory access was encountered"))
+    assert not oom(ValueError("out of range"))
+
+
 def test_compile_error_recognises_compile_failures_only(plain_example):
     ce = plain_example.compile_error
     assert ce(plain_example.CompileError("no"))
@@ -661,6 +701,50 @@ def test_run_modes_reports_failed_runs_with_their_reason(compare, tmp_path, monk
                       "coat-compiled": "compile failed: Unsupported: ctypes call"}
     assert calls[2][calls[2].index("--profile") + 1] == "4"
     assert calls[2][-1].endswith("coat-compiled.trace.json.gz")
+
+
+def test_batches_report_the_largest_that_fits(compare, tmp_path, monkeypatch, capsys):
+    """--batches runs every mode at each size; a run out of memory is a cell
+    of the fit table, and the largest batch that ran is per mode."""
+    def fake_run(cmd):
+        log = Path(cmd[cmd.index("--log") + 1])
+        mode, batch = cmd[cmd.index("--mode") + 1], int(cmd[cmd.index("--batch") + 1])
+        if batch > (8 if mode == "coat" else 4):
+            log.write_text(json.dumps({"mode": mode, "error": {
+                "phase": "memory", "type": "OutOfMemoryError", "message": "CUDA out of memory"}}))
+            return SimpleNamespace(returncode=4)
+        log.write_text(json.dumps({
+            "mode": mode, "config": "7b", "batch": batch, "seq": 2048, "params": 6.7e9,
+            "device": "NVIDIA H100", "final_train_loss": 5.0, "train_loss": [6.0, 5.0],
+            "held_out": [], "step_time_s": 0.1 * batch, "peak_memory_bytes": batch * 2**30}))
+        return SimpleNamespace(returncode=0)
+
+    monkeypatch.setattr(compare.subprocess, "run", fake_run)
+    monkeypatch.setattr(compare, "plot", lambda *a: None)
+    monkeypatch.setattr(sys, "argv", ["train_compare.py", "--modes", "torchao", "coat",
+                                      "--batches", "8", "4", "16", "--out", str(tmp_path),
+                                      "--config", "7b"])
+    assert compare.main() == 0
+    text = capsys.readouterr().out
+    rows = [[c.strip() for c in row.strip("|").split("|")] for row in text.splitlines()
+            if row.startswith("| ")]
+    fit = rows[rows.index(["mode", "batch 4", "batch 8", "batch 16", "largest that ran"]):]
+    assert fit[1] == ["torchao", "400.0 ms, 4.00 GiB", "out of memory", "out of memory", "4"]
+    assert fit[2] == ["coat", "400.0 ms, 4.00 GiB", "800.0 ms, 8.00 GiB", "out of memory", "8"]
+    assert (tmp_path / "fit.md").exists() and (tmp_path / "b8" / "table.md").exists()
+    monkeypatch.setattr(sys, "argv", ["train_compare.py", "--batches", "8", "--batch", "4",
+                                      "--out", str(tmp_path)])
+    with pytest.raises(SystemExit):
+        compare.main()
+    assert "--batches and --batch do not go together" in capsys.readouterr().err
+    # Without --batches, --batch passes through to train_llama.py as it is.
+    calls = []
+    monkeypatch.setattr(compare.subprocess, "run",
+                        lambda cmd: calls.append(cmd) or fake_run(cmd))
+    monkeypatch.setattr(sys, "argv", ["train_compare.py", "--modes", "coat", "--batch", "4",
+                                      "--out", str(tmp_path / "one")])
+    assert compare.main() == 0
+    assert calls[0][calls[0].index("--batch") + 1] == "4"
 
 
 @pytest.mark.parametrize("mode,ours", [("bf16", False), ("coat", True)])
