@@ -202,6 +202,27 @@ def fit_table(results: dict) -> str:
     return "\n".join(rows)
 
 
+def anchor_ratios(records: dict) -> str:
+    """Per COAT run, its step time and peak over those of each anchor run in
+    the same table (BF16 compiled and torchao, in any torch.compile mode):
+    the ratios the targets are stated in."""
+    anchors = [m for m in records
+               if m.partition(COMPILE_MODE_SEP)[0] in ("bf16" + COMPILED, "torchao")]
+    lines = []
+    for mode, r in records.items():
+        if not mode.startswith("coat") or not anchors:
+            continue
+        parts = []
+        for key, what in (("step_time_s", "step"), ("peak_memory_bytes", "peak")):
+            got = [f"{r[key] / records[a][key]:.3f}x {a}" for a in anchors
+                   if r.get(key) and records[a].get(key)]
+            if got:
+                parts.append(f"{what} " + ", ".join(got))
+        if parts:
+            lines.append(f"- {label(mode, r)}: " + "; ".join(parts))
+    return "\n".join(lines)
+
+
 def table(records: dict) -> str:
     base = records.get("bf16")
     # The last step's loss next to the mean of the last steps: a short run's
@@ -447,7 +468,9 @@ def main() -> int:
     if not records:
         print(notes)
         return 1
-    text = table(records) + (("\n\nNot in the table:\n" + notes) if notes else "")
+    ratios = anchor_ratios(records)
+    text = (table(records) + (("\n\n" + ratios) if ratios else "")
+            + (("\n\nNot in the table:\n" + notes) if notes else ""))
     (out / "table.md").write_text(text + "\n")
     try:
         plot(records, Path(args.plot) if args.plot else out / "loss.png")

@@ -703,6 +703,19 @@ def test_run_modes_reports_failed_runs_with_their_reason(compare, tmp_path, monk
     assert calls[2][-1].endswith("coat-compiled.trace.json.gz")
 
 
+def test_anchor_ratios_are_those_of_the_targets(compare):
+    rec = lambda ms, gib: {"step_time_s": ms / 1e3, "peak_memory_bytes": gib * 2**30}  # noqa: E731
+    records = {"bf16": rec(300, 50), "bf16-compiled@reduce-overhead": rec(200, 40),
+               "torchao": rec(190, 30), "coat-master-compiled": rec(171, 18),
+               "coat": {"peak_memory_bytes": 15 * 2**30}}
+    lines = compare.anchor_ratios(records).splitlines()
+    assert lines[0] == ("- coat-master-compiled: step 0.855x bf16-compiled@reduce-overhead, "
+                        "0.900x torchao; peak 0.450x bf16-compiled@reduce-overhead, "
+                        "0.600x torchao")
+    assert lines[1] == "- coat: peak 0.375x bf16-compiled@reduce-overhead, 0.500x torchao"
+    assert compare.anchor_ratios({"bf16": rec(1, 1), "coat": rec(1, 1)}) == ""
+
+
 def test_batches_report_the_largest_that_fits(compare, tmp_path, monkeypatch, capsys):
     """--batches runs every mode at each size; a run out of memory is a cell
     of the fit table, and the largest batch that ran is per mode."""
