@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 from typing import List, Optional, Sequence
@@ -90,6 +91,31 @@ def costs_table(programs, tokens: int, copy_tbps: float, peak_tflops: float) -> 
     return "\n".join(lines)
 
 
+#: A program's kernel: `<program>_k<index>_<what it does>` (coat-outline-kernels).
+_PROGRAM_KERNEL = re.compile(r"_k\d+_([a-z][a-z0-9_]*)$")
+
+
+def costs_by_op(programs, tokens: int, copy_tbps: float, peak_tflops: float) -> str:
+    """Every program's launches (all phases) summed per op, the part of a
+    program kernel's name after `_k<i>_` (quantize_per_tensor_transpose,
+    linear_dgrad, ...; a kernel named otherwise: its manifest op), largest
+    ceiling time first."""
+    ops = {}
+    for prog in programs:
+        for name, op, nbytes, flop in prog.launch_costs(tokens):
+            m = _PROGRAM_KERNEL.search(name)
+            row = ops.setdefault(m.group(1) if m else op, [0, 0, 0, 0.0])
+            row[0] += 1
+            row[1] += nbytes
+            row[2] += flop
+            row[3] += max(nbytes / copy_tbps, flop / peak_tflops) / 1e9
+    lines = [f"{tokens} tokens; ceilings: copy {copy_tbps:.2f} TB/s, FP8 {peak_tflops:.0f} TFLOP/s",
+             f"{'op':<48} {'launches':>8} {'GB':>8} {'TFLOP':>8} {'ideal ms':>9}"]
+    for op, (n, nbytes, flop, ideal) in sorted(ops.items(), key=lambda kv: (-kv[1][3], kv[0])):
+        lines.append(f"{op:<48} {n:8d} {nbytes / 1e9:8.3f} {flop / 1e12:8.3f} {ideal:9.3f}")
+    return "\n".join(lines)
+
+
 def _module_dirs(paths: Sequence[str]) -> List[str]:
     """Each path that holds a manifest.json, else its sub-folders that do
     (what scripts/compile_model.py writes: one folder per program)."""
@@ -126,7 +152,8 @@ def _cmd_costs(args: argparse.Namespace) -> int:
     if not programs:
         print(f"coat costs: error: {' '.join(dirs)}: no programs", file=sys.stderr)
         return 1
-    print(costs_table(programs, args.tokens, args.copy_tbps, args.peak_tflops))
+    table = costs_by_op if args.by_op else costs_table
+    print(table(programs, args.tokens, args.copy_tbps, args.peak_tflops))
     return 0
 
 
@@ -165,6 +192,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="memory ceiling, TB/s (default 3.35: an H100 SXM's HBM3)")
     c.add_argument("--peak-tflops", type=float, default=1979.0,
                    help="FP8 dense peak, TFLOP/s (default 1979: H100/H200 SXM)")
+    c.add_argument("--by-op", action="store_true",
+                   help="sum every program's launches per op instead")
     c.set_defaults(run=_cmd_costs)
     return p
 

@@ -74,6 +74,24 @@ def test_costs_command_prints_each_program_and_phase(cpu_cache, capsys):
     assert float(ideal) == pytest.approx(want, abs=1e-3)
 
 
+def test_costs_by_op_sums_every_program_per_op(cpu_cache, capsys):
+    from coat import cli
+
+    progs = [artifacts.program(cfg) for cfg in programs.decoder_layer_configs(*LAYER)]
+    dirs = [p.module.manifest.directory for p in progs]
+    assert cli.main(["costs", *dirs, "--tokens", "32", "--by-op"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = {ln.split()[0]: ln.split()[1:] for ln in lines[2:]}
+    costs = [c for p in progs for c in p.launch_costs(32)]
+    assert sum(int(r[0]) for r in rows.values()) == len(costs)
+    # The GEMMs split by what they do; their FLOPs are all of the layer's.
+    assert {"linear_forward", "linear_dgrad", "linear_wgrad"} <= set(rows)
+    gemm_flop = sum(float(rows[k][2]) for k in rows if k.startswith("linear_"))
+    assert gemm_flop == pytest.approx(sum(c[3] for c in costs) / 1e12, abs=3e-3)
+    ideal = [float(r[3]) for r in rows.values()]
+    assert ideal == sorted(ideal, reverse=True)
+
+
 def test_costs_command_names_what_is_missing(tmp_path, capsys):
     from coat import cli
 
