@@ -19,6 +19,7 @@ from typing import List, Optional, Sequence
 
 from . import _paths
 from ._version import __version__
+from .traffic import FP8_PEAK_TFLOPS
 
 
 def coat_opt_version(tool: str, timeout: float = 60) -> Optional[str]:
@@ -190,8 +191,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--tokens", type=int, required=True, help="token count (batch x sequence)")
     c.add_argument("--copy-tbps", type=float, default=3.35,
                    help="memory ceiling, TB/s (default 3.35: an H100 SXM's HBM3)")
-    c.add_argument("--peak-tflops", type=float, default=1979.0,
-                   help="FP8 dense peak, TFLOP/s (default 1979: H100/H200 SXM)")
+    c.add_argument("--peak-tflops", type=float, default=FP8_PEAK_TFLOPS,
+                   help=f"FP8 dense peak, TFLOP/s (default {FP8_PEAK_TFLOPS:.0f}: H100/H200 SXM)")
     c.add_argument("--by-op", action="store_true",
                    help="sum every program's launches per op instead")
     c.set_defaults(run=_cmd_costs)

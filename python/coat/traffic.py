@@ -15,6 +15,11 @@ import contextlib
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 
+#: The datasheet dense FP8 peak of an H100 SXM and of an H200 (the same),
+#: TFLOP/s: the ceiling a GEMM's rate is measured against (docs/anchors.md).
+FP8_PEAK_TFLOPS = 1979.0
+
+
 class Traffic:
     """Per kernel: launches, the bytes of the buffers each launch was given
     (each argument's tensor in full, twice where the kernel reads and writes
