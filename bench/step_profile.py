@@ -44,7 +44,8 @@ import re
 import sys
 from collections import namedtuple
 
-from _timing import FP8_PEAK_TFLOPS
+from _timing import FP8_PEAK_TFLOPS  # (puts the package on the path)
+from coat.traffic import program_kernel_op  # noqa: E402
 
 #: One GPU activity (or, on a CPU device, one CPU op and its self time). Times
 #: in microseconds.
@@ -92,7 +93,6 @@ NOT_KERNELS = ("memcpy/memset",)
 
 _RULES = tuple((cat, field, re.compile(pat, re.IGNORECASE)) for cat, field, pat in RULES)
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_PROGRAM_KERNEL = re.compile(r"^[A-Za-z0-9_]+?_k\d+_([a-z][a-z0-9_]*)$")
 
 
 def _known_coat_op(op):
@@ -109,11 +109,11 @@ def coat_op(name):
     `layernorm_*` is one of the norm benchmarks' kernels."""
     if not _IDENT.match(name):
         return None
-    m = _PROGRAM_KERNEL.match(name)
+    op = program_kernel_op(name)
     if name.startswith("coat_"):
-        return m.group(1) if m else name[len("coat_"):]
-    if m and _known_coat_op(m.group(1)):
-        return m.group(1)
+        return op or name[len("coat_"):]
+    if op and _known_coat_op(op):
+        return op
     if name.startswith(("rmsnorm_", "layernorm_")):
         return name
     return None

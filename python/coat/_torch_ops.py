@@ -71,10 +71,10 @@ class _Layout:
 
     def parts(self, vid: int, tokens) -> List[Tuple[tuple, torch.dtype]]:
         t = self.program.values[vid]
-        shape = tuple(tokens if d < 0 else d for d in t.shape)
+        shape = t.shape_for(tokens)
         if t.kind == "tensor":
             return [(shape, _dtypes.torch_dtypes(t.dtype)[0])]
-        scale = tuple(tokens if d < 0 else d for d in t.scale_shape)
+        scale = t.scale_shape_for(tokens)
         return [(shape, _dtypes.torch_dtypes(t.dtype)[0]),
                 (scale, _dtypes.torch_dtypes(t.scale_dtype)[0])]
 

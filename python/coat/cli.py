@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import subprocess
 import sys
 from typing import List, Optional, Sequence
 
 from . import _paths
 from ._version import __version__
-from .traffic import FP8_PEAK_TFLOPS
+from .traffic import FP8_PEAK_TFLOPS, ideal_ms, program_kernel_op
 
 
 def coat_opt_version(tool: str, timeout: float = 60) -> Optional[str]:
@@ -86,14 +85,10 @@ def costs_table(programs, tokens: int, copy_tbps: float, peak_tflops: float) -> 
                 continue
             gb = sum(c[2] for c in costs) / 1e9
             tflop = sum(c[3] for c in costs) / 1e12
-            ideal = sum(max(b / copy_tbps, f / peak_tflops) for _, _, b, f in costs) / 1e9
+            ideal = sum(ideal_ms(b, f, copy_tbps, peak_tflops) for _, _, b, f in costs)
             lines.append(f"{prog.name:<48} {phase:<9} {len(costs):8d} {gb:8.3f} {tflop:8.3f} "
                          f"{ideal:9.3f}")
     return "\n".join(lines)
-
-
-#: A program's kernel: `<program>_k<index>_<what it does>` (coat-outline-kernels).
-_PROGRAM_KERNEL = re.compile(r"_k\d+_([a-z][a-z0-9_]*)$")
 
 
 def costs_by_op(programs, tokens: int, copy_tbps: float, peak_tflops: float) -> str:
@@ -104,12 +99,11 @@ def costs_by_op(programs, tokens: int, copy_tbps: float, peak_tflops: float) -> 
     ops = {}
     for prog in programs:
         for name, op, nbytes, flop in prog.launch_costs(tokens):
-            m = _PROGRAM_KERNEL.search(name)
-            row = ops.setdefault(m.group(1) if m else op, [0, 0, 0, 0.0])
+            row = ops.setdefault(program_kernel_op(name) or op, [0, 0, 0, 0.0])
             row[0] += 1
             row[1] += nbytes
             row[2] += flop
-            row[3] += max(nbytes / copy_tbps, flop / peak_tflops) / 1e9
+            row[3] += ideal_ms(nbytes, flop, copy_tbps, peak_tflops)
     lines = [f"{tokens} tokens; ceilings: copy {copy_tbps:.2f} TB/s, FP8 {peak_tflops:.0f} TFLOP/s",
              f"{'op':<48} {'launches':>8} {'GB':>8} {'TFLOP':>8} {'ideal ms':>9}"]
     for op, (n, nbytes, flop, ideal) in sorted(ops.items(), key=lambda kv: (-kv[1][3], kv[0])):

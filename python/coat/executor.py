@@ -58,6 +58,10 @@ class ValueType:
         """The shape for ``tokens`` tokens (a qtensor's: its codes')."""
         return tuple(tokens if d < 0 else d for d in self.shape)
 
+    def scale_shape_for(self, tokens: int) -> Tuple[int, ...]:
+        """A qtensor's scale shape for ``tokens`` tokens."""
+        return tuple(tokens if d < 0 else d for d in self.scale_shape)
+
 
 @dataclasses.dataclass(frozen=True)
 class Step:
@@ -198,7 +202,7 @@ class Program:
         if where == "value":
             t = self.values[i]
             if part == "scale":
-                shape, dtype = [tokens if d < 0 else d for d in t.scale_shape], t.scale_dtype
+                shape, dtype = t.scale_shape_for(tokens), t.scale_dtype
             else:
                 shape, dtype = t.shape_for(tokens), t.dtype
         elif where == "alloc":

@@ -12,7 +12,25 @@ and are not.
 from __future__ import annotations
 
 import contextlib
+import re
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+
+
+#: A program's kernel is named `<program>_k<index>_<op>` (coat-outline-kernels).
+PROGRAM_KERNEL = re.compile(r"^[A-Za-z0-9_]+?_k\d+_([a-z][a-z0-9_]*)$")
+
+
+def program_kernel_op(name: str) -> Optional[str]:
+    """The op part of a program kernel's name (`quantize_per_group` of
+    `coat_mlp_h1024_f2816_k4_quantize_per_group`), None for other names."""
+    m = PROGRAM_KERNEL.match(name)
+    return m.group(1) if m else None
+
+
+def ideal_ms(nbytes: float, flop: float, copy_tbps: float, peak_tflops: float) -> float:
+    """A launch's time at its ceiling: its bytes at the copy bandwidth or its
+    FLOPs at the peak, whichever bounds it."""
+    return max(nbytes / copy_tbps, flop / peak_tflops) / 1e9
 
 
 #: The datasheet dense FP8 peak of an H100 SXM and of an H200 (the same),
