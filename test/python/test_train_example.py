@@ -750,6 +750,11 @@ def test_batches_report_the_largest_that_fits(compare, tmp_path, monkeypatch, ca
     with pytest.raises(SystemExit):
         compare.main()
     assert "--batches and --batch do not go together" in capsys.readouterr().err
+    monkeypatch.setattr(sys, "argv", ["train_compare.py", "--batches", "8", "0",
+                                      "--out", str(tmp_path)])
+    with pytest.raises(SystemExit):
+        compare.main()
+    assert "--batches takes positive batch sizes" in capsys.readouterr().err
     # Without --batches, --batch passes through to train_llama.py as it is.
     calls = []
     monkeypatch.setattr(compare.subprocess, "run",
