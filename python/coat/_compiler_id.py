@@ -3,4 +3,4 @@
 Part of every artifact's source key, so kernels a previous compiler made
 are not taken for this one's."""
 
-COMPILER_ID = "dbb2ecebecb09f120b9bf271d8de087c"
+COMPILER_ID = "f2a6aaead7a0f31aff622d6dd3e78a48"

@@ -212,6 +212,27 @@ TEST(SharedDivisor, QuantizerRangeIncludingTinyDividends) {
   }
 }
 
+TEST(SharedDivisorCodes, GroupScaleByFp8MaxIsTheIeeeQuotient) {
+  // The quantizing GEMM epilogue forms s = (amax + 1e-10) / fp8max with the
+  // codes' sequence and the constant divisor (no branch): for every
+  // amax + 1e-10 >= 1e-10 (the quotient stays normal), +inf and NaN it is
+  // IEEE's s bit for bit, which the codes and the stored bf16(s) then take.
+  const float inf = std::numeric_limits<float>::infinity();
+  const uint32_t lowest = bits(1e-10f);
+  int64_t checked = 0;
+  for (float fp8max : {448.0f, 57344.0f}) {
+    for (uint32_t b = lowest; b <= 0x7F7FFFFFu; b += 997) {
+      float x = fromBits(b);
+      ASSERT_TRUE(same(codesDivide(x, fp8max), x / fp8max)) << x << " / " << fp8max;
+      ++checked;
+    }
+    for (float x : {1e-10f, std::numeric_limits<float>::max(), inf,
+                    std::numeric_limits<float>::quiet_NaN()})
+      ASSERT_TRUE(same(codesDivide(x, fp8max), x / fp8max)) << x << " / " << fp8max;
+  }
+  EXPECT_GE(checked, 2000000);
+}
+
 /// Equal saturating FP8 codes of codesDivide and IEEE division in E4M3 and
 /// E5M2 (any two NaNs count as equal: the conversion's NaN is canonical).
 bool sameCodes(float x, float s) {

@@ -185,6 +185,14 @@ SmallVector<Value> divideBySharedDivisor(F32Emitter &f, ArrayRef<Value> x,
                                          Value s,
                                          DivisionUse use = DivisionUse::Exact);
 
+/// divideBySharedDivisor's fast path alone, no branch: for emitters whose
+/// divisor is known to lie in its range (2^-126, Fp8Codes: 2^-80, <= s <=
+/// 2^126, +inf or NaN), so that many groups' divisions can share one basic
+/// block. A constant s makes r a constant.
+SmallVector<Value> divideByDivisorInRange(F32Emitter &f, ArrayRef<Value> x,
+                                          Value s,
+                                          DivisionUse use = DivisionUse::Exact);
+
 /// What kernel emitters call instead: `x_i / s` as IEEE `arith.divf`s, one
 /// after the other, each marked `coat.shared_divisor = "exact"` or
 /// `"fp8_codes"` (the contract above that its results need).

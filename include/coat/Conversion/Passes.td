@@ -407,10 +407,12 @@ def CoatLowerActivations : Pass<"coat-lower-activations", "::mlir::ModuleOp"> {
            "of an IEEE division (faster; codes may move by one FP8 step)">,
     Option<"tileBlockSize", "tile-block-size", "int64_t", /*default=*/"0",
            "Threads per GPU block of the tile kernels (quantize+transpose, "
-           "per_block): a multiple of 32 up to 1024; 0 takes block-size, or "
-           "one thread per 128 bytes of tile input where that is more (f32 "
-           "128x128 tiles: 512). A block holds its tile in registers, so "
-           "more threads hold fewer elements each">,
+           "per_block): a multiple of 32 up to 1024; 0 takes, for tiles "
+           "of 16 KiB of input or more, block-size or one thread per 128 "
+           "bytes where that is more (f32 128x128 tiles: 512), for smaller "
+           "ones a thread per 64 bytes (bf16 64x64 tiles: 128). A block "
+           "holds its tile in registers, so more threads hold fewer "
+           "elements each">,
     Option<"tilesPerBlock", "tiles-per-block", "int64_t", /*default=*/"0",
            "GPU tile kernels: tiles a block takes in turn, 1 to 64 (the "
            "grid shrinks by as much), or 0: 2 for tiles of 16 KiB of input "

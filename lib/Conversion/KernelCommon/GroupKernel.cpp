@@ -237,6 +237,38 @@ QuantizedLane mlir::coat::quantizeGroup(F32Emitter &f, const GroupLane &lane,
   return out;
 }
 
+/// divideByDivisorInRange with `isInf` = (s == +inf) given.
+static SmallVector<Value> divideInRange(F32Emitter &f, ArrayRef<Value> x,
+                                        Value s, Value isInf,
+                                        DivisionUse use) {
+  ImplicitLocOpBuilder &b = f.b;
+  const float inf = std::numeric_limits<float>::infinity();
+  // IEEE 1/s: the correction needs the correctly rounded reciprocal.
+  Value r = arith::DivFOp::create(b, f.c(1.0), s);
+  // With s = +inf, q = x * 0 already is x / s; fma(-n, 0, q) keeps it.
+  Value sFinite = f.select(isInf, f.c(0.0), s);
+  // The residual is formed negated, q*s - x, so that x = -0 gives
+  // -0 + -0 = -0 in the last step (x - q*s would give +0).
+  SmallVector<Value> q;
+  for (Value xi : x) {
+    Value q0 = f.mul(xi, r);
+    Value negE = f.fma(q0, sFinite, arith::NegFOp::create(b, xi));
+    Value qi = f.fma(arith::NegFOp::create(b, negE), r, q0);
+    if (use == DivisionUse::Fp8Codes)
+      qi = f.select(f.eq(f.abs(q0), f.c(inf)), q0, qi);
+    q.push_back(qi);
+  }
+  return q;
+}
+
+SmallVector<Value> mlir::coat::divideByDivisorInRange(F32Emitter &f,
+                                                      ArrayRef<Value> x,
+                                                      Value s,
+                                                      DivisionUse use) {
+  return divideInRange(
+      f, x, s, f.eq(s, f.c(std::numeric_limits<float>::infinity())), use);
+}
+
 SmallVector<Value> mlir::coat::divideBySharedDivisor(F32Emitter &f,
                                                      ArrayRef<Value> x,
                                                      Value s,
@@ -257,22 +289,7 @@ SmallVector<Value> mlir::coat::divideBySharedDivisor(F32Emitter &f,
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(branch.thenBlock());
-    // IEEE 1/s: the correction needs the correctly rounded reciprocal.
-    Value r = arith::DivFOp::create(b, f.c(1.0), s);
-    // With s = +inf, q = x * 0 already is x / s; fma(-n, 0, q) keeps it.
-    Value sFinite = f.select(isInf, f.c(0.0), s);
-    // The residual is formed negated, q*s - x, so that x = -0 gives
-    // -0 + -0 = -0 in the last step (x - q*s would give +0).
-    SmallVector<Value> q;
-    for (Value xi : x) {
-      Value q0 = f.mul(xi, r);
-      Value negE = f.fma(q0, sFinite, arith::NegFOp::create(b, xi));
-      Value qi = f.fma(arith::NegFOp::create(b, negE), r, q0);
-      if (codes)
-        qi = f.select(f.eq(f.abs(q0), f.c(inf)), q0, qi);
-      q.push_back(qi);
-    }
-    scf::YieldOp::create(b, q);
+    scf::YieldOp::create(b, divideInRange(f, x, s, isInf, use));
     b.setInsertionPointToStart(branch.elseBlock());
     SmallVector<Value> exact;
     for (Value xi : x)

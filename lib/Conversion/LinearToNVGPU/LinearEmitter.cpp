@@ -193,10 +193,15 @@ private:
   };
   /// The share's row (of m-block `i`, half `h`).
   GroupCodes groupRow(Value rowBase, int64_t i, int64_t h);
-  /// Quantizes the share of group `grp` in `q`'s row with the group's scale
-  /// (its maximum over the quad that holds it).
-  void quantizeGroup(GroupCodes &q, ArrayRef<Value> accs, Value scale,
-                     Value n0, int64_t i, int64_t grp, int64_t h);
+  /// Group `grp` of row half `h` of m-block `i`.
+  struct GroupRef {
+    int64_t i, h, grp;
+  };
+  /// Quantizes the thread's shares of groups `refs`, each with its group's
+  /// scale (the maximum over the quad that holds it).
+  SmallVector<GroupCodes> quantizeGroups(ArrayRef<Value> accs, Value scale,
+                                         Value rowBase, Value n0,
+                                         ArrayRef<GroupRef> refs);
   /// The quad's first lane (`quadLeader`) stores group `grp`'s scale as
   /// bf16 into a row of `groupsPerRow`.
   void storeGroupScale(const GroupCodes &q, Value n0, int64_t grp,
@@ -823,20 +828,23 @@ void GemmKernelBuilder::storeStaged(ArrayRef<Value> accs, Value scale, Value m0,
     int64_t firstChunk = blk * blockCols / 8; // n8 chunks of the block
     if (codes) {
       // Whole 1x16 groups: their scales go straight to out_scale.
+      SmallVector<GroupRef> refs;
       for (int64_t i = 0; i < g.mBlocks(); ++i)
         for (int64_t h = 0; h < 2; ++h)
           for (int64_t grp = firstChunk / 2;
-               grp < (firstChunk + blockWidth(blk) / 8) / 2; ++grp) {
-            GroupCodes q = groupRow(rowBase, i, h);
-            quantizeGroup(q, accs, scale, n0, i, grp, h);
-            Value row = add(rowInBlock, cIdx(64 * i + 8 * h));
-            for (int64_t half = 0; half < 2; ++half)
-              stagePair(row, blk, 2 * grp + half,
-                        vector::FromElementsOp::create(
-                            b, VectorType::get({2}, elem),
-                            ValueRange{q.codes[2 * half], q.codes[2 * half + 1]}));
-            storeGroupScale(q, n0, grp, groupsPerRow, quadLeader);
-          }
+               grp < (firstChunk + blockWidth(blk) / 8) / 2; ++grp)
+            refs.push_back({i, h, grp});
+      SmallVector<GroupCodes> qs = quantizeGroups(accs, scale, rowBase, n0, refs);
+      for (auto [ref, q] : llvm::zip_equal(refs, qs)) {
+        Value row = add(rowInBlock, cIdx(64 * ref.i + 8 * ref.h));
+        for (int64_t half = 0; half < 2; ++half)
+          stagePair(row, blk, 2 * ref.grp + half,
+                    vector::FromElementsOp::create(
+                        b, VectorType::get({2}, elem),
+                        ValueRange{q.codes[2 * half], q.codes[2 * half + 1]}));
+      }
+      for (auto [ref, q] : llvm::zip_equal(refs, qs))
+        storeGroupScale(q, n0, ref.grp, groupsPerRow, quadLeader);
       return;
     }
     for (int64_t i = 0; i < g.mBlocks(); ++i) {
@@ -973,9 +981,10 @@ GemmKernelBuilder::groupRow(Value rowBase, int64_t i, int64_t h) {
   return q;
 }
 
-void GemmKernelBuilder::quantizeGroup(GroupCodes &q, ArrayRef<Value> accs,
-                                      Value scale, Value n0, int64_t i,
-                                      int64_t grp, int64_t h) {
+SmallVector<GemmKernelBuilder::GroupCodes>
+GemmKernelBuilder::quantizeGroups(ArrayRef<Value> accs, Value scale,
+                                  Value rowBase, Value n0,
+                                  ArrayRef<GroupRef> refs) {
   MLIRContext *ctx = b.getContext();
   F32Emitter f{b};
   GroupLane quad;
@@ -985,28 +994,50 @@ void GemmKernelBuilder::quantizeGroup(GroupCodes &q, ArrayRef<Value> accs,
   quad.onGpu = true;
   Type fp8 = getFp8Type(ctx, p.outFormat);
   float fp8Max = ::coat::getFp8Traits(p.outFormat).maxFinite;
-  SmallVector<Value> vals;
-  for (int64_t half = 0; half < 2; ++half) {
-    int64_t j = 2 * grp + half;
-    for (int64_t e = 0; e < 2; ++e) {
-      Value col = add(add(n0, cIdx(8 * j + e)), colInChunk);
-      Value colIn = cmp(arith::CmpIPredicate::ult, col, N);
-      Value acc = LLVM::ExtractValueOp::create(b, accs[i], 4 * j + 2 * h + e);
-      q.cols.push_back(col);
-      q.ins.push_back(colIn);
-      vals.push_back(f.select(colIn, scaled(acc, scale, col, colIn), f.c(0.0)));
+  // Phase by phase over all the groups, in one basic block: each group is a
+  // chain of dependent latencies (maximum, quad shuffles, scale, reciprocal,
+  // quotients), and one group at a time, each behind a division branch,
+  // left the epilogue waiting on them.
+  SmallVector<GroupCodes> qs;
+  SmallVector<SmallVector<Value, 4>> vals;
+  SmallVector<Value> padded;
+  for (const GroupRef &ref : refs) {
+    GroupCodes q = groupRow(rowBase, ref.i, ref.h);
+    SmallVector<Value, 4> v;
+    for (int64_t half = 0; half < 2; ++half) {
+      int64_t j = 2 * ref.grp + half;
+      for (int64_t e = 0; e < 2; ++e) {
+        Value col = add(add(n0, cIdx(8 * j + e)), colInChunk);
+        Value colIn = cmp(arith::CmpIPredicate::ult, col, N);
+        Value acc =
+            LLVM::ExtractValueOp::create(b, accs[ref.i], 4 * j + 2 * ref.h + e);
+        q.cols.push_back(col);
+        q.ins.push_back(colIn);
+        v.push_back(f.select(colIn, scaled(acc, scale, col, colIn), f.c(0.0)));
+      }
     }
+    Value amax = f.abs(v[0]);
+    for (Value x : ArrayRef<Value>(v).drop_front())
+      amax = f.maxnum(amax, f.abs(x));
+    qs.push_back(q);
+    vals.push_back(v);
+    padded.push_back(amax);
   }
-  Value amax = f.abs(vals[0]);
-  for (Value v : ArrayRef<Value>(vals).drop_front())
-    amax = f.maxnum(amax, f.abs(v));
-  amax = quad.allReduce(b, amax, GroupReduceKind::MaxNum);
-  Value s = f.div(f.add(amax, f.c(::coat::kActivationScaleEps)), f.c(fp8Max));
-  // The IEEE quotients' codes from one reciprocal per group.
-  for (Value v : emitSharedDivisions(f, vals, s))
-    q.codes.push_back(arith::BitcastOp::create(
-        b, b.getI8Type(), arith::TruncFOp::create(b, fp8, v)));
-  q.scale = s;
+  for (Value &m : padded)
+    m = f.add(quad.allReduce(b, m, GroupReduceKind::MaxNum),
+              f.c(::coat::kActivationScaleEps));
+  // s = (max + eps) / fp8max, the IEEE quotient: max + eps >= 1e-10 keeps
+  // it normal (or +inf, or NaN), inside the branch-free division's range;
+  // so is every s as a divisor (>= 2^-43, <= 2^120).
+  SmallVector<Value> scales =
+      divideByDivisorInRange(f, padded, f.c(fp8Max), DivisionUse::Fp8Codes);
+  for (auto [q, v, s] : llvm::zip_equal(qs, vals, scales)) {
+    q.scale = s;
+    for (Value x : divideByDivisorInRange(f, v, s, DivisionUse::Fp8Codes))
+      q.codes.push_back(arith::BitcastOp::create(
+          b, b.getI8Type(), arith::TruncFOp::create(b, fp8, x)));
+  }
+  return qs;
 }
 
 void GemmKernelBuilder::storeGroupScale(const GroupCodes &q, Value n0,
@@ -1033,43 +1064,44 @@ void GemmKernelBuilder::storeFp8Groups(ArrayRef<Value> accs, Value scale,
   Value nI64 = toI64(N);
   Value quadLeader = cmp(arith::CmpIPredicate::eq, colInChunk, cIdx(0));
   for (int64_t i = 0; i < g.mBlocks(); ++i) {
-    for (int64_t grp = 0; grp < g.tileN / kOutputGroup; ++grp) {
-      for (int64_t h = 0; h < 2; ++h) {
-        GroupCodes q = groupRow(rowBase, i, h);
-        Value rowOff = mul(toI64(q.row), nI64);
-        quantizeGroup(q, accs, scale, n0, i, grp, h);
-        // Each lane writes two byte pairs (one per n8 chunk).
-        for (int64_t half = 0; half < 2; ++half) {
-          Value col = q.cols[2 * half];
-          Value ptr = LLVM::IntToPtrOp::create(
-              b, global, Value(add(codesBase, add(rowOff, toI64(col)))));
-          Value pairIn = arith::AndIOp::create(
-              b, q.ins[2 * half + 1],
-              cmp(arith::CmpIPredicate::eq, arith::AndIOp::create(b, N, cIdx(1)),
-                  cIdx(0)));
-          scf::IfOp::create(
-              b, arith::AndIOp::create(b, q.rowIn, pairIn),
-              [&](OpBuilder &, Location) {
-                Value pair = vector::FromElementsOp::create(
-                    b, VectorType::get({2}, b.getI8Type()),
-                    ValueRange{q.codes[2 * half], q.codes[2 * half + 1]});
-                LLVM::StoreOp::create(b, pair, ptr, 2);
-                scf::YieldOp::create(b);
-              },
-              [&](OpBuilder &, Location) {
-                ifThen(arith::AndIOp::create(b, q.rowIn, q.ins[2 * half]), [&] {
-                  LLVM::StoreOp::create(b, q.codes[2 * half], ptr, 1);
-                });
-                ifThen(arith::AndIOp::create(b, q.rowIn, q.ins[2 * half + 1]), [&] {
-                  Value ptr1 = LLVM::GEPOp::create(b, global, b.getI8Type(), ptr,
-                                                   ArrayRef<LLVM::GEPArg>{1});
-                  LLVM::StoreOp::create(b, q.codes[2 * half + 1], ptr1, 1);
-                });
-                scf::YieldOp::create(b);
+    SmallVector<GroupRef> refs;
+    for (int64_t grp = 0; grp < g.tileN / kOutputGroup; ++grp)
+      for (int64_t h = 0; h < 2; ++h)
+        refs.push_back({i, h, grp});
+    SmallVector<GroupCodes> qs = quantizeGroups(accs, scale, rowBase, n0, refs);
+    for (auto [ref, q] : llvm::zip_equal(refs, qs)) {
+      Value rowOff = mul(toI64(q.row), nI64);
+      // Each lane writes two byte pairs (one per n8 chunk).
+      for (int64_t half = 0; half < 2; ++half) {
+        Value col = q.cols[2 * half];
+        Value ptr = LLVM::IntToPtrOp::create(
+            b, global, Value(add(codesBase, add(rowOff, toI64(col)))));
+        Value pairIn = arith::AndIOp::create(
+            b, q.ins[2 * half + 1],
+            cmp(arith::CmpIPredicate::eq, arith::AndIOp::create(b, N, cIdx(1)),
+                cIdx(0)));
+        scf::IfOp::create(
+            b, arith::AndIOp::create(b, q.rowIn, pairIn),
+            [&](OpBuilder &, Location) {
+              Value pair = vector::FromElementsOp::create(
+                  b, VectorType::get({2}, b.getI8Type()),
+                  ValueRange{q.codes[2 * half], q.codes[2 * half + 1]});
+              LLVM::StoreOp::create(b, pair, ptr, 2);
+              scf::YieldOp::create(b);
+            },
+            [&](OpBuilder &, Location) {
+              ifThen(arith::AndIOp::create(b, q.rowIn, q.ins[2 * half]), [&] {
+                LLVM::StoreOp::create(b, q.codes[2 * half], ptr, 1);
               });
-        }
-        storeGroupScale(q, n0, grp, groupsPerRow, quadLeader);
+              ifThen(arith::AndIOp::create(b, q.rowIn, q.ins[2 * half + 1]), [&] {
+                Value ptr1 = LLVM::GEPOp::create(b, global, b.getI8Type(), ptr,
+                                                 ArrayRef<LLVM::GEPArg>{1});
+                LLVM::StoreOp::create(b, q.codes[2 * half + 1], ptr1, 1);
+              });
+              scf::YieldOp::create(b);
+            });
       }
+      storeGroupScale(q, n0, ref.grp, groupsPerRow, quadLeader);
     }
   }
 }

@@ -414,20 +414,23 @@ FailureOr<ActPlan> QuantizeLowering::analyze(func::FuncOp fn) const {
     return failure();
   int64_t edge = spec.blocked() ? spec.blockEdge : tileEdge;
   // A tile kernel holds its tile in registers and synchronizes the block
-  // between loading and storing it. By default (0) a block takes at least
-  // one thread per 128 bytes of tile input (f32 128x128 tiles: 512 threads,
-  // not ~190 registers at 256), and tiles of 16 KiB or more are taken two
-  // at a time with the second's loads in flight during the first's
-  // barrier; smaller tiles keep 1, whose registers fit more blocks instead
-  // (docs/benchmarks.md, activation tile A/B).
+  // between loading and storing it. By default (0) tiles of 16 KiB or more
+  // are taken two at a time with the second's loads in flight during the
+  // first's barrier, by at least one thread per 128 bytes of a tile (f32
+  // 128x128 tiles: 512 threads, not ~190 registers at 256). Smaller tiles
+  // are taken one at a time by one thread per 64 bytes (bf16 64x64: 128
+  // threads, four 16-byte loads each), so that more blocks, each a tile in
+  // flight, fit a multiprocessor (docs/benchmarks.md, activation tile A/B
+  // and "Transposing quantizers: a thread per 64 bytes").
   int64_t tileBytes = edge * edge * hpBytes;
+  bool largeTile = tileBytes >= 16 * 1024;
   int64_t threads = blockSize;
   if (spec.tiled())
-    threads = tileBlockSize != 0
-                  ? int64_t(tileBlockSize)
-                  : std::clamp<int64_t>(tileBytes / 128, blockSize, 1024);
+    threads = tileBlockSize != 0 ? int64_t(tileBlockSize)
+              : largeTile ? std::clamp<int64_t>(tileBytes / 128, blockSize, 1024)
+                          : std::clamp<int64_t>(tileBytes / 64, 32, 1024);
   int64_t tileShare = tilesPerBlock != 0 ? int64_t(tilesPerBlock)
-                                          : (tileBytes >= 16 * 1024 ? 2 : 1);
+                                          : (largeTile ? 2 : 1);
   TileShape tiles{edge, threads, 16 / hpBytes, tileShare};
   int64_t elementsPerBlock = 0;
   if (spec.tiled()) {

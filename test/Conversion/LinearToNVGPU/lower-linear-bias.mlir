@@ -61,7 +61,7 @@ func.func @up_bias_q16(%x: !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>
 // IR: math.absf
 // IR: arith.maxnumf
 // IR: gpu.shuffle  xor %{{.*}}, %c2_i32
-// IR: arith.divf %{{.*}} {coat.shared_divisor = "exact"} : f32
+// IR: arith.divf %{{.*}}, %{{.*}} : f32
 // IR: arith.truncf %{{.*}} : f32 to f8E4M3FN
 // IR-NOT: gpu.func
 

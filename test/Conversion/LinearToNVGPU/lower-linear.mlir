@@ -119,19 +119,25 @@
 // IR-SAME: bias = true
 // IR-SAME: group_size = 16 : i64
 // IR-SAME: out = "e4m3", out_scale = "bf16"
+// Each group's maximum over its quad, plus eps, one group after the other:
 // IR: gpu.shuffle  xor %{{.*}}, %c2_i32
 // IR-NEXT: arith.maxnumf
 // IR: gpu.shuffle  xor %{{.*}}, %c1_i32
-// IR-NEXT: arith.maxnumf
+// IR-NEXT: %[[MAX:.*]] = arith.maxnumf
 // IR-NEXT: %[[EPS:.*]] = arith.constant 1.000000e-10 : f32
-// IR-NEXT: %[[SUM:.*]] = arith.addf %{{.*}}, %[[EPS]] : f32
-// IR-NEXT: %[[MAX:.*]] = arith.constant 4.480000e+02 : f32
-// IR-NEXT: %[[S:.*]] = arith.divf %[[SUM]], %[[MAX]] : f32
-// The lane's four values divided by the group's scale, marked for one
-// reciprocal and a correction each (coat-expand-shared-divisions).
-// IR-NEXT: %[[Q:.*]] = arith.divf %{{.*}}, %[[S]] {coat.shared_divisor = "exact"} : f32
-// IR-COUNT-3: arith.divf %{{.*}}, %[[S]] {coat.shared_divisor = "exact"} : f32
-// IR-NEXT: arith.truncf %[[Q]] : f32 to f8E4M3FN
+// IR-NEXT: %[[SUM:.*]] = arith.addf %[[MAX]], %[[EPS]] : f32
+// then the scales (max + eps) / 448, and the lane's values divided by them,
+// each an IEEE reciprocal and Markstein's correction, with no branch: every
+// divisor lies in the correction's range.
+// IR: %[[FP8MAX:.*]] = arith.constant 4.480000e+02 : f32
+// IR: %[[R:.*]] = arith.divf %{{.*}}, %[[FP8MAX]] : f32
+// IR: %[[Q0:.*]] = arith.mulf %[[SUM]], %[[R]] : f32
+// IR: %[[S:.*]] = arith.select %{{.*}}, %[[Q0]], %{{.*}} : f32
+// IR-NOT: scf.if
+// IR: arith.divf %{{.*}}, %[[S]] : f32
+// IR-NOT: scf.if
+// IR: arith.truncf %{{.*}} : f32 to f8E4M3FN
+// IR-NOT: coat.shared_divisor
 // IR-NOT: func.func @
 
 // CHECK-NOT: .local
@@ -167,7 +173,9 @@
 // CHECK-LABEL: .entry gate_q16(
 // CHECK: wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3
 // CHECK: shfl.sync.bfly.b32
-// CHECK: div.rn.f32
+// CHECK-NOT: div.rn.f32
+// CHECK: rcp.rn.f32
+// CHECK-NOT: div.rn.f32
 // CHECK: cvt.rn.satfinite.e4m3x2.f32
 // CHECK: st.global.v2.b8
 // CHECK: cvt.rn.bf16.f32

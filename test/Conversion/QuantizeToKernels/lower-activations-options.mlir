@@ -53,11 +53,12 @@
 // TPBBAD: lower-activations-options.mlir:{{[1-9][0-9]*}}:1: error: coat-lower-activations: tiles-per-block must be 0 (by tile size) or in [1, 64], got 65
 // By default the tile bytes choose: tiles of 16 KiB of input or more are
 // taken two a block, and a block has a thread per 128 bytes of its tile
-// where that is more than block-size.
+// where that is more than block-size; smaller tiles one a block, with a
+// thread per 64 bytes.
 // BYTES-LABEL: gpu.func @qt_f32(
 // BYTES-SAME: launch = {block = [512, 1, 1], elements_per_block = 32768
 // BYTES-LABEL: gpu.func @qt_bf16(
-// BYTES-SAME: launch = {block = [256, 1, 1], elements_per_block = 4096
+// BYTES-SAME: launch = {block = [128, 1, 1], elements_per_block = 4096
 // BYTES-LABEL: gpu.func @qb_bf16(
 // BYTES-SAME: launch = {block = [256, 1, 1], elements_per_block = 32768
 // BYTES-LABEL: gpu.func @qb_f32(
