@@ -3,4 +3,4 @@
 Part of every artifact's source key, so kernels a previous compiler made
 are not taken for this one's."""
 
-COMPILER_ID = "f2a6aaead7a0f31aff622d6dd3e78a48"
+COMPILER_ID = "9b0ae444aa8014adb6af97f8cf90d603"

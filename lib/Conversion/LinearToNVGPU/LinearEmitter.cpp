@@ -994,48 +994,72 @@ GemmKernelBuilder::quantizeGroups(ArrayRef<Value> accs, Value scale,
   quad.onGpu = true;
   Type fp8 = getFp8Type(ctx, p.outFormat);
   float fp8Max = ::coat::getFp8Traits(p.outFormat).maxFinite;
+  SmallVector<GroupCodes> qs;
+  for (const GroupRef &ref : refs) {
+    GroupCodes q = groupRow(rowBase, ref.i, ref.h);
+    for (int64_t half = 0; half < 2; ++half)
+      for (int64_t e = 0; e < 2; ++e) {
+        Value col = add(add(n0, cIdx(8 * (2 * ref.grp + half) + e)), colInChunk);
+        q.cols.push_back(col);
+        q.ins.push_back(cmp(arith::CmpIPredicate::ult, col, N));
+      }
+    qs.push_back(q);
+  }
   // Phase by phase over all the groups, in one basic block: each group is a
   // chain of dependent latencies (maximum, quad shuffles, scale, reciprocal,
   // quotients), and one group at a time, each behind a division branch,
-  // left the epilogue waiting on them.
-  SmallVector<GroupCodes> qs;
-  SmallVector<SmallVector<Value, 4>> vals;
-  SmallVector<Value> padded;
-  for (const GroupRef &ref : refs) {
-    GroupCodes q = groupRow(rowBase, ref.i, ref.h);
-    SmallVector<Value, 4> v;
-    for (int64_t half = 0; half < 2; ++half) {
-      int64_t j = 2 * ref.grp + half;
-      for (int64_t e = 0; e < 2; ++e) {
-        Value col = add(add(n0, cIdx(8 * j + e)), colInChunk);
-        Value colIn = cmp(arith::CmpIPredicate::ult, col, N);
+  // left the epilogue waiting on them. Tiles inside N skip the column
+  // checks (a select per value).
+  auto quantize = [&](bool checked) {
+    SmallVector<SmallVector<Value, 4>> vals;
+    SmallVector<Value> padded;
+    for (auto [ref, q] : llvm::zip_equal(refs, qs)) {
+      SmallVector<Value, 4> v;
+      for (int64_t k = 0; k < 4; ++k) {
+        int64_t j = 2 * ref.grp + k / 2, e = k % 2;
         Value acc =
             LLVM::ExtractValueOp::create(b, accs[ref.i], 4 * j + 2 * ref.h + e);
-        q.cols.push_back(col);
-        q.ins.push_back(colIn);
-        v.push_back(f.select(colIn, scaled(acc, scale, col, colIn), f.c(0.0)));
+        Value colIn = checked ? q.ins[k] : Value();
+        Value x = scaled(acc, scale, q.cols[k], colIn);
+        v.push_back(checked ? f.select(colIn, x, f.c(0.0)) : x);
       }
+      Value amax = f.abs(v[0]);
+      for (Value x : ArrayRef<Value>(v).drop_front())
+        amax = f.maxnum(amax, f.abs(x));
+      vals.push_back(v);
+      padded.push_back(amax);
     }
-    Value amax = f.abs(v[0]);
-    for (Value x : ArrayRef<Value>(v).drop_front())
-      amax = f.maxnum(amax, f.abs(x));
-    qs.push_back(q);
-    vals.push_back(v);
-    padded.push_back(amax);
+    for (Value &m : padded)
+      m = f.add(quad.allReduce(b, m, GroupReduceKind::MaxNum),
+                f.c(::coat::kActivationScaleEps));
+    // s = (max + eps) / fp8max, the IEEE quotient: max + eps >= 1e-10 keeps
+    // it normal (or +inf, or NaN), inside the branch-free division's range,
+    // and so is every s as a divisor (>= 2^-43, <= 2^120). An infinite max
+    // needs the codes' contract (an overflowing first product kept); the
+    // values' quotients do not (|x / s| < 449, or s = +inf).
+    SmallVector<Value> results =
+        divideByDivisorInRange(f, padded, f.c(fp8Max), DivisionUse::Fp8Codes);
+    for (auto [v, sc] : llvm::zip_equal(vals, SmallVector<Value>(results)))
+      for (Value x : divideByDivisorInRange(f, v, sc, DivisionUse::Exact))
+        results.push_back(arith::BitcastOp::create(
+            b, b.getI8Type(), arith::TruncFOp::create(b, fp8, x)));
+    return results; // the scales, then each group's four codes
+  };
+  Value interior = cmp(arith::CmpIPredicate::ule, add(n0, cIdx(g.tileN)), N);
+  SmallVector<Type> types(qs.size(), b.getF32Type());
+  types.append(4 * qs.size(), b.getI8Type());
+  auto branch = scf::IfOp::create(b, types, interior, /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(branch.thenBlock());
+    scf::YieldOp::create(b, quantize(/*checked=*/false));
+    b.setInsertionPointToStart(branch.elseBlock());
+    scf::YieldOp::create(b, quantize(/*checked=*/true));
   }
-  for (Value &m : padded)
-    m = f.add(quad.allReduce(b, m, GroupReduceKind::MaxNum),
-              f.c(::coat::kActivationScaleEps));
-  // s = (max + eps) / fp8max, the IEEE quotient: max + eps >= 1e-10 keeps
-  // it normal (or +inf, or NaN), inside the branch-free division's range;
-  // so is every s as a divisor (>= 2^-43, <= 2^120).
-  SmallVector<Value> scales =
-      divideByDivisorInRange(f, padded, f.c(fp8Max), DivisionUse::Fp8Codes);
-  for (auto [q, v, s] : llvm::zip_equal(qs, vals, scales)) {
-    q.scale = s;
-    for (Value x : divideByDivisorInRange(f, v, s, DivisionUse::Fp8Codes))
-      q.codes.push_back(arith::BitcastOp::create(
-          b, b.getI8Type(), arith::TruncFOp::create(b, fp8, x)));
+  for (auto [k, q] : llvm::enumerate(qs)) {
+    q.scale = branch.getResult(k);
+    for (int64_t c = 0; c < 4; ++c)
+      q.codes.push_back(branch.getResult(qs.size() + 4 * k + c));
   }
   return qs;
 }

@@ -49,19 +49,31 @@ func.func @up_bias_q16(%x: !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>
 // IR-NEXT: arith.truncf %[[Y]] : f32 to bf16
 // IR: llvm.store %{{.*}} : vector<2xbf16>, !llvm.ptr<1>
 // The 1x16 result: the biased values are the group's, so the bias is in
-// the group maximum (masked past N) and in the codes.
+// the group maximum and in the codes. A tile inside N takes them as they
+// are; one reaching past N masks those columns out of the maximum.
 // IR: gpu.func @up_bias_q16(
 // IR-SAME: %[[QB:[a-z0-9]+]]: memref<?xbf16>, %{{[a-z0-9]+}}: i64
 // IR: %[[QS:.*]] = arith.mulf %{{.*}}, %{{.*}} : f32
+// IR: %[[INSIDE:.*]] = arith.cmpi ule, %{{.*}}, %{{.*}} : index
+// IR-NEXT: scf.if %[[INSIDE]] -> (
 // IR: %[[QV:.*]] = arith.mulf %{{.*}}, %[[QS]] : f32
 // IR: %[[QL:.*]] = memref.load %[[QB]][%{{.*}}] : memref<?xbf16>
 // IR-NEXT: %[[QE:.*]] = arith.extf %[[QL]] : bf16 to f32
 // IR-NEXT: %[[QY:.*]] = arith.addf %[[QV]], %[[QE]] : f32
-// IR: arith.select %{{.*}}, %[[QY]], %{{.*}} : f32
-// IR: math.absf
+// IR-NOT: arith.select
+// IR: math.absf %[[QY]] : f32
 // IR: arith.maxnumf
 // IR: gpu.shuffle  xor %{{.*}}, %c2_i32
 // IR: arith.divf %{{.*}}, %{{.*}} : f32
+// IR: arith.truncf %{{.*}} : f32 to f8E4M3FN
+// IR: } else {
+// IR: %[[MV:.*]] = arith.mulf %{{.*}}, %[[QS]] : f32
+// IR: %[[ML:.*]] = memref.load %[[QB]][%{{.*}}] : memref<?xbf16>
+// IR-NEXT: %[[ME:.*]] = arith.extf %[[ML]] : bf16 to f32
+// IR-NEXT: %[[MY:.*]] = arith.addf %[[MV]], %[[ME]] : f32
+// IR-NEXT: %[[MZ:.*]] = arith.constant 0.000000e+00 : f32
+// IR-NEXT: arith.select %{{.*}}, %[[MY]], %[[MZ]] : f32
+// IR: math.absf
 // IR: arith.truncf %{{.*}} : f32 to f8E4M3FN
 // IR-NOT: gpu.func
 
