@@ -14,7 +14,9 @@ runs one table.
 
 Kernels: $COAT_LINEAR_KERNELS (':'-separated folders with a manifest.json,
 e.g. one per set of coat-lower-linear options), or compiled from
-examples/linear/fp8_linear.mlir with coat-opt (default options)."""
+examples/linear/fp8_linear.mlir with coat-opt (default options). A
+configuration found in several folders is timed once, unless --per-folder
+(kernels of the same options from two compilers, before and after)."""
 
 import argparse
 import json
@@ -213,12 +215,50 @@ def parse_shapes(texts):
     return shapes
 
 
+def forward_gemms(modules, per_folder=False):
+    """The E4M3 x E4M3 forward GEMMs without a bias of `modules` ((folder,
+    loaded module) pairs), as (tag, kernel) lists: bf16 results, 1x16 results
+    and block-scaled bf16 results. Folders repeat kernels (a variant changes
+    some of a module's kernels, programs embed the GEMMs), so a configuration
+    is timed once; with `per_folder` once per folder, tagged with the
+    folder's name (an A/B of kernels of the same options from two
+    compilers)."""
+    gemms, quantized, blocked = [], [], []
+    seen = set()
+    for folder, mod in modules:
+        prefix = os.path.basename(os.path.normpath(folder)) + ": " if per_folder else ""
+        for k in mod.manifest.kernels:
+            c = k.config
+            if k.op != "linear" or c.get("kind") != "forward" or c.get("bias"):
+                continue
+            key = (folder if per_folder else None, json.dumps(c, sort_keys=True))
+            if key in seen:
+                continue
+            seen.add(key)
+            if c.get("a") != "e4m3" or c.get("b") != "e4m3":
+                continue
+            tag = prefix + config_tag(k)
+            if c.get("scaling") == "block":
+                if c.get("out") == "bf16":
+                    blocked.append((tag, mod[k.name]))
+                continue
+            if c.get("out") == "bf16":
+                gemms.append((tag, mod[k.name]))
+            elif c.get("out") == "e4m3":
+                quantized.append((tag + " q16", mod[k.name]))
+    return gemms, quantized, blocked
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", choices=["per_tensor", "block"], default=None)
     ap.add_argument("--shapes", nargs="+", default=None, metavar="MxNxK",
                     help="per-tensor shapes to time instead of the defaults; "
                          "`wgrad` stands for the training configs' weight gradients")
+    ap.add_argument("--per-folder", action="store_true",
+                    help="time each folder's kernels, tagged with the folder, even "
+                         "where another folder has the same configuration (an A/B "
+                         "of two compilers' kernels)")
     args = ap.parse_args()
     try:
         shapes = parse_shapes(args.shapes) if args.shapes else SHAPES
@@ -227,30 +267,8 @@ def main():
     if not torch.cuda.is_available():
         print("bench_linear: CUDA is not available")
         return 1
-    gemms, quantized, blocked = [], [], []
-    # Folders repeat kernels (a variant changes some of a module's kernels,
-    # programs embed the GEMMs): the same configuration is timed once.
-    seen = set()
-    for d in kernel_dirs():
-        mod = coat.load(d)
-        for k in mod.manifest.kernels:
-            c = k.config
-            if k.op != "linear" or c.get("kind") != "forward" or c.get("bias"):
-                continue
-            key = json.dumps(c, sort_keys=True)
-            if key in seen:
-                continue
-            seen.add(key)
-            if c.get("a") != "e4m3" or c.get("b") != "e4m3":
-                continue
-            if c.get("scaling") == "block":
-                if c.get("out") == "bf16":
-                    blocked.append((config_tag(k), mod[k.name]))
-                continue
-            if c.get("out") == "bf16":
-                gemms.append((config_tag(k), mod[k.name]))
-            elif c.get("out") == "e4m3":
-                quantized.append((config_tag(k) + " q16", mod[k.name]))
+    gemms, quantized, blocked = forward_gemms(
+        [(d, coat.load(d)) for d in kernel_dirs()], per_folder=args.per_folder)
     if args.only != "per_tensor":
         if blocked:
             bench_block(blocked)

@@ -228,3 +228,38 @@ def test_linear_bench_shapes_parse_and_refuse_bad_ones():
     for bad in ("1024x2816", "0x16x16", "ax16x16"):
         with pytest.raises(ValueError, match="MxNxK"):
             lin.parse_shapes([bad])
+
+
+def test_linear_bench_times_a_configuration_once_unless_per_folder():
+    lin = _bench("bench_linear")
+
+    class Spec:
+        def __init__(self, name, **config):
+            self.name, self.op = name, "linear"
+            self.config = {**dict(kind="forward", a="e4m3", b="e4m3", bias=False,
+                                  scaling="per_tensor", out="bf16", tile=[128, 256, 128],
+                                  stages=4, warpgroups=2, warp_specialized=True,
+                                  epilogue="staged"), **config}
+
+    class Module:
+        def __init__(self, *specs):
+            self.manifest = type("Manifest", (), {"kernels": list(specs)})()
+            self.kernels = {s.name: "kernel " + s.name for s in specs}
+
+        def __getitem__(self, name):
+            return self.kernels[name]
+
+    before = Module(Spec("fwd"), Spec("fwd_q16", out="e4m3"), Spec("dgrad", kind="dgrad"),
+                    Spec("fwd_bias", bias=True), Spec("blk", scaling="block"))
+    after = Module(Spec("fwd"), Spec("fwd_q16", out="e4m3"),
+                   Spec("narrow", tile=[128, 128, 128]))
+    folders = [("build/old-linear", before), ("build/demo/fp8_linear/", after)]
+    gemms, quantized, blocked = lin.forward_gemms(folders)
+    assert [k for _, k in gemms] == ["kernel fwd", "kernel narrow"]
+    assert [t for t, _ in quantized] == ["128x256 s4 wg2 ws staged q16"]
+    assert [k for _, k in blocked] == ["kernel blk"]
+    gemms, quantized, _ = lin.forward_gemms(folders, per_folder=True)
+    assert [t for t, _ in gemms] == ["old-linear: 128x256 s4 wg2 ws staged",
+                                     "fp8_linear: 128x256 s4 wg2 ws staged",
+                                     "fp8_linear: 128x128 s4 wg2 ws staged"]
+    assert [k for _, k in quantized] == ["kernel fwd_q16", "kernel fwd_q16"]
