@@ -3,4 +3,4 @@
 Part of every artifact's source key, so kernels a previous compiler made
 are not taken for this one's."""
 
-COMPILER_ID = "9b0ae444aa8014adb6af97f8cf90d603"
+COMPILER_ID = "996364bbddc16c9d35923bee2abf95b9"

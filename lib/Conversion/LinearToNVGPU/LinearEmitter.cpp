@@ -1093,7 +1093,8 @@ void GemmKernelBuilder::storeFp8Groups(ArrayRef<Value> accs, Value scale,
       for (int64_t h = 0; h < 2; ++h)
         refs.push_back({i, h, grp});
     SmallVector<GroupCodes> qs = quantizeGroups(accs, scale, rowBase, n0, refs);
-    for (auto [ref, q] : llvm::zip_equal(refs, qs)) {
+    for (size_t k = 0; k < qs.size(); ++k) {
+      const GroupCodes &q = qs[k];
       Value rowOff = mul(toI64(q.row), nI64);
       // Each lane writes two byte pairs (one per n8 chunk).
       for (int64_t half = 0; half < 2; ++half) {
@@ -1125,7 +1126,7 @@ void GemmKernelBuilder::storeFp8Groups(ArrayRef<Value> accs, Value scale,
               scf::YieldOp::create(b);
             });
       }
-      storeGroupScale(q, n0, ref.grp, groupsPerRow, quadLeader);
+      storeGroupScale(q, n0, refs[k].grp, groupsPerRow, quadLeader);
     }
   }
 }
