@@ -948,9 +948,23 @@ static LogicalResult verifyRope(Operation *op, Value input, Value cos,
 
 int64_t RopeOp::getHeadDim() { return ropeHeadDim(getCos()); }
 
+LinearOp RopeOp::getFusedProducer() {
+  return getEpilogue() ? getInput().getDefiningOp<LinearOp>() : LinearOp();
+}
+
 LogicalResult RopeOp::verify() {
-  return verifyRope(*this, getInput(), getCos(), getSin(),
-                    static_cast<int64_t>(getRotatedHeads()), getResult());
+  if (failed(verifyRope(*this, getInput(), getCos(), getSin(),
+                        static_cast<int64_t>(getRotatedHeads()), getResult())))
+    return failure();
+  if (!getEpilogue())
+    return success();
+  // The GEMM's kernel writes the rotated values instead of its own.
+  auto linear = getInput().getDefiningOp<LinearOp>();
+  if (!linear || !getInput().hasOneUse() ||
+      !isa<RankedTensorType>(linear.getResult().getType()))
+    return emitOpError("epilogue: the input must be the bf16/f32 result of a "
+                       "coat.linear that nothing else reads");
+  return success();
 }
 
 int64_t RopeGradOp::getHeadDim() { return ropeHeadDim(getCos()); }

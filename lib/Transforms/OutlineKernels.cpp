@@ -112,8 +112,11 @@ std::string kernelSuffix(const KernelGroup &group) {
   std::string name = root->getName().stripDialect().str();
   if (group.ops.size() == 2 && sharesReadWith(root) == group.ops.back())
     return "absmax_bias_grad";
-  if (auto linear = dyn_cast<LinearOp>(root))
+  if (auto linear = dyn_cast<LinearOp>(root)) {
     name += "_" + stringifyLinearKind(linear.getKind()).str();
+    if (llvm::any_of(group.ops, [](Operation *op) { return isa<RopeOp>(op); }))
+      name += "_rope";
+  }
   if (auto gelu = dyn_cast<GeluOp>(root); gelu && gelu.isTanh())
     name += "_tanh";
   if (auto grad = dyn_cast<GeluGradOp>(root); grad && grad.isTanh())
@@ -269,6 +272,18 @@ struct CoatOutlineKernelsPass
         Operation *producer = a.getInput().getDefiningOp();
         if (producer && groupOf.count(producer)) {
           join(&op, groupOf[producer]);
+          continue;
+        }
+      }
+      // A rotation in the epilogue of the GEMM that produces its input
+      // (coat-fuse-rope): the GEMM's kernel writes the rotated values.
+      if (auto r = dyn_cast<RopeOp>(op); r && r.getEpilogue()) {
+        Operation *producer = r.getFusedProducer();
+        if (producer && groupOf.count(producer)) {
+          size_t g = groupOf[producer];
+          join(&op, g);
+          // The GEMM's own values are not written.
+          groups[g].allResults = false;
           continue;
         }
       }

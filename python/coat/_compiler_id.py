@@ -3,4 +3,4 @@
 Part of every artifact's source key, so kernels a previous compiler made
 are not taken for this one's."""
 
-COMPILER_ID = "996364bbddc16c9d35923bee2abf95b9"
+COMPILER_ID = "3842cf131e9bf216e6698be41402b5b6"

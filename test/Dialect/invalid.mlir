@@ -1010,6 +1010,25 @@ func.func @rope_dynamic_head_dim(%x: tensor<4x128xbf16>, %t: tensor<4x?xf32>) {
 
 // -----
 
+func.func @rope_epilogue_of_an_argument(%x: tensor<4x128xbf16>, %t: tensor<4x64xf32>) {
+  // expected-error @+1 {{epilogue: the input must be the bf16/f32 result of a coat.linear that nothing else reads}}
+  %0 = coat.rope %x, %t, %t rotated_heads = 1 epilogue : tensor<4x128xbf16>, tensor<4x64xf32>, tensor<4x64xf32> -> tensor<4x128xbf16>
+  return
+}
+
+// -----
+
+func.func @rope_epilogue_of_a_gemm_read_twice(%a: !coat.qtensor<4x32xf8E4M3FN, per_tensor, scale = bf16>,
+                                              %w: !coat.qtensor<128x32xf8E4M3FN, per_tensor, scale = bf16>,
+                                              %t: tensor<4x64xf32>) -> tensor<4x128xbf16> {
+  %y = coat.linear forward %a, %w : !coat.qtensor<4x32xf8E4M3FN, per_tensor, scale = bf16>, !coat.qtensor<128x32xf8E4M3FN, per_tensor, scale = bf16> -> tensor<4x128xbf16>
+  // expected-error @+1 {{epilogue: the input must be the bf16/f32 result of a coat.linear that nothing else reads}}
+  %0 = coat.rope %y, %t, %t rotated_heads = 1 epilogue : tensor<4x128xbf16>, tensor<4x64xf32>, tensor<4x64xf32> -> tensor<4x128xbf16>
+  return %y : tensor<4x128xbf16>
+}
+
+// -----
+
 func.func @rope_odd_head_dim(%x: tensor<4x126xbf16>, %t: tensor<4x63xf32>) {
   // expected-error @+1 {{head_dim (the tables' row length) must be positive and even: a head rotates its two halves, got 63}}
   %0 = coat.rope %x, %t, %t rotated_heads = 1 : tensor<4x126xbf16>, tensor<4x63xf32>, tensor<4x63xf32> -> tensor<4x126xbf16>

@@ -127,7 +127,7 @@ def test_cpu_recompute_phase_keeps_nothing_more(cpu_cache):
     assert sum(tuple(rc.values[v].shape) == () for v in extra) == 1
     assert not plain.recomputed
     steps = {p: [s for s in rc.steps if s.phase == p] for p in ("forward", "recompute")}
-    gemms = {p: [s.spec for s in ss if s.spec.endswith("_linear_forward")]
+    gemms = {p: [s.spec for s in ss if "_linear_forward" in s.spec]
              for p, ss in steps.items()}
     assert len(gemms["recompute"]) == 1 and gemms["recompute"] == gemms["forward"]
     # The forward and the backward are the plain program's calls.

@@ -21,6 +21,9 @@ import step_profile as sp  # noqa: E402
 KERNELS = [
     # Our program kernels (coat.programs, scripts/compile_model.py), by family.
     ("coat_mlp_h1024_f2816_k14_linear_forward", None, "coat gemm", "linear_forward"),
+    # The q|k|v GEMM with the rope in its epilogue (coat-fuse-rope).
+    ("coat_norm_linear_h1024_o3072_rope32x64_k7_linear_forward_rope", None, "coat gemm",
+     "linear_forward_rope"),
     ("coat_norm_linear_h1024_o3072_k11_linear_dgrad", None, "coat gemm", "linear_dgrad"),
     ("coat_linear_residual_i1024_h1024_k12_linear_wgrad", None, "coat gemm", "linear_wgrad"),
     ("coat_mlp_h1024_f2816_k4_quantize_per_group", None, "coat quantize", "quantize_per_group"),

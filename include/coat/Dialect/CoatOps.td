@@ -665,6 +665,12 @@ def Coat_RopeOp : Coat_Op<"rope", [Pure, Coat_Recomputable, Coat_InPlace]> {
     `input`'s buffer and leaves the other columns alone: they already hold
     the result.
 
+    `epilogue` (set by `coat-fuse-rope`) makes the rotation part of the
+    kernel of the `coat.linear` that produces `input`, its only reader: the
+    GEMM's epilogue rotates its result in registers and writes `result`, so
+    `input` is never stored. The values are the same bits: the epilogue
+    rounds the GEMM's values to `input`'s type before rotating them.
+
     ```mlir
     %qkv_r = coat.rope %qkv, %cos, %sin rotated_heads = 32
         : tensor<?x3072xbf16>, tensor<?x64xf32>, tensor<?x64xf32>
@@ -674,15 +680,19 @@ def Coat_RopeOp : Coat_Op<"rope", [Pure, Coat_Recomputable, Coat_InPlace]> {
   let arguments = (ins Coat_HighPrecisionTensor:$input,
                        Coat_HighPrecisionTensor:$cos,
                        Coat_HighPrecisionTensor:$sin,
-                       I64Attr:$rotated_heads);
+                       I64Attr:$rotated_heads,
+                       UnitAttr:$epilogue);
   let results = (outs Coat_HighPrecisionTensor:$result);
   let assemblyFormat = [{
-    $input `,` $cos `,` $sin `rotated_heads` `=` $rotated_heads attr-dict `:`
+    $input `,` $cos `,` $sin `rotated_heads` `=` $rotated_heads
+    (`epilogue` $epilogue^)? attr-dict `:`
     type($input) `,` type($cos) `,` type($sin) `->` type($result)
   }];
   let extraClassDeclaration = [{
     /// d: the row length of the tables.
     int64_t getHeadDim();
+    /// The GEMM whose epilogue rotates `input` (`epilogue`), or null.
+    LinearOp getFusedProducer();
   }];
   let hasVerifier = 1;
 }

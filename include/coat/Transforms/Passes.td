@@ -251,6 +251,38 @@ def CoatFuseSilu : Pass<"coat-fuse-silu", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::mlir::coat::CoatDialect"];
 }
 
+def CoatFuseRope : Pass<"coat-fuse-rope", "::mlir::func::FuncOp"> {
+  let summary = "Folds coat.rope into the epilogue of the GEMM that produces "
+                "its input";
+  let description = [{
+    An attention-input program projects q, k and v with one GEMM and
+    rotates q and k with `coat.rope`: the GEMM writes its result, and the
+    rope kernel reads the rotated heads back and writes them again. Where a
+    `coat.rope`'s input is the bf16/f32 result of a `coat.linear` that
+    nothing else reads, this pass marks the rope `epilogue`:
+    `coat-outline-kernels` puts it in the GEMM's kernel, whose epilogue
+    rotates the values in registers (each thread holds both halves of a
+    head's columns in its fragment) and stores the rotated result once.
+    The values are those of the unfused ops, bit for bit.
+
+    Only heads whose width divides 128 and is a multiple of 16 are fused:
+    every tile width `coat-lower-linear` gives such a GEMM (128 or 256
+    columns) then holds whole heads, and a thread that holds a column holds
+    its partner in the other half of the head. Run it after `coat-recompute-activations` (a recomputed
+    projection is fused too) and before `coat-outline-kernels`.
+
+    ```mlir
+    %y = coat.linear forward %x, %w : ... -> tensor<?x2560xbf16>
+    %r = coat.rope %y, %cos, %sin rotated_heads = 36 : ...
+    ```
+    becomes
+    ```mlir
+    %r = coat.rope %y, %cos, %sin rotated_heads = 36 epilogue : ...
+    ```
+  }];
+  let dependentDialects = ["::mlir::coat::CoatDialect"];
+}
+
 def CoatRecomputeActivations : Pass<"coat-recompute-activations",
                                     "::mlir::func::FuncOp"> {
   let summary = "Derives activations again in the backward instead of "

@@ -13,6 +13,7 @@
 
 #include "coat/Conversion/GroupKernel.h"
 #include "coat/Conversion/KernelDriver.h"
+#include "coat/Dialect/CoatDialect.h"
 #include "coat/Numerics/Fp8.h"
 
 #include <functional>
@@ -214,6 +215,9 @@ public:
         reciprocalDivision(reciprocalDivision), minCtas(minCtas) {}
 
   bool isSpecOp(Operation *op) const {
+    // A rope in a GEMM's epilogue is coat-lower-linear's.
+    if (auto rope = dyn_cast<RopeOp>(op); rope && rope.getEpilogue())
+      return false;
     return describePointwiseOp(op).has_value();
   }
   LogicalResult checkOptions(Operation *anchor) const;

@@ -18,6 +18,7 @@
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 
 namespace mlir::coat {
@@ -73,6 +74,15 @@ inline StringRef epilogueName(EpilogueKind e) {
   llvm_unreachable("epilogue kind");
 }
 
+/// A coat.rope in the epilogue (coat-fuse-rope): the values, rounded to
+/// the result type as the unfused GEMM stores them, have their first
+/// `rotatedHeads` heads of `headDim` columns rotated by the token's rows of
+/// the `cos` and `sin` tables (`tableElem`), as coat.rope computes it.
+struct FusedRope {
+  int64_t headDim, rotatedHeads;
+  Type tableElem;
+};
+
 /// What one coat.linear asks of the kernel.
 struct GemmProblem {
   LinearKind kind;
@@ -90,6 +100,7 @@ struct GemmProblem {
   /// The result is `coat.finite_flag`: the epilogue flags NaN and infinities
   /// (bf16/f32 results only) in the `finite_out` argument.
   bool finiteFlag = false;
+  std::optional<FusedRope> rope;
 };
 
 constexpr int64_t kTileK = 128; // 128 FP8 bytes: the 128B swizzle span
@@ -198,6 +209,7 @@ struct GemmParam {
 /// its parameters.
 struct LinearPlan {
   LinearOp op;
+  RopeOp rope; ///< rotating the result in the epilogue, or null
   GemmProblem problem;
   GemmShape shape;
   SmallVector<GemmParam> params;
@@ -234,11 +246,13 @@ public:
   COAT_KERNEL_LOWERING_HOOKS(LinearPlan)
 
 private:
-  FailureOr<LinearPlan> analyzeLinear(func::FuncOp fn, LinearOp op) const;
+  FailureOr<LinearPlan> analyzeLinear(func::FuncOp fn, LinearOp op,
+                                      RopeOp rope = {}) const;
   /// The tiling of a per-tensor spec without tile options, from its static
   /// extents: 256x128 for a tall M, narrower tiles where the default's
-  /// leave multiprocessors idle (a remark says so), else 128x256.
-  void chooseTiles(LinearOp op, GemmShape &shape) const;
+  /// leave multiprocessors idle (a remark says so), else 128x256. With
+  /// `headDim` (a fused rope), only widths that hold whole heads.
+  void chooseTiles(LinearOp op, GemmShape &shape, int64_t headDim = 0) const;
 
   GemmShape options;
   bool tilesGiven;

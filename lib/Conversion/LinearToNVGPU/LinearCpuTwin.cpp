@@ -27,6 +27,7 @@ namespace {
 /// absent one, such as `bias` without a bias, is null).
 struct TwinArgs {
   Value a, b, out, outScale, aScale, bScale, bias, m, n, k, kBlocks;
+  Value cos, sin; ///< a fused rope's tables
   Value finiteFlag;
 
   explicit TwinArgs(const KernelArgs &args)
@@ -34,7 +35,8 @@ struct TwinArgs {
         outScale(args.lookup("out_scale")), aScale(args.lookup("a_scale")),
         bScale(args.lookup("b_scale")), bias(args.lookup("bias")),
         m(args.lookup("m")), n(args.lookup("n")), k(args.lookup("k")),
-        kBlocks(args.lookup("k_blocks")),
+        kBlocks(args.lookup("k_blocks")), cos(args.lookup("cos")),
+        sin(args.lookup("sin")),
         finiteFlag(args.lookup(finiteFlagArgName("out"))) {}
 };
 
@@ -75,6 +77,10 @@ public:
           return storeGroup(row, group, cols, inside, vals, fp8Out);
         Type elem = p.out == OutputKind::F32 ? Type(b.getF32Type())
                                              : Type(b.getBF16Type());
+        if (p.rope)
+          for (int64_t e = 0; e < kOutputGroup; ++e)
+            vals[e] = rotated(row, arith::MinUIOp::create(b, cols[e], lastCol),
+                              vals[e], elem);
         for (int64_t e = 0; e < kOutputGroup; ++e)
           ifThen(inside[e], [&] {
             store(args.out, elem, vals[e],
@@ -177,6 +183,29 @@ private:
     if (!p.biasElem)
       return v;
     return f.add(v, load(args.bias, p.biasElem, col));
+  }
+
+  /// The fused rope's value of C[row, col] (`x`, as element() forms it):
+  /// x and its partner in the other half of the head, each rounded to the
+  /// result type `elem` as the unfused GEMM stores them, rotated as
+  /// coat.rope computes it where the head is among the rotated ones.
+  Value rotated(Value row, Value col, Value x, Type elem) {
+    const FusedRope &r = *p.rope;
+    int64_t d = r.headDim;
+    Value inHead = arith::RemUIOp::create(b, col, c(d));
+    Value firstHalf =
+        arith::CmpIOp::create(b, arith::CmpIPredicate::ult, inHead, c(d / 2));
+    Value partner = arith::SelectOp::create(
+        b, firstHalf, add(col, c(d / 2)), arith::SubIOp::create(b, col, c(d / 2)));
+    x = f.roundTo(x, elem);
+    Value xp = f.roundTo(element(row, partner), elem);
+    Value idx = add(mul(row, c(d)), inHead);
+    Value p1 = f.mul(x, load(args.cos, r.tableElem, idx));
+    Value p2 = f.mul(xp, load(args.sin, r.tableElem, idx));
+    Value y = f.select(firstHalf, f.sub(p1, p2), f.add(p1, p2));
+    Value rotates = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, col,
+                                          c(r.rotatedHeads * d));
+    return f.select(rotates, y, x);
   }
 
   /// COAT's quantized GEMM output (COAT.md §4.1): s = (max|acc| + 1e-10) /

@@ -42,6 +42,8 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
+#include "llvm/ADT/ScopeExit.h"
+
 #include <numeric>
 
 using namespace mlir;
@@ -71,7 +73,11 @@ private:
 
   // Kernel arguments.
   Value tensorMapA, tensorMapB, out, outScale, aScale, bScale, bias;
+  Value ropeCos, ropeSin; ///< a fused rope's tables
   Value finiteFlag; ///< null unless the problem asks for it
+  /// Set while an epilogue stores values that rotateHeads already scaled
+  /// (scaled() passes them through).
+  bool prescaled = false;
   Value M, N, K;
   Value nBlocks, kBlocks; ///< block-scaled: scale matrix extents
   // Per-thread values.
@@ -178,6 +184,14 @@ private:
   /// (m0, n0).
   void emitEpilogue(ArrayRef<Value> accs, Value m0, Value n0, Value consumer);
   Value scaled(Value acc, Value scale, Value col, Value colIn);
+  /// The fused rope (coat-fuse-rope): the consumer's fragments as the
+  /// values to store, scaled (and biased), rounded to the result type as the
+  /// unfused GEMM stores them, and the rotated heads rotated as coat.rope
+  /// computes them. Each thread holds both halves of every head its columns
+  /// touch (head_dim / 2 is a multiple of 8: n8 chunk j's partner is chunk
+  /// j +- head_dim / 16, in the same registers' rows).
+  SmallVector<Value> rotateHeads(ArrayRef<Value> accs, Value scale,
+                                 Value rowBase, Value n0);
   /// Sets the finiteness flag where a value of the fragment (as stored)
   /// is NaN or infinite.
   void flagNonFinite(ArrayRef<Value> accs, Value scale, Value n0);
@@ -415,6 +429,8 @@ void GemmKernelBuilder::build() {
   aScale = args.lookup("a_scale");
   bScale = args.lookup("b_scale");
   bias = args.lookup("bias");
+  ropeCos = args.lookup("cos");
+  ropeSin = args.lookup("sin");
   if (p.finiteFlag)
     finiteFlag = args.lookup(finiteFlagArgName("out"));
   M = toIdx(args.lookup("m"));
@@ -648,6 +664,8 @@ void GemmKernelBuilder::buildWarpSpecialized() {
 }
 
 Value GemmKernelBuilder::scaled(Value acc, Value scale, Value col, Value colIn) {
+  if (prescaled)
+    return acc;
   Value v = arith::MulFOp::create(b, acc, scale);
   if (!bias)
     return v;
@@ -671,6 +689,14 @@ void GemmKernelBuilder::emitEpilogue(ArrayRef<Value> accs, Value m0, Value n0,
                 b, loadScalarF32(b, aScale, p.lhsScale, cIdx(0)),
                 loadScalarF32(b, bScale, p.rhsScale, cIdx(0))));
   Value rowBase = add(add(m0, mul(consumer, cIdx(g.mPerWarpgroup()))), rowInBlock);
+  SmallVector<Value> rotated;
+  if (p.rope) {
+    rotated = rotateHeads(accs, scale, rowBase, n0);
+    accs = rotated;
+    prescaled = true;
+  }
+  // The paths below return; the next epilogue (another build) starts clear.
+  llvm::scope_exit clearPrescaled([&] { prescaled = false; });
   if (finiteFlag)
     flagNonFinite(accs, scale, n0);
   if (g.stagesEpilogue())
@@ -694,6 +720,72 @@ void GemmKernelBuilder::emitEpilogue(ArrayRef<Value> accs, Value m0, Value n0,
         storeRows(accs, scale, rowBase, n0, /*checked=*/true);
         scf::YieldOp::create(b);
       });
+}
+
+SmallVector<Value> GemmKernelBuilder::rotateHeads(ArrayRef<Value> accs,
+                                                  Value scale, Value rowBase,
+                                                  Value n0) {
+  const FusedRope &rope = *p.rope;
+  F32Emitter f{b};
+  Type stored = p.out == OutputKind::F32 ? Type(b.getF32Type()) : b.getBF16Type();
+  int64_t d = rope.headDim, halfChunks = d / 16;
+  // Rows past M (not stored) read the last row's table entries.
+  Value lastRow = arith::SubIOp::create(b, arith::MaxUIOp::create(b, M, cIdx(1)), cIdx(1));
+  auto table = [&](Value buffer, Value idx) {
+    Value v = memref::LoadOp::create(b, buffer, ValueRange{idx});
+    return v.getType().isF32() ? v : arith::ExtFOp::create(b, b.getF32Type(), v);
+  };
+  // A column's stored value: the GEMM's, rounded as the unfused GEMM
+  // stores it. Columns past N read a clamped bias entry (not stored).
+  auto value = [&](int64_t i, int64_t e) {
+    Value col = add(add(n0, cIdx(8 * (e / 4) + e % 2)), colInChunk);
+    return f.roundTo(scaled(LLVM::ExtractValueOp::create(b, accs[i], e), scale,
+                            col, col),
+                     stored);
+  };
+  Value rotatedCols = cIdx(rope.rotatedHeads * d);
+  SmallVector<Value> out;
+  for (int64_t i = 0; i < g.mBlocks(); ++i) {
+    SmallVector<Value> xs;
+    for (int64_t e = 0; e < g.tileN / 2; ++e)
+      xs.push_back(value(i, e));
+    SmallVector<Value> ys(xs);
+    for (int64_t h = 0; h < 2; ++h) {
+      Value row = arith::MinUIOp::create(b, add(rowBase, cIdx(64 * i + 8 * h)), lastRow);
+      Value rowStart = mul(row, cIdx(d));
+      // The table entries at a head column, shared by the tile's heads.
+      DenseMap<int64_t, std::pair<Value, Value>> entries;
+      auto entry = [&](int64_t inHead, int64_t k) {
+        auto [it, fresh] = entries.try_emplace(2 * inHead + k);
+        if (fresh) {
+          Value idx = add(add(rowStart, cIdx(inHead + k)), colInChunk);
+          it->second = {table(ropeCos, idx), table(ropeSin, idx)};
+        }
+        return it->second;
+      };
+      for (int64_t j = 0; j < g.tileN / 8; ++j) {
+        int64_t inHead = (8 * j) % d;
+        bool firstHalf = inHead < d / 2;
+        int64_t partner = firstHalf ? j + halfChunks : j - halfChunks;
+        Value rotates = cmp(arith::CmpIPredicate::ult, add(n0, cIdx(8 * j)), rotatedCols);
+        for (int64_t k = 0; k < 2; ++k) {
+          int64_t e = 4 * j + 2 * h + k;
+          Value x = xs[e], xp = xs[4 * partner + 2 * h + k];
+          auto [c, sn] = entry(inHead, k);
+          // y1 = x1 c1 - x2 s1, y2 = x2 c2 + x1 s2 (coat.rope's products
+          // and sum, each an f32 operation).
+          Value p1 = f.mul(x, c), p2 = f.mul(xp, sn);
+          Value y = firstHalf ? f.sub(p1, p2) : f.add(p1, p2);
+          ys[e] = f.select(rotates, y, x);
+        }
+      }
+    }
+    Value acc = undefAccumulator();
+    for (auto [e, y] : llvm::enumerate(ys))
+      acc = LLVM::InsertValueOp::create(b, acc, y, e);
+    out.push_back(acc);
+  }
+  return out;
 }
 
 void GemmKernelBuilder::flagNonFinite(ArrayRef<Value> accs, Value scale,

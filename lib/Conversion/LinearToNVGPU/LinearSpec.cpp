@@ -34,8 +34,9 @@ StringRef outputDtype(const GemmProblem &p) {
 }
 
 /// The parameters of the GEMM lowered from `op` in the spec `fn`, each with
-/// its binding to the spec (docs/manifest.md, "Bindings").
-SmallVector<GemmParam> gemmParams(func::FuncOp fn, LinearOp op,
+/// its binding to the spec (docs/manifest.md, "Bindings"). `rope`: rotating
+/// the result in the epilogue (its result is what the kernel writes).
+SmallVector<GemmParam> gemmParams(func::FuncOp fn, LinearOp op, RopeOp rope,
                                   const GemmProblem &p, const GemmShape &g) {
   MLIRContext *ctx = fn.getContext();
   Builder b(ctx);
@@ -81,7 +82,8 @@ SmallVector<GemmParam> gemmParams(func::FuncOp fn, LinearOp op,
       rec.push_back(named("bind", str(bind)));
     params.push_back({n.str(), b.getI64Type(), b.getDictionaryAttr(rec)});
   };
-  Value lhs = op.getLhs(), rhs = op.getRhs(), out = op.getResult();
+  Value lhs = op.getLhs(), rhs = op.getRhs();
+  Value out = rope ? rope.getResult() : op.getResult();
   tensormap("a", p.lhs, "m", g.tileM, lhs);
   tensormap("b", p.rhs, "n", g.tileN, rhs);
   // The TMA epilogue stores 128-byte column blocks of a warpgroup's rows
@@ -133,6 +135,13 @@ SmallVector<GemmParam> gemmParams(func::FuncOp fn, LinearOp op,
   if (p.biasElem)
     memref("bias", p.biasElem, manifestDtype(p.biasElem), str("n"),
            op.getBias());
+  if (p.rope) {
+    // [m, d] tables, a row per token.
+    Attribute extent = str("m*" + std::to_string(p.rope->headDim));
+    std::string dtype = manifestDtype(p.rope->tableElem);
+    memref("cos", p.rope->tableElem, dtype, extent, rope.getCos());
+    memref("sin", p.rope->tableElem, dtype, extent, rope.getSin());
+  }
   if (p.finiteFlag) {
     std::string name = finiteFlagArgName("out");
     params.push_back(
@@ -184,6 +193,12 @@ DictionaryAttr buildManifestRecord(MLIRContext *ctx, StringRef name,
         named("b_scale_block", b.getI64ArrayAttr({kScaleBlock, kScaleBlock})));
     config.push_back(named(
         "promotion", str(g.promotePerMBlock ? "per_m_block" : "per_tile")));
+  }
+  if (p.rope) {
+    config.push_back(
+        named("rope_head_dim", b.getI64IntegerAttr(p.rope->headDim)));
+    config.push_back(named("rope_rotated_heads",
+                           b.getI64IntegerAttr(p.rope->rotatedHeads)));
   }
   if (p.out == OutputKind::Fp8Groups) {
     config.push_back(named("group_size", b.getI64IntegerAttr(kOutputGroup)));
@@ -335,7 +350,8 @@ static double waveCost(int64_t m, int64_t n, const TileCandidate &c,
   return double(waves) * double(c.tileM * c.tileN) / c.rate;
 }
 
-void LinearLowering::chooseTiles(LinearOp op, GemmShape &shape) const {
+void LinearLowering::chooseTiles(LinearOp op, GemmShape &shape,
+                                 int64_t headDim) const {
   // Only with the default warpgroups: the candidates set their own.
   if (options.warpgroups != kDefaultTiles.warpgroups)
     return;
@@ -354,6 +370,8 @@ void LinearLowering::chooseTiles(LinearOp op, GemmShape &shape) const {
     double baseCost = waveCost(m, n, base, multiprocessors);
     double bestCost = baseCost / kNarrowGain;
     for (const TileCandidate &c : kNarrowTiles) {
+      if (headDim && c.tileN % headDim != 0)
+        continue;
       double cost = waveCost(m, n, c, multiprocessors);
       if (cost < bestCost) {
         best = c;
@@ -427,27 +445,44 @@ FailureOr<LinearPlan> LinearLowering::analyze(func::FuncOp fn) const {
     return fn.emitError("coat-lower-linear: a kernel-spec function holds one "
                         "coat.linear, this one holds several");
   LinearOp op = *ops.begin();
+  // An `epilogue` coat.rope of the result (coat-fuse-rope) is the kernel's.
+  RopeOp rope;
+  for (Operation *user : op.getResult().getUsers())
+    if (auto r = dyn_cast<RopeOp>(user); r && r.getEpilogue())
+      rope = r;
+  Value written = rope ? rope.getResult() : op.getResult();
   auto ret = dyn_cast<func::ReturnOp>(fn.getBody().back().getTerminator());
   if (!fn.getBody().hasOneBlock() || !ret ||
-      ret.getOperands() != ValueRange(op.getResult()))
+      ret.getOperands() != ValueRange(written))
     return (ret ? ret.getOperation() : fn.getOperation())
         ->emitError("coat-lower-linear: a kernel-spec function returns the "
-                    "result of its coat.linear and nothing else");
-  return analyzeLinear(fn, op);
+                    "result of its coat.linear (or of the coat.rope in its "
+                    "epilogue) and nothing else");
+  return analyzeLinear(fn, op, rope);
 }
 
 FailureOr<LinearPlan> LinearLowering::analyzeLinear(func::FuncOp fn,
-                                                    LinearOp op) const {
+                                                    LinearOp op,
+                                                    RopeOp rope) const {
   FailureOr<GemmProblem> problem = analyzeProblem(op);
   if (failed(problem))
     return failure();
+  if (rope) {
+    if (problem->out == OutputKind::Fp8Groups)
+      return rope.emitOpError("coat-lower-linear: an epilogue rope needs a "
+                              "bf16/f32 GEMM result");
+    problem->rope = FusedRope{
+        rope.getHeadDim(), static_cast<int64_t>(rope.getRotatedHeads()),
+        cast<ShapedType>(rope.getCos().getType()).getElementType()};
+  }
   problem->finiteFlag = problem->out != OutputKind::Fp8Groups &&
                         fn.getResultAttr(0, kFiniteFlagAttr);
   if (onGpu() && failed(checkStaticK(op)))
     return failure();
   GemmShape shape = options;
+  int64_t headDim = problem->rope ? problem->rope->headDim : 0;
   if (!tilesGiven && !problem->blockScaled)
-    chooseTiles(op, shape);
+    chooseTiles(op, shape, headDim);
   // Block-scaled kernels have their own tile width (and height, if given).
   StringRef widthOption = problem->blockScaled ? "block-tile-n" : "tile-n";
   if (problem->blockScaled) {
@@ -531,8 +566,20 @@ FailureOr<LinearPlan> LinearLowering::analyzeLinear(func::FuncOp fn,
                                       : "")
            << " need " << shape.sharedBytes()
            << " bytes of shared memory, more than Hopper's 227 KiB per block";
-  return LinearPlan{op, *problem, shape,
-                    gemmParams(fn, op, *problem, shape)};
+  // Each thread rotates the heads of its own fragment: a tile must hold
+  // whole heads (both halves of each).
+  if (headDim && headDim % 16 != 0)
+    return rope.emitOpError("coat-lower-linear: head_dim (")
+           << headDim
+           << ") must be a multiple of 16 for the rope in the GEMM's "
+              "epilogue (a head's halves in whole 8-column chunks)";
+  if (headDim && shape.tileN % headDim != 0)
+    return rope.emitOpError("coat-lower-linear: ")
+           << widthOption << " (" << shape.tileN
+           << ") must be a multiple of head_dim (" << headDim
+           << ") for the rope in the GEMM's epilogue";
+  return LinearPlan{op, rope, *problem, shape,
+                    gemmParams(fn, op, rope, *problem, shape)};
 }
 
 SmallVector<KernelDecl> LinearLowering::declare(func::FuncOp fn,

@@ -79,7 +79,7 @@ func.func @returns_an_input(%x: !coat.qtensor<128x256xf8E4M3FN, per_tensor>,
   %y = coat.linear forward %x, %w
          : !coat.qtensor<128x256xf8E4M3FN, per_tensor>,
            !coat.qtensor<512x256xf8E4M3FN, per_tensor> -> tensor<128x512xbf16>
-  // expected-error @+1 {{coat-lower-linear: a kernel-spec function returns the result of its coat.linear and nothing else}}
+  // expected-error @+1 {{coat-lower-linear: a kernel-spec function returns the result of its coat.linear (or of the coat.rope in its epilogue) and nothing else}}
   return %x : !coat.qtensor<128x256xf8E4M3FN, per_tensor>
 }
 
@@ -90,7 +90,7 @@ func.func @returns_nothing(%x: !coat.qtensor<128x256xf8E4M3FN, per_tensor>,
   %y = coat.linear forward %x, %w
          : !coat.qtensor<128x256xf8E4M3FN, per_tensor>,
            !coat.qtensor<512x256xf8E4M3FN, per_tensor> -> tensor<128x512xbf16>
-  // expected-error @+1 {{returns the result of its coat.linear and nothing else}}
+  // expected-error @+1 {{returns the result of its coat.linear (or of the coat.rope in its epilogue) and nothing else}}
   return
 }
 
@@ -104,7 +104,7 @@ func.func @epilogue_op(%x: !coat.qtensor<128x256xf8E4M3FN, per_tensor>,
          : !coat.qtensor<128x256xf8E4M3FN, per_tensor>,
            !coat.qtensor<512x256xf8E4M3FN, per_tensor> -> tensor<128x512xbf16>
   %z = arith.addf %y, %y : tensor<128x512xbf16>
-  // expected-error @+1 {{returns the result of its coat.linear and nothing else}}
+  // expected-error @+1 {{returns the result of its coat.linear (or of the coat.rope in its epilogue) and nothing else}}
   return %z : tensor<128x512xbf16>
 }
 
