@@ -67,6 +67,27 @@ func.func @coat_fp8_linear_dgrad(%dy: !coat.qtensor<?x?xf8E5M2, per_tensor>,
   return %dx : tensor<?x?xbf16>
 }
 
+// Dgrad with an addend summed in the epilogue (coat-fuse-linear-sum: a
+// SwiGLU MLP's gate and up dgrads as one sum): bf16(acc * s + addend), one
+// rounding. Any N (staged epilogue), and N = 256 (stored by TMA).
+func.func @coat_fp8_linear_dgrad_addend(%dy: !coat.qtensor<?x?xf8E5M2, per_tensor>,
+                                        %wt: !coat.qtensor<?x?xf8E4M3FN, per_tensor>,
+                                        %c: tensor<?x?xbf16>) -> tensor<?x?xbf16> {
+  %dx = coat.linear dgrad %dy, %wt addend(%c : tensor<?x?xbf16>)
+          : !coat.qtensor<?x?xf8E5M2, per_tensor>,
+            !coat.qtensor<?x?xf8E4M3FN, per_tensor> -> tensor<?x?xbf16>
+  return %dx : tensor<?x?xbf16>
+}
+
+func.func @coat_fp8_linear_dgrad_addend_n256(%dy: !coat.qtensor<?x?xf8E5M2, per_tensor>,
+                                             %wt: !coat.qtensor<256x?xf8E4M3FN, per_tensor>,
+                                             %c: tensor<?x256xbf16>) -> tensor<?x256xbf16> {
+  %dx = coat.linear dgrad %dy, %wt addend(%c : tensor<?x256xbf16>)
+          : !coat.qtensor<?x?xf8E5M2, per_tensor>,
+            !coat.qtensor<256x?xf8E4M3FN, per_tensor> -> tensor<?x256xbf16>
+  return %dx : tensor<?x256xbf16>
+}
+
 // Wgrad dW = dY^T . X: E5M2 dY^T [N_out, T] x E4M3 X^T [K_in, T] -> f32.
 func.func @coat_fp8_linear_wgrad(%dyt: !coat.qtensor<?x?xf8E5M2, per_tensor>,
                                  %xt: !coat.qtensor<?x?xf8E4M3FN, per_tensor>)

@@ -596,6 +596,10 @@ LogicalResult LinearOp::verify() {
     return emitOpError("result shape must be ")
            << shapeString(resultShape) << ", got "
            << shapeString(outShaped.getShape());
+  if (Value addend = getAddend())
+    if (addend.getType() != getResult().getType())
+      return emitOpError("the addend must have the result's type ")
+             << getResult().getType() << ", got " << addend.getType();
   if (Value bias = getBias()) {
     if (kind != LinearKind::forward)
       return emitOpError("a bias is only allowed for forward");

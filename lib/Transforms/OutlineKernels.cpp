@@ -80,19 +80,35 @@ Operation *sharesReadWith(Operation *op) {
   return nullptr;
 }
 
+/// The `coat.absmax` whose maxima only `r` reads, computed by a kernel of
+/// its own (not in a producer's epilogue), or null: the scale kernel can
+/// take the maximum of the tensor directly.
+AbsMaxOp standaloneMaxima(ReduceScalesOp r) {
+  auto a = r.getInput().getDefiningOp<AbsMaxOp>();
+  if (!a || a.getEpilogue() || !a.getResult().hasOneUse())
+    return {};
+  // A bias gradient of the same tensor computes the maxima in its read.
+  if (sharesReadWith(a))
+    return {};
+  return a;
+}
+
 /// Whether `first` and `second` (in that order) are the two ops of one
 /// kernel: a quantize and its transposed copy, a requantize's dequantize
-/// and quantize, group scales and the scale kernel reading them, a bias
-/// gradient and the maxima of the same input.
+/// and quantize, group scales and the scale kernel reading them, the
+/// maxima of a tensor and the scale kernel reducing them, a bias gradient
+/// and the maxima of the same input, a GEMM and the rope in its epilogue.
 bool isOneKernel(Operation *first, Operation *second) {
   if (sharesReadWith(second) == first)
     return true;
+  if (auto rope = dyn_cast<RopeOp>(second))
+    return rope.getFusedProducer() == first;
   if (auto t = dyn_cast<TransposeOp>(second))
     return t.getInput().getDefiningOp() == first && isa<QuantizeOp>(first);
   if (auto d = dyn_cast<DequantizeOp>(first))
     return requantizeOf(d) == second;
   if (auto r = dyn_cast<ReduceScalesOp>(second))
-    return groupScalesOf(r) == first;
+    return groupScalesOf(r) == first || standaloneMaxima(r) == first;
   return false;
 }
 
@@ -112,6 +128,9 @@ std::string kernelSuffix(const KernelGroup &group) {
   std::string name = root->getName().stripDialect().str();
   if (group.ops.size() == 2 && sharesReadWith(root) == group.ops.back())
     return "absmax_bias_grad";
+  if (isa<AbsMaxOp>(root) &&
+      llvm::any_of(group.ops, [](Operation *op) { return isa<ReduceScalesOp>(op); }))
+    return "absmax_scale";
   if (auto linear = dyn_cast<LinearOp>(root)) {
     name += "_" + stringifyLinearKind(linear.getKind()).str();
     if (llvm::any_of(group.ops, [](Operation *op) { return isa<RopeOp>(op); }))
@@ -309,27 +328,36 @@ struct CoatOutlineKernelsPass
                << op.getName()
                << "' into a kernel: model programs must express tensor work "
                   "as coat ops";
-      groups.push_back({&op, {}, true});
-      join(&op, groups.size() - 1);
       auto reduce = dyn_cast<ReduceScalesOp>(op);
+      // The maxima of a whole tensor that only this scale reads (a weight,
+      // an incoming gradient): the scale kernel reduces the tensor itself,
+      // so the maxima are never written.
+      size_t g = groups.size();
+      if (AbsMaxOp maxima = reduce ? standaloneMaxima(reduce) : AbsMaxOp();
+          maxima && groupOf.count(maxima) &&
+          groups[groupOf[maxima]].ops.size() == 1)
+        g = groupOf[maxima];
+      else
+        groups.push_back({&op, {}, true});
+      join(&op, g);
       if (!reduce)
         continue;
       if (DisassembleOp parts = groupScalesOf(reduce))
-        join(parts, groups.size() - 1);
+        join(parts, g);
       // The scale kernel also runs the scalar arithmetic that turns the
       // maximum into the scale.
-      groups.back().allResults = false;
+      groups[g].allResults = false;
       SmallVector<Value> frontier(op.getResults());
       while (!frontier.empty()) {
         Value v = frontier.pop_back_val();
         for (Operation *user : v.getUsers()) {
           if (groupOf.count(user) || !isScaleArithmetic(user))
             continue;
-          join(user, groups.size() - 1);
+          join(user, g);
           llvm::append_range(frontier, user->getResults());
         }
       }
-      llvm::sort(groups.back().ops, [](Operation *a, Operation *b) {
+      llvm::sort(groups[g].ops, [](Operation *a, Operation *b) {
         return a->isBeforeInBlock(b);
       });
     }

@@ -45,6 +45,10 @@ def find_kernel(a_format: str, b_format: str, out: str, bias,
             # their operands' bf16 scales.
             if any(a.name in ("a_scale", "b_scale") and a.dtype != "f32" for a in k.spec.args):
                 continue
+            # An epilogue that reads more than _scaled_mm's arguments (an
+            # addend, rotary tables) computes something else.
+            if c.get("addend") or "rope_head_dim" in c:
+                continue
             kb = next((a.dtype for a in k.spec.args if a.name == "bias"), None)
             seen.append(f"{c.get('a')}x{c.get('b')}->{c.get('out')}"
                         f"{f'+bias({kb})' if kb else ''}")

@@ -34,7 +34,8 @@ GPU_LLVM_FLAGS = ("--nvvm-reflect-add=__CUDA_PREC_SQRT=1",)
 
 # A model program (before granularity resolution) to outlined kernel calls.
 PROGRAM_PASSES = ("-coat-mixed-granularity", "-coat-group-scaling",
-                  "-coat-recompute-activations", "-coat-fuse-silu", "-coat-fuse-rope",
+                  "-coat-recompute-activations", "-coat-fuse-silu", "-coat-fuse-linear-sum",
+                  "-coat-fuse-rope",
                   "-coat-outline-kernels=finite-flags=true")
 
 # compile_file's keyword -> the coat-compile-artifact option that takes it.

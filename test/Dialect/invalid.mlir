@@ -1154,3 +1154,13 @@ func.func @cross_entropy_grad_type(%x: tensor<?x32xbf16>, %t: tensor<?xi64>) {
   %l, %g = coat.cross_entropy %x, %t : tensor<?x32xbf16>, tensor<?xi64> -> tensor<?xf32>, tensor<?x16xbf16>
   return
 }
+
+// -----
+
+func.func @linear_addend_type(%a: !coat.qtensor<4x32xf8E5M2, per_tensor, scale = bf16>,
+                              %w: !coat.qtensor<128x32xf8E4M3FN, per_tensor, scale = bf16>,
+                              %c: tensor<4x128xf32>) -> tensor<4x128xbf16> {
+  // expected-error @+1 {{the addend must have the result's type 'tensor<4x128xbf16>', got 'tensor<4x128xf32>'}}
+  %y = coat.linear dgrad %a, %w addend(%c : tensor<4x128xf32>) : !coat.qtensor<4x32xf8E5M2, per_tensor, scale = bf16>, !coat.qtensor<128x32xf8E4M3FN, per_tensor, scale = bf16> -> tensor<4x128xbf16>
+  return %y : tensor<4x128xbf16>
+}

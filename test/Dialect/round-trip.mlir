@@ -205,6 +205,21 @@ func.func @linear(%x: !coat.qtensor<128x256xf8E4M3FN, per_tensor>,
   return %0, %1, %2, %3, %4, %5, %6 : tensor<128x512xbf16>, tensor<128x512xf32>, !coat.qtensor<128x512xf8E4M3FN, per_group<16>, scale = bf16>, tensor<128x512xbf16>, tensor<128x256xbf16>, tensor<512x256xbf16>, tensor<512x256xf32>
 }
 
+// A sum of GEMM results in the last GEMM's epilogue (coat-fuse-linear-sum),
+// also with a bias.
+// CHECK-LABEL: func.func @addend
+// CHECK: coat.linear dgrad %{{.*}}, %{{.*}} addend(%{{.*}} : tensor<?x256xbf16>) : !coat.qtensor<?x512xf8E5M2, per_tensor>, !coat.qtensor<256x512xf8E4M3FN, per_tensor> -> tensor<?x256xbf16>
+// CHECK: coat.linear forward %{{.*}}, %{{.*}} bias %{{.*}} addend(%{{.*}} : tensor<?x512xf32>) : !coat.qtensor<?x256xf8E4M3FN, per_tensor>, !coat.qtensor<512x256xf8E4M3FN, per_tensor>, tensor<512xf32> -> tensor<?x512xf32>
+func.func @addend(%dy: !coat.qtensor<?x512xf8E5M2, per_tensor>,
+                  %wt: !coat.qtensor<256x512xf8E4M3FN, per_tensor>, %c: tensor<?x256xbf16>,
+                  %x: !coat.qtensor<?x256xf8E4M3FN, per_tensor>,
+                  %w: !coat.qtensor<512x256xf8E4M3FN, per_tensor>, %b: tensor<512xf32>,
+                  %d: tensor<?x512xf32>) -> (tensor<?x256xbf16>, tensor<?x512xf32>) {
+  %0 = coat.linear dgrad %dy, %wt addend(%c : tensor<?x256xbf16>) : !coat.qtensor<?x512xf8E5M2, per_tensor>, !coat.qtensor<256x512xf8E4M3FN, per_tensor> -> tensor<?x256xbf16>
+  %1 = coat.linear forward %x, %w bias %b addend(%d : tensor<?x512xf32>) : !coat.qtensor<?x256xf8E4M3FN, per_tensor>, !coat.qtensor<512x256xf8E4M3FN, per_tensor>, tensor<512xf32> -> tensor<?x512xf32>
+  return %0, %1 : tensor<?x256xbf16>, tensor<?x512xf32>
+}
+
 // A bf16 bias (a model's), also in front of a 1x16 FP8 result, and its
 // gradient over a dynamic token extent.
 // CHECK-LABEL: func.func @bias

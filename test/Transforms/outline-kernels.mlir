@@ -53,18 +53,23 @@ func.func @norm(%x: !coat.qtensor<64x128xf8E4M3FN, per_group<16>, scale = bf16>,
 // -----
 
 // A per-tensor quantization of an argument (a weight) still derives its
-// scale: it gets a maxima kernel of its own (no epilogue to borrow), then the
-// scale and quantize kernels. Two weights of one shape share every kernel.
-// CHECK-LABEL: func.func @weights_k0_absmax(
-// CHECK-NEXT: coat.absmax %arg0, per_group<16> : tensor<32x64xbf16> -> tensor<32x4xf32>
+// scale (no epilogue to borrow maxima from): one scale kernel reduces the
+// weight itself, the maxima and the scalar arithmetic in it, so the maxima
+// are never written; then the quantize kernel. Two weights of one shape
+// share every kernel.
+// CHECK-LABEL: func.func @weights_k0_absmax_scale(
+// CHECK-SAME: %arg0: tensor<32x64xbf16>) -> tensor<bf16>
+// CHECK: %[[P:.*]] = coat.absmax %arg0, per_group<16> : tensor<32x64xbf16> -> tensor<32x4xf32>
+// CHECK-NEXT: %[[M:.*]] = coat.reduce_scales %[[P]]
+// CHECK-NEXT: arith.addf %[[M]]
+// CHECK-NEXT: arith.divf
+// CHECK-NEXT: arith.truncf
 // CHECK-NOT: func.func @weights_k1_absmax
 // CHECK-LABEL: func.func @weights(
-// CHECK-NEXT: %[[A0:.*]] = call @weights_k0_absmax(%arg1)
-// CHECK-NEXT: %[[A1:.*]] = call @weights_k0_absmax(%arg0)
-// CHECK-NEXT: %[[S0:.*]] = call @weights_k2_scale_from_maxima(%[[A1]])
-// CHECK-NEXT: call @weights_k3_quantize_per_tensor(%arg0, %[[S0]])
-// CHECK-NEXT: %[[S1:.*]] = call @weights_k2_scale_from_maxima(%[[A0]])
-// CHECK-NEXT: call @weights_k3_quantize_per_tensor(%arg1, %[[S1]])
+// CHECK-NEXT: %[[S1:.*]] = call @weights_k0_absmax_scale(%arg1)
+// CHECK-NEXT: %[[S0:.*]] = call @weights_k0_absmax_scale(%arg0)
+// CHECK-NEXT: call @weights_k2_quantize_per_tensor(%arg0, %[[S0]])
+// CHECK-NEXT: call @weights_k2_quantize_per_tensor(%arg1, %[[S1]])
 func.func @weights(%w1: tensor<32x64xbf16>, %w2: tensor<32x64xbf16>)
     -> (!coat.qtensor<32x64xf8E4M3FN, per_tensor, scale = bf16>,
         !coat.qtensor<32x64xf8E4M3FN, per_tensor, scale = bf16>) {
@@ -87,14 +92,19 @@ func.func @spec(%x: tensor<?x?xbf16>) -> !coat.qtensor<?x?xf8E4M3FN, per_group<1
 
 // -----
 
-// So are the two-op kernels: a requantize's dequantize and quantize, and
-// the group scales a scale kernel reads.
+// So are the two-op kernels: a requantize's dequantize and quantize, the
+// group scales a scale kernel reads, and the maxima of a tensor a scale
+// kernel reduces.
 // CHECK-LABEL: func.func @requantize_spec(
 // CHECK-NEXT: coat.dequantize
 // CHECK-NEXT: coat.quantize
 // CHECK-NEXT: return
 // CHECK-LABEL: func.func @group_scales_spec(
 // CHECK-NEXT: coat.disassemble
+// CHECK-NEXT: coat.reduce_scales
+// CHECK-NEXT: return
+// CHECK-LABEL: func.func @tensor_maxima_spec(
+// CHECK-NEXT: coat.absmax
 // CHECK-NEXT: coat.reduce_scales
 // CHECK-NEXT: return
 // CHECK-NOT: call @
@@ -108,6 +118,12 @@ func.func @group_scales_spec(%q: !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scal
   %codes, %scales = coat.disassemble %q : !coat.qtensor<?x?xf8E4M3FN, per_group<16>, scale = bf16>
   %m = coat.reduce_scales %scales : tensor<?x?xbf16> -> tensor<bf16>
   return %m : tensor<bf16>
+}
+
+func.func @tensor_maxima_spec(%x: tensor<?x64xbf16>) -> tensor<f32> {
+  %p = coat.absmax %x, per_group<16> : tensor<?x64xbf16> -> tensor<?x4xf32>
+  %m = coat.reduce_scales %p : tensor<?x4xf32> -> tensor<f32>
+  return %m : tensor<f32>
 }
 
 // -----
@@ -168,17 +184,17 @@ func.func @both(%x: tensor<64x128xbf16>)
 
 // A requantize that changes the format has no scale among the group scales:
 // it goes through f32, a dequantize kernel, then a quantize whose scale comes
-// from a maxima kernel of its own.
+// from a scale kernel reducing the f32 values themselves.
 // CHECK-LABEL: func.func @other_format_k1_dequantize(
 // CHECK-NEXT: coat.dequantize %arg0 : {{.*}} -> tensor<64x128xf32>
-// CHECK-LABEL: func.func @other_format_k2_absmax(
-// CHECK-NEXT: coat.absmax %arg0, per_group<16> : tensor<64x128xf32>
+// CHECK-LABEL: func.func @other_format_k2_absmax_scale(
+// CHECK: coat.absmax %arg0, per_group<16> : tensor<64x128xf32>
+// CHECK-NEXT: coat.reduce_scales
 // CHECK-LABEL: func.func @other_format(
 // CHECK-NEXT: %[[G:.*]] = call @other_format_k0_quantize_per_group(%arg0)
 // CHECK-NEXT: %[[D:.*]] = call @other_format_k1_dequantize(%[[G]])
-// CHECK-NEXT: %[[M:.*]] = call @other_format_k2_absmax(%[[D]])
-// CHECK-NEXT: %[[S:.*]] = call @other_format_k3_scale_from_maxima(%[[M]])
-// CHECK-NEXT: call @other_format_k4_quantize_per_tensor(%[[D]], %[[S]])
+// CHECK-NEXT: %[[S:.*]] = call @other_format_k2_absmax_scale(%[[D]])
+// CHECK-NEXT: call @other_format_k3_quantize_per_tensor(%[[D]], %[[S]])
 // CHECK-NOT: coat.requantize
 func.func @other_format(%x: tensor<64x128xbf16>)
     -> (!coat.qtensor<64x128xf8E5M2, per_tensor, scale = bf16>,

@@ -35,9 +35,7 @@
 // reads: the forward's the row-major codes (its transpose lost its reader
 // to the copy), the backward's only the transposed copy.
 // OUTLINED-LABEL: func.func @weight_copy(
-// OUTLINED: call @[[MAX:weight_copy_k[0-9]+_absmax]](%arg1) :
-// OUTLINED-NOT: coat.recompute
-// OUTLINED: %[[S:.*]] = call @weight_copy_k{{[0-9]+}}_scale_from_maxima(
+// OUTLINED: %[[S:.*]] = call @weight_copy_k{{[0-9]+}}_absmax_scale(%arg1) :
 // OUTLINED-NOT: coat.recompute
 // OUTLINED: call @weight_copy_k{{[0-9]+}}_quantize_per_tensor(%arg1, %[[S]]) :
 // OUTLINED-NEXT: call @weight_copy_k{{[0-9]+}}_linear_forward(

@@ -76,6 +76,11 @@ def operands(kernel, m, n, k, case, rng):
         args["bias"] = bias.astype(ml_dtypes.bfloat16 if dtype == "bf16" else np.float32)
         want = want + bias
         mag = mag + np.abs(bias)
+    if cfg.get("addend"):
+        addend = ref.bf16_round((rng.standard_normal((m, n)) * mag.max()).astype(np.float32))
+        args["addend"] = addend.reshape(-1).astype(ml_dtypes.bfloat16)
+        want = want + addend
+        mag = mag + np.abs(addend)
     return args, want, mag
 
 
@@ -83,6 +88,8 @@ def operands(kernel, m, n, k, case, rng):
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.spec.name)
 def test_gemm_twin(kernel, shape, case):
+    if kernel.spec.name.endswith("_n256"):  # compiled for N = 256
+        shape = (shape[0], 256, shape[2])
     check_twin(kernel, shape, case)
 
 
@@ -102,10 +109,11 @@ def test_tma_epilogue_twin_writes_out_as_a_buffer(tmp_path):
               if k.op == "linear" and any(a.name == "out" and a.kind == "tensormap"
                                           for a in k.args)]
     # Every bf16/f32 result: per-tensor and block-scaled, with and without
-    # (f32 or bf16) bias.
-    assert len(mapped) == 9, [k.spec.name for k in mapped]
+    # (f32 or bf16) bias, with an addend.
+    assert len(mapped) == 11, [k.spec.name for k in mapped]
     for kernel in mapped:
-        check_twin(kernel, (33, 48, 40), "random")
+        n = 256 if kernel.spec.name.endswith("_n256") else 48
+        check_twin(kernel, (33, n, 40), "random")
 
 
 def check_twin(kernel, shape, case):
@@ -147,6 +155,42 @@ def check_twin(kernel, shape, case):
     bad = np.abs(got - want) > tol
     assert not bad.any(), (f"{bad.sum()} of {m * n} differ beyond f32 summation error, first "
                            f"{np.argwhere(bad)[0]}: {got[bad][0]!r} vs {want[bad][0]!r}")
+
+
+# --- The addend, bit for bit --------------------------------------------------
+
+ADDEND_KERNELS = [k for k in KERNELS if k.config.get("addend")]
+
+
+@pytest.mark.parametrize("m,k", [(1, 16), (33, 40), (130, 272)])
+@pytest.mark.parametrize("kernel", ADDEND_KERNELS, ids=lambda k: k.spec.name)
+def test_addend_summed_before_the_one_rounding(kernel, m, k):
+    """bf16(acc * (s_A * s_B) + addend): the product and the sum each an f32
+    operation, one rounding to bf16, with zeros, infinities, NaN and an
+    overflowing sum in the addend (exact operands: the accumulator is the
+    same in any order)."""
+    n = 256 if kernel.spec.name.endswith("_n256") else 48
+    rng = np.random.default_rng(m + k)
+    a = rng.integers(-4, 5, (m, k)).astype(np.float32) / 2
+    b = rng.integers(-4, 5, (n, k)).astype(np.float32) / 2
+    acc = a @ b.T
+    addend = ref.bf16_round((rng.standard_normal((m, n)) * 64).astype(np.float32))
+    flat = addend.reshape(-1)
+    flat[::7] = 0
+    flat[1::11] = np.inf
+    flat[2::13] = -np.inf
+    flat[3::17] = np.nan
+    flat[4::19] = ref.bf16_round(np.array([3e38], np.float32))[0]
+    sa, sb = np.float32(0.375), np.float32(1.875)
+    args = dict(a=ref.fp8_encode(a, kernel.config["a"]).reshape(-1),
+                b=ref.fp8_encode(b, "e4m3").reshape(-1), m=m, n=n, k=k,
+                a_scale=np.array([sa]), b_scale=np.array([sb]),
+                addend=addend.reshape(-1).astype(ml_dtypes.bfloat16))
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = ref.bf16_round((acc * (sa * sb)).astype(np.float32) + addend)
+    out = np.full(m * n, np.nan, ml_dtypes.bfloat16)
+    kernel.launch(out=out, **args)
+    assert_values_equal(out.astype(np.float32).reshape(m, n), want, "addend epilogue")
 
 
 # --- The bias epilogue, bit for bit -----------------------------------------

@@ -71,8 +71,11 @@ def kernels():
 
 def pick(kernels, **want):
     """The kernels whose manifest config matches `want` (skips if none);
-    per-tensor ones unless `scaling` says otherwise."""
+    per-tensor ones without an addend or a rope in the epilogue unless
+    `scaling`, `addend` or `rope_head_dim` says otherwise."""
     want.setdefault("scaling", "per_tensor")
+    want.setdefault("addend", None)
+    want.setdefault("rope_head_dim", None)
     got = [k for k in kernels if all(k.spec.config.get(key) == v for key, v in want.items())]
     if not got:
         pytest.skip(f"no linear kernel with {want}")
@@ -283,6 +286,80 @@ def test_bias_epilogue_bit_exact_on_exact_sums(kernels, m, n, k):
         nan = (q.reshape(-1) & 0x7F) == 0x7F
         assert ((got_codes & 0x7F) == 0x7F).tolist() == nan.tolist(), f"{what}: NaN codes differ"
         assert (got_codes[~nan] == q.reshape(-1)[~nan]).all(), f"{what}: codes differ"
+
+
+@pytest.mark.parametrize("m,n,k", [(128, 256, 256), (300, 256, 512), (257, 256, 4112),
+                                   (1, 256, 16), (300, 200, 256), (257, 333, 4112)])
+def test_addend_summed_before_the_one_rounding(kernels, m, n, k):
+    """A dgrad with an addend (coat-fuse-linear-sum). Small-integer operands
+    make the accumulator exact in any order, so the output must be
+    bf16(acc * (s_A * s_B) + addend), the sum in f32 and one rounding, bit
+    for bit, with zeros, infinities, NaN and an overflowing sum in the
+    addend; nothing past M x N is written, and the addend is not changed."""
+    torch.manual_seed(23 + m + n)
+    a8 = torch.randint(-3, 4, (m, k), device="cuda").float().to(FP8["e5m2"])
+    b8 = torch.randint(-2, 3, (n, k), device="cuda").float().to(FP8["e4m3"])
+    acc = a8.float().cpu() @ b8.float().cpu().t()
+    sa = torch.tensor([0.375], device="cuda")
+    sb = torch.tensor([1.875], device="cuda")
+    addend = (torch.randn(m, n) * 64).bfloat16()
+    flat = addend.view(-1)
+    flat[::7] = 0
+    flat[1::11] = float("inf")
+    flat[2::13] = -float("inf")
+    flat[3::17] = float("nan")
+    flat[4::19] = 3.3e38
+    # Host f32: the product, then the sum, each rounded once (IEEE).
+    want = (acc * torch.tensor(0.375 * 1.875)).float() + addend.float()
+    want = want.bfloat16().float()
+    ran = False
+    for kern in pick(kernels, kind="dgrad", addend=True, out="bf16"):
+        static_n = kern.spec.name.endswith("_n256")
+        if static_n and n != 256:
+            continue
+        ran = True
+        c = addend.cuda()
+        big = torch.full((m * n + 4096,), 7.0, dtype=torch.bfloat16, device="cuda")
+        out = big[: m * n].view(m, n)
+        a = dict(n=n, a=a8, b=b8, a_scale=as_scale_arg(kern, "a_scale", sa),
+                 b_scale=as_scale_arg(kern, "b_scale", sb), m=m, k=k, addend=c)
+        launch_out(kern, out, **a)
+        torch.cuda.synchronize()
+        got = out.float().cpu()
+        same = (got == want) | (got.isnan() & want.isnan())
+        what = f"{tag(kern)} {m}x{n}x{k}"
+        assert same.all(), f"{what}: {int((~same).sum())} outputs differ"
+        assert (big[m * n:] == 7.0).all(), f"{what}: wrote past the output"
+        assert torch.equal(c.cpu().view(torch.int16), addend.view(torch.int16)), \
+            f"{what}: the addend changed"
+    if not ran:
+        pytest.skip(f"no addend kernel takes N = {n}")
+
+
+@pytest.mark.parametrize("m,n,k", [(256, 256, 1024), (1000, 333, 528)])
+def test_addend_sums_two_gemms(kernels, m, n, k):
+    """What the fused sum replaces: the first dgrad's bf16 result as the
+    addend of the second gives the sum of both products within the GEMM
+    tolerance."""
+    torch.manual_seed(29 + m)
+    a1, s1 = quantize(torch.randn(m, k, device="cuda"), "e5m2")
+    a2, s2 = quantize(torch.randn(m, k, device="cuda"), "e5m2")
+    w1, t1 = quantize(torch.randn(n, k, device="cuda"))
+    w2, t2 = quantize(torch.randn(n, k, device="cuda"))
+    plain = [kk for kk in pick(kernels, kind="dgrad", out="bf16")
+             if not kk.spec.config.get("addend") and kk.spec.config["a"] == "e5m2"]
+    if not plain:
+        pytest.skip("no plain dgrad kernel")
+    y1 = launch(plain[0], a1, w1, s1, t1)
+    ref = reference(a1, w1, s1, t1) + reference(a2, w2, s2, t2)
+    for kern in pick(kernels, kind="dgrad", addend=True, out="bf16"):
+        if kern.spec.name.endswith("_n256") and n != 256:
+            continue
+        out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        launch_out(kern, out, n=n, a=a2, b=w2, a_scale=as_scale_arg(kern, "a_scale", s2),
+                   b_scale=as_scale_arg(kern, "b_scale", t2), m=m, k=k, addend=y1)
+        torch.cuda.synchronize()
+        check_close(kern, out, ref, f"sum {m}x{n}x{k}")
 
 
 @pytest.mark.parametrize("kind,fa,fb,out", VARIANTS)

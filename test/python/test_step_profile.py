@@ -31,6 +31,7 @@ KERNELS = [
      "quantize_per_tensor_transpose"),
     ("coat_mlp_h1024_f2816_k0_absmax", None, "coat quantize", "absmax"),
     ("coat_mlp_h1024_f2816_k6_scale_from_maxima", None, "coat quantize", "scale_from_maxima"),
+    ("coat_mlp_h1024_f2816_k0_absmax_scale", None, "coat quantize", "absmax_scale"),
     ("both_consumers_k2_max_of_group_scales", None, "coat quantize", "max_of_group_scales"),
     ("both_consumers_k3_requantize_per_tensor", None, "coat quantize", "requantize_per_tensor"),
     ("coat_mlp_h1024_f2816_k5_rmsnorm", None, "coat norms", "rmsnorm"),

@@ -48,7 +48,8 @@ namespace {
 // on modules inside the module, that is, on nothing.
 constexpr const char *kModelPipeline =
     "coat-mixed-granularity,coat-group-scaling,"
-    "func.func(coat-recompute-activations,coat-fuse-silu,coat-fuse-rope),"
+    "func.func(coat-recompute-activations,coat-fuse-silu,coat-fuse-linear-sum,"
+    "coat-fuse-rope),"
     "coat-outline-kernels";
 constexpr const char *kCpuPipeline =
     "coat-fuse-adamw,coat-lower-optimizer{target=cpu},"

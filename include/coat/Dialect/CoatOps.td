@@ -461,10 +461,10 @@ def Coat_ReduceScalesOp : Coat_Op<"reduce_scales", [Pure, Coat_Recomputable]> {
 // Linear layers
 //===----------------------------------------------------------------------===//
 
-def Coat_LinearOp : Coat_Op<"linear", [Pure]> {
+def Coat_LinearOp : Coat_Op<"linear", [Pure, AttrSizedOperandSegments]> {
   let summary = "FP8 GEMM of a linear layer (forward, dgrad or wgrad)";
   let description = [{
-    Computes `C[M, P] = (A[M, R] · B[P, R]^T) · s_A · s_B (+ bias)` with both
+    Computes `C[M, P] = (A[M, R] · B[P, R]^T) · s_A · s_B (+ bias) (+ addend)` with both
     operands K-major (contiguous along the reduction dimension R), as FP8
     tensor cores need (COAT.md §3.2). The accumulator is f32. `kind` names
     which GEMM of a linear layer `Y = X · W^T` (X: T×K, W: N×K) this is:
@@ -489,6 +489,12 @@ def Coat_LinearOp : Coat_Op<"linear", [Pure]> {
     a `per_group<16>` qtensor in the lhs format whose group scales are
     derived in the epilogue (COAT's quantized GEMM output feeding SiLU).
 
+    `addend` (a tensor of the result's type, added in f32 before the result
+    is rounded, after the bias) sums another GEMM's result into this one in
+    the epilogue: `coat-fuse-linear-sum` makes it from a
+    `coat.residual_add_grad` of two GEMM results (a SwiGLU MLP's gate and up
+    dgrads). The sum is rounded once instead of twice.
+
     ```mlir
     %y = coat.linear forward %x, %w bias %b
            : !coat.qtensor<128x256xf8E4M3FN, per_tensor>,
@@ -504,11 +510,13 @@ def Coat_LinearOp : Coat_Op<"linear", [Pure]> {
   }];
   let arguments = (ins Coat_LinearKindAttr:$kind, Coat_Fp8Operand:$lhs,
                        Coat_Fp8Operand:$rhs,
-                       Optional<RankedTensorOf<[F32, BF16]>>:$bias);
+                       Optional<RankedTensorOf<[F32, BF16]>>:$bias,
+                       Optional<RankedTensorOf<[F32, BF16]>>:$addend);
   let results = (outs AnyTypeOf<[RankedTensorOf<[F32, BF16]>, Coat_QTensor],
                                 "bf16/f32 tensor or quantized tensor">:$result);
   let assemblyFormat = [{
-    custom<LinearKind>($kind) $lhs `,` $rhs (`bias` $bias^)? attr-dict `:`
+    custom<LinearKind>($kind) $lhs `,` $rhs (`bias` $bias^)?
+    (`addend` `(` $addend^ `:` type($addend) `)`)? attr-dict `:`
     qualified(type($lhs)) `,` qualified(type($rhs)) (`,` type($bias)^)? `->`
     qualified(type($result))
   }];

@@ -251,6 +251,38 @@ def CoatFuseSilu : Pass<"coat-fuse-silu", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::mlir::coat::CoatDialect"];
 }
 
+def CoatFuseLinearSum : Pass<"coat-fuse-linear-sum", "::mlir::func::FuncOp"> {
+  let summary = "Adds a sum of GEMM results in the epilogue of the last GEMM";
+  let description = [{
+    A SwiGLU MLP's input gradient is the sum of its gate and up
+    projections' dgrads: each GEMM writes its result and a third kernel
+    (`coat.residual_add_grad`) reads both to add them. Where one operand of
+    such a sum is the bf16/f32 result of a `coat.linear` that nothing else
+    reads, and the other is computed before that GEMM, this pass gives the
+    GEMM the other operand as its `addend` and drops the sum: the GEMM's
+    epilogue adds it in f32 and writes the sum once. A sum whose maxima a
+    producer's epilogue would write (`coat-group-scaling`) stays as it is.
+
+    The sum is rounded once, after the addition, instead of once for the
+    GEMM's result and once for the sum (more accurate by one rounding; not
+    bit for bit the unfused ops). Run it after `coat-group-scaling` and
+    `coat-recompute-activations`, before `coat-outline-kernels`.
+
+    ```mlir
+    %a = coat.linear dgrad %dg, %wg : ... -> tensor<?x2048xbf16>
+    %b = coat.linear dgrad %du, %wu : ... -> tensor<?x2048xbf16>
+    %s = coat.residual_add_grad %a, %b : ... -> tensor<?x2048xbf16>
+    ```
+    becomes
+    ```mlir
+    %a = coat.linear dgrad %dg, %wg : ... -> tensor<?x2048xbf16>
+    %s = coat.linear dgrad %du, %wu addend(%a : tensor<?x2048xbf16>)
+           : ... -> tensor<?x2048xbf16>
+    ```
+  }];
+  let dependentDialects = ["::mlir::coat::CoatDialect"];
+}
+
 def CoatFuseRope : Pass<"coat-fuse-rope", "::mlir::func::FuncOp"> {
   let summary = "Folds coat.rope into the epilogue of the GEMM that produces "
                 "its input";

@@ -90,6 +90,9 @@ struct GemmProblem {
   OutputKind out;
   ::coat::Fp8Format outFormat = ::coat::Fp8Format::E4M3; ///< Fp8Groups codes
   Type biasElem; ///< null without a bias
+  /// The element type of a result-shaped addend summed in the epilogue
+  /// (coat-fuse-linear-sum), after the bias; null without one.
+  Type addendElem;
   /// Element types of the operands' per-tensor scales (f32 or bf16), which
   /// the kernel reads as they are stored; block scales are always f32.
   Type lhsScale, rhsScale;

@@ -28,6 +28,7 @@ namespace {
 struct TwinArgs {
   Value a, b, out, outScale, aScale, bScale, bias, m, n, k, kBlocks;
   Value cos, sin; ///< a fused rope's tables
+  Value addend;   ///< summed into the result
   Value finiteFlag;
 
   explicit TwinArgs(const KernelArgs &args)
@@ -36,7 +37,7 @@ struct TwinArgs {
         bScale(args.lookup("b_scale")), bias(args.lookup("bias")),
         m(args.lookup("m")), n(args.lookup("n")), k(args.lookup("k")),
         kBlocks(args.lookup("k_blocks")), cos(args.lookup("cos")),
-        sin(args.lookup("sin")),
+        sin(args.lookup("sin")), addend(args.lookup("addend")),
         finiteFlag(args.lookup(finiteFlagArgName("out"))) {}
 };
 
@@ -161,8 +162,8 @@ private:
     });
   }
 
-  /// The scaled result C[row, col] (+ bias) in f32, as the GPU epilogue
-  /// forms it: per-tensor `acc * (s_A * s_B)`; block-scaled, each 128-wide
+  /// The scaled result C[row, col] (+ bias) (+ addend) in f32, as the GPU
+  /// epilogue forms it: per-tensor `acc * (s_A * s_B)`; block-scaled, each 128-wide
   /// K slice's partial added with one FMA by `s_A[row, kb] * s_B[col/128, kb]`.
   Value element(Value row, Value col) {
     Value v;
@@ -180,9 +181,11 @@ private:
     } else {
       v = f.mul(dot(row, col, c(0), K), scale);
     }
-    if (!p.biasElem)
-      return v;
-    return f.add(v, load(args.bias, p.biasElem, col));
+    if (p.biasElem)
+      v = f.add(v, load(args.bias, p.biasElem, col));
+    if (p.addendElem)
+      v = f.add(v, load(args.addend, p.addendElem, add(mul(row, N), col)));
+    return v;
   }
 
   /// The fused rope's value of C[row, col] (`x`, as element() forms it):

@@ -74,8 +74,9 @@ private:
   // Kernel arguments.
   Value tensorMapA, tensorMapB, out, outScale, aScale, bScale, bias;
   Value ropeCos, ropeSin; ///< a fused rope's tables
+  Value addend;           ///< summed into the result (coat-fuse-linear-sum)
   Value finiteFlag; ///< null unless the problem asks for it
-  /// Set while an epilogue stores values that rotateHeads already scaled
+  /// Set while an epilogue stores values that finalValues already formed
   /// (scaled() passes them through).
   bool prescaled = false;
   Value M, N, K;
@@ -93,6 +94,7 @@ private:
   Value toI64(Value idx) { return arith::IndexCastOp::create(b, i64(), idx); }
   Value toIdx(Value v) { return arith::IndexCastOp::create(b, b.getIndexType(), v); }
   Value add(Value x, Value y) { return arith::AddIOp::create(b, x, y); }
+  Value arithSub(Value x, Value y) { return arith::SubIOp::create(b, x, y); }
   Value mul(Value x, Value y) { return arith::MulIOp::create(b, x, y); }
   Value cmp(arith::CmpIPredicate pred, Value x, Value y) {
     return arith::CmpIOp::create(b, pred, x, y);
@@ -183,18 +185,30 @@ private:
   /// Writes the accumulators of consumer warpgroup `consumer` of the tile at
   /// (m0, n0).
   void emitEpilogue(ArrayRef<Value> accs, Value m0, Value n0, Value consumer);
-  Value scaled(Value acc, Value scale, Value col, Value colIn);
-  /// The fused rope (coat-fuse-rope): the consumer's fragments as the
-  /// values to store, scaled (and biased), rounded to the result type as the
-  /// unfused GEMM stores them, and the rotated heads rotated as coat.rope
-  /// computes them. Each thread holds both halves of every head its columns
-  /// touch (head_dim / 2 is a multiple of 8: n8 chunk j's partner is chunk
+  /// An accumulator as the epilogue stores it: times the scale, plus the
+  /// bias (clamped to the last column where `colIn`), plus the addend's
+  /// element at global (`row`, `col`) (clamped to the result's extents) where
+  /// the problem has one; `row` is required then.
+  Value scaled(Value acc, Value scale, Value col, Value colIn, Value row = {});
+  /// The consumer's fragments as the values to store, where the epilogue
+  /// forms more than the scaled (and biased) accumulators: the addend's
+  /// element added in f32 (coat-fuse-linear-sum), and a fused rope
+  /// (coat-fuse-rope): the values rounded to the result type as the unfused
+  /// GEMM stores them, the rotated heads rotated as coat.rope computes them.
+  /// Each thread holds both halves of every head its columns touch
+  /// (head_dim / 2 is a multiple of 8: n8 chunk j's partner is chunk
   /// j +- head_dim / 16, in the same registers' rows).
-  SmallVector<Value> rotateHeads(ArrayRef<Value> accs, Value scale,
+  SmallVector<Value> finalValues(ArrayRef<Value> accs, Value scale,
                                  Value rowBase, Value n0);
+  /// m-block `i`'s values (f32, per fragment element) with the fused rope
+  /// applied; `stored` is the result type, `lastRow` the last valid row.
+  SmallVector<Value> rotateHeads(ArrayRef<Value> values, int64_t i,
+                                 Value rowBase, Value n0, Type stored,
+                                 Value lastRow);
   /// Sets the finiteness flag where a value of the fragment (as stored)
   /// is NaN or infinite.
-  void flagNonFinite(ArrayRef<Value> accs, Value scale, Value n0);
+  void flagNonFinite(ArrayRef<Value> accs, Value scale, Value rowBase,
+                     Value n0);
   void storeRows(ArrayRef<Value> accs, Value scale, Value rowBase, Value n0,
                  bool checked);
   /// A thread's share of 1x16 output group `grp` in row half `h` of m-block
@@ -429,6 +443,7 @@ void GemmKernelBuilder::build() {
   aScale = args.lookup("a_scale");
   bScale = args.lookup("b_scale");
   bias = args.lookup("bias");
+  addend = args.lookup("addend");
   ropeCos = args.lookup("cos");
   ropeSin = args.lookup("sin");
   if (p.finiteFlag)
@@ -663,20 +678,31 @@ void GemmKernelBuilder::buildWarpSpecialized() {
       });
 }
 
-Value GemmKernelBuilder::scaled(Value acc, Value scale, Value col, Value colIn) {
+Value GemmKernelBuilder::scaled(Value acc, Value scale, Value col, Value colIn,
+                                Value row) {
   if (prescaled)
     return acc;
   Value v = arith::MulFOp::create(b, acc, scale);
-  if (!bias)
-    return v;
+  auto last = [&](Value extent) {
+    return arithSub(arith::MaxUIOp::create(b, extent, cIdx(1)), cIdx(1));
+  };
+  auto loadF32 = [&](Value buffer, Value idx) {
+    Value x = memref::LoadOp::create(b, buffer, ValueRange{idx});
+    return x.getType().isF32() ? x : arith::ExtFOp::create(b, b.getF32Type(), x);
+  };
   // Columns past N read the last bias element (their result is not stored
   // or, for group scales, masked out by the caller).
-  Value lastCol = arith::SubIOp::create(b, arith::MaxUIOp::create(b, N, cIdx(1)), cIdx(1));
-  Value safe = colIn ? arith::MinUIOp::create(b, col, lastCol) : col;
-  Value bv = memref::LoadOp::create(b, bias, ValueRange{safe});
-  if (!bv.getType().isF32())
-    bv = arith::ExtFOp::create(b, b.getF32Type(), bv);
-  return arith::AddFOp::create(b, v, bv);
+  if (bias)
+    v = arith::AddFOp::create(
+        b, v, loadF32(bias, colIn ? arith::MinUIOp::create(b, col, last(N)) : col));
+  if (addend) {
+    assert(row && "the addend's element needs the row");
+    // Rows past M and columns past N (not stored) read an entry inside.
+    Value r = arith::MinUIOp::create(b, row, last(M));
+    Value c = arith::MinUIOp::create(b, col, last(N));
+    v = arith::AddFOp::create(b, v, loadF32(addend, add(mul(r, N), c)));
+  }
+  return v;
 }
 
 void GemmKernelBuilder::emitEpilogue(ArrayRef<Value> accs, Value m0, Value n0,
@@ -689,16 +715,16 @@ void GemmKernelBuilder::emitEpilogue(ArrayRef<Value> accs, Value m0, Value n0,
                 b, loadScalarF32(b, aScale, p.lhsScale, cIdx(0)),
                 loadScalarF32(b, bScale, p.rhsScale, cIdx(0))));
   Value rowBase = add(add(m0, mul(consumer, cIdx(g.mPerWarpgroup()))), rowInBlock);
-  SmallVector<Value> rotated;
+  SmallVector<Value> formed;
   if (p.rope) {
-    rotated = rotateHeads(accs, scale, rowBase, n0);
-    accs = rotated;
+    formed = finalValues(accs, scale, rowBase, n0);
+    accs = formed;
     prescaled = true;
   }
   // The paths below return; the next epilogue (another build) starts clear.
   llvm::scope_exit clearPrescaled([&] { prescaled = false; });
   if (finiteFlag)
-    flagNonFinite(accs, scale, n0);
+    flagNonFinite(accs, scale, rowBase, n0);
   if (g.stagesEpilogue())
     return storeStaged(accs, scale, m0, n0, consumer);
   if (p.out == OutputKind::Fp8Groups)
@@ -722,74 +748,89 @@ void GemmKernelBuilder::emitEpilogue(ArrayRef<Value> accs, Value m0, Value n0,
       });
 }
 
-SmallVector<Value> GemmKernelBuilder::rotateHeads(ArrayRef<Value> accs,
+SmallVector<Value> GemmKernelBuilder::finalValues(ArrayRef<Value> accs,
                                                   Value scale, Value rowBase,
                                                   Value n0) {
-  const FusedRope &rope = *p.rope;
   F32Emitter f{b};
   Type stored = p.out == OutputKind::F32 ? Type(b.getF32Type()) : b.getBF16Type();
-  int64_t d = rope.headDim, halfChunks = d / 16;
   // Rows past M (not stored) read the last row's table entries.
-  Value lastRow = arith::SubIOp::create(b, arith::MaxUIOp::create(b, M, cIdx(1)), cIdx(1));
-  auto table = [&](Value buffer, Value idx) {
-    Value v = memref::LoadOp::create(b, buffer, ValueRange{idx});
-    return v.getType().isF32() ? v : arith::ExtFOp::create(b, b.getF32Type(), v);
+  Value lastRow = arithSub(arith::MaxUIOp::create(b, M, cIdx(1)), cIdx(1));
+  // Fragment element e: n8 chunk e / 4, row half (e % 4) / 2, column e % 2.
+  auto rowOf = [&](int64_t i, int64_t e) {
+    return add(rowBase, cIdx(64 * i + 8 * ((e % 4) / 2)));
   };
-  // A column's stored value: the GEMM's, rounded as the unfused GEMM
-  // stores it. Columns past N read a clamped bias entry (not stored).
-  auto value = [&](int64_t i, int64_t e) {
-    Value col = add(add(n0, cIdx(8 * (e / 4) + e % 2)), colInChunk);
-    return f.roundTo(scaled(LLVM::ExtractValueOp::create(b, accs[i], e), scale,
-                            col, col),
-                     stored);
+  auto colOf = [&](int64_t e) {
+    return add(add(n0, cIdx(8 * (e / 4) + e % 2)), colInChunk);
   };
-  Value rotatedCols = cIdx(rope.rotatedHeads * d);
   SmallVector<Value> out;
   for (int64_t i = 0; i < g.mBlocks(); ++i) {
     SmallVector<Value> xs;
-    for (int64_t e = 0; e < g.tileN / 2; ++e)
-      xs.push_back(value(i, e));
-    SmallVector<Value> ys(xs);
-    for (int64_t h = 0; h < 2; ++h) {
-      Value row = arith::MinUIOp::create(b, add(rowBase, cIdx(64 * i + 8 * h)), lastRow);
-      Value rowStart = mul(row, cIdx(d));
-      // The table entries at a head column, shared by the tile's heads.
-      DenseMap<int64_t, std::pair<Value, Value>> entries;
-      auto entry = [&](int64_t inHead, int64_t k) {
-        auto [it, fresh] = entries.try_emplace(2 * inHead + k);
-        if (fresh) {
-          Value idx = add(add(rowStart, cIdx(inHead + k)), colInChunk);
-          it->second = {table(ropeCos, idx), table(ropeSin, idx)};
-        }
-        return it->second;
-      };
-      for (int64_t j = 0; j < g.tileN / 8; ++j) {
-        int64_t inHead = (8 * j) % d;
-        bool firstHalf = inHead < d / 2;
-        int64_t partner = firstHalf ? j + halfChunks : j - halfChunks;
-        Value rotates = cmp(arith::CmpIPredicate::ult, add(n0, cIdx(8 * j)), rotatedCols);
-        for (int64_t k = 0; k < 2; ++k) {
-          int64_t e = 4 * j + 2 * h + k;
-          Value x = xs[e], xp = xs[4 * partner + 2 * h + k];
-          auto [c, sn] = entry(inHead, k);
-          // y1 = x1 c1 - x2 s1, y2 = x2 c2 + x1 s2 (coat.rope's products
-          // and sum, each an f32 operation).
-          Value p1 = f.mul(x, c), p2 = f.mul(xp, sn);
-          Value y = firstHalf ? f.sub(p1, p2) : f.add(p1, p2);
-          ys[e] = f.select(rotates, y, x);
-        }
-      }
+    for (int64_t e = 0; e < g.tileN / 2; ++e) {
+      Value col = colOf(e);
+      xs.push_back(scaled(LLVM::ExtractValueOp::create(b, accs[i], e), scale,
+                          col, col, rowOf(i, e)));
     }
+    xs = rotateHeads(xs, i, rowBase, n0, stored, lastRow);
     Value acc = undefAccumulator();
-    for (auto [e, y] : llvm::enumerate(ys))
+    for (auto [e, y] : llvm::enumerate(xs))
       acc = LLVM::InsertValueOp::create(b, acc, y, e);
     out.push_back(acc);
   }
   return out;
 }
 
+SmallVector<Value> GemmKernelBuilder::rotateHeads(ArrayRef<Value> values,
+                                                  int64_t i, Value rowBase,
+                                                  Value n0, Type stored,
+                                                  Value lastRow) {
+  const FusedRope &rope = *p.rope;
+  F32Emitter f{b};
+  int64_t d = rope.headDim, halfChunks = d / 16;
+  auto table = [&](Value buffer, Value idx) {
+    Value v = memref::LoadOp::create(b, buffer, ValueRange{idx});
+    return v.getType().isF32() ? v : arith::ExtFOp::create(b, b.getF32Type(), v);
+  };
+  // The values as the unfused GEMM stores them.
+  SmallVector<Value> xs;
+  for (Value v : values)
+    xs.push_back(f.roundTo(v, stored));
+  SmallVector<Value> ys(xs);
+  Value rotatedCols = cIdx(rope.rotatedHeads * d);
+  for (int64_t h = 0; h < 2; ++h) {
+    Value row = arith::MinUIOp::create(b, add(rowBase, cIdx(64 * i + 8 * h)), lastRow);
+    Value rowStart = mul(row, cIdx(d));
+    // The table entries at a head column, shared by the tile's heads.
+    DenseMap<int64_t, std::pair<Value, Value>> entries;
+    auto entry = [&](int64_t inHead, int64_t k) {
+      auto [it, fresh] = entries.try_emplace(2 * inHead + k);
+      if (fresh) {
+        Value idx = add(add(rowStart, cIdx(inHead + k)), colInChunk);
+        it->second = {table(ropeCos, idx), table(ropeSin, idx)};
+      }
+      return it->second;
+    };
+    for (int64_t j = 0; j < g.tileN / 8; ++j) {
+      int64_t inHead = (8 * j) % d;
+      bool firstHalf = inHead < d / 2;
+      int64_t partner = firstHalf ? j + halfChunks : j - halfChunks;
+      Value rotates = cmp(arith::CmpIPredicate::ult, add(n0, cIdx(8 * j)), rotatedCols);
+      for (int64_t k = 0; k < 2; ++k) {
+        int64_t e = 4 * j + 2 * h + k;
+        Value x = xs[e], xp = xs[4 * partner + 2 * h + k];
+        auto [c, sn] = entry(inHead, k);
+        // y1 = x1 c1 - x2 s1, y2 = x2 c2 + x1 s2 (coat.rope's products
+        // and sum, each an f32 operation).
+        Value p1 = f.mul(x, c), p2 = f.mul(xp, sn);
+        Value y = firstHalf ? f.sub(p1, p2) : f.add(p1, p2);
+        ys[e] = f.select(rotates, y, x);
+      }
+    }
+  }
+  return ys;
+}
+
 void GemmKernelBuilder::flagNonFinite(ArrayRef<Value> accs, Value scale,
-                                      Value n0) {
+                                      Value rowBase, Value n0) {
   // Every value of the fragment counts, stored or not: rows and columns
   // past the edge accumulate TMA's zero fill, so they are finite unless a
   // non-finite operand or bias element makes stored ones non-finite too.
@@ -797,10 +838,12 @@ void GemmKernelBuilder::flagNonFinite(ArrayRef<Value> accs, Value scale,
   SmallVector<Value> values;
   for (int64_t i = 0; i < g.mBlocks(); ++i)
     for (int64_t e = 0; e < g.tileN / 2; ++e) {
-      // Fragment element e: n8 chunk e / 4, column (e % 2) of the pair.
+      // Fragment element e: n8 chunk e / 4, row half (e % 4) / 2, column
+      // (e % 2) of the pair.
       Value col = add(add(n0, cIdx(8 * (e / 4) + e % 2)), colInChunk);
-      values.push_back(
-          scaled(LLVM::ExtractValueOp::create(b, accs[i], e), scale, col, col));
+      Value row = add(rowBase, cIdx(64 * i + 8 * ((e % 4) / 2)));
+      values.push_back(scaled(LLVM::ExtractValueOp::create(b, accs[i], e),
+                              scale, col, col, row));
     }
   Type stored = p.out == OutputKind::F32 ? Type(b.getF32Type()) : b.getBF16Type();
   raiseFiniteFlag(b, storesNonFinite(f, values, stored), finiteFlag);
@@ -833,19 +876,19 @@ void GemmKernelBuilder::storeRows(ArrayRef<Value> accs, Value scale, Value rowBa
           if (!checked) {
             Value pair = vector::FromElementsOp::create(
                 b, VectorType::get({2}, elem),
-                ValueRange{narrow(scaled(v0, scale, col, Value())),
-                           narrow(scaled(v1, scale, col1, Value()))});
+                ValueRange{narrow(scaled(v0, scale, col, Value(), rowIdx)),
+                           narrow(scaled(v1, scale, col1, Value(), rowIdx))});
             LLVM::StoreOp::create(b, pair, ptr, 2 * elemBytes);
             continue;
           }
           ifThen(cmp(arith::CmpIPredicate::ult, col, N), [&] {
-            LLVM::StoreOp::create(b, narrow(scaled(v0, scale, col, Value())), ptr,
+            LLVM::StoreOp::create(b, narrow(scaled(v0, scale, col, Value(), rowIdx)), ptr,
                                   elemBytes);
           });
           ifThen(cmp(arith::CmpIPredicate::ult, col1, N), [&] {
             Value ptr1 =
                 LLVM::GEPOp::create(b, global, elem, ptr, ArrayRef<LLVM::GEPArg>{1});
-            LLVM::StoreOp::create(b, narrow(scaled(v1, scale, col1, Value())), ptr1,
+            LLVM::StoreOp::create(b, narrow(scaled(v1, scale, col1, Value(), rowIdx)), ptr1,
                                   elemBytes);
           });
         }
@@ -948,13 +991,14 @@ void GemmKernelBuilder::storeStaged(ArrayRef<Value> accs, Value scale, Value m0,
           int64_t e = 4 * j + 2 * h;
           Value v0 = LLVM::ExtractValueOp::create(b, accs[i], e);
           Value v1 = LLVM::ExtractValueOp::create(b, accs[i], e + 1);
-          // Columns past N are staged but never stored; their bias index
-          // is clamped.
+          // Columns past N are staged but never stored; their bias (and
+          // addend) index is clamped.
+          Value gRow = add(add(m0, mul(consumer, cIdx(rows))), row);
           stagePair(row, blk, j,
                     vector::FromElementsOp::create(
                         b, VectorType::get({2}, elem),
-                        ValueRange{narrow(scaled(v0, scale, col, col)),
-                                   narrow(scaled(v1, scale, col1, col1))}));
+                        ValueRange{narrow(scaled(v0, scale, col, col, gRow)),
+                                   narrow(scaled(v1, scale, col1, col1, gRow))}));
         }
       }
     }

@@ -135,6 +135,9 @@ SmallVector<GemmParam> gemmParams(func::FuncOp fn, LinearOp op, RopeOp rope,
   if (p.biasElem)
     memref("bias", p.biasElem, manifestDtype(p.biasElem), str("n"),
            op.getBias());
+  if (p.addendElem)
+    memref("addend", p.addendElem, manifestDtype(p.addendElem), str("m*n"),
+           op.getAddend());
   if (p.rope) {
     // [m, d] tables, a row per token.
     Attribute extent = str("m*" + std::to_string(p.rope->headDim));
@@ -194,6 +197,8 @@ DictionaryAttr buildManifestRecord(MLIRContext *ctx, StringRef name,
     config.push_back(named(
         "promotion", str(g.promotePerMBlock ? "per_m_block" : "per_tile")));
   }
+  if (p.addendElem)
+    config.push_back(named("addend", b.getBoolAttr(true)));
   if (p.rope) {
     config.push_back(
         named("rope_head_dim", b.getI64IntegerAttr(p.rope->headDim)));
@@ -294,6 +299,8 @@ FailureOr<GemmProblem> analyzeProblem(LinearOp op) {
   }
   if (Value bias = op.getBias())
     p.biasElem = cast<ShapedType>(bias.getType()).getElementType();
+  if (Value addend = op.getAddend())
+    p.addendElem = cast<ShapedType>(addend.getType()).getElementType();
   return p;
 }
 

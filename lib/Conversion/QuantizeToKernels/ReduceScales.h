@@ -18,10 +18,14 @@
 
 namespace mlir::coat {
 
-/// Elements one thread reads per step (one 16-byte access) and steps per
-/// CTA: a CTA covers blockSize * kScaleVector * kScaleSteps maxima.
-constexpr int64_t kScaleVector = 4;
+/// Bytes one thread reads per step (one 16-byte access) and steps per CTA:
+/// a CTA covers blockSize * scaleVector(input) * kScaleSteps elements.
+constexpr int64_t kScaleAccessBytes = 16;
 constexpr int64_t kScaleSteps = 8;
+/// Elements of `t` in one access.
+inline int64_t scaleVector(Type t) {
+  return kScaleAccessBytes / (t.getIntOrFloatBitWidth() / 8);
+}
 
 /// A scale kernel: one coat.reduce_scales and the rank-0 arithmetic on its
 /// result.
@@ -29,7 +33,13 @@ struct ScaleSpec {
   ReduceScalesOp reduce;
   /// When the reduced scales are those of a per_group argument: its parts.
   DisassembleOp groupScalesOf;
-  Type inputType;           ///< f32 or bf16 partial maxima / scales
+  /// When the reduced maxima are those of a tensor argument that nothing
+  /// else reads (`coat.absmax` in the spec): the kernel reduces the
+  /// tensor's absolute values, the same maximum, without the maxima.
+  AbsMaxOp maximaOf;
+  Type inputType;           ///< what the kernel reads: f32 or bf16 partial
+                            ///< maxima / scales, or the tensor (maximaOf)
+  Type maximumType;         ///< element type of coat.reduce_scales' input
   Type outputType;          ///< element type of the returned scalar
   SmallVector<Operation *> scalarOps; ///< the rank-0 arithmetic, in order
   Value returned;           ///< the returned rank-0 value

@@ -92,32 +92,36 @@ void ReduceScalesLowering::emitGpu(ImplicitLocOpBuilder &b,
 
   Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
   Value bid = gpu::BlockIdOp::create(b, gpu::Dimension::x);
-  Value blockBase = arith::MulIOp::create(
-      b, bid, cidx(blockSize * kScaleVector * kScaleSteps));
+  int64_t vector = scaleVector(spec.inputType);
+  Value blockBase =
+      arith::MulIOp::create(b, bid, cidx(blockSize * vector * kScaleSteps));
   // All loads are issued before any use, so each thread keeps kScaleSteps
   // 16-byte requests in flight.
   SmallVector<Value> values;
-  int64_t bytes = kScaleVector * (spec.inputType.getIntOrFloatBitWidth() / 8);
+  int64_t bytes = kScaleAccessBytes;
   for (int64_t step = 0; step < kScaleSteps; ++step) {
     Value first = arith::AddIOp::create(
         b, blockBase,
         arith::MulIOp::create(
             b, arith::AddIOp::create(b, tid, cidx(step * blockSize)),
-            cidx(kScaleVector)));
+            cidx(vector)));
     Value firstI64 = arith::IndexCastOp::create(b, b.getI64Type(), first);
     Value end = arith::AddIOp::create(
         b, firstI64,
-        arith::ConstantIntOp::create(b, b.getI64Type(), kScaleVector));
+        arith::ConstantIntOp::create(b, b.getI64Type(), vector));
     Value full = arith::CmpIOp::create(b, arith::CmpIPredicate::sle, end, n);
-    LaneAccess access{b, first, kScaleVector, full, n};
+    LaneAccess access{b, first, vector, full, n};
     llvm::append_range(
         values, access.loadF32(maxima, spec.inputType, llvm::Align(bytes)));
   }
   // Per thread: maxnum of the values and an "any NaN" flag. Masked-off
   // elements load as zero, the identity of a max of non-negative values.
+  // A tensor's values count by their magnitude (its maxima's maximum).
   Value best = f.c(0.0);
   Value sawNaN = ci32(0);
   for (Value v : values) {
+    if (spec.maximaOf)
+      v = f.abs(v);
     best = f.maxnum(best, v);
     Value nan = arith::CmpFOp::create(b, arith::CmpFPredicate::UNO, v, v);
     sawNaN =
@@ -175,7 +179,7 @@ void ReduceScalesLowering::emitGpu(ImplicitLocOpBuilder &b,
   memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::assign, ci32(0),
                               workspace, ValueRange{cidx(1)});
   Value max =
-      fromF32(b, arith::BitcastOp::create(b, f32, allBits), spec.inputType);
+      fromF32(b, arith::BitcastOp::create(b, f32, allBits), spec.maximumType);
   storeResult(b, scale, emitScalarOps(b, spec, max));
 }
 
@@ -191,9 +195,11 @@ void ReduceScalesLowering::emitCpu(ImplicitLocOpBuilder &b,
       arith::ConstantIndexOp::create(b, 1), ValueRange{f.c(0.0)},
       [&](Value i, ValueRange acc) -> SmallVector<Value> {
         Value x = loadScalarF32(b, maxima, spec.inputType, i);
+        if (spec.maximaOf)
+          x = f.abs(x);
         // maximumf propagates NaN, like the GPU's NaN flag.
         return {arith::MaximumFOp::create(b, acc[0], x)};
       });
   storeResult(b, scale,
-              emitScalarOps(b, spec, fromF32(b, max[0], spec.inputType)));
+              emitScalarOps(b, spec, fromF32(b, max[0], spec.maximumType)));
 }

@@ -64,14 +64,27 @@ FailureOr<ScaleSpec> ReduceScalesLowering::analyze(func::FuncOp fn) const {
       spec.groupScalesOf = parts;
       continue;
     }
+    if (auto a = dyn_cast<AbsMaxOp>(op)) {
+      // The maxima of a whole tensor argument, read only by the reduction.
+      if (spec.maximaOf || spec.groupScalesOf || a.getEpilogue() ||
+          !isa<BlockArgument>(a.getInput()) || !a.getResult().hasOneUse() ||
+          !isa<ReduceScalesOp>(*a.getResult().getUsers().begin()))
+        return a.emitError("a scale kernel may only hold the maxima of one "
+                           "tensor argument, read by its coat.reduce_scales "
+                           "alone");
+      spec.maximaOf = a;
+      continue;
+    }
     if (auto r = dyn_cast<ReduceScalesOp>(op)) {
       if (spec.reduce)
         return r.emitError("a scale kernel holds one coat.reduce_scales");
       if (!isa<BlockArgument>(r.getInput()) &&
           !(spec.groupScalesOf &&
-            r.getInput() == spec.groupScalesOf.getScale()))
+            r.getInput() == spec.groupScalesOf.getScale()) &&
+          !(spec.maximaOf && r.getInput() == spec.maximaOf.getResult()))
         return r.emitError("the input of a scale kernel's coat.reduce_scales "
-                           "must be a function argument or its group scales");
+                           "must be a function argument, its group scales or "
+                           "its maxima");
       spec.reduce = r;
       continue;
     }
@@ -106,8 +119,15 @@ FailureOr<ScaleSpec> ReduceScalesLowering::analyze(func::FuncOp fn) const {
                          "arithmetic on it");
   spec.epsAndFp8Max =
       matchScaleDerivation(spec.reduce.getResult(), spec.returned);
-  spec.inputType =
+  spec.maximumType =
       cast<ShapedType>(spec.reduce.getInput().getType()).getElementType();
+  spec.inputType =
+      spec.maximaOf
+          ? cast<ShapedType>(spec.maximaOf.getInput().getType()).getElementType()
+          : spec.maximumType;
+  if (!spec.inputType.isF32() && !spec.inputType.isBF16())
+    return fn.emitError("a scale kernel reads f32 or bf16 values, got ")
+           << spec.inputType;
   spec.outputType = cast<ShapedType>(spec.returned.getType()).getElementType();
   if (!spec.outputType.isF32() && !spec.outputType.isBF16())
     return fn.emitError("a scale kernel returns an f32 or bf16 scale, got ")
@@ -123,6 +143,10 @@ ReduceScalesLowering::declare(func::FuncOp fn, const ScaleSpec &spec) const {
   SpecRefs s(fn);
   Value input = ReduceScalesOp(spec.reduce).getInput();
   std::string maxima = s.ref(input), n = s.numel(input);
+  if (AbsMaxOp of = spec.maximaOf) {
+    maxima = s.ref(of.getInput());
+    n = s.numel(of.getInput());
+  }
   if (DisassembleOp parts = spec.groupScalesOf) {
     // per_group<G> scales: one per G elements (G divides the columns).
     Value q = parts.getInput();
@@ -152,6 +176,8 @@ DictionaryAttr ReduceScalesLowering::record(const ScaleSpec &spec,
   SmallVector<NamedAttribute> config = {
       b.getNamedAttr("input", b.getStringAttr(manifestDtype(spec.inputType))),
       b.getNamedAttr("scale", b.getStringAttr(manifestDtype(spec.outputType)))};
+  if (spec.maximaOf)
+    config.push_back(b.getNamedAttr("absolute", b.getBoolAttr(true)));
   if (spec.epsAndFp8Max) {
     auto [eps, fp8max] = *spec.epsAndFp8Max;
     config.push_back(b.getNamedAttr("eps", b.getF32FloatAttr(eps)));
@@ -164,7 +190,8 @@ DictionaryAttr ReduceScalesLowering::record(const ScaleSpec &spec,
   }
   std::optional<LaunchRule> launch;
   if (onGpu())
-    launch = LaunchRule{blockSize, blockSize * kScaleVector * kScaleSteps};
+    launch = LaunchRule{blockSize,
+                        blockSize * scaleVector(spec.inputType) * kScaleSteps};
   return buildKernelRecord(ctx, decl.name, "reduce_scales", config, decl.abi,
                            launch);
 }

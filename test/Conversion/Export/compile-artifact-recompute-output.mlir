@@ -38,10 +38,10 @@
 // PLAN: "outputs": [
 // PLAN-NEXT: {
 // PLAN-NEXT: "phase": "forward",
-// PLAN-NEXT: "value": 17
+// PLAN-NEXT: "value": 16
 // PLAN: "phase": "recompute",
 // PLAN-NEXT: "recompute_of": 0,
-// PLAN-NEXT: "value": 23
+// PLAN-NEXT: "value": 22
 // PLAN-NEXT: }
 // PLAN-NEXT: ],
 // PLAIN: "outputs": [
@@ -49,7 +49,7 @@
 // PLAIN: "saved": [
 // PLAIN-NEXT: 3,
 // PLAIN-NEXT: 4,
-// PLAIN-NEXT: 15,
+// PLAIN-NEXT: 14,
 // PLAIN-NEXT: 7,
 // PLAIN-NEXT: 1,
 // PLAIN-NEXT: 11
@@ -59,41 +59,42 @@
 // PLAN-NEXT: 1,
 // PLAN-NEXT: 11,
 // PLAN-NEXT: 2,
-// PLAN-NEXT: 13,
+// PLAN-NEXT: 6,
 // PLAN-NEXT: 3,
 // PLAN-NEXT: 4,
-// PLAN-NEXT: 15
+// PLAN-NEXT: 14
 // PLAN-NEXT: ],
-// The copies with the saved scales (11: the norm output's, 13: W's), then
-// the GEMM and the rotation again, reading the recompute phase's copies
-// (20: the norm output's per-tensor copy, 21: W's) and the saved tables.
-// PLAN: "spec": "attention_input_k9_rmsnorm"
-// PLAN: {{^ *}}18,{{$}}
+// The copies with the saved scales (11: the norm output's, 6: W's, which the
+// forward's scale kernel reduced from W itself), then the GEMM and the
+// rotation again, reading the recompute phase's copies (19: the norm
+// output's per-tensor copy, 20: W's) and the saved tables.
+// PLAN: "spec": "attention_input_k8_rmsnorm"
+// PLAN: {{^ *}}17,{{$}}
 // PLAN-NEXT: 11
 // PLAN-NEXT: ],
 // PLAN-NEXT: "phase": "recompute",
 // PLAN: {{^ *}}2,{{$}}
-// PLAN-NEXT: 13
+// PLAN-NEXT: 6
 // PLAN-NEXT: ],
 // PLAN-NEXT: "phase": "recompute",
-// PLAN: {{^ *}}20,{{$}}
-// PLAN-NEXT: 21
+// PLAN: {{^ *}}19,{{$}}
+// PLAN-NEXT: 20
 // PLAN-NEXT: ],
 // PLAN-NEXT: "phase": "recompute",
 // PLAN-NEXT: "results": [
-// PLAN-NEXT: 22
+// PLAN-NEXT: 21
 // PLAN-NEXT: ],
-// PLAN-NEXT: "spec": "attention_input_k7_linear_forward"
+// PLAN-NEXT: "spec": "attention_input_k6_linear_forward"
 // PLAN: "operands": [
-// PLAN-NEXT: 22,
+// PLAN-NEXT: 21,
 // PLAN-NEXT: 3,
 // PLAN-NEXT: 4
 // PLAN-NEXT: ],
 // PLAN-NEXT: "phase": "recompute",
 // PLAN-NEXT: "results": [
-// PLAN-NEXT: 23
+// PLAN-NEXT: 22
 // PLAN-NEXT: ],
-// PLAN-NEXT: "spec": "attention_input_k8_rope"
+// PLAN-NEXT: "spec": "attention_input_k7_rope"
 // PLAN: "phase": "backward",
 // PLAN-NOT: "phase": "recompute"
 func.func @attention_input(

@@ -27,10 +27,10 @@ func.func @qkv_rope(%x: !coat.qtensor<?x256xf8E4M3FN, per_tensor, scale = bf16>,
 // IR-SAME: {bind = ["in3"], dtype = "f32", extent = "m*64", kind = "memref", name = "sin"}
 // IR-SAME: rope_head_dim = 64 : i64, rope_rotated_heads = 4 : i64
 // IR-SAME: name = "qkv_rope", op = "linear"
-// Each value scaled, rounded to bf16 and widened again ...
-// IR: llvm.extractvalue
-// IR-NEXT: %[[V:.*]] = arith.mulf %{{.*}}, %{{.*}} : f32
-// IR-NEXT: %[[T:.*]] = arith.truncf %[[V]] : f32 to bf16
+// Each value scaled, then rounded to bf16 and widened again ...
+// IR: %[[E:.*]] = llvm.extractvalue
+// IR: %[[V:.*]] = arith.mulf %[[E]], %{{.*}} : f32
+// IR: %[[T:.*]] = arith.truncf %[[V]] : f32 to bf16
 // IR-NEXT: arith.extf %[[T]] : bf16 to f32
 // ... then the first half of a head: x1 c1 - x2 s1 where the head is
 // rotated, x1 where not.

@@ -91,3 +91,31 @@ func.func @group_scales(%q: !coat.qtensor<?x?xf8E4M3FN, per_group<32>, scale = b
   %m = coat.reduce_scales %scales : tensor<?x?xbf16> -> tensor<bf16>
   return %m : tensor<bf16>
 }
+
+// The maxima of a tensor argument that only the reduction reads (a weight's,
+// an incoming gradient's; coat-outline-kernels puts them in the scale
+// kernel): the kernel reads the tensor, 8 bf16 values an access, and takes
+// their magnitudes; the maxima are never written.
+// GPU-LABEL: gpu.func @absmax_scale(
+// GPU-SAME: %[[X:.*]]: memref<?xi16>, %{{.*}}: memref<?xi16>, %{{.*}}: memref<?xi32>, %{{.*}}: i64)
+// GPU-SAME: {bind = ["in0"], dtype = "bf16", extent = "n", kind = "memref", name = "maxima"}
+// GPU-SAME: {bind = "numel(in0)", dtype = "i64", kind = "scalar", name = "n"}
+// GPU-SAME: config = {absolute = true, eps = 1.000000e-10 : f32, format = "e5m2"
+// GPU-SAME: elements_per_block = 32768
+// GPU: vector<8xbf16>
+// GPU: math.absf
+// GPU: arith.maxnumf
+// CPU-LABEL: func.func @absmax_scale(
+// CPU: %[[V:.*]] = arith.extf %{{.*}} : bf16 to f32
+// CPU-NEXT: %[[A:.*]] = math.absf %[[V]] : f32
+// CPU-NEXT: arith.maximumf %{{.*}}, %[[A]] : f32
+func.func @absmax_scale(%x: tensor<?x2048xbf16>) -> tensor<bf16> {
+  %p = coat.absmax %x, per_group<16> : tensor<?x2048xbf16> -> tensor<?x128xf32>
+  %m = coat.reduce_scales %p : tensor<?x128xf32> -> tensor<f32>
+  %eps = arith.constant dense<1.0e-10> : tensor<f32>
+  %max = arith.constant dense<57344.0> : tensor<f32>
+  %a = arith.addf %m, %eps : tensor<f32>
+  %s = arith.divf %a, %max : tensor<f32>
+  %b = arith.truncf %s : tensor<f32> to tensor<bf16>
+  return %b : tensor<bf16>
+}
