@@ -152,18 +152,23 @@ def test_rotation_is_in_the_gemm_epilogue_and_the_gradient_is_read_once(cpu_cach
     assert gemm_step.results[0] in [v for v, _, _ in prog.outputs]
     assert env[gemm_step.results[0]].shape == (32, cfg.out)
     # The incoming gradient is read by rope_grad alone, which also writes
-    # the 1x16 maxima of what it computes (group scaling): the program
-    # without RoPE reads it in a maxima kernel instead, so the backward
-    # launches as many kernels.
+    # the 1x16 maxima of what it computes (group scaling), then a scale
+    # kernel reduces them: the program without RoPE reads the gradient in
+    # one scale kernel instead (the maxima of an argument and their
+    # reduction in one kernel), so the backward launches one kernel more and
+    # reads the gradient as often.
     (dy,) = prog.input_ids("gradient")
     assert [s.spec for s in prog.steps if dy in s.operands] == [grad_step.spec]
     assert [a.name for a in grad_step.kernels[0].spec.memrefs][-1].endswith("_absmax")
     plain = artifacts.program(plain_cfg)
+    (plain_dy,) = plain.input_ids("gradient")
+    assert [s.spec.rsplit("_k", 1)[1].split("_", 1)[1] for s in plain.steps
+            if plain_dy in s.operands] == ["absmax_scale", "quantize_per_tensor_transpose"]
 
     def count(p, phase):
         return sum(len(s.kernels) for s in p.steps if s.phase == phase)
 
-    assert count(prog, "backward") == count(plain, "backward")
+    assert count(prog, "backward") == count(plain, "backward") + 1
     assert count(prog, "forward") == count(plain, "forward")
 
 
