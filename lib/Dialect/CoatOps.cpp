@@ -875,7 +875,9 @@ static LogicalResult verifySumOperands(Operation *op, Value a, Value b,
 LogicalResult ResidualAddOp::verify() {
   if (failed(verifySumOperands(*this, getResidual(), getBranch(), getSum())))
     return failure();
-  QTensorType q = getSumQ().getType();
+  if (!getSumQ())
+    return success();
+  auto q = cast<QTensorType>(getSumQ().getType());
   auto shape = cast<ShapedType>(getSum().getType()).getShape();
   if (!shapesCompatible(q.getShape(), shape))
     return emitOpError("quantized sum shape ")

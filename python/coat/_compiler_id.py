@@ -3,4 +3,4 @@
 Part of every artifact's source key, so kernels a previous compiler made
 are not taken for this one's."""
 
-COMPILER_ID = "7b8c8c54c939e493c6109700f3031da7"
+COMPILER_ID = "eee2a5055b76454e2c44c4c8fcaa55f4"

@@ -350,23 +350,23 @@ func.func @{self.name}(
     %a: {_t(T, I)},
     %w: {_t(H, I)} {{coat.weight}},{b.arg}
     %dout: {_t(T, H)} {{coat.gradient, coat.grad_of = 0 : i64}})
-    -> ({_t(T, H)}, {_q(T, H, scaling=g)},
+    -> ({_t(T, H)},
         {_t(T, H)} {{coat.grad_of = 0 : i64}}, {_t(T, I)} {{coat.grad_of = 1 : i64}},
         {_t(H, I)} {{coat.grad_of = 2 : i64}}{b.result}) {{
   %a_q = coat.quantize_auto %a : {_t(T, I)} -> {_u(T, I)}
   %a_t = coat.transpose %a_q : {_u(T, I)} -> {_u(I, T)}
   %w_q = coat.quantize_auto %w : {_t(H, I)} -> {_u(H, I)}
   %o = coat.linear forward %a_q, %w_q{b.operand} : {_u(T, I)}, {_u(H, I)}{b.type} -> {_t(T, H)}
-  %h_out, %h_out_q = coat.residual_add %h, %o : {_t(T, H)}, {_t(T, H)}
-      -> {_t(T, H)}, {_q(T, H, scaling=g)}
+  %h_out = coat.residual_add %h, %o : {_t(T, H)}, {_t(T, H)}
+      -> {_t(T, H)}
 
   %dout_q = coat.quantize_auto %dout : {_t(T, H)} -> {_u(T, H)}
   %dout_t = coat.transpose %dout_q : {_u(T, H)} -> {_u(H, T)}
   %w_t = coat.transpose %w_q : {_u(H, I)} -> {_u(I, H)}
   %da = coat.linear dgrad %dout_q, %w_t : {_u(T, H)}, {_u(I, H)} -> {_t(T, I)}
   %dw = coat.linear wgrad %dout_t, %a_t : {_u(H, T)}, {_u(I, T)} -> {_t(H, I)}{b.grad}
-  return %h_out, %h_out_q, %dout, %da, %dw{b.returned}
-      : {_t(T, H)}, {_q(T, H, scaling=g)}, {_t(T, H)}, {_t(T, I)}, {_t(H, I)}{b.type}
+  return %h_out, %dout, %da, %dw{b.returned}
+      : {_t(T, H)}, {_t(T, H)}, {_t(T, I)}, {_t(H, I)}{b.type}
 }}
 """
 
@@ -419,9 +419,11 @@ def mlp_block(cfg: MLPBlockConfig) -> str:
     Arguments: the residual stream h (T x H bf16), the norm's weight (and
     with an affine LayerNorm its bias; nothing without affine parameters),
     W_gate and W_up (F x H), W_down (H x F), and the incoming gradient of the
-    new stream. Results: the new stream and its 1x16 E4M3 copy (forward),
-    then the gradient of h and its per-tensor E5M2 copy, and the gradients
-    of the norm's parameters and of the three weights (backward)."""
+    new stream. Results: the new stream (forward), then the gradient of h
+    and the gradients of the norm's parameters and of the three weights
+    (backward). (The stream's FP8 copies, COAT's 1x16 E4M3 one and the
+    gradient's per-tensor E5M2 one, are not results: no caller reads them
+    yet, and the next program quantizes what it reads itself.)"""
     cfg.check()
     T, H, F = TOKENS, cfg.hidden, cfg.ffn
 
@@ -444,22 +446,22 @@ func.func @{cfg.name}(
     %w_up: {t(F, H)} {{coat.weight}},
     %w_down: {t(H, F)} {{coat.weight}},
     %dout: {t(T, H)} {{coat.gradient, coat.grad_of = 0 : i64}})
-    -> ({t(T, H)}, {q(T, H, scaling=g)},
-        {t(T, H)} {{coat.grad_of = 0 : i64}}, {q(T, H, fmt="f8E5M2")},
+    -> ({t(T, H)},
+        {t(T, H)} {{coat.grad_of = 0 : i64}},
         {grad_results}){_function_attrs(cfg.keep_gemm_operands)} {{
   %h_q = coat.quantize_auto %h : {t(T, H)} -> {u(T, H)}
 {norm.fwd}
-{fwd}  %h_out, %h_out_q = coat.residual_add %h, %down : {t(T, H)}, {t(T, H)}
-      -> {t(T, H)}, {q(T, H, scaling=g)}
+{fwd}  %h_out = coat.residual_add %h, %down : {t(T, H)}, {t(T, H)}
+      -> {t(T, H)}
 
   %dout_q = coat.quantize_auto %dout : {t(T, H)} -> {u(T, H)}
   %dout_t = coat.transpose %dout_q : {u(T, H)} -> {u(H, T)}
 {bwd}  %dln = coat.residual_add_grad %dx_gate, %dx_up : {t(T, H)}, {t(T, H)} -> {t(T, H)}
 {norm.bwd}
-  %dh, %dh_q = coat.residual_add_grad %dout, %dx_norm : {t(T, H)}, {t(T, H)}
-      -> {t(T, H)}, {q(T, H, fmt="f8E5M2")}
-  return %h_out, %h_out_q, %dh, %dh_q, {returned}
-      : {t(T, H)}, {q(T, H, scaling=g)}, {t(T, H)}, {q(T, H, fmt="f8E5M2")},
+  %dh = coat.residual_add_grad %dout, %dx_norm : {t(T, H)}, {t(T, H)}
+      -> {t(T, H)}
+  return %h_out, %dh, {returned}
+      : {t(T, H)}, {t(T, H)},
         {types}
 }}
 """
@@ -525,10 +527,10 @@ class GeluMLPConfig:
         ``residual="separate"`` the norm's input x (T x H bf16), the norm
         weight (and LayerNorm bias), W_up (F x H) (and its bias, F), W_down
         (H x F) (and its bias, H), the incoming gradient of the new stream.
-        Results: the new stream and its 1x16 E4M3 copy (forward), then the
-        gradient of h and its per-tensor E5M2 copy (separate: the gradient
-        of h, which the residual passes through, and of x), and the gradient
-        of every weight and bias in argument order (backward)."""
+        Results: the new stream (forward), then the gradient of h
+        (separate: the gradient of h, which the residual passes through, and
+        of x), and the gradient of every weight and bias in argument order
+        (backward)."""
         self.check()
         T, H, F = TOKENS, self.hidden, self.ffn
         t, u, q = _t, _u, _q
@@ -560,25 +562,25 @@ class GeluMLPConfig:
             # The residual passes dout through to h; x's gradient is the
             # norm's alone here (autograd adds the attention's to it).
             x_arg = f"\n    %x: {t(T, H)},"
-            stream_grads = f"{t(T, H)} {{coat.grad_of = 1 : i64}}"
+            stream_grads = f", {t(T, H)} {{coat.grad_of = 1 : i64}}"
             residual_grad = ""
             returned_stream = "%dout, %dx_norm"
             stream_types = f"{t(T, H)}, {t(T, H)}"
         else:
             x_arg = ""
-            stream_grads = q(T, H, fmt="f8E5M2")
+            stream_grads = ""
             residual_grad = f"""
-  %dh, %dh_q = coat.residual_add_grad %dout, %dx_norm : {t(T, H)}, {t(T, H)}
-      -> {t(T, H)}, {q(T, H, fmt="f8E5M2")}"""
-            returned_stream = "%dh, %dh_q"
-            stream_types = f"{t(T, H)}, {q(T, H, fmt='f8E5M2')}"
+  %dh = coat.residual_add_grad %dout, %dx_norm : {t(T, H)}, {t(T, H)}
+      -> {t(T, H)}"""
+            returned_stream = "%dh"
+            stream_types = f"{t(T, H)}"
         return f"""\
 func.func @{self.name}(
     %h: {t(T, H)},{x_arg}{args}{b_up.arg}
     %w_down: {t(H, F)} {{coat.weight}},{b_down.arg}
     %dout: {t(T, H)} {{coat.gradient, coat.grad_of = 0 : i64}})
-    -> ({t(T, H)}, {q(T, H, scaling=g)},
-        {t(T, H)} {{coat.grad_of = 0 : i64}}, {stream_grads}{grad_results},
+    -> ({t(T, H)},
+        {t(T, H)} {{coat.grad_of = 0 : i64}}{stream_grads}{grad_results},
         {t(F, H)} {{coat.grad_of = {up_at} : i64}}{b_up.result},
         {t(H, F)} {{coat.grad_of = {down_at} : i64}}{b_down.result}){_function_attrs(self.keep_gemm_operands)} {{
   {x}_q = coat.quantize_auto {x} : {t(T, H)} -> {u(T, H)}
@@ -589,8 +591,8 @@ func.func @{self.name}(
   %up_q = coat.quantize_auto %up : {t(T, F)} -> {u(T, F)}
   %act, %act_t = coat.gelu %up_q{form} : {u(T, F)} -> {q(T, F)}, {q(F, T)}
   %down = coat.linear forward %act, %wd_q{b_down.operand} : {q(T, F)}, {u(H, F)}{b_down.type} -> {t(T, H)}
-  %h_out, %h_out_q = coat.residual_add %h, %down : {t(T, H)}, {t(T, H)}
-      -> {t(T, H)}, {q(T, H, scaling=g)}
+  %h_out = coat.residual_add %h, %down : {t(T, H)}, {t(T, H)}
+      -> {t(T, H)}
 
   %dout_q = coat.quantize_auto %dout : {t(T, H)} -> {u(T, H)}
   %dout_t = coat.transpose %dout_q : {u(T, H)} -> {u(H, T)}
@@ -604,8 +606,8 @@ func.func @{self.name}(
   %dln = coat.linear dgrad %dup_q, %wu_t : {u(T, F)}, {u(H, F)} -> {t(T, H)}
   %dw_up = coat.linear wgrad %dup_t, %ln_t : {u(F, T)}, {q(H, T)} -> {t(F, H)}{b_up.grad}
 {norm_grad}{residual_grad}
-  return %h_out, %h_out_q, {returned_stream}, {returned}, %dw_up{b_up.returned}, %dw_down{b_down.returned}
-      : {t(T, H)}, {q(T, H, scaling=g)}, {stream_types},
+  return %h_out, {returned_stream}, {returned}, %dw_up{b_up.returned}, %dw_down{b_down.returned}
+      : {t(T, H)}, {stream_types},
         {types}, {t(F, H)}{b_up.type}, {t(H, F)}{b_down.type}
 }}
 """
@@ -802,7 +804,7 @@ func.func @{self.name}(
     %w: {_t(H, I)} {{coat.weight}},
     %w_norm: {_t(H)} {{coat.weight}},
     %dout: {_t(T, H)} {{coat.gradient, coat.grad_of = 0 : i64}})
-    -> ({_t(T, H)}, {_q(T, H, scaling=g)},
+    -> ({_t(T, H)},
         {_t(T, H)} {{coat.grad_of = 0 : i64}}, {_t(T, I)} {{coat.grad_of = 1 : i64}},
         {_t(H, I)} {{coat.grad_of = 2 : i64}}, {_t(H)} {{coat.grad_of = 3 : i64}}) {{
   %a_q = coat.quantize_auto %a : {_t(T, I)} -> {_u(T, I)}
@@ -812,8 +814,8 @@ func.func @{self.name}(
   %o_q = coat.quantize_auto %o : {_t(T, H)} -> {_u(T, H)}
   %n, %rstd = coat.rmsnorm %o_q, %w_norm eps = {self.eps:e}
       : {_u(T, H)}, {_t(H)} -> {_t(T, H)}, {f32}
-  %h_out, %h_out_q = coat.residual_add %h, %n : {_t(T, H)}, {_t(T, H)}
-      -> {_t(T, H)}, {_q(T, H, scaling=g)}
+  %h_out = coat.residual_add %h, %n : {_t(T, H)}, {_t(T, H)}
+      -> {_t(T, H)}
 
   %do, %dw_norm = coat.rmsnorm_grad %o_q, %w_norm, %rstd, %dout
       : {_u(T, H)}, {_t(H)}, {f32}, {_t(T, H)} -> {_t(T, H)}, {_t(H)}
@@ -822,8 +824,8 @@ func.func @{self.name}(
   %w_t = coat.transpose %w_q : {_u(H, I)} -> {_u(I, H)}
   %da = coat.linear dgrad %do_q, %w_t : {_u(T, H)}, {_u(I, H)} -> {_t(T, I)}
   %dw = coat.linear wgrad %do_t, %a_t : {_u(H, T)}, {_u(I, T)} -> {_t(H, I)}
-  return %h_out, %h_out_q, %dout, %da, %dw, %dw_norm
-      : {_t(T, H)}, {_q(T, H, scaling=g)}, {_t(T, H)}, {_t(T, I)}, {_t(H, I)}, {_t(H)}
+  return %h_out, %dout, %da, %dw, %dw_norm
+      : {_t(T, H)}, {_t(T, H)}, {_t(T, I)}, {_t(H, I)}, {_t(H)}
 }}
 """
 
@@ -873,7 +875,7 @@ func.func @{self.name}(
     %w_down: {t(H, F)} {{coat.weight}},
     %w_norm: {t(H)} {{coat.weight}},
     %dout: {t(T, H)} {{coat.gradient, coat.grad_of = 0 : i64}})
-    -> ({t(T, H)}, {q(T, H, scaling=g)}, {t(T, H)} {{coat.grad_of = 0 : i64}},
+    -> ({t(T, H)}, {t(T, H)} {{coat.grad_of = 0 : i64}},
         {t(F, H)} {{coat.grad_of = 1 : i64}}, {t(F, H)} {{coat.grad_of = 2 : i64}},
         {t(H, F)} {{coat.grad_of = 3 : i64}}, {t(H)} {{coat.grad_of = 4 : i64}}){_function_attrs(self.keep_gemm_operands)} {{
   %h_q = coat.quantize_auto %h : {t(T, H)} -> {u(T, H)}
@@ -881,8 +883,8 @@ func.func @{self.name}(
 {fwd}  %down_q = coat.quantize_auto %down : {t(T, H)} -> {u(T, H)}
   %n, %rstd = coat.rmsnorm %down_q, %w_norm eps = {self.eps:e}
       : {u(T, H)}, {t(H)} -> {t(T, H)}, {f32}
-  %h_out, %h_out_q = coat.residual_add %h, %n : {t(T, H)}, {t(T, H)}
-      -> {t(T, H)}, {q(T, H, scaling=g)}
+  %h_out = coat.residual_add %h, %n : {t(T, H)}, {t(T, H)}
+      -> {t(T, H)}
 
   %ddown, %dw_norm = coat.rmsnorm_grad %down_q, %w_norm, %rstd, %dout
       : {u(T, H)}, {t(H)}, {f32}, {t(T, H)} -> {t(T, H)}, {t(H)}
@@ -890,8 +892,8 @@ func.func @{self.name}(
   %ddown_t = coat.transpose %ddown_q : {u(T, H)} -> {u(H, T)}
 {bwd}  %dx = coat.residual_add_grad %dx_gate, %dx_up : {t(T, H)}, {t(T, H)} -> {t(T, H)}
   %dh = coat.residual_add_grad %dout, %dx : {t(T, H)}, {t(T, H)} -> {t(T, H)}
-  return %h_out, %h_out_q, %dh, %dw_gate, %dw_up, %dw_down, %dw_norm
-      : {t(T, H)}, {q(T, H, scaling=g)}, {t(T, H)}, {t(F, H)}, {t(F, H)}, {t(H, F)}, {t(H)}
+  return %h_out, %dh, %dw_gate, %dw_up, %dw_down, %dw_norm
+      : {t(T, H)}, {t(T, H)}, {t(F, H)}, {t(F, H)}, {t(H, F)}, {t(H)}
 }}
 """
 

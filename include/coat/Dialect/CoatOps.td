@@ -955,9 +955,10 @@ def Coat_ResidualAddOp : Coat_Op<"residual_add", [Pure]> {
   let summary = "Residual add producing the dual (high-precision, 1xG FP8) stream";
   let description = [{
     `sum = residual + branch` in f32. Returns the new residual stream in the
-    input type and a 1xG E4M3 copy of the same sum, the input of the next
-    norm (COAT's `add_fwd`; the residual stream travels as this pair,
-    COAT.md §3.5).
+    input type and, optionally, a 1xG E4M3 copy of the same sum, the input
+    of the next norm (COAT's `add_fwd`; the residual stream travels as this
+    pair, COAT.md §3.5). Without `sum_q` it is the plain sum (a program
+    whose caller quantizes the stream itself writes no copy).
 
     ```mlir
     %h, %hq = coat.residual_add %r, %o : tensor<128x512xbf16>, tensor<128x512xbf16>
@@ -966,10 +967,10 @@ def Coat_ResidualAddOp : Coat_Op<"residual_add", [Pure]> {
   }];
   let arguments = (ins Coat_HighPrecisionTensor:$residual,
                        Coat_HighPrecisionTensor:$branch);
-  let results = (outs Coat_HighPrecisionTensor:$sum, Coat_QTensor:$sum_q);
+  let results = (outs Coat_HighPrecisionTensor:$sum, Optional<Coat_QTensor>:$sum_q);
   let assemblyFormat = [{
     $residual `,` $branch attr-dict `:` type($residual) `,` type($branch)
-    `->` type($sum) `,` qualified(type($sum_q))
+    `->` type($sum) (`,` qualified(type($sum_q))^)?
   }];
   let hasVerifier = 1;
 }

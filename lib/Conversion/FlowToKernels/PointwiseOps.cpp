@@ -328,13 +328,14 @@ ArrayRef<PointwiseOpDef> pointwiseOps() {
       def<ResidualAddOp>(
           "residual_add",
           [](ResidualAddOp op) {
-            return PointwiseOpInfo{
-                {{op.getResidual(), "residual"}, {op.getBranch(), "branch"}},
-                {{op.getSum(), "sum"}, {op.getSumQ(), "sum_q"}},
-                [](ActivationMath &m, ArrayRef<Value> in) -> Ys {
-                  Value s = m.f.add(in[0], in[1]);
-                  return {s, s};
-                }};
+            return withCopies(
+                {{{op.getResidual(), "residual"}, {op.getBranch(), "branch"}},
+                 {{op.getSum(), "sum"}},
+                 [](ActivationMath &m, ArrayRef<Value> in) -> Ys {
+                   Value s = m.f.add(in[0], in[1]);
+                   return {s, s};
+                 }},
+                op.getSumQ(), "sum_q", Value());
           }),
       def<ResidualAddGradOp>(
           "residual_add_grad",
