@@ -3,4 +3,4 @@
 Part of every artifact's source key, so kernels a previous compiler made
 are not taken for this one's."""
 
-COMPILER_ID = "eee2a5055b76454e2c44c4c8fcaa55f4"
+COMPILER_ID = "507bfa438ea5369bc3f953d276965b92"

@@ -190,14 +190,13 @@ private:
   /// element at global (`row`, `col`) (clamped to the result's extents) where
   /// the problem has one; `row` is required then.
   Value scaled(Value acc, Value scale, Value col, Value colIn, Value row = {});
-  /// The consumer's fragments as the values to store, where the epilogue
-  /// forms more than the scaled (and biased) accumulators: the addend's
-  /// element added in f32 (coat-fuse-linear-sum), and a fused rope
-  /// (coat-fuse-rope): the values rounded to the result type as the unfused
-  /// GEMM stores them, the rotated heads rotated as coat.rope computes them.
-  /// Each thread holds both halves of every head its columns touch
-  /// (head_dim / 2 is a multiple of 8: n8 chunk j's partner is chunk
-  /// j +- head_dim / 16, in the same registers' rows).
+  /// The consumer's fragments as the values to store under a fused rope
+  /// (coat-fuse-rope), which needs each value's partner before any is
+  /// stored: scaled() (bias, addend) for every value, rounded to the result
+  /// type as the unfused GEMM stores them, the rotated heads rotated as
+  /// coat.rope computes them. Each thread holds both halves of every head
+  /// its columns touch (head_dim / 2 is a multiple of 8: n8 chunk j's
+  /// partner is chunk j +- head_dim / 16, in the same registers' rows).
   SmallVector<Value> finalValues(ArrayRef<Value> accs, Value scale,
                                  Value rowBase, Value n0);
   /// m-block `i`'s values (f32, per fragment element) with the fused rope
