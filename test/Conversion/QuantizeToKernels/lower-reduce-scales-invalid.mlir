@@ -77,3 +77,14 @@ func.func @flat_groups(%q: !coat.qtensor<?xf8E4M3FN, flat_group<128>>) -> tensor
   %m = coat.reduce_scales %scales : tensor<?xf32> -> tensor<f32>
   return %m : tensor<f32>
 }
+
+// -----
+
+// The maxima of a tensor argument belong in a scale kernel only when the
+// reduction alone reads them (here they are returned too).
+func.func @maxima_read_twice(%x: tensor<?x64xbf16>) -> (tensor<f32>, tensor<?x4xf32>) {
+  // expected-error @+1 {{a scale kernel may only hold the maxima of one tensor argument, read by its coat.reduce_scales alone}}
+  %p = coat.absmax %x, per_group<16> : tensor<?x64xbf16> -> tensor<?x4xf32>
+  %m = coat.reduce_scales %p : tensor<?x4xf32> -> tensor<f32>
+  return %m, %p : tensor<f32>, tensor<?x4xf32>
+}
