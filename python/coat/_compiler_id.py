@@ -3,4 +3,4 @@
 Part of every artifact's source key, so kernels a previous compiler made
 are not taken for this one's."""
 
-COMPILER_ID = "507bfa438ea5369bc3f953d276965b92"
+COMPILER_ID = "acf66e32efeda79f6c0847a42a0feaf9"

@@ -94,7 +94,18 @@ private:
   Value toI64(Value idx) { return arith::IndexCastOp::create(b, i64(), idx); }
   Value toIdx(Value v) { return arith::IndexCastOp::create(b, b.getIndexType(), v); }
   Value add(Value x, Value y) { return arith::AddIOp::create(b, x, y); }
-  Value arithSub(Value x, Value y) { return arith::SubIOp::create(b, x, y); }
+  Value sub(Value x, Value y) { return arith::SubIOp::create(b, x, y); }
+  /// extent - 1, or 0 for an empty extent: where an index past the edge of
+  /// an edge tile (whose value is not stored) is clamped to.
+  Value lastIndex(Value extent) {
+    return sub(arith::MaxUIOp::create(b, extent, cIdx(1)), cIdx(1));
+  }
+  /// buffer[idx] of a bf16/f32 epilogue input (bias, addend, rotary tables)
+  /// as f32.
+  Value loadAsF32(Value buffer, Value idx) {
+    Value x = memref::LoadOp::create(b, buffer, ValueRange{idx});
+    return x.getType().isF32() ? x : arith::ExtFOp::create(b, b.getF32Type(), x);
+  }
   Value mul(Value x, Value y) { return arith::MulIOp::create(b, x, y); }
   Value cmp(arith::CmpIPredicate pred, Value x, Value y) {
     return arith::CmpIOp::create(b, pred, x, y);
@@ -185,6 +196,14 @@ private:
   /// Writes the accumulators of consumer warpgroup `consumer` of the tile at
   /// (m0, n0).
   void emitEpilogue(ArrayRef<Value> accs, Value m0, Value n0, Value consumer);
+  /// The global column and row of fragment element `e` of m-block `i`: n8
+  /// chunk e / 4, row half (e % 4) / 2, column e % 2 of the pair.
+  Value fragmentCol(Value n0, int64_t e) {
+    return add(add(n0, cIdx(8 * (e / 4) + e % 2)), colInChunk);
+  }
+  Value fragmentRow(Value rowBase, int64_t i, int64_t e) {
+    return add(rowBase, cIdx(64 * i + 8 * ((e % 4) / 2)));
+  }
   /// An accumulator as the epilogue stores it: times the scale, plus the
   /// bias (clamped to the last column where `colIn`), plus the addend's
   /// element at global (`row`, `col`) (clamped to the result's extents) where
@@ -682,24 +701,18 @@ Value GemmKernelBuilder::scaled(Value acc, Value scale, Value col, Value colIn,
   if (prescaled)
     return acc;
   Value v = arith::MulFOp::create(b, acc, scale);
-  auto last = [&](Value extent) {
-    return arithSub(arith::MaxUIOp::create(b, extent, cIdx(1)), cIdx(1));
-  };
-  auto loadF32 = [&](Value buffer, Value idx) {
-    Value x = memref::LoadOp::create(b, buffer, ValueRange{idx});
-    return x.getType().isF32() ? x : arith::ExtFOp::create(b, b.getF32Type(), x);
-  };
   // Columns past N read the last bias element (their result is not stored
   // or, for group scales, masked out by the caller).
   if (bias)
     v = arith::AddFOp::create(
-        b, v, loadF32(bias, colIn ? arith::MinUIOp::create(b, col, last(N)) : col));
+        b, v,
+        loadAsF32(bias, colIn ? arith::MinUIOp::create(b, col, lastIndex(N)) : col));
   if (addend) {
     assert(row && "the addend's element needs the row");
     // Rows past M and columns past N (not stored) read an entry inside.
-    Value r = arith::MinUIOp::create(b, row, last(M));
-    Value c = arith::MinUIOp::create(b, col, last(N));
-    v = arith::AddFOp::create(b, v, loadF32(addend, add(mul(r, N), c)));
+    Value r = arith::MinUIOp::create(b, row, lastIndex(M));
+    Value c = arith::MinUIOp::create(b, col, lastIndex(N));
+    v = arith::AddFOp::create(b, v, loadAsF32(addend, add(mul(r, N), c)));
   }
   return v;
 }
@@ -750,24 +763,16 @@ void GemmKernelBuilder::emitEpilogue(ArrayRef<Value> accs, Value m0, Value n0,
 SmallVector<Value> GemmKernelBuilder::finalValues(ArrayRef<Value> accs,
                                                   Value scale, Value rowBase,
                                                   Value n0) {
-  F32Emitter f{b};
   Type stored = p.out == OutputKind::F32 ? Type(b.getF32Type()) : b.getBF16Type();
   // Rows past M (not stored) read the last row's table entries.
-  Value lastRow = arithSub(arith::MaxUIOp::create(b, M, cIdx(1)), cIdx(1));
-  // Fragment element e: n8 chunk e / 4, row half (e % 4) / 2, column e % 2.
-  auto rowOf = [&](int64_t i, int64_t e) {
-    return add(rowBase, cIdx(64 * i + 8 * ((e % 4) / 2)));
-  };
-  auto colOf = [&](int64_t e) {
-    return add(add(n0, cIdx(8 * (e / 4) + e % 2)), colInChunk);
-  };
+  Value lastRow = lastIndex(M);
   SmallVector<Value> out;
   for (int64_t i = 0; i < g.mBlocks(); ++i) {
     SmallVector<Value> xs;
     for (int64_t e = 0; e < g.tileN / 2; ++e) {
-      Value col = colOf(e);
-      xs.push_back(scaled(LLVM::ExtractValueOp::create(b, accs[i], e), scale,
-                          col, col, rowOf(i, e)));
+      Value col = fragmentCol(n0, e);
+      Value acc = LLVM::ExtractValueOp::create(b, accs[i], e);
+      xs.push_back(scaled(acc, scale, col, col, fragmentRow(rowBase, i, e)));
     }
     xs = rotateHeads(xs, i, rowBase, n0, stored, lastRow);
     Value acc = undefAccumulator();
@@ -785,10 +790,6 @@ SmallVector<Value> GemmKernelBuilder::rotateHeads(ArrayRef<Value> values,
   const FusedRope &rope = *p.rope;
   F32Emitter f{b};
   int64_t d = rope.headDim, halfChunks = d / 16;
-  auto table = [&](Value buffer, Value idx) {
-    Value v = memref::LoadOp::create(b, buffer, ValueRange{idx});
-    return v.getType().isF32() ? v : arith::ExtFOp::create(b, b.getF32Type(), v);
-  };
   // The values as the unfused GEMM stores them.
   SmallVector<Value> xs;
   for (Value v : values)
@@ -804,7 +805,7 @@ SmallVector<Value> GemmKernelBuilder::rotateHeads(ArrayRef<Value> values,
       auto [it, fresh] = entries.try_emplace(2 * inHead + k);
       if (fresh) {
         Value idx = add(add(rowStart, cIdx(inHead + k)), colInChunk);
-        it->second = {table(ropeCos, idx), table(ropeSin, idx)};
+        it->second = {loadAsF32(ropeCos, idx), loadAsF32(ropeSin, idx)};
       }
       return it->second;
     };
@@ -837,10 +838,7 @@ void GemmKernelBuilder::flagNonFinite(ArrayRef<Value> accs, Value scale,
   SmallVector<Value> values;
   for (int64_t i = 0; i < g.mBlocks(); ++i)
     for (int64_t e = 0; e < g.tileN / 2; ++e) {
-      // Fragment element e: n8 chunk e / 4, row half (e % 4) / 2, column
-      // (e % 2) of the pair.
-      Value col = add(add(n0, cIdx(8 * (e / 4) + e % 2)), colInChunk);
-      Value row = add(rowBase, cIdx(64 * i + 8 * ((e % 4) / 2)));
+      Value col = fragmentCol(n0, e), row = fragmentRow(rowBase, i, e);
       values.push_back(scaled(LLVM::ExtractValueOp::create(b, accs[i], e),
                               scale, col, col, row));
     }
