@@ -33,6 +33,7 @@ from _timing import (FP8_PEAK_TFLOPS, measure, pct_of_peak, peak_ideal, record, 
                      tflops)
 
 import coat  # noqa: E402
+from coat.linear import reads_more_than_a_gemm  # noqa: E402
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 11008, 4096),
           (8192, 4096, 11008), (16384, 14336, 4096)]  # M, N, K
@@ -233,7 +234,7 @@ def forward_gemms(modules, per_folder=False):
                 continue
             # Epilogues that read more (an addend, rotary tables) are timed
             # by the step profile, not here.
-            if c.get("addend") or "rope_head_dim" in c:
+            if reads_more_than_a_gemm(c):
                 continue
             key = (folder if per_folder else None, json.dumps(c, sort_keys=True))
             if key in seen:

@@ -28,6 +28,14 @@ def _format(t, what: str) -> str:
     return _FORMATS[name]
 
 
+def reads_more_than_a_gemm(config) -> bool:
+    """Whether a GEMM kernel's epilogue reads inputs beyond the operands,
+    their scales and a bias (an addend, coat-fuse-linear-sum; rotary
+    tables, coat-fuse-rope): it computes something other than a (biased)
+    matrix product, so it does not stand in for one."""
+    return bool(config.get("addend")) or "rope_head_dim" in config
+
+
 def find_kernel(a_format: str, b_format: str, out: str, bias,
                 module=None) -> Kernel:
     """The compiled per-tensor GEMM for these formats; ValueError if none.
@@ -45,9 +53,7 @@ def find_kernel(a_format: str, b_format: str, out: str, bias,
             # their operands' bf16 scales.
             if any(a.name in ("a_scale", "b_scale") and a.dtype != "f32" for a in k.spec.args):
                 continue
-            # An epilogue that reads more than _scaled_mm's arguments (an
-            # addend, rotary tables) computes something else.
-            if c.get("addend") or "rope_head_dim" in c:
+            if reads_more_than_a_gemm(c):
                 continue
             kb = next((a.dtype for a in k.spec.args if a.name == "bias"), None)
             seen.append(f"{c.get('a')}x{c.get('b')}->{c.get('out')}"

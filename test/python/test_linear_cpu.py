@@ -272,3 +272,25 @@ def test_scaled_mm_picks_a_kernel_for_the_bias_dtype():
     assert bias_of(find_kernel("e4m3", "e4m3", "e4m3", "bf16", mod)) == "bf16"
     with pytest.raises(ValueError, match=r"e4m3 x e4m3 -> e4m3 with bias \(f32\)"):
         find_kernel("e4m3", "e4m3", "e4m3", "f32", mod)
+
+
+def test_scaled_mm_never_picks_a_kernel_whose_epilogue_reads_more():
+    """A GEMM with an addend (or rotary tables) computes something other
+    than the product: scaled_mm's lookup passes over it, whatever order the
+    module lists its kernels in, and says so when nothing else is there."""
+    from coat.linear import find_kernel, reads_more_than_a_gemm
+
+    mod = KERNELS[0].module
+    summed = [k for k in mod.kernels.values() if k.spec.config.get("addend")]
+    assert summed, "examples/linear/fp8_linear.mlir compiles dgrads with an addend"
+    assert all(reads_more_than_a_gemm(k.spec.config) for k in summed)
+    assert reads_more_than_a_gemm({"rope_head_dim": 64, "rope_rotated_heads": 36})
+    assert not reads_more_than_a_gemm({"bias": True})
+    # The summed kernels first: a lookup by formats and bias alone would
+    # take one of them.
+    import copy
+    first = copy.copy(mod)
+    first.kernels = dict(sorted(mod.kernels.items(),
+                                key=lambda kv: not kv[1].spec.config.get("addend")))
+    k = find_kernel("e5m2", "e4m3", "bf16", False, first)
+    assert not k.spec.config.get("addend") and k.spec.config["kind"] == "dgrad"
