@@ -525,6 +525,33 @@ def test_cuda_non_finite_gradient_is_reported_by_the_step_check():
     cnn.check_finite()  # a finite step leaves them clear
 
 
+def test_cuda_step_flags_are_read_without_waiting():
+    """A step's first forward polls the flags: it copies them behind the
+    queued work and reads the copy only once the GPU has made it, so a busy
+    GPU delays the report instead of stalling the host; check_finite() waits
+    and reads everything; a later poll reads the finished copy."""
+    hidden, ffn = cuda_block_or_skip()
+    block = make_block(hidden, ffn, 15, "cuda")
+    cnn.check_finite()
+    h = torch.randn(32, hidden, device="cuda").bfloat16()
+    h[3, 5] = float("nan")
+    block(h)
+    torch.cuda._sleep(200_000_000)  # keeps the GPU busy for about 0.1 s
+    cnn.poll_finite()  # starts the copy behind the sleep
+    cnn.poll_finite()  # the copy is not made yet: no wait, no report
+    with pytest.raises(cnn.NonFiniteError, match="MLPBlock forward output"):
+        cnn.check_finite()
+    cnn.check_finite()  # consumed
+    block(h)
+    cnn.poll_finite()
+    torch.cuda.synchronize()
+    with pytest.raises(cnn.NonFiniteError, match="MLPBlock forward output"):
+        cnn.poll_finite()
+    cnn.poll_finite()
+    torch.cuda.synchronize()
+    cnn.poll_finite()  # a finite interval reports nothing
+
+
 def test_missing_kernels_name_the_command(monkeypatch, tmp_path):
     monkeypatch.setenv("COAT_KERNEL_CACHE", str(tmp_path))
     monkeypatch.setenv("COAT_KERNELS", str(tmp_path))

@@ -16,7 +16,7 @@ Tensors may be on the GPU (compiled kernels) or the CPU (their CPU twins).
 Laid out by concern: ``modules`` (the one-program modules and their base),
 ``decoder`` (the project's Llama decoder layer), ``convert`` (coat.convert
 and its report), ``cross_entropy`` (the LM head fused with its loss,
-chunked: linear_cross_entropy), ``finite`` (NaN/Inf checks read once a step), ``graphs``
+chunked: linear_cross_entropy), ``finite`` (NaN/Inf flags read without waiting), ``graphs``
 (a step captured in a CUDA graph), ``_autograd`` (a program under autograd).
 Hugging Face decoder layers live in :mod:`coat.hf`.
 """
@@ -26,12 +26,12 @@ from ._autograd import (_RunProgram, forward_inputs, recomputed_output, returned
 from .convert import KEEP_HIGH_PRECISION, ConversionReport, convert
 from .cross_entropy import linear_cross_entropy
 from .decoder import DecoderLayer
-from .finite import NonFiniteError, check_finite
+from .finite import NonFiniteError, check_finite, poll_finite
 from .graphs import GraphedStep, capture_step
 from .modules import TOKEN_MULTIPLE, LayerNorm, Linear, MLPBlock, RMSNorm
 
 __all__ = ["MLPBlock", "Linear", "RMSNorm", "LayerNorm", "DecoderLayer", "convert",
-           "ConversionReport", "KEEP_HIGH_PRECISION", "check_finite", "NonFiniteError",
+           "ConversionReport", "KEEP_HIGH_PRECISION", "check_finite", "poll_finite", "NonFiniteError",
            "capture_step", "GraphedStep", "TOKEN_MULTIPLE", "forward_inputs",
            "returned_outputs", "run_forward", "run_backward", "_RunProgram",
            "linear_cross_entropy"]

@@ -25,7 +25,7 @@ is left out of the graph (a graph break), never traced.
 Targets outside [0, vocab) that are not ``ignore_index``: on CPU tensors a
 ValueError before any work; on CUDA tensors (where checking would wait for
 the GPU) the kernel gives that token a NaN loss and gradient and flags it,
-and coat.nn's finiteness check (:func:`coat.nn.check_finite`, or the next
+and coat.nn's finiteness check (:func:`coat.nn.check_finite`, or a later
 step's first forward) raises NonFiniteError naming this function.
 """
 

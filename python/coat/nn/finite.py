@@ -1,11 +1,15 @@
 """Finiteness checks of compiled modules' outputs and gradients: a flag per
-checked value, read once a step (one synchronisation) by check_finite() or
-the next step's first forward. COAT_CHECK_FINITE=0 turns checks off."""
+checked value, read by check_finite() (which waits for the GPU) or, without
+waiting, at a later step's first forward: each step's first forward copies
+the flags to the host behind the work already queued and reads the copy
+the GPU finished, so a NaN is reported one or two steps after the step
+that made it and the host never stalls. COAT_CHECK_FINITE=0 turns checks
+off."""
 
 from __future__ import annotations
 
 import os
-from typing import Dict, Hashable, List, Sequence
+from typing import Dict, Hashable, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -39,6 +43,10 @@ class _StepFlags:
         self.slots: Dict[str, torch.Tensor] = {}  # name -> its word
         self.ranges: Dict[Hashable, torch.Tensor] = {}  # call site -> its words
         self.names: List[str] = []
+        # A pinned host copy of the words and (its event, the words it
+        # holds) while the GPU has not been seen to finish it.
+        self.host: Optional[torch.Tensor] = None
+        self.pending: Optional[Tuple[torch.cuda.Event, int]] = None
 
     def _take(self, names: Sequence[str]) -> int:
         """FLAG_WORDS words per name (kernels take 16-byte aligned buffers;
@@ -66,19 +74,57 @@ class _StepFlags:
             words = self.ranges[site] = self.bad[i:i + FLAG_WORDS * len(names)]
         return words
 
-    def check(self) -> None:
+    def _first_flagged(self, words: torch.Tensor) -> Optional[str]:
+        bad = words.nonzero()
+        return self.names[int(bad[0, 0])] if bad.numel() else None
+
+    def _read_copy(self) -> Optional[str]:
+        """The first flagged name of the pending host copy (waiting for it)."""
+        event, n = self.pending
+        self.pending = None
+        event.synchronize()
+        return self._first_flagged(self.host[:n])
+
+    def poll(self) -> None:
+        """Reads the last host copy of the words if the GPU has written it
+        and starts the next one (copy, then reset, behind the queued work):
+        never waits. While a copy is in flight the words keep accumulating
+        what later kernels flag, for the next copy."""
         if not self.names:
             return
-        words = self.bad[:len(self.names)]
-        bad = words.nonzero()  # the one synchronisation
+        first = None
+        if self.pending is not None:
+            if not self.pending[0].query():
+                return
+            first = self._read_copy()
+        if self.host is None:
+            self.host = torch.empty(self.CAPACITY, dtype=torch.int32, pin_memory=True)
+        n = len(self.names)
+        words = self.bad[:n]
+        self.host[:n].copy_(words, non_blocking=True)
         words.zero_()
-        if bad.numel():
-            raise NonFiniteError(f"{self.names[int(bad[0, 0])]}: non-finite values (NaN/Inf)")
+        event = torch.cuda.Event()
+        event.record()
+        self.pending = (event, n)
+        if first is not None:
+            raise NonFiniteError(f"{first}: non-finite values (NaN/Inf)")
+
+    def check(self) -> None:
+        """Reads every flag set so far, waiting for the GPU."""
+        if not self.names:
+            return
+        first = self._read_copy() if self.pending is not None else None
+        words = self.bad[:len(self.names)]
+        now = self._first_flagged(words)  # the one synchronisation
+        words.zero_()
+        if first or now:
+            raise NonFiniteError(f"{first or now}: non-finite values (NaN/Inf)")
 
 
-# Reading a flag waits for the GPU, so the flags of a whole step are read
-# together, at the next step's first forward (or by check_finite()): one
-# synchronisation a step instead of one per output.
+# Reading a flag on the host needs the GPU to have written it: the flags of
+# a step are copied together at the next step's first forward and read
+# there once the GPU is past the copy (poll), or by check_finite(), which
+# waits.
 _flags: Dict[torch.device, _StepFlags] = {}
 _pending_phase = ""
 
@@ -92,24 +138,33 @@ def flags_for(device: torch.device) -> _StepFlags:
 
 def check_finite() -> None:
     """Raises NonFiniteError naming the first module output or gradient that
-    held a NaN or Inf since the last check; a training loop may call it after
-    backward() to stop at the step itself. The next step's first forward of
-    a compiled block calls it too, except in a step replayed from a CUDA
-    graph of torch.compile (mode="reduce-overhead"), where no Python runs:
-    call it there. COAT_CHECK_FINITE=0 turns checks off."""
+    held a NaN or Inf since the last check, waiting for the GPU; a training
+    loop may call it after backward() to stop at the step itself. Without
+    it, a compiled block's first forward of a step reads the flags the GPU
+    has finished without waiting (poll_finite), except in a step replayed
+    from a CUDA graph of torch.compile (mode="reduce-overhead"), where no
+    Python runs: call one of them there. COAT_CHECK_FINITE=0 turns checks
+    off."""
     for flags in list(_flags.values()):
         flags.check()
 
 
+def poll_finite() -> None:
+    """check_finite() without waiting: raises NonFiniteError for the flags
+    of an earlier step whose copy the GPU has finished, and starts copying
+    the flags set since."""
+    for flags in list(_flags.values()):
+        flags.poll()
+
+
 def begin(phase: str) -> None:
     """A compiled block's ``phase`` ("forward" or "backward") starts: the
-    first forward after a backward reads the flags of the step before
-    (except inside a capture, where nothing may synchronise: the flags are
-    read after)."""
+    first forward after a backward polls the flags (poll_finite; not inside
+    a capture, where no copy may be made: the flags are read after)."""
     global _pending_phase
     if phase == "forward" and _pending_phase == "backward" and \
             not torch.cuda.is_current_stream_capturing():
-        check_finite()
+        poll_finite()
     _pending_phase = phase
 
 

@@ -20,9 +20,9 @@ class GraphedStep:
         """Runs the step again on the data now in the tensors it was
         captured with and returns what the step returned (the same tensors,
         overwritten). Its finiteness flags are read as an eager step's are:
-        by check_finite() or at the next step (the next replay)."""
+        by check_finite(), or without waiting at a later replay."""
         if finite.ENABLED:
-            finite.check_finite()
+            finite.poll_finite()
         self.graph.replay()
         finite.step_replayed()
         return self.result
