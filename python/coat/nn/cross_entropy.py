@@ -126,6 +126,24 @@ def _scale(grad_out: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
                        torch.zeros_like(valid))
 
 
+#: The f32 working set of scaling a gradient in place (_scale_in_place).
+_SCALE_BLOCK_BYTES = 64 << 20
+
+
+def _scale_in_place(g: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """``g`` [rows, cols] times ``scale``, rounded once to g's dtype (the
+    bits of ``(g.float() * scale).to(g.dtype)``), written over ``g`` a block
+    of rows at a time: no second gradient and no f32 copy of it exist at
+    the start of the backward, the step's peak at the 7B shape."""
+    if g.dtype == torch.float32:
+        return g.mul_(scale)
+    rows = max(1, _SCALE_BLOCK_BYTES // (4 * max(1, g[0].numel())))
+    for start in range(0, g.shape[0], rows):
+        block = g[start:start + rows]
+        block.copy_(block.float().mul_(scale))
+    return g
+
+
 class _LinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, hidden, weight, targets, ignore_index, chunk_tokens, kernels):
@@ -133,17 +151,24 @@ class _LinearCrossEntropy(torch.autograd.Function):
             hidden, weight, targets, ignore_index, chunk_tokens, kernels)
         if weight.dtype != torch.float32:
             grad_weight = grad_weight.to(weight.dtype)  # half the memory until backward
-        ctx.save_for_backward(grad_hidden, grad_weight, valid)
+        # Intermediates, neither inputs nor outputs: kept on ctx, so that the
+        # backward can hand them over (scaled in place) instead of copying.
+        ctx.grads = (grad_hidden, grad_weight)
+        ctx.save_for_backward(valid)
         return loss_sum / valid
 
     @staticmethod
     def backward(ctx, grad_out):
-        grad_hidden, grad_weight, valid = ctx.saved_tensors
+        if ctx.grads is None:
+            raise RuntimeError(f"{_WHAT}: its backward ran already; it hands the gradients "
+                               "it computed in the forward over, so it runs once "
+                               "(retain_graph is not supported through the fused loss)")
+        grad_hidden, grad_weight = ctx.grads
+        ctx.grads = None
+        (valid,) = ctx.saved_tensors
         scale = _scale(grad_out, valid)
-        gh = (grad_hidden.float() * scale).to(grad_hidden.dtype) \
-            if ctx.needs_input_grad[0] else None
-        gw = (grad_weight.float() * scale).to(grad_weight.dtype) \
-            if ctx.needs_input_grad[1] else None
+        gh = _scale_in_place(grad_hidden, scale) if ctx.needs_input_grad[0] else None
+        gw = _scale_in_place(grad_weight, scale) if ctx.needs_input_grad[1] else None
         return gh, gw, None, None, None, None
 
 
