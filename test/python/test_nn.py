@@ -525,6 +525,55 @@ def test_cuda_non_finite_gradient_is_reported_by_the_step_check():
     cnn.check_finite()  # a finite step leaves them clear
 
 
+class _StandInEvent:
+    """torch.cuda.Event for the flag buffer of a CPU test: the "GPU" has
+    finished the copy when ``done`` says so; waiting finishes it."""
+
+    done = True
+
+    def record(self):
+        pass
+
+    def query(self):
+        return _StandInEvent.done
+
+    def synchronize(self):
+        _StandInEvent.done = True
+
+
+def test_step_flags_poll_reads_only_finished_copies(monkeypatch):
+    """The poll's bookkeeping (the GPU test below runs it on a GPU): a copy
+    not yet finished is left alone and the words keep what is flagged
+    meanwhile; a finished one is read, reported once and replaced; check()
+    waits for the pending copy and reads the words as well."""
+    from coat.nn import finite
+
+    monkeypatch.setattr(finite.torch.cuda, "Event", _StandInEvent)
+    flags = finite._StepFlags(torch.device("cpu"))
+    a = flags.words("site a", ["a"])
+    b = flags.words("site b", ["b"])
+    flags.poll()  # nothing flagged
+    a[0] = 1
+    _StandInEvent.done = False
+    flags.poll()  # the last copy is not finished: nothing is read or copied
+    assert int(a[0]) == 1
+    _StandInEvent.done = True
+    flags.poll()  # reads the clean copy, copies (and clears) a's flag
+    assert int(a[0]) == 0
+    b[0] = 1
+    with pytest.raises(cnn.NonFiniteError, match="^a: "):
+        flags.poll()  # a's copy is read; b's flag is copied behind it
+    with pytest.raises(cnn.NonFiniteError, match="^b: "):
+        flags.poll()
+    flags.poll()
+    a[0] = 1
+    _StandInEvent.done = False
+    with pytest.raises(cnn.NonFiniteError, match="^a: "):
+        flags.check()  # waits for the pending copy, then reads the words
+    assert int(a[0]) == 0 and flags.pending is None
+    flags.check()
+
+
 def test_cuda_step_flags_are_read_without_waiting():
     """A step's first forward polls the flags: it copies them behind the
     queued work and reads the copy only once the GPU has made it, so a busy

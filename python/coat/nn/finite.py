@@ -98,7 +98,9 @@ class _StepFlags:
                 return
             first = self._read_copy()
         if self.host is None:
-            self.host = torch.empty(self.CAPACITY, dtype=torch.int32, pin_memory=True)
+            # Pinned, so that the copy from the GPU is asynchronous.
+            self.host = torch.empty(self.CAPACITY, dtype=torch.int32,
+                                    pin_memory=self.bad.is_cuda)
         n = len(self.names)
         words = self.bad[:n]
         self.host[:n].copy_(words, non_blocking=True)
