@@ -153,6 +153,20 @@ def _find(key: str) -> Optional[Module]:
     return None
 
 
+def _compiled_otherwise(key: str) -> Optional[Module]:
+    """An artifact of the search path compiled from the program text of
+    ``key`` (its first half) in another way (the second half): kernels
+    carried from an older compiler, which the search rightly passes over."""
+    text_key = key.split("-")[0]
+    for d in search_path():
+        if _holds_manifest(d):
+            m = module(d)
+            found = str(m.manifest.raw.get("source_key", ""))
+            if found.split("-")[0] == text_key and found != key:
+                return m
+    return None
+
+
 def _cache_folder(key: str) -> str:
     return os.path.join(cache_dir(), key)
 
@@ -162,11 +176,15 @@ def _compile(cfg, text: str, key: str) -> Module:
 
     tool = _paths.find_coat_opt()
     if tool is None:
+        stale = _compiled_otherwise(key)
         raise ArtifactNotFound(
             f"no compiled kernels for {cfg.name} as configured (searched "
             f"{', '.join(search_path() + [cache_dir()]) or 'nothing'}) and no coat-opt "
             "to compile them: run scripts/compile_model.py where LLVM is and pass its "
-            "output folder (or put it on COAT_KERNELS)")
+            "output folder (or put it on COAT_KERNELS)"
+            + (f"; {stale.manifest.path} holds this program's text but was compiled by "
+               "another compiler, package version or options (the second half of its "
+               "source_key differs): compile it again from these sources" if stale else ""))
     out = _cache_folder(key)
     # The ranks of a distributed job start together and compile the same
     # programs at once: each compiles into a folder of its own and moves it

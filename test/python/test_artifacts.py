@@ -57,6 +57,24 @@ def test_a_folder_is_taken_for_its_text_not_its_options(block_artifact, monkeypa
         artifacts.program(other, str(out))
 
 
+def test_kernels_of_another_compiler_are_named_when_none_fit(block_artifact, monkeypatch):
+    """Kernels carried from an older compiler are passed over (their key's
+    second half differs); with no coat-opt to compile, the error names the
+    folder that holds the program's text so the cause is not a guess."""
+    cfg, out = block_artifact
+    monkeypatch.setenv("COAT_KERNELS", str(out))
+    monkeypatch.setenv("COAT_KERNELS_ONLY", "1")
+    monkeypatch.setenv("COAT_KERNEL_CACHE", str(out.parent / "empty-cache"))
+    monkeypatch.setattr(artifacts._paths, "find_coat_opt", lambda: None)
+    with pytest.raises(artifacts.ArtifactNotFound,
+                       match="holds this program's text but was compiled by another"):
+        artifacts.program(cfg)
+    other = programs.MLPBlockConfig(*TINY, eps=1e-6)  # another text: no such hint
+    with pytest.raises(artifacts.ArtifactNotFound) as e:
+        artifacts.program(other)
+    assert "holds this program's text" not in str(e.value)
+
+
 def test_another_epsilon_gets_its_own_kernels(cpu_cache):
     # Same name (hidden and ffn), other text: found by key, never shared.
     a = programs.MLPBlockConfig(*TINY, eps=1e-5)
