@@ -16,8 +16,9 @@ Tensors may be on the GPU (compiled kernels) or the CPU (their CPU twins).
 Laid out by concern: ``modules`` (the one-program modules and their base),
 ``decoder`` (the project's Llama decoder layer), ``convert`` (coat.convert
 and its report), ``cross_entropy`` (the LM head fused with its loss,
-chunked: linear_cross_entropy), ``finite`` (NaN/Inf flags read without waiting), ``graphs``
-(a step captured in a CUDA graph), ``_autograd`` (a program under autograd).
+chunked: linear_cross_entropy), ``finite`` (NaN/Inf flags, read without
+waiting), ``graphs`` (a step captured in a CUDA graph), ``_autograd`` (a
+program under autograd).
 Hugging Face decoder layers live in :mod:`coat.hf`.
 """
 
@@ -31,7 +32,7 @@ from .graphs import GraphedStep, capture_step
 from .modules import TOKEN_MULTIPLE, LayerNorm, Linear, MLPBlock, RMSNorm
 
 __all__ = ["MLPBlock", "Linear", "RMSNorm", "LayerNorm", "DecoderLayer", "convert",
-           "ConversionReport", "KEEP_HIGH_PRECISION", "check_finite", "poll_finite", "NonFiniteError",
-           "capture_step", "GraphedStep", "TOKEN_MULTIPLE", "forward_inputs",
+           "ConversionReport", "KEEP_HIGH_PRECISION", "check_finite", "poll_finite",
+           "NonFiniteError", "capture_step", "GraphedStep", "TOKEN_MULTIPLE", "forward_inputs",
            "returned_outputs", "run_forward", "run_backward", "_RunProgram",
            "linear_cross_entropy"]
