@@ -645,6 +645,11 @@ def train(args) -> dict:
             record["memory"] = memory.end()
         if not graphed:
             opt.zero_grad(set_to_none=True)
+        if graph_trees and args.mode == "coat":
+            # A replayed CUDA graph runs none of coat.nn's Python, so its
+            # finiteness flags are read here (without waiting for the GPU).
+            from coat.nn import poll_finite
+            poll_finite()
         pending.append(loss.detach().clone() if graph_trees else loss.detach())
         steps_since += 1
         last = step == args.steps - 1
