@@ -66,6 +66,7 @@ def test_kernels_of_another_compiler_are_named_when_none_fit(block_artifact, mon
     monkeypatch.setenv("COAT_KERNELS_ONLY", "1")
     monkeypatch.setenv("COAT_KERNEL_CACHE", str(out.parent / "empty-cache"))
     monkeypatch.setattr(artifacts._paths, "find_coat_opt", lambda: None)
+    monkeypatch.setattr(artifacts, "_programs", {})  # nothing found earlier in this process
     with pytest.raises(artifacts.ArtifactNotFound,
                        match="holds this program's text but was compiled by another"):
         artifacts.program(cfg)
