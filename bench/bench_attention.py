@@ -23,12 +23,24 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _timing import BF16_PEAK_TFLOPS, measure, pct_of_peak, ratio, record, tflops  # noqa: E402
 
-#: (batch, tokens, query heads, key/value heads, head dim) of the trained
-#: configurations (examples/train_llama.py).
-SHAPES = {"100m": (16, 1024, 16, 16, 64), "tinyllama": (8, 2048, 32, 4, 64),
-          "7b": (4, 2048, 32, 32, 128)}
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "train_llama.py"
+
+#: (batch, tokens) of each configuration's side-by-side training run
+#: (docs/training.md); the heads come from the example's CONFIGS.
+RUNS = {"100m": (16, 1024), "tinyllama": (8, 2048), "7b": (4, 2048)}
 BACKENDS = {"default": None, "flash": SDPBackend.FLASH_ATTENTION,
             "cudnn": SDPBackend.CUDNN_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION}
+
+
+def shape(name):
+    """(batch, tokens, query heads, key/value heads, head dim) of run `name`."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_train_llama", EXAMPLE)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    cfg = example.CONFIGS[name]
+    return (*RUNS[name], cfg.heads, cfg.kv_heads, cfg.head_dim)
 
 
 def causal_flop(b, s, h, d):
@@ -55,12 +67,12 @@ def step(q, k, v, dout, backend):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
+    ap.add_argument("--shapes", nargs="+", default=list(RUNS), choices=list(RUNS))
     args = ap.parse_args()
     torch.manual_seed(0)
     rows = []
     for name in args.shapes:
-        b, s, h, hkv, d = SHAPES[name]
+        b, s, h, hkv, d = shape(name)
         q = torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         k = torch.randn(b, hkv, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         v = torch.randn(b, hkv, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
