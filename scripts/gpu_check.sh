@@ -25,6 +25,9 @@
 # COAT_TEST_WORKERS sets the pytest-xdist workers of the tests (default 16
 # where xdist is installed, 0 for one process).
 #
+# First, `coat check-kernels` refuses kernel directories that this tree's
+# compiler did not make (their source keys; nothing else runs then).
+#
 # --dry-run prints the commands (tests, then benchmarks) instead of running
 # them; CI uses it to check that every benchmark is reached.
 #
@@ -65,6 +68,10 @@ run() {  # runs "$@", or prints it under --dry-run
 }
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 NCCL_NVLS_ENABLE=0
 if [ $dry = 0 ]; then
+  # Kernels compiled by another compiler (carried from an older build) are
+  # passed over by the finder, so every test needing them would skip and the
+  # run would pass having tested little: refuse them first.
+  PYTHONPATH="$root/python${PYTHONPATH:+:$PYTHONPATH}" python3 -m coat check-kernels "${dirs[@]}"
   rt="${COAT_RUNTIME_BUILD:-$(mktemp -d /tmp/coat-runtime.XXXXXX)}"
   cmake -S "$root/lib/Runtime" -B "$rt" -DCMAKE_BUILD_TYPE=Release >"$rt.log" 2>&1 \
     || { cat "$rt.log"; exit 1; }
@@ -85,7 +92,7 @@ fi
 xdist=()
 if [ "$workers" != 0 ]; then xdist=(-n "$workers" --dist loadfile); fi
 if [ $tests = 1 ]; then
-  run python3 -m pytest -q -rs -p no:cacheprovider "${xdist[@]}" "$root/test/python"
+  run python3 -m pytest -q -rs -p no:cacheprovider --durations=20 "${xdist[@]}" "$root/test/python"
 fi
 
 if [ $sanitize = 1 ]; then

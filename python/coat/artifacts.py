@@ -18,6 +18,7 @@ key, where LLVM is.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -165,6 +166,36 @@ def _compiled_otherwise(key: str) -> Optional[Module]:
             if found.split("-")[0] == text_key and found != key:
                 return m
     return None
+
+
+def compiled_by_another_compiler(folders: Iterable[str]) -> List[Tuple[str, str]]:
+    """The artifact folders among ``folders`` (each one holding a manifest,
+    or whose sub-folders do) that the search would pass over although they
+    may hold the right programs: the second half of their source_key is not
+    this package's compiler with the default options (an older coat-opt, a
+    changed compiler source, another package version or other options), or
+    they record no source_key. As (manifest path, what it records) pairs;
+    read from the manifests alone, nothing is loaded. Kernels carried to a
+    GPU host are checked with it before a test run, which would otherwise
+    skip every test that needs them (``coat check-kernels``)."""
+    from . import toolchain
+
+    current = {toolchain.source_key("", program=p).split("-")[1] for p in (True, False)}
+    out: List[Tuple[str, str]] = []
+    for folder in folders:
+        for d in [folder] if _holds_manifest(folder) else _artifact_subfolders(folder):
+            path = os.path.join(d, "manifest.json")
+            try:
+                with open(path, encoding="utf-8") as f:
+                    key = str(json.load(f).get("source_key", ""))
+            except (OSError, ValueError, AttributeError) as e:
+                out.append((path, f"unreadable manifest: {e}"))
+                continue
+            if not key:
+                out.append((path, "no source_key"))
+            elif key.split("-")[-1] not in current:
+                out.append((path, f"source_key {key}"))
+    return out
 
 
 def _cache_folder(key: str) -> str:

@@ -6,6 +6,9 @@
     coat costs DIR... --tokens N  what each program of the compiled modules
                                   in DIR moves and computes for N tokens, and
                                   its time at the memory and FP8 ceilings
+    coat check-kernels DIR...     fails, naming them, when compiled modules in
+                                  DIR were made by another compiler than this
+                                  package's (their programs would be passed over)
 """
 
 from __future__ import annotations
@@ -152,6 +155,28 @@ def _cmd_costs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_check_kernels(args: argparse.Namespace) -> int:
+    from .artifacts import compiled_by_another_compiler
+
+    dirs = _module_dirs(args.dirs)
+    if not dirs:
+        print(f"coat check-kernels: error: no manifest.json in {' or '.join(args.dirs)} or "
+              "their sub-folders", file=sys.stderr)
+        return 1
+    stale = compiled_by_another_compiler(dirs)
+    if not stale:
+        print(f"coat check-kernels: {len(dirs)} compiled modules, all by this package's "
+              "compiler with the default options")
+        return 0
+    print(f"coat check-kernels: error: {len(stale)} of {len(dirs)} compiled modules were not "
+          "compiled by this package's compiler with the default options, so its finder "
+          "passes over their programs (compile them again from these sources: "
+          "scripts/demo.sh, scripts/compile_model.py):", file=sys.stderr)
+    for path, what in stale:
+        print(f"  {path}: {what}", file=sys.stderr)
+    return 1
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="coat", description="COAT-MLIR: compile modules with coat-opt.")
@@ -190,6 +215,15 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--by-op", action="store_true",
                    help="sum every program's launches per op instead")
     c.set_defaults(run=_cmd_costs)
+    c = sub.add_parser(
+        "check-kernels", help="whether compiled modules are this compiler's",
+        description="Checks that every compiled module in DIR (a folder with manifest.json, "
+                    "or one whose sub-folders have one) was compiled by this package's "
+                    "compiler with the default options: the second half of its source_key. "
+                    "Lists those that were not and exits 1; their programs would be passed "
+                    "over by the finder (kernels carried from an older build).")
+    c.add_argument("dirs", metavar="DIR", nargs="+")
+    c.set_defaults(run=_cmd_check_kernels)
     return p
 
 

@@ -76,6 +76,40 @@ def test_kernels_of_another_compiler_are_named_when_none_fit(block_artifact, mon
     assert "holds this program's text" not in str(e.value)
 
 
+def test_check_kernels_names_the_folders_the_finder_would_pass_over(block_artifact, tmp_path,
+                                                                      capsys):
+    """`coat check-kernels` (run before the GPU suite): a module compiled
+    with other options or by another compiler, or recording no key, is
+    named and fails the check; one compiled by this compiler with the
+    default options passes, program or not."""
+    from coat import cli
+
+    _, out = block_artifact  # compiled with gpu=False: not the default options
+    folder = tmp_path / "kernels"
+    for name, key in (("current", toolchain.source_key("text")),
+                      ("current_kernels", toolchain.source_key("text", program=False)),
+                      ("older", toolchain.source_key("text").split("-")[0] + "-" + "0" * 32),
+                      ("keyless", None)):
+        (folder / name).mkdir(parents=True)
+        doc = {"format": "coat-manifest", "version": 1, "kernels": []}
+        if key:
+            doc["source_key"] = key
+        (folder / name / "manifest.json").write_text(json.dumps(doc))
+    found = dict(artifacts.compiled_by_another_compiler([str(folder), str(out)]))
+    assert sorted(os.path.basename(os.path.dirname(p)) for p in found) == \
+        ["block", "keyless", "older"]
+    assert found[str(folder / "keyless" / "manifest.json")] == "no source_key"
+
+    assert cli.main(["check-kernels", str(folder / "current"), str(folder / "current_kernels")]) == 0
+    assert "2 compiled modules, all by this package's compiler" in capsys.readouterr().out
+    assert cli.main(["check-kernels", str(folder)]) == 1
+    err = capsys.readouterr().err
+    assert "2 of 4 compiled modules were not compiled by this package's compiler" in err
+    assert str(folder / "older" / "manifest.json") in err
+    assert cli.main(["check-kernels", str(tmp_path / "nothing")]) == 1
+    assert "no manifest.json" in capsys.readouterr().err
+
+
 def test_another_epsilon_gets_its_own_kernels(cpu_cache):
     # Same name (hidden and ffn), other text: found by key, never shared.
     a = programs.MLPBlockConfig(*TINY, eps=1e-5)

@@ -1,10 +1,12 @@
 """scripts/gpu_check.sh must reach every benchmark whose kernels exist: a
 directory without the op (or the last one lacking it) must not end the run;
-and the summary of their results comes last."""
+and the summary of their results comes last. Kernels the finder would pass
+over stop the run before anything is built."""
 
 import json
 import os
 import subprocess
+import sys
 
 from conftest import REPO
 
@@ -116,3 +118,18 @@ def test_profile_runs_ncu_on_the_targets_then_summarizes(tmp_path):
     assert [c.split()[0] if c.startswith("ncu ") else _what(c) for c in with_tests] == [
         "pytest", "ncu", "profile_kernels.py",
         "bench_optimizer.py", "bench_fsdp.py", "summary.py"]
+
+
+def test_kernels_of_another_compiler_stop_the_run_first(tmp_path):
+    # The fake modules record no source key: carried kernels this package
+    # would not take. The check runs before the runtime is built (no GPU or
+    # CUDA toolkit is needed to fail it).
+    _module(tmp_path, "a_opt", ["adamw_step"])
+    env = dict(os.environ, COAT_RUNTIME_BUILD=str(tmp_path / "never-built"),
+               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    r = subprocess.run(["bash", SCRIPT, str(tmp_path)], capture_output=True, text=True,
+                       env=env)
+    assert r.returncode == 1
+    assert "1 of 1 compiled modules were not compiled by this package's compiler" in r.stderr
+    assert str(tmp_path / "a_opt" / "manifest.json") in r.stderr
+    assert not (tmp_path / "never-built").exists()
