@@ -261,6 +261,7 @@ def label(mode: str, r: dict) -> str:
                               and not base.endswith(STEP_IN_BACKWARD)),
                              ("q/k/v recomputed", r.get("recompute_attention_inputs")),
                              ("GEMM operands kept", r.get("keep_gemm_operands")),
+                             ("attention output reused", r.get("reuse_attention_output")),
                              (r.get("param_dtype"), r.get("param_dtype") not in (None, "f32")
                               and not base.endswith(MASTER)),
                              (r.get("compile_mode"), r.get("compile_mode") not in (None, "default")
@@ -424,6 +425,9 @@ def main() -> int:
     ap.add_argument("--recompute-attention-inputs", action="store_true",
                     help="coat runs: q, k and v made again in the backward instead of kept "
                          "(train_llama.py's flag)")
+    ap.add_argument("--reuse-attention-output", action="store_true",
+                    help="coat runs: the attention output program reads attention's kept "
+                         "output instead of keeping an FP8 copy (train_llama.py's flag)")
     ap.add_argument("--keep-gemm-operands", action="store_true",
                     help="coat runs: the backward GEMMs' FP8 operands kept from the forward "
                          "instead of derived again (train_llama.py's flag)")
@@ -439,7 +443,9 @@ def main() -> int:
                           + (["--bucket-mb", args.bucket_mb] if args.bucket_mb else [])
                           + (["--recompute-attention-inputs"]
                              if args.recompute_attention_inputs else [])
-                          + (["--keep-gemm-operands"] if args.keep_gemm_operands else [])),
+                          + (["--keep-gemm-operands"] if args.keep_gemm_operands else [])
+                          + (["--reuse-attention-output"]
+                             if args.reuse_attention_output else [])),
                  "torchao": ["--torchao-optim", args.torchao_optim] if args.torchao_optim
                  else []}
     try:

@@ -55,6 +55,13 @@ autograd keeping them (coat.nn.DecoderLayer's recompute_attention_inputs;
 not applied under --compile). Its kernels: scripts/compile_model.py with
 --recompute-attention-inputs.
 
+--reuse-attention-output (coat) has each converted layer's attention
+output program read attention's output, which SDPA keeps for its own
+backward, instead of keeping an FP8 copy of it (coat.nn.DecoderLayer's
+reuse_attention_output: one byte a value less between the forward and the
+backward; not with --keep-gemm-operands). Its kernels: the `_kc` programs
+that scripts/compile_model.py --heads compiles.
+
 --keep-gemm-operands (coat) has the converted layers' programs keep the
 per-tensor FP8 operands of their backward GEMMs from the forward instead of
 deriving them again in the backward: more memory, fewer backward kernels
@@ -285,7 +292,7 @@ def build(mode: str, cfg: LlamaConfig, device: str, lr: float, kernels: str | No
           torchao_optim: str = "adamw", on_device: bool = False,
           persistent_grads: bool = False, fused_loss: bool = True,
           recompute_attention_inputs: bool = False, keep_gemm_operands: bool = False,
-          compile_mode: str = "default"):
+          compile_mode: str = "default", reuse_attention_output: bool = False):
     if param_dtype == "bf16-master" and mode != "coat":
         raise SystemExit("--param-dtype bf16-master is FP8AdamW's master_weights (mode coat)")
     stochastic = param_dtype == "bf16-sr"
@@ -314,10 +321,12 @@ def build(mode: str, cfg: LlamaConfig, device: str, lr: float, kernels: str | No
 
         coat.convert(model, kernels=kernels, fused_loss=fused_loss,
                      keep_gemm_operands=keep_gemm_operands)
-        if recompute_attention_inputs:
-            for layer in model.modules():
-                if isinstance(layer, coat.nn.DecoderLayer):
+        for layer in model.modules():
+            if isinstance(layer, coat.nn.DecoderLayer):
+                if recompute_attention_inputs:
                     layer.recompute_attention_inputs = True
+                if reuse_attention_output:
+                    layer.reuse_attention_output = True
         options = {} if bucket == "default" else {"bucket_mb": bucket}
         if step_in_backward:
             options.update(step_in_backward=True, bucket_max_norm=CLIP_NORM)
@@ -535,6 +544,11 @@ def train(args) -> dict:
         raise SystemExit("--recompute-attention-inputs is coat.nn.DecoderLayer's (mode coat)")
     if args.keep_gemm_operands and args.mode != "coat":
         raise SystemExit("--keep-gemm-operands is coat.convert's (mode coat)")
+    if args.reuse_attention_output and args.mode != "coat":
+        raise SystemExit("--reuse-attention-output is coat.nn.DecoderLayer's (mode coat)")
+    if args.reuse_attention_output and args.keep_gemm_operands:
+        raise SystemExit("--reuse-attention-output and --keep-gemm-operands do not go "
+                         "together (the latter keeps the FP8 copy the former drops)")
     window = profile_window(args)
     timing = True  # until the profiled steps begin
     train_data, held = corpus(args.data)
@@ -548,7 +562,8 @@ def train(args) -> dict:
                                  fused_loss=not args.unfused_loss,
                                  recompute_attention_inputs=args.recompute_attention_inputs,
                                  keep_gemm_operands=args.keep_gemm_operands,
-                                 compile_mode=args.compile_mode)
+                                 compile_mode=args.compile_mode,
+                                 reuse_attention_output=args.reuse_attention_output)
     params = sum(p.numel() for p in model.parameters())
     gen = torch.Generator().manual_seed(args.seed)
     tokens_per_step = args.batch * args.seq
@@ -574,6 +589,7 @@ def train(args) -> dict:
     record["step_in_backward"] = args.step_in_backward
     record["recompute_attention_inputs"] = args.recompute_attention_inputs
     record["keep_gemm_operands"] = args.keep_gemm_operands
+    record["reuse_attention_output"] = args.reuse_attention_output
     record["clip"] = f"{'per-bucket' if args.step_in_backward else 'global'} {CLIP_NORM}"
     if args.mode == "coat":
         record["bucket_mb"] = opt.bucket_mb
@@ -779,6 +795,9 @@ def parse_args(argv=None):
     ap.add_argument("--recompute-attention-inputs", action="store_true",
                     help="coat: q, k and v made again in the backward by the attention input "
                          "program instead of kept (eager only)")
+    ap.add_argument("--reuse-attention-output", action="store_true",
+                    help="coat: the attention output program reads attention's kept output in "
+                         "its backward instead of keeping an FP8 copy")
     ap.add_argument("--keep-gemm-operands", action="store_true",
                     help="coat: the programs keep their backward GEMMs' FP8 operands from the "
                          "forward instead of deriving them again (more memory, fewer backward "

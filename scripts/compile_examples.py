@@ -52,6 +52,10 @@ MODEL_BLOCKS = [*programs.decoder_layer_configs(hidden=1024, ffn=2816, heads=16,
                 programs.decoder_layer_configs(hidden=1024, ffn=2816, heads=16, kv_heads=16,
                                                recompute_output=True,
                                                keep_gemm_operands=True)[0],
+                # The attention output that reads attention's kept output
+                # (DecoderLayer(reuse_attention_output=True)).
+                programs.decoder_layer_configs(hidden=1024, ffn=2816, heads=16, kv_heads=16,
+                                               reuse_attention_output=True)[1],
                 programs.LinearConfig(1024, 2816),
                 # coat.nn.Linear(bias=True) at the demo size (the module tests).
                 programs.LinearConfig(1024, 2816, bias=True), programs.NormConfig(1024),

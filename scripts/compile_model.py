@@ -12,7 +12,9 @@ decoder layer (attention input and output programs too; the attention input
 rotates q and k itself where the head size allows, as coat.nn.DecoderLayer
 decides; --rope on/off forces it; --recompute-attention-inputs also compiles
 the attention input program that gives its q/k/v projection again in the
-backward, for DecoderLayer(recompute_attention_inputs=True);
+backward, for DecoderLayer(recompute_attention_inputs=True); the attention
+output program that reads attention's kept output, name ending in _kc, for
+DecoderLayer(reuse_attention_output=True), is always compiled;
 --keep-gemm-operands also compiles the programs that keep their backward
 GEMMs' FP8 operands from the forward, names ending in _kg, for
 coat.convert(keep_gemm_operands=True)), and with --vocab
@@ -123,9 +125,14 @@ def main() -> int:
             kg = (False, True) if keep else (False,)
             for r in rc:
                 for k in kg:
-                    variant = programs.decoder_layer_configs(**layer, recompute_output=r,
-                                                             keep_gemm_operands=k)
-                    configs += [c for c in variant if c not in configs]
+                    # The attention output program that reads attention's
+                    # kept output (DecoderLayer(reuse_attention_output=True))
+                    # is one program more, always compiled.
+                    for ao in (False, True):
+                        variant = programs.decoder_layer_configs(
+                            **layer, recompute_output=r, keep_gemm_operands=k,
+                            reuse_attention_output=ao)
+                        configs += [c for c in variant if c not in configs]
             report = list(programs.decoder_layer_configs(**layer, recompute_output=rc[-1],
                                                          keep_gemm_operands=kg[-1]))
         except ValueError as e:

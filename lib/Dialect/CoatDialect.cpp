@@ -299,7 +299,7 @@ LogicalResult CoatDialect::verifyRegionArgAttribute(Operation *op, unsigned,
     return op->emitError() << "'" << name
                            << "' is an attribute of function results";
   if (name != kWeightAttr && name != kFrozenAttr && name != kGradientAttr &&
-      name != kGradOfAttr && name != kWritableAttr)
+      name != kGradOfAttr && name != kWritableAttr && name != kKeptByCallerAttr)
     return success();
   auto fn = dyn_cast<FunctionOpInterface>(op);
   if (!fn)
@@ -329,6 +329,21 @@ LogicalResult CoatDialect::verifyRegionArgAttribute(Operation *op, unsigned,
       return op->emitError()
              << "'" << kWritableAttr << "' argument " << argIndex
              << " must have exactly one use, the op that may overwrite it";
+    return success();
+  }
+
+  if (name == kKeptByCallerAttr) {
+    // Weights are there in the backward anyway; incoming gradients are the
+    // backward's own.
+    if (sig.has(/*argument=*/true, argIndex, kWeightAttr) ||
+        sig.has(/*argument=*/true, argIndex, kGradientAttr))
+      return op->emitError()
+             << "argument " << argIndex << " is '" << kKeptByCallerAttr
+             << "', which marks an activation, not a weight or an incoming "
+                "gradient";
+    if (!isa<RankedTensorType>(sig.typeOf(/*argument=*/true, argIndex)))
+      return op->emitError() << "'" << kKeptByCallerAttr << "' argument "
+                             << argIndex << " must be a ranked tensor";
     return success();
   }
 
@@ -364,7 +379,7 @@ LogicalResult CoatDialect::verifyRegionResultAttribute(Operation *op, unsigned,
                                                        NamedAttribute attr) {
   StringRef name = attr.getName().strref();
   if (name == kWeightAttr || name == kFrozenAttr || name == kGradientAttr ||
-      name == kWritableAttr)
+      name == kWritableAttr || name == kKeptByCallerAttr)
     return op->emitError() << "'" << name
                            << "' is an attribute of function arguments, "
                               "not results";

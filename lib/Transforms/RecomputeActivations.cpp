@@ -45,6 +45,15 @@ bool isWeight(Value v) {
   return fn && fn.getArgAttr(arg.getArgNumber(), kWeightAttr);
 }
 
+/// Whether `v` is a `{coat.kept_by_caller}` argument of its function.
+bool isKeptByCaller(Value v) {
+  auto arg = dyn_cast<BlockArgument>(v);
+  if (!arg)
+    return false;
+  auto fn = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+  return fn && fn.getArgAttr(arg.getArgNumber(), kKeptByCallerAttr);
+}
+
 /// Whether `q` quantizes a weight into a copy of at least `minBytes`
 /// (negative: no copy qualifies). Its scale comes from the whole weight,
 /// which the backward has unchanged, so the copy can be derived again.
@@ -55,13 +64,19 @@ bool isLargeWeightCopy(QuantizeOp q, int64_t minBytes) {
   return bytes && *bytes >= minBytes;
 }
 
+/// Whether `q` scales a caller-kept argument per tensor by itself: the
+/// backward has the whole argument unchanged, so it derives the same scale
+/// and copy again (whatever its size: the copy is what it saves).
+bool isCopyOfKeptArgument(QuantizeOp q) { return isKeptByCaller(q.getInput()); }
+
 /// Whether `op` may run again in the backward: a Coat_Recomputable op, or
 /// the scale arithmetic on rank-0 tensors between a coat.reduce_scales and
 /// the coat.quantize it scales. A per-tensor FP8 result must get its scale
 /// from an operand (a coat.quantize with `scale`, which the recomputation
 /// derives again too) or be the transpose of such a tensor: an op that
 /// scales per tensor by itself could not reproduce its result alone, except
-/// the copy of a weight of at least `weightCopyMinBytes`.
+/// the copy of a weight of at least `weightCopyMinBytes` or of a caller-kept
+/// argument.
 bool mayRecompute(Operation *op, int64_t weightCopyMinBytes) {
   if (op->hasTrait<OpTrait::coat::Recomputable>()) {
     for (Type t : op->getResultTypes()) {
@@ -70,7 +85,8 @@ bool mayRecompute(Operation *op, int64_t weightCopyMinBytes) {
         continue;
       auto quantize = dyn_cast<QuantizeOp>(op);
       if (!(quantize && quantize.getScale()) && !isa<TransposeOp>(op) &&
-          !(quantize && isLargeWeightCopy(quantize, weightCopyMinBytes)))
+          !(quantize && (isLargeWeightCopy(quantize, weightCopyMinBytes) ||
+                         isCopyOfKeptArgument(quantize))))
         return false;
     }
     return true;
@@ -158,10 +174,12 @@ struct CoatRecomputeActivationsPass
 
     // Weights are parameters, alive in the backward whether it reads them
     // or not: anchors from the start, never kept (a LayerNorm's bias is
-    // read by the forward only, yet its output can be derived again).
+    // read by the forward only, yet its output can be derived again). So
+    // are the activations the caller keeps for its own backward.
     llvm::DenseSet<Value> anchors;
     for (BlockArgument a : fn.getArguments())
-      if (fn.getArgAttr(a.getArgNumber(), kWeightAttr))
+      if (fn.getArgAttr(a.getArgNumber(), kWeightAttr) ||
+          fn.getArgAttr(a.getArgNumber(), kKeptByCallerAttr))
         anchors.insert(a);
 
     // The kept values, in program order: arguments, then op results.
@@ -306,13 +324,13 @@ struct CoatRecomputeActivationsPass
       return !user->hasTrait<OpTrait::ReturnLike>() &&
              runsInBackward(user, backward);
     };
-    // What the backward has anyway: weights, constants and the forward
-    // values it reads (kept for it); a forward scale is kept for the
-    // recomputation, as recomputeActivations keeps it.
+    // What the backward has anyway: weights, caller-kept arguments,
+    // constants and the forward values it reads (kept for it); a forward
+    // scale is kept for the recomputation, as recomputeActivations keeps it.
     auto available = [&](Value v) {
       if (backward.contains(v))
         return false;
-      return matchPattern(v, m_Constant()) || isWeight(v) ||
+      return matchPattern(v, m_Constant()) || isWeight(v) || isKeptByCaller(v) ||
              (isScalarTensor(v) && v.getDefiningOp()) ||
              llvm::any_of(v.getUsers(), isBackwardUser);
     };

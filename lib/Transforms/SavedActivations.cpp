@@ -111,7 +111,7 @@ struct CoatReportSavedActivationsPass
         weightOnly.insert(op->result_begin(), op->result_end());
     });
 
-    int64_t saved = 0, weightCopies = 0, bf16 = 0;
+    int64_t saved = 0, weightCopies = 0, bf16 = 0, keptByCaller = 0;
     llvm::SetVector<Value> logical;
     auto visit = [&](Value v) {
       if (backward.contains(v) || v.use_empty() ||
@@ -124,6 +124,15 @@ struct CoatReportSavedActivationsPass
         emitWarning(v.getLoc())
             << "saved value of dynamic shape " << v.getType()
             << " is not counted (tokens=N counts it)";
+        return;
+      }
+      // The caller holds it for its own backward, with or without us.
+      if (auto arg = dyn_cast<BlockArgument>(v);
+          arg && fn.getArgAttr(arg.getArgNumber(), kKeptByCallerAttr)) {
+        keptByCaller += *bytes;
+        emitRemark(v.getLoc()) << "read by the backward, kept by the caller: "
+                               << v.getType() << ", " << *bytes
+                               << " bytes (not counted)";
         return;
       }
       bool weight = weightOnly.contains(v);
@@ -169,7 +178,10 @@ struct CoatReportSavedActivationsPass
     fn.emitRemark("saved activations: ")
         << saved << " bytes, BF16 " << bf16 << " bytes" << unit
         << "; weight copies kept for the backward: " << weightCopies
-        << " bytes";
+        << " bytes"
+        << (keptByCaller ? "; read from the caller's: " +
+                               std::to_string(keptByCaller) + " bytes"
+                         : std::string());
   }
 };
 

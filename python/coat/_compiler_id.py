@@ -3,4 +3,4 @@
 Part of every artifact's source key, so kernels a previous compiler made
 are not taken for this one's."""
 
-COMPILER_ID = "acf66e32efeda79f6c0847a42a0feaf9"
+COMPILER_ID = "4dcf761bb1e6ccfbef72c8b07faebea7"

@@ -319,12 +319,20 @@ func.func @{self.name}(
 @dataclass(frozen=True)
 class LinearResidualConfig:
     """One projection added to the residual stream: an attention block's
-    output side (``h + W_o a``, ``+ b`` with ``bias``)."""
+    output side (``h + W_o a``, ``+ b`` with ``bias``).
+
+    ``input_kept_by_caller``: the caller keeps ``a`` for its own backward
+    anyway (PyTorch's attention saves its output), so ``a`` is marked
+    ``coat.kept_by_caller``: the backward reads it and quantizes the wgrad's
+    transposed FP8 copy again instead of keeping it (one byte an element
+    less between the forward and the backward, one more quantization of
+    ``a`` in the backward; the same bits). Names end in ``_kc``."""
 
     inner: int
     hidden: int
     group_size: int = 16
     bias: bool = False
+    input_kept_by_caller: bool = False
 
     def check(self) -> None:
         _check_features("LinearResidualConfig", self.group_size, inner=self.inner,
@@ -332,7 +340,8 @@ class LinearResidualConfig:
 
     @property
     def name(self) -> str:
-        return f"coat_linear_residual_i{self.inner}_h{self.hidden}{'_b' if self.bias else ''}"
+        return (f"coat_linear_residual_i{self.inner}_h{self.hidden}{'_b' if self.bias else ''}"
+                f"{'_kc' if self.input_kept_by_caller else ''}")
 
     def text(self) -> str:
         """Arguments: the stream h, the projection's input a, W (hidden x
@@ -347,7 +356,7 @@ class LinearResidualConfig:
         return f"""\
 func.func @{self.name}(
     %h: {_t(T, H)},
-    %a: {_t(T, I)},
+    %a: {_t(T, I)}{" {coat.kept_by_caller}" if self.input_kept_by_caller else ""},
     %w: {_t(H, I)} {{coat.weight}},{b.arg}
     %dout: {_t(T, H)} {{coat.gradient, coat.grad_of = 0 : i64}})
     -> ({_t(T, H)},
@@ -742,7 +751,8 @@ def rope_fits(hidden: int, out: int, head_dim: int, rope_heads: int,
 
 def decoder_layer_configs(hidden: int, ffn: int, heads: int, kv_heads: int,
                           eps: float = 1e-5, rope="auto", recompute_output: bool = False,
-                          keep_gemm_operands: bool = False):
+                          keep_gemm_operands: bool = False,
+                          reuse_attention_output: bool = False):
     """The three programs of a Llama decoder layer (coat.nn.DecoderLayer):
     RMSNorm + q/k/v projection, o-projection + residual, MLP block. With
     ``rope`` the first also rotates q and k (:class:`NormLinearConfig`'s
@@ -753,7 +763,11 @@ def decoder_layer_configs(hidden: int, ffn: int, heads: int, kv_heads: int,
     (:class:`NormLinearConfig`'s ``recompute_output``).
     ``keep_gemm_operands``: the first and the last keep their backward
     GEMMs' per-tensor FP8 operands from the forward instead of deriving them
-    again (:class:`MLPBlockConfig`'s; the second has none to derive)."""
+    again (:class:`MLPBlockConfig`'s). ``reuse_attention_output``: the second
+    reads attention's output, which attention keeps anyway, in its backward
+    instead of keeping an FP8 copy of it (:class:`LinearResidualConfig`'s
+    ``input_kept_by_caller``); not with ``keep_gemm_operands``, which keeps
+    every backward GEMM operand."""
     if heads <= 0 or kv_heads <= 0 or hidden % heads or heads % kv_heads:
         raise ValueError(f"decoder layer: hidden {hidden}, heads {heads}, kv_heads "
                          f"{kv_heads}: heads must divide hidden and kv_heads divide heads")
@@ -765,7 +779,8 @@ def decoder_layer_configs(hidden: int, ffn: int, heads: int, kv_heads: int,
     keep = dict(keep_gemm_operands=keep_gemm_operands)
     return (NormLinearConfig(hidden, out, eps, recompute_output=recompute_output, **rotary,
                              **keep),
-            LinearResidualConfig(heads * d, hidden),
+            LinearResidualConfig(heads * d, hidden, input_kept_by_caller=bool(
+                reuse_attention_output and not keep_gemm_operands)),
             MLPBlockConfig(hidden, ffn, eps, **keep))
 
 

@@ -1,7 +1,8 @@
 // One case per rule on the program attributes of function arguments and
 // results (coat.weight, coat.frozen, coat.gradient, coat.grad_of,
-// coat.writable, coat.finite_flag, coat.recompute, coat.recompute_of) and of
-// the program function attribute coat.keep_gemm_operands.
+// coat.writable, coat.kept_by_caller, coat.finite_flag, coat.recompute,
+// coat.recompute_of) and of the program function attribute
+// coat.keep_gemm_operands.
 // RUN: coat-opt %s -split-input-file -verify-diagnostics
 
 // One past the end: the function has two arguments.
@@ -292,3 +293,23 @@ func.func @keep_gemm_operands_on_op(%x: tensor<16x32xbf16>) -> tensor<16x32xbf16
   %y = coat.silu %x {coat.keep_gemm_operands = true} : tensor<16x32xbf16> -> tensor<16x32xbf16>
   return %y : tensor<16x32xbf16>
 }
+
+// -----
+
+// expected-error @+1 {{argument 0 is 'coat.kept_by_caller', which marks an activation, not a weight or an incoming gradient}}
+func.func private @kept_weight(%w: tensor<16x64xbf16> {coat.weight, coat.kept_by_caller})
+
+// -----
+
+// expected-error @+1 {{'coat.kept_by_caller' must be a unit attribute}}
+func.func private @kept_not_unit(%x: tensor<16x64xbf16> {coat.kept_by_caller = 1 : i64})
+
+// -----
+
+// expected-error @+1 {{'coat.kept_by_caller' argument 0 must be a ranked tensor}}
+func.func private @kept_scalar(%x: f32 {coat.kept_by_caller}) -> f32
+
+// -----
+
+// expected-error @+1 {{'coat.kept_by_caller' is an attribute of function arguments, not results}}
+func.func private @kept_result() -> (tensor<16x64xbf16> {coat.kept_by_caller})

@@ -37,6 +37,12 @@ def Coat_Dialect : Dialect {
       no result may be its gradient.
     - `coat.gradient` (unit, argument): an incoming gradient; everything that
       depends on one is the backward.
+    - `coat.kept_by_caller` (unit, argument): an activation (not a weight
+      or an incoming gradient) that the caller keeps for its own backward
+      anyway, such as attention's output, which attention's autograd
+      saves: the program's backward may read it at no cost, so
+      `coat-recompute-activations` derives values from it again instead of
+      keeping them.
     - `coat.grad_of = i` (integer): on a result, the gradient of argument
       `i`; on a `coat.gradient` argument, the gradient of result `i`. The two
       have the same shape (the logical shape, for a `!coat.qtensor`), `i` is

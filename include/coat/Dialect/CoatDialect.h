@@ -55,6 +55,10 @@ inline constexpr llvm::StringLiteral kWeightAttr = "coat.weight";
 inline constexpr llvm::StringLiteral kFrozenAttr = "coat.frozen";
 inline constexpr llvm::StringLiteral kGradientAttr = "coat.gradient";
 inline constexpr llvm::StringLiteral kGradOfAttr = "coat.grad_of";
+/// On an activation argument of a program: the caller keeps the value for
+/// its own backward anyway, so the program's backward may read it at no
+/// cost (coat-recompute-activations derives values from it).
+inline constexpr llvm::StringLiteral kKeptByCallerAttr = "coat.kept_by_caller";
 /// On an argument of a kernel-spec function: the caller reads the value no
 /// more after the call, so the kernel may write into its buffer.
 inline constexpr llvm::StringLiteral kWritableAttr = "coat.writable";

@@ -405,6 +405,16 @@ def CoatRecomputeActivations : Pass<"coat-recompute-activations",
     is above it (16 to 48 MiB; 6 GiB over 32 layers); at hidden 1024 none
     is. 0 recomputes every weight copy, a negative value none.
 
+    An activation argument marked `{coat.kept_by_caller}` is there in the
+    backward too, kept by the caller for its own backward (attention's
+    output, which PyTorch's attention saves): it anchors like a weight, and
+    its per-tensor FP8 copy (scaled from the whole argument, the same bits
+    again) is derived from it whatever its size, unless
+    `coat.keep_gemm_operands` keeps it. The attention block's output
+    projection then keeps nothing of its input (one byte an element less
+    between the forward and the backward) for one more quantization of it
+    in the backward.
+
     A forward result marked `coat.recompute` is one the caller may drop
     after the forward and ask the program for again in the backward (the
     q/k/v projection that PyTorch's attention would otherwise keep). The

@@ -4,6 +4,7 @@ programs around BF16 attention."""
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import Dict, Optional
 
 import torch
@@ -79,6 +80,37 @@ class _RecomputedInputs:
                                     self.copy.storage_offset() + packed.offset)
 
 
+def _saved_by_producer(t: torch.Tensor, depth: int = 4) -> bool:
+    """Whether the autograd node that made ``t`` (through up to ``depth``
+    nodes: the transpose and reshape after attention) saves a tensor sharing
+    its storage for its own backward: SDPA's nodes save their output
+    (``_saved_output``), a Python Function what it saved."""
+    try:
+        ptr = _storage_ptr(t)
+    except (RuntimeError, NotImplementedError):
+        return False
+    node = t.grad_fn
+    for _ in range(depth):
+        if node is None:
+            return False
+        saved = [getattr(node, n, None) for n in ("_saved_output", "_saved_result")]
+        if not any(isinstance(x, torch.Tensor) for x in saved):
+            try:
+                saved = list(getattr(node, "saved_tensors", ()) or ())
+            except RuntimeError:  # freed, or not a Python Function
+                saved = []
+        for x in saved:
+            if isinstance(x, torch.Tensor) and x.device == t.device:
+                try:
+                    if _storage_ptr(x) == ptr:
+                        return True
+                except (RuntimeError, NotImplementedError):
+                    pass
+        nexts = [f for f, _ in node.next_functions if f is not None]
+        node = nexts[0] if nexts else None
+    return False
+
+
 class DecoderLayer(_ProgramModule):
     """A Llama decoder layer as three compiled programs around BF16 attention
     (COAT keeps the attention core in BF16):
@@ -117,20 +149,36 @@ class DecoderLayer(_ProgramModule):
     the backward (:class:`coat.programs.MLPBlockConfig`'s; names ending in
     ``_kg``): more memory between the forward and the backward, fewer
     kernels in the backward, the same bits. Off by default (least memory).
+
+    ``reuse_attention_output`` (also settable after construction): the
+    attention-output program reads attention's output, which SDPA's
+    autograd keeps for its own backward anyway, in its backward and
+    quantizes the o-projection's wgrad operand from it again, instead of
+    keeping an FP8 copy of it (:class:`coat.programs.LinearResidualConfig`'s
+    ``input_kept_by_caller``; its name ends in ``_kc``): one byte a value of
+    the attention output less between the forward and the backward, one
+    quantization more in the backward, the same bits. Not with
+    ``keep_gemm_operands``, which keeps that copy. Where attention turns out
+    not to keep its output (another SDPA backend), the program's keeping it
+    would cost memory instead: the layer warns once.
     """
 
     def __init__(self, hidden: int, ffn: int, heads: int, kv_heads: int, eps: float = 1e-5,
                  *, weights: Optional[Dict[str, torch.nn.Parameter]] = None,
                  kernels: Optional[str] = None, device=None, dtype=torch.float32,
-                 recompute_attention_inputs: bool = False, keep_gemm_operands: bool = False):
+                 recompute_attention_inputs: bool = False, keep_gemm_operands: bool = False,
+                 reuse_attention_output: bool = False):
         name = type(self).__name__
         try:
             super().__init__(programs.decoder_layer_configs(
                 hidden, ffn, heads, kv_heads, eps,
                 recompute_output=bool(recompute_attention_inputs),
-                keep_gemm_operands=bool(keep_gemm_operands)), kernels)
+                keep_gemm_operands=bool(keep_gemm_operands),
+                reuse_attention_output=bool(reuse_attention_output)), kernels)
         except ValueError as e:
             raise ValueError(f"{name}: {e}") from None
+        self._reuse_attention_output = bool(reuse_attention_output)
+        self._warned_attention_output = False
         d = hidden // heads
         self.hidden, self.ffn, self.eps = hidden, ffn, eps
         self.heads, self.kv_heads = heads, kv_heads
@@ -191,8 +239,27 @@ class DecoderLayer(_ProgramModule):
         if on == self.keep_gemm_operands:
             return
         self._replace_configs([0, 2], keep_gemm_operands=on)
+        self._replace_configs([1], input_kept_by_caller=self._reuse_attention_output and not on)
+
+    @property
+    def reuse_attention_output(self) -> bool:
+        """Whether the attention-output program reads attention's kept
+        output in its backward instead of keeping an FP8 copy (see the
+        class; off while ``keep_gemm_operands`` keeps the copy)."""
+        return self.configs[1].input_kept_by_caller
+
+    @reuse_attention_output.setter
+    def reuse_attention_output(self, on: bool) -> None:
+        self._reuse_attention_output = bool(on)
+        want = self._reuse_attention_output and not self.keep_gemm_operands
+        if want != self.configs[1].input_kept_by_caller:
+            self._replace_configs([1], input_kept_by_caller=want)
 
     def _replace_configs(self, indices, **changes) -> None:
+        indices = [i for i in indices
+                   if dataclasses.replace(self.configs[i], **changes) != self.configs[i]]
+        if not indices:
+            return
         for i in indices:
             self.configs[i] = dataclasses.replace(self.configs[i], **changes)
             if self._op_keys:
@@ -203,7 +270,8 @@ class DecoderLayer(_ProgramModule):
         return (f"hidden={self.hidden}, ffn={self.ffn}, heads={self.heads}, "
                 f"kv_heads={self.kv_heads}, rope_in_program={self.rope_in_program}"
                 f"{', recompute_attention_inputs=True' if self.recompute_attention_inputs else ''}"
-                f"{', keep_gemm_operands=True' if self.keep_gemm_operands else ''}")
+                f"{', keep_gemm_operands=True' if self.keep_gemm_operands else ''}"
+                f"{', reuse_attention_output=True' if self.reuse_attention_output else ''}")
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         from ..llama import attention_core, rope_rows
@@ -233,6 +301,15 @@ class DecoderLayer(_ProgramModule):
         else:
             a = attention_core(q, k, v, cos, sin, self.heads, self.kv_heads)
         a = _tokens_2d(a, q_n, name)
+        if (self.reuse_attention_output and a.grad_fn is not None
+                and not self._warned_attention_output
+                and not (_torch_ops.AVAILABLE and torch.compiler.is_compiling())
+                and not _saved_by_producer(a)):
+            self._warned_attention_output = True
+            warnings.warn(f"{name}: reuse_attention_output is set, but attention's autograd "
+                          f"does not keep its output (another SDPA backend?): the "
+                          f"attention-output program keeps it in BF16, more memory than "
+                          f"its FP8 copy; unset the option", stacklevel=2)
         (h,) = self.run_program(1, f"{name} attention output", h, a,
                                 program_weight(at.o_proj.weight))
         (h,) = self.run_program(2, f"{name} MLP", h,
