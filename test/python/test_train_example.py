@@ -80,6 +80,21 @@ def test_recompute_attention_inputs_reaches_every_converted_layer(example):
     assert args.recompute_attention_inputs
 
 
+def test_reuse_attention_output_reaches_every_converted_layer(example):
+    """--reuse-attention-output sets the option on the layers coat.convert
+    made: their attention-output programs are the _kc variants."""
+    import coat.nn as cnn
+
+    cfg = example.CONFIGS["tiny"]
+    model, _, _ = example.build("coat", cfg, "cpu", 1e-3, None, reuse_attention_output=True)
+    layers = [m for m in model.modules() if isinstance(m, cnn.DecoderLayer)]
+    assert len(layers) == cfg.layers
+    assert all(m.reuse_attention_output and m.configs[1].name.endswith("_kc")
+               for m in layers)
+    assert example.parse_args(["--reuse-attention-output"]).reuse_attention_output
+    assert not example.parse_args([]).reuse_attention_output
+
+
 @pytest.mark.parametrize("keep", [True, False])
 def test_keep_gemm_operands_reaches_coat_convert(example, keep):
     """--keep-gemm-operands reaches coat.convert: every converted layer's
@@ -510,6 +525,9 @@ def test_seven_b_config_is_llama_2_7b():
     (["--mode", "coat", "--persistent-grads", "--step-in-backward"], "do not go together"),
     (["--mode", "bf16", "--recompute-attention-inputs"], "mode coat"),
     (["--mode", "bf16", "--keep-gemm-operands"], "mode coat"),
+    (["--mode", "bf16", "--reuse-attention-output"], "mode coat"),
+    (["--mode", "coat", "--reuse-attention-output", "--keep-gemm-operands"],
+     "do not go together"),
 ])
 def test_memory_options_are_checked_before_training(plain_example, extra, message):
     with pytest.raises(SystemExit, match=message):
