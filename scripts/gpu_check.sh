@@ -92,7 +92,10 @@ fi
 xdist=()
 if [ "$workers" != 0 ]; then xdist=(-n "$workers" --dist loadfile); fi
 if [ $tests = 1 ]; then
-  run python3 -m pytest -q -rs -p no:cacheprovider --durations=20 "${xdist[@]}" "$root/test/python"
+  # pytest-benchmark (on the GPU host) disables itself under xdist and
+  # warns once per worker; no test uses it.
+  run python3 -m pytest -q -rs -p no:cacheprovider -p no:benchmark --durations=20 \
+    "${xdist[@]}" "$root/test/python"
 fi
 
 if [ $sanitize = 1 ]; then
