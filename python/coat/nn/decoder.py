@@ -160,7 +160,8 @@ class DecoderLayer(_ProgramModule):
     quantization more in the backward, the same bits. Not with
     ``keep_gemm_operands``, which keeps that copy. Where attention turns out
     not to keep its output (another SDPA backend), the program's keeping it
-    would cost memory instead: the layer warns once.
+    would cost memory instead: the layer checks at its first forward and
+    warns.
     """
 
     def __init__(self, hidden: int, ffn: int, heads: int, kv_heads: int, eps: float = 1e-5,
@@ -178,7 +179,7 @@ class DecoderLayer(_ProgramModule):
         except ValueError as e:
             raise ValueError(f"{name}: {e}") from None
         self._reuse_attention_output = bool(reuse_attention_output)
-        self._warned_attention_output = False
+        self._checked_attention_output = False
         d = hidden // heads
         self.hidden, self.ffn, self.eps = hidden, ffn, eps
         self.heads, self.kv_heads = heads, kv_heads
@@ -302,14 +303,15 @@ class DecoderLayer(_ProgramModule):
             a = attention_core(q, k, v, cos, sin, self.heads, self.kv_heads)
         a = _tokens_2d(a, q_n, name)
         if (self.reuse_attention_output and a.grad_fn is not None
-                and not self._warned_attention_output
-                and not (_torch_ops.AVAILABLE and torch.compiler.is_compiling())
-                and not _saved_by_producer(a)):
-            self._warned_attention_output = True
-            warnings.warn(f"{name}: reuse_attention_output is set, but attention's autograd "
-                          f"does not keep its output (another SDPA backend?): the "
-                          f"attention-output program keeps it in BF16, more memory than "
-                          f"its FP8 copy; unset the option", stacklevel=2)
+                and not self._checked_attention_output
+                and not (_torch_ops.AVAILABLE and torch.compiler.is_compiling())):
+            # Once: the backend SDPA picks for a layer's shapes stays.
+            self._checked_attention_output = True
+            if not _saved_by_producer(a):
+                warnings.warn(f"{name}: reuse_attention_output is set, but attention's "
+                              f"autograd does not keep its output (another SDPA backend?): "
+                              f"the attention-output program keeps it in BF16, more memory "
+                              f"than its FP8 copy; unset the option", stacklevel=2)
         (h,) = self.run_program(1, f"{name} attention output", h, a,
                                 program_weight(at.o_proj.weight))
         (h,) = self.run_program(2, f"{name} MLP", h,
