@@ -243,6 +243,8 @@ def test_cuda_sdpa_keeps_the_output_the_program_reads():
         y.backward(dy)
         return out
 
+    # One FP8 byte a value of the attention output (the scales, a few
+    # hundred bytes a block either way, aside).
     tokens, inner = x.shape[0] * x.shape[1], CUDA_LAYER[0]
     saved = kept(plain) - kept(ao)
-    assert saved >= tokens * inner, saved
+    assert saved >= tokens * inner - 4096, saved
