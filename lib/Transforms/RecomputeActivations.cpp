@@ -36,23 +36,20 @@ using namespace mlir::coat;
 
 namespace {
 
-/// Whether `v` is a `{coat.weight}` argument of its function.
-bool isWeight(Value v) {
+/// Whether `v` is an argument of its function marked `name`.
+bool isArgumentMarked(Value v, StringRef name) {
   auto arg = dyn_cast<BlockArgument>(v);
   if (!arg)
     return false;
   auto fn = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
-  return fn && fn.getArgAttr(arg.getArgNumber(), kWeightAttr);
+  return fn && fn.getArgAttr(arg.getArgNumber(), name);
 }
 
+/// Whether `v` is a `{coat.weight}` argument of its function.
+bool isWeight(Value v) { return isArgumentMarked(v, kWeightAttr); }
+
 /// Whether `v` is a `{coat.kept_by_caller}` argument of its function.
-bool isKeptByCaller(Value v) {
-  auto arg = dyn_cast<BlockArgument>(v);
-  if (!arg)
-    return false;
-  auto fn = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
-  return fn && fn.getArgAttr(arg.getArgNumber(), kKeptByCallerAttr);
-}
+bool isKeptByCaller(Value v) { return isArgumentMarked(v, kKeptByCallerAttr); }
 
 /// Whether `q` quantizes a weight into a copy of at least `minBytes`
 /// (negative: no copy qualifies). Its scale comes from the whole weight,

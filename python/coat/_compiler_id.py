@@ -3,4 +3,4 @@
 Part of every artifact's source key, so kernels a previous compiler made
 are not taken for this one's."""
 
-COMPILER_ID = "4dcf761bb1e6ccfbef72c8b07faebea7"
+COMPILER_ID = "6c737f7542e4494a9fa30e759d6557c2"

@@ -27,11 +27,12 @@ from conftest import torch_or_skip
 torch = torch_or_skip()
 
 import coat.nn as cnn  # noqa: E402
+import test_recompute_attention_inputs as recompute  # noqa: E402
 from coat import artifacts, llama, programs  # noqa: E402
 from coat.nn import decoder  # noqa: E402
-
-LAYER = (128, 256, 4, 2)
-CUDA_LAYER = (1024, 2816, 16, 16)
+from test_recompute_attention_inputs import (CUDA_LAYER, LAYER, build_layer,  # noqa: E402
+                                             cuda_layer_or_skip, forward_kept_bytes,
+                                             layer_step, step_inputs)
 
 
 def output_configs(hidden=128, inner=128):
@@ -119,54 +120,28 @@ def test_cpu_program_keeps_the_input_instead_of_a_copy(cpu_cache):
     assert env[a_id] is inputs[1]
 
 
-class _KeepingAttention(torch.autograd.Function):
-    """Causal attention that keeps its output for its backward, as SDPA's
-    fused kernels do, laid out as theirs: [batch, seq, heads, head size] in
-    memory, so the layer's [tokens, heads x head size] view of it is no
-    copy."""
+class _KeepingAttention(recompute._KeepingAttention):
+    """Causal attention that keeps its inputs and output for its backward,
+    its output laid out as SDPA's fused kernels lay theirs: [batch, seq,
+    heads, head size] in memory, so the layer's [tokens, heads x head size]
+    view of it is no copy."""
 
     @staticmethod
     def forward(ctx, q, k, v):
-        out = _REAL_SDPA(q, k, v).transpose(1, 2).contiguous().transpose(1, 2)
+        out = recompute._REAL_SDPA(q, k, v).transpose(1, 2).contiguous().transpose(1, 2)
         ctx.save_for_backward(q, k, v, out)
         return out
 
-    @staticmethod
-    def backward(ctx, dout):
-        q, k, v, _ = ctx.saved_tensors
-        with torch.enable_grad():
-            leaves = [t.detach().requires_grad_() for t in (q, k, v)]
-            out = _REAL_SDPA(*leaves)
-            return torch.autograd.grad(out, leaves, dout)
 
-
-_REAL_SDPA = llama._sdpa
-
-
-def build_layer(seed=0, layer=LAYER, **options):
-    torch.manual_seed(seed)
-    m = cnn.DecoderLayer(*layer, dtype=torch.bfloat16, **options)
-    with torch.no_grad():
-        for p in m.parameters():
-            if p.dim() == 1:
-                p.add_(0.2 * torch.randn_like(p))
-    return m
-
-
-def step_inputs(layer=LAYER, seq=24, batch=2, device="cpu"):
-    hidden, _, heads, kv_heads = layer
-    cfg = llama.LlamaConfig(hidden=hidden, heads=heads, kv_heads=kv_heads)
-    cos, sin = llama.rope_tables(cfg, seq, device)
-    x = torch.randn(batch, seq, hidden, device=device).bfloat16()
-    dy = torch.randn(batch, seq, hidden, device=device).bfloat16()
-    return x, cos, sin, dy
-
-
-def layer_step(m, x, cos, sin, dy):
-    xc = x.clone().requires_grad_()
-    y = m(xc, cos, sin)
-    y.backward(dy)
-    return [y.detach(), xc.grad] + [p.grad for p in m.parameters()]
+def assert_same_step(plain, ao, x, cos, sin, dy):
+    """The layer with reuse_attention_output (``ao``) gives the plain
+    layer's output and gradients bit for bit, warning nothing."""
+    want = layer_step(plain, x, cos, sin, dy)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = layer_step(ao, x, cos, sin, dy)
+    for i, (a, c) in enumerate(zip(got, want)):
+        assert torch.equal(a, c), i
 
 
 def test_cpu_layer_option_changes_no_bit_and_shares_the_output(cpu_cache, monkeypatch):
@@ -183,12 +158,7 @@ def test_cpu_layer_option_changes_no_bit_and_shares_the_output(cpu_cache, monkey
     x, cos, sin, dy = step_inputs()
     plain, ao = build_layer(), build_layer(reuse_attention_output=True)
     assert ao.configs[1].name.endswith("_kc") and "reuse_attention_output=True" in repr(ao)
-    want = layer_step(plain, x, cos, sin, dy)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        got = layer_step(ao, x, cos, sin, dy)
-    for i, (a, c) in enumerate(zip(got, want)):
-        assert torch.equal(a, c), i
+    assert_same_step(plain, ao, x, cos, sin, dy)
     # Attention's node keeps the very storage the program reads.
     assert shared == [True, True]
 
@@ -217,34 +187,20 @@ def test_cpu_option_follows_keep_gemm_operands(cpu_cache):
     assert m.configs[1].name == name
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_cuda_sdpa_keeps_the_output_the_program_reads():
     """On the GPU, SDPA's node keeps the attention output the program reads
     (no warning), and the option changes no bit of the step; the forward
     leaves less allocated for the backward (the FP8 copy it no longer keeps:
     one byte a value)."""
+    cuda_layer_or_skip(reuse_attention_output=True)
     x, cos, sin, dy = step_inputs(CUDA_LAYER, seq=256, batch=2, device="cuda")
-    plain = build_layer(layer=CUDA_LAYER).cuda()
-    ao = build_layer(layer=CUDA_LAYER, reuse_attention_output=True).cuda()
-    want = layer_step(plain, x, cos, sin, dy)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        got = layer_step(ao, x, cos, sin, dy)
-    for i, (a, c) in enumerate(zip(got, want)):
-        assert torch.equal(a, c), i
-
-    def kept(m):
-        xc = x.clone().requires_grad_()
-        torch.cuda.synchronize()
-        before = torch.cuda.memory_allocated()
-        y = m(xc, cos, sin)
-        torch.cuda.synchronize()
-        out = torch.cuda.memory_allocated() - before
-        y.backward(dy)
-        return out
+    plain = build_layer(device="cuda", layer=CUDA_LAYER)
+    ao = build_layer(device="cuda", layer=CUDA_LAYER, reuse_attention_output=True)
+    assert_same_step(plain, ao, x, cos, sin, dy)
 
     # One FP8 byte a value of the attention output (the scales, a few
     # hundred bytes a block either way, aside).
     tokens, inner = x.shape[0] * x.shape[1], CUDA_LAYER[0]
-    saved = kept(plain) - kept(ao)
+    saved = (forward_kept_bytes(plain, x, cos, sin, dy)
+             - forward_kept_bytes(ao, x, cos, sin, dy))
     assert saved >= tokens * inner - 4096, saved
