@@ -89,22 +89,24 @@ def test_check_kernels_names_the_folders_the_finder_would_pass_over(block_artifa
     for name, key in (("current", toolchain.source_key("text")),
                       ("current_kernels", toolchain.source_key("text", program=False)),
                       ("older", toolchain.source_key("text").split("-")[0] + "-" + "0" * 32),
-                      ("keyless", None)):
+                      ("keyless", None), ("truncated", "")):
         (folder / name).mkdir(parents=True)
         doc = {"format": "coat-manifest", "version": 1, "kernels": []}
         if key:
             doc["source_key"] = key
-        (folder / name / "manifest.json").write_text(json.dumps(doc))
+        text = json.dumps(doc)
+        (folder / name / "manifest.json").write_text(text[:-5] if name == "truncated" else text)
     found = dict(artifacts.compiled_by_another_compiler([str(folder), str(out)]))
     assert sorted(os.path.basename(os.path.dirname(p)) for p in found) == \
-        ["block", "keyless", "older"]
+        ["block", "keyless", "older", "truncated"]
     assert found[str(folder / "keyless" / "manifest.json")] == "no source_key"
+    assert found[str(folder / "truncated" / "manifest.json")].startswith("unreadable manifest")
 
     assert cli.main(["check-kernels", str(folder / "current"), str(folder / "current_kernels")]) == 0
     assert "2 compiled modules, all by this package's compiler" in capsys.readouterr().out
     assert cli.main(["check-kernels", str(folder)]) == 1
     err = capsys.readouterr().err
-    assert "2 of 4 compiled modules were not compiled by this package's compiler" in err
+    assert "3 of 5 compiled modules were not compiled by this package's compiler" in err
     assert str(folder / "older" / "manifest.json") in err
     assert cli.main(["check-kernels", str(tmp_path / "nothing")]) == 1
     assert "no manifest.json" in capsys.readouterr().err
