@@ -22,6 +22,9 @@
 # allocator is off there, so that every tensor is its own allocation and an
 # access past its end is seen. COAT_SANITIZE_TOOLS picks and orders the tools.
 #
+# COAT_TEST_SHARD=i/n runs the i-th of n parts of the test files (the
+# suite over n calls of a time-limited host).
+#
 # COAT_TEST_WORKERS sets the pytest-xdist workers of the tests (default 16
 # where xdist is installed, 0 for one process).
 #
@@ -58,6 +61,23 @@ for d in "$@"; do
   fi
 done
 [ ${#dirs[@]} -ge 1 ] || { echo "$0: no manifest.json under $*" >&2; exit 2; }
+# COAT_TEST_SHARD=i/n runs the i-th of n interleaved parts of the test files
+# (every n-th file of the sorted list, from the i-th): the suite in n calls
+# where one call's time limit is shorter than the suite.
+test_paths=("$root/test/python")
+if [ -n "${COAT_TEST_SHARD:-}" ]; then
+  if ! [[ "$COAT_TEST_SHARD" =~ ^([0-9]+)/([0-9]+)$ ]] \
+      || [ "${BASH_REMATCH[1]}" -lt 1 ] || [ "${BASH_REMATCH[1]}" -gt "${BASH_REMATCH[2]}" ]; then
+    echo "$0: COAT_TEST_SHARD must be i/n with 1 <= i <= n, not '$COAT_TEST_SHARD'" >&2
+    exit 2
+  fi
+  shard=$((BASH_REMATCH[1] - 1)) shards=${BASH_REMATCH[2]} k=0
+  test_paths=()
+  while IFS= read -r f; do
+    if [ $((k % shards)) = "$shard" ]; then test_paths+=("$root/test/python/$f"); fi
+    k=$((k + 1))
+  done < <(cd "$root/test/python" && printf '%s\n' test_*.py | LC_ALL=C sort)
+fi
 of_op() {  # the directories holding kernels of op $1 (status 0 when none)
   for d in "${dirs[@]}"; do
     if grep -q "\"op\": *\"$1\"" "$d/manifest.json"; then echo "$d"; fi
@@ -95,7 +115,7 @@ if [ $tests = 1 ]; then
   # pytest-benchmark (on the GPU host) disables itself under xdist and
   # warns once per worker; no test uses it.
   run python3 -m pytest -q -rs -p no:cacheprovider -p no:benchmark --durations=20 \
-    "${xdist[@]}" "$root/test/python"
+    "${xdist[@]}" "${test_paths[@]}"
 fi
 
 if [ $sanitize = 1 ]; then

@@ -133,3 +133,22 @@ def test_kernels_of_another_compiler_stop_the_run_first(tmp_path):
     assert "1 of 1 compiled modules were not compiled by this package's compiler" in r.stderr
     assert str(tmp_path / "a_opt" / "manifest.json") in r.stderr
     assert not (tmp_path / "never-built").exists()
+
+
+def test_shards_split_the_test_files_between_them(tmp_path):
+    _module(tmp_path, "a_opt", ["adamw_step"])
+    every = sorted(f for f in os.listdir(os.path.join(REPO, "test", "python"))
+                   if f.startswith("test_") and f.endswith(".py"))
+    parts = []
+    for i in (1, 2, 3):
+        env = dict(os.environ, COAT_TEST_SHARD=f"{i}/3")
+        (cmd,) = _dry_run("--dry-run", str(tmp_path), env=env)
+        parts.append([os.path.basename(w) for w in cmd.split() if w.endswith(".py")])
+    assert all(parts) and sorted(sum(parts, [])) == every
+    assert parts[0][:2] == [every[0], every[3]]
+    (whole,) = _dry_run("--dry-run", str(tmp_path))
+    assert whole.endswith(os.path.join(REPO, "test", "python"))
+    for bad in ("0/2", "3/2", "1", "a/b"):
+        r = subprocess.run(["bash", SCRIPT, "--dry-run", str(tmp_path)], capture_output=True,
+                           text=True, env=dict(os.environ, COAT_TEST_SHARD=bad))
+        assert r.returncode == 2 and "COAT_TEST_SHARD must be i/n" in r.stderr, bad
