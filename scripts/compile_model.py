@@ -159,7 +159,7 @@ def main() -> int:
         # (coat.artifacts finds programs by content, not by folder name).
         folder = cfg.name
         if folder in used:
-            folder += "-" + toolchain.source_key(cfg.text()).split("-")[0][:8]
+            folder += "-" + toolchain.key_halves(toolchain.source_key(cfg.text()))[0][:8]
         used.add(folder)
         out = Path(args.out) / folder
         out.mkdir(parents=True, exist_ok=True)

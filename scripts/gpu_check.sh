@@ -61,9 +61,7 @@ for d in "$@"; do
   fi
 done
 [ ${#dirs[@]} -ge 1 ] || { echo "$0: no manifest.json under $*" >&2; exit 2; }
-# COAT_TEST_SHARD=i/n runs the i-th of n interleaved parts of the test files
-# (every n-th file of the sorted list, from the i-th): the suite in n calls
-# where one call's time limit is shorter than the suite.
+# COAT_TEST_SHARD (above): every n-th test file of the sorted list, from the i-th.
 test_paths=("$root/test/python")
 if [ -n "${COAT_TEST_SHARD:-}" ]; then
   if ! [[ "$COAT_TEST_SHARD" =~ ^([0-9]+)/([0-9]+)$ ]] \

@@ -129,8 +129,8 @@ def program(cfg, folder: Optional[str] = None):
             return cached
         if folder is not None:
             found = module(folder)
-            text_key = str(found.manifest.raw.get("source_key", "")).split("-")[0]
-            if text_key != key.split("-")[0]:
+            text_key = toolchain.key_halves(found.manifest.raw.get("source_key", ""))[0]
+            if text_key != toolchain.key_halves(key)[0]:
                 raise ArtifactNotFound(
                     f"{found.manifest.path} was not compiled from {cfg.name} as configured "
                     f"(its source_key says another program text: another configuration, "
@@ -158,12 +158,14 @@ def _compiled_otherwise(key: str) -> Optional[Module]:
     """An artifact of the search path compiled from the program text of
     ``key`` (its first half) in another way (the second half): kernels
     carried from an older compiler, which the search rightly passes over."""
-    text_key = key.split("-")[0]
+    from .toolchain import key_halves
+
+    text_key = key_halves(key)[0]
     for d in search_path():
         if _holds_manifest(d):
             m = module(d)
             found = str(m.manifest.raw.get("source_key", ""))
-            if found.split("-")[0] == text_key and found != key:
+            if key_halves(found)[0] == text_key and found != key:
                 return m
     return None
 
@@ -180,7 +182,8 @@ def compiled_by_another_compiler(folders: Iterable[str]) -> List[Tuple[str, str]
     skip every test that needs them (``coat check-kernels``)."""
     from . import toolchain
 
-    current = {toolchain.source_key("", program=p).split("-")[1] for p in (True, False)}
+    current = {toolchain.key_halves(toolchain.source_key("", program=p))[1]
+               for p in (True, False)}
     out: List[Tuple[str, str]] = []
     for folder in folders:
         for d in [folder] if _holds_manifest(folder) else _artifact_subfolders(folder):
@@ -193,7 +196,7 @@ def compiled_by_another_compiler(folders: Iterable[str]) -> List[Tuple[str, str]
                 continue
             if not key:
                 out.append((path, "no source_key"))
-            elif key.split("-")[-1] not in current:
+            elif toolchain.key_halves(key)[1] not in current:
                 out.append((path, f"source_key {key}"))
     return out
 

@@ -19,7 +19,7 @@ import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from . import _paths
 from ._compile_error import CompileError, _describe_exit
@@ -71,6 +71,13 @@ def source_key(text: str, *, program: bool = True, **options) -> str:
     passes = ",".join(PROGRAM_PASSES) if program else ""
     how = "\0".join((__version__, COMPILER_ID, passes, artifact_options(**options)))
     return "-".join(hashlib.sha256(s.encode("utf-8")).hexdigest()[:32] for s in (text, how))
+
+
+def key_halves(key: str) -> Tuple[str, str]:
+    """A source key's two halves (:func:`source_key`): the text's hash and
+    how it was compiled ("" for a key without a second half)."""
+    text, _, how = str(key).partition("-")
+    return text, how
 
 
 #: coat-report-saved-activations' summary remark.
