@@ -51,6 +51,9 @@ bool isWeight(Value v) { return isArgumentMarked(v, kWeightAttr); }
 /// Whether `v` is a `{coat.kept_by_caller}` argument of its function.
 bool isKeptByCaller(Value v) { return isArgumentMarked(v, kKeptByCallerAttr); }
 
+/// Whether `v` is a `{coat.gradient}` argument: the backward's input.
+bool isGradient(Value v) { return isArgumentMarked(v, kGradientAttr); }
+
 /// Whether `q` quantizes a weight into a copy of at least `minBytes`
 /// (negative: no copy qualifies). Its scale comes from the whole weight,
 /// which the backward has unchanged, so the copy can be derived again.
@@ -156,7 +159,7 @@ struct CoatRecomputeActivationsPass
   void recomputeActivations(func::FuncOp fn) {
     llvm::DenseSet<Value> backward;
     for (BlockArgument a : fn.getArguments())
-      if (fn.getArgAttr(a.getArgNumber(), kGradientAttr))
+      if (isGradient(a))
         backward.insert(a);
     if (backward.empty())
       return; // a forward alone keeps nothing
@@ -175,8 +178,7 @@ struct CoatRecomputeActivationsPass
     // are the activations the caller keeps for its own backward.
     llvm::DenseSet<Value> anchors;
     for (BlockArgument a : fn.getArguments())
-      if (fn.getArgAttr(a.getArgNumber(), kWeightAttr) ||
-          fn.getArgAttr(a.getArgNumber(), kKeptByCallerAttr))
+      if (isWeight(a) || isKeptByCaller(a))
         anchors.insert(a);
 
     // The kept values, in program order: arguments, then op results.
@@ -301,7 +303,7 @@ struct CoatRecomputeActivationsPass
 
     llvm::DenseSet<Value> backward;
     for (BlockArgument a : fn.getArguments())
-      if (fn.getArgAttr(a.getArgNumber(), kGradientAttr))
+      if (isGradient(a))
         backward.insert(a);
     if (backward.empty()) {
       for (unsigned i : marked)

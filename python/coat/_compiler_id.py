@@ -3,4 +3,4 @@
 Part of every artifact's source key, so kernels a previous compiler made
 are not taken for this one's."""
 
-COMPILER_ID = "6c737f7542e4494a9fa30e759d6557c2"
+COMPILER_ID = "f1dd00d01f40074a77a6534fc2107a18"
