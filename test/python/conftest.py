@@ -18,6 +18,17 @@ sys.path.insert(0, os.path.join(REPO, "python"))
 FIXTURES = os.path.join(HERE, "fixtures")
 
 
+def example_function(path: str, name: str) -> str:
+    """The text of function @``name`` of the example module at ``path``: one
+    kernel of an example, for tests of the compile path that need a real
+    module but not all of its kernels (a whole example takes tens of
+    seconds to compile on CI's cores)."""
+    with open(path) as f:
+        text = f.read()
+    start = text.index(f"func.func @{name}(")
+    return text[start:text.index("\n}\n", start) + 3]
+
+
 @pytest.fixture
 def fixture_module_dir(tmp_path):
     """A copy of fixtures/small_manifest.json as <tmp>/manifest.json, with the

@@ -7,6 +7,7 @@ import stat
 import textwrap
 
 import pytest
+from conftest import example_function
 
 import coat
 
@@ -46,13 +47,16 @@ def test_missing_tool_and_input(tmp_path):
         coat.compile(str(tmp_path / "missing.mlir"), str(tmp_path))
 
 
-def test_real_coat_opt_compiles_the_optimizer_example(tmp_path):
+def test_real_coat_opt_compiles_an_optimizer_example_kernel(tmp_path):
     from coat import _paths
 
-    src = os.path.join(_paths.REPO_DIR, "examples", "optimizer", "adamw.mlir")
     if not _paths.find_coat_opt():
         pytest.skip("coat-opt is not built")
-    out = coat.compile(src, str(tmp_path), gpu=False)
+    src = tmp_path / "adamw.mlir"
+    src.write_text(example_function(
+        os.path.join(_paths.REPO_DIR, "examples", "optimizer", "adamw.mlir"),
+        "coat_adamw_f32_e4m3x_e4m3x_g128"))
+    out = coat.compile(str(src), str(tmp_path / "out"), gpu=False)
     mod = coat.load(out)
     assert "coat_adamw_f32_e4m3x_e4m3x_g128" in mod.kernels
     assert os.path.isfile(os.path.join(out, "coat_cpu.so"))

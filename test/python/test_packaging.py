@@ -12,6 +12,7 @@ import sys
 import textwrap
 
 import pytest
+from conftest import example_function
 
 import coat
 from coat import _paths
@@ -117,9 +118,11 @@ def test_coat_compile_writes_a_manifest(tmp_path):
     if not _paths.find_coat_opt():
         pytest.skip("coat-opt is not built")
     out = tmp_path / "adamw"
+    src = tmp_path / "adamw.mlir"
+    src.write_text(example_function(ADAMW, "coat_adamw_f32_e4m3x_e4m3x_g128"))
     # --no-gpu: the CPU pipeline needs no CUDA toolkit (ptxas); the GPU one is
     # exercised by the compile-examples test.
-    r = run_coat("compile", ADAMW, str(out), "--no-gpu", cwd=str(tmp_path))
+    r = run_coat("compile", str(src), str(out), "--no-gpu", cwd=str(tmp_path))
     assert r.returncode == 0, r.stderr
     manifest = out / "manifest.json"
     assert r.stdout.strip() == str(manifest)
