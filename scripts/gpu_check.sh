@@ -28,6 +28,9 @@
 # COAT_TEST_WORKERS sets the pytest-xdist workers of the tests (default 16
 # where xdist is installed, 0 for one process).
 #
+# COAT_TEST_STALL_S: a test still running after this many seconds (default
+# 240) has every thread's stack printed into the log.
+#
 # First, `coat check-kernels` refuses kernel directories that this tree's
 # compiler did not make (their source keys; nothing else runs then).
 #
@@ -76,6 +79,11 @@ if [ -n "${COAT_TEST_SHARD:-}" ]; then
     k=$((k + 1))
   done < <(cd "$root/test/python" && printf '%s\n' test_*.py | LC_ALL=C sort)
 fi
+stall_s="${COAT_TEST_STALL_S:-240}"
+if ! [[ "$stall_s" =~ ^[1-9][0-9]*$ ]]; then
+  echo "$0: COAT_TEST_STALL_S must be a positive number of seconds, not '$stall_s'" >&2
+  exit 2
+fi
 of_op() {  # the directories holding kernels of op $1 (status 0 when none)
   for d in "${dirs[@]}"; do
     if grep -q "\"op\": *\"$1\"" "$d/manifest.json"; then echo "$d"; fi
@@ -111,9 +119,11 @@ xdist=()
 if [ "$workers" != 0 ]; then xdist=(-n "$workers" --dist loadfile); fi
 if [ $tests = 1 ]; then
   # pytest-benchmark (on the GPU host) disables itself under xdist and
-  # warns once per worker; no test uses it.
+  # warns once per worker; no test uses it. pytest's faulthandler prints
+  # the stacks of a test that outlives COAT_TEST_STALL_S, so a hang names
+  # its place in the log.
   run python3 -m pytest -q -rs -p no:cacheprovider -p no:benchmark --durations=20 \
-    "${xdist[@]}" "${test_paths[@]}"
+    -o faulthandler_timeout="$stall_s" "${xdist[@]}" "${test_paths[@]}"
 fi
 
 if [ $sanitize = 1 ]; then

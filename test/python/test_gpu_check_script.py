@@ -152,3 +152,20 @@ def test_shards_split_the_test_files_between_them(tmp_path):
         r = subprocess.run(["bash", SCRIPT, "--dry-run", str(tmp_path)], capture_output=True,
                            text=True, env=dict(os.environ, COAT_TEST_SHARD=bad))
         assert r.returncode == 2 and "COAT_TEST_SHARD must be i/n" in r.stderr, bad
+
+
+def test_a_stalled_test_prints_its_stacks(tmp_path):
+    """pytest's faulthandler dumps every thread of a test that outlives
+    COAT_TEST_STALL_S (default 240 s), so a run that hangs says where."""
+    _module(tmp_path, "a_opt", ["adamw_step"])
+    (cmd,) = _dry_run("--dry-run", str(tmp_path))
+    assert "-o faulthandler_timeout=240" in cmd
+    (cmd,) = _dry_run("--dry-run", str(tmp_path), env=dict(os.environ, COAT_TEST_STALL_S="90"))
+    assert "-o faulthandler_timeout=90" in cmd
+    for bad in ("0", "-5", "1.5", "x", ""):
+        r = subprocess.run(["bash", SCRIPT, "--dry-run", str(tmp_path)], capture_output=True,
+                           text=True, env=dict(os.environ, COAT_TEST_STALL_S=bad))
+        if bad == "":  # unset and empty both mean the default
+            assert r.returncode == 0 and "faulthandler_timeout=240" in r.stdout
+            continue
+        assert r.returncode == 2 and "COAT_TEST_STALL_S must be a positive" in r.stderr, bad
