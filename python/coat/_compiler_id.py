@@ -3,4 +3,4 @@
 Part of every artifact's source key, so kernels a previous compiler made
 are not taken for this one's."""
 
-COMPILER_ID = "f1dd00d01f40074a77a6534fc2107a18"
+COMPILER_ID = "e8e21e951e545db49d3d0da319116ad4"

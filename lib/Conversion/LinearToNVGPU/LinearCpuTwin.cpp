@@ -3,10 +3,12 @@
 // The CPU twin of a GEMM kernel: the same ABI (the tensormap parameters are
 // plain memrefs of FP8 codes, K-major as the GPU reads them) and the same
 // arithmetic in f32, written as loops. It exists so that the IR a model
-// compiles to runs whole on the CPU (CI, and CPU tensors in Python); it makes
-// no attempt at speed. The GPU's tensor cores add FP8 products in their own
-// order and with their own internal precision, so the twin agrees with the
-// kernel to f32 rounding of the sum, not bit for bit.
+// compiles to runs whole on the CPU (CI, and CPU tensors in Python). Its one
+// concession to speed: both operands are decoded to f32 once per call (the
+// FP8 decode is a dozen integer operations on the CPU) instead of once per
+// product. The GPU's tensor cores add FP8 products in their own order and
+// with their own internal precision, so the twin agrees with the kernel to
+// f32 rounding of the sum, not bit for bit.
 //
 //===----------------------------------------------------------------------===//
 
@@ -57,6 +59,8 @@ public:
       scale = f.mul(load(args.aScale, p.lhsScale, c(0)),
                     load(args.bScale, p.rhsScale, c(0)));
     }
+    aValues = decoded(args.a, getFp8Type(b.getContext(), p.lhs), mul(M, K));
+    bValues = decoded(args.b, getFp8Type(b.getContext(), p.rhs), mul(N, K));
     Type fp8Out = getFp8Type(b.getContext(), p.outFormat);
     Value groups = arith::CeilDivUIOp::create(b, N, c(kOutputGroup));
     forLoop(c(0), M, [&](Value row) {
@@ -65,15 +69,16 @@ public:
         // sees its whole group; columns past N are computed on the last
         // column and count as zero.
         Value lastCol = arith::SubIOp::create(b, N, c(1));
-        SmallVector<Value> cols, inside, vals;
+        SmallVector<Value> cols, inside, clamped, vals;
         for (int64_t e = 0; e < kOutputGroup; ++e) {
           Value col = add(mul(group, c(kOutputGroup)), c(e));
-          Value in = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, col, N);
           cols.push_back(col);
-          inside.push_back(in);
-          Value v = element(row, arith::MinUIOp::create(b, col, lastCol));
-          vals.push_back(f.select(in, v, f.c(0.0)));
+          inside.push_back(
+              arith::CmpIOp::create(b, arith::CmpIPredicate::ult, col, N));
+          clamped.push_back(arith::MinUIOp::create(b, col, lastCol));
         }
+        for (auto [in, v] : llvm::zip_equal(inside, elements(row, clamped)))
+          vals.push_back(f.select(in, v, f.c(0.0)));
         if (p.out == OutputKind::Fp8Groups)
           return storeGroup(row, group, cols, inside, vals, fp8Out);
         Type elem = p.out == OutputKind::F32 ? Type(b.getF32Type())
@@ -92,6 +97,8 @@ public:
                           args.finiteFlag);
       });
     });
+    memref::DeallocOp::create(b, aValues);
+    memref::DeallocOp::create(b, bValues);
   }
 
 private:
@@ -100,6 +107,7 @@ private:
   TwinArgs args;
   F32Emitter f;
   Value M, N, K, KB, scale;
+  Value aValues, bValues; ///< the operands' codes decoded to f32
 
   Value c(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
   Value index(Value i64) {
@@ -113,18 +121,6 @@ private:
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(loop.getBody());
     body(loop.getInductionVar());
-  }
-  /// An f32 loop-carried sum over [lo, hi).
-  Value sumLoop(Value lo, Value hi, Value init,
-                function_ref<Value(Value, Value)> step) {
-    auto loop = scf::ForOp::create(b, lo, hi, c(1), ValueRange{init});
-    {
-      OpBuilder::InsertionGuard g(b);
-      b.setInsertionPointToStart(loop.getBody());
-      scf::YieldOp::create(
-          b, step(loop.getInductionVar(), loop.getRegionIterArg(0)));
-    }
-    return loop.getResult(0);
   }
   /// buffer[idx] as f32, the buffer holding `logical` values as themselves
   /// or as same-width integers (the kernel's parameter types).
@@ -150,43 +146,90 @@ private:
     body();
   }
 
-  /// sum over k in [lo, hi) of A[row, k] * B[col, k], FP8 codes decoded.
-  Value dot(Value row, Value col, Value lo, Value hi) {
-    Type lhs = getFp8Type(b.getContext(), p.lhs);
-    Type rhs = getFp8Type(b.getContext(), p.rhs);
-    Value aRow = mul(row, K), bRow = mul(col, K);
-    return sumLoop(lo, hi, f.c(0.0), [&](Value kk, Value acc) {
-      Value x = load(args.a, lhs, add(aRow, kk));
-      Value y = load(args.b, rhs, add(bRow, kk));
-      return f.fma(x, y, acc);
+  /// A heap buffer of the first `count` codes of `codes` (FP8 of type
+  /// `fp8`) as f32, freed at the end of the twin.
+  Value decoded(Value codes, Type fp8, Value count) {
+    Value values = memref::AllocOp::create(
+        b, MemRefType::get({ShapedType::kDynamic}, b.getF32Type()),
+        ValueRange{count});
+    forLoop(c(0), count, [&](Value i) {
+      memref::StoreOp::create(b, load(codes, fp8, i), values, ValueRange{i});
+    });
+    return values;
+  }
+
+  /// f32 sums carried over [lo, hi), one per value of `init`.
+  SmallVector<Value>
+  sumsLoop(Value lo, Value hi, ArrayRef<Value> init,
+           function_ref<SmallVector<Value>(Value, ValueRange)> step) {
+    auto loop = scf::ForOp::create(b, lo, hi, c(1), init);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(loop.getBody());
+      scf::YieldOp::create(
+          b, step(loop.getInductionVar(), loop.getRegionIterArgs()));
+    }
+    return SmallVector<Value>(loop.getResults());
+  }
+
+  /// For each column of `cols`, the sum over k in [lo, hi) of
+  /// A[row, k] * B[col, k] in k order: one loop, whose independent sums
+  /// share A's loads (each column's bits are those of its own loop).
+  SmallVector<Value> dots(Value row, ArrayRef<Value> cols, Value lo,
+                          Value hi) {
+    Value aRow = mul(row, K);
+    SmallVector<Value> bRows;
+    for (Value col : cols)
+      bRows.push_back(mul(col, K));
+    SmallVector<Value> zeros(cols.size(), f.c(0.0));
+    return sumsLoop(lo, hi, zeros, [&](Value kk, ValueRange accs) {
+      Value x = memref::LoadOp::create(b, aValues, ValueRange{add(aRow, kk)});
+      SmallVector<Value> next;
+      for (auto [bRow, acc] : llvm::zip_equal(bRows, accs)) {
+        Value y = memref::LoadOp::create(b, bValues, ValueRange{add(bRow, kk)});
+        next.push_back(f.fma(x, y, acc));
+      }
+      return next;
     });
   }
 
-  /// The scaled result C[row, col] (+ bias) (+ addend) in f32, as the GPU
-  /// epilogue forms it: per-tensor `acc * (s_A * s_B)`; block-scaled, each 128-wide
-  /// K slice's partial added with one FMA by `s_A[row, kb] * s_B[col/128, kb]`.
-  Value element(Value row, Value col) {
-    Value v;
+  /// The scaled results C[row, col] (+ bias) (+ addend) in f32 of each
+  /// column of `cols`, as the GPU epilogue forms them: per-tensor
+  /// `acc * (s_A * s_B)`; block-scaled, each 128-wide K slice's partial
+  /// added with one FMA by `s_A[row, kb] * s_B[col/128, kb]`.
+  SmallVector<Value> elements(Value row, ArrayRef<Value> cols) {
+    SmallVector<Value> vs;
     if (p.blockScaled) {
-      Value colBlock = arith::DivUIOp::create(b, col, c(kScaleBlock));
-      v = sumLoop(c(0), KB, f.c(0.0), [&](Value kb, Value acc) {
+      SmallVector<Value> colBlocks;
+      for (Value col : cols)
+        colBlocks.push_back(arith::DivUIOp::create(b, col, c(kScaleBlock)));
+      SmallVector<Value> zeros(cols.size(), f.c(0.0));
+      vs = sumsLoop(c(0), KB, zeros, [&](Value kb, ValueRange accs) {
         Value lo = mul(kb, c(kScaleBlock));
         Value hi = arith::MinUIOp::create(b, add(lo, c(kScaleBlock)), K);
-        Value s = f.mul(
-            load(args.aScale, b.getF32Type(), add(mul(row, KB), kb)),
-            load(args.bScale, b.getF32Type(),
-                          add(mul(colBlock, KB), kb)));
-        return f.fma(dot(row, col, lo, hi), s, acc);
+        Value sA = load(args.aScale, b.getF32Type(), add(mul(row, KB), kb));
+        SmallVector<Value> next;
+        for (auto [partial, colBlock, acc] :
+             llvm::zip_equal(dots(row, cols, lo, hi), colBlocks, accs)) {
+          Value s = f.mul(sA, load(args.bScale, b.getF32Type(),
+                                   add(mul(colBlock, KB), kb)));
+          next.push_back(f.fma(partial, s, acc));
+        }
+        return next;
       });
     } else {
-      v = f.mul(dot(row, col, c(0), K), scale);
+      for (Value d : dots(row, cols, c(0), K))
+        vs.push_back(f.mul(d, scale));
     }
-    if (p.biasElem)
-      v = f.add(v, load(args.bias, p.biasElem, col));
-    if (p.addendElem)
-      v = f.add(v, load(args.addend, p.addendElem, add(mul(row, N), col)));
-    return v;
+    for (auto [v, col] : llvm::zip_equal(vs, cols)) {
+      if (p.biasElem)
+        v = f.add(v, load(args.bias, p.biasElem, col));
+      if (p.addendElem)
+        v = f.add(v, load(args.addend, p.addendElem, add(mul(row, N), col)));
+    }
+    return vs;
   }
+  Value element(Value row, Value col) { return elements(row, col)[0]; }
 
   /// The fused rope's value of C[row, col] (`x`, as element() forms it):
   /// x and its partner in the other half of the head, each rounded to the
