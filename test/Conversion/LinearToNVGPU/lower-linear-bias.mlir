@@ -110,11 +110,13 @@ func.func @up_bias_q16(%x: !coat.qtensor<?x?xf8E4M3FN, per_tensor, scale = bf16>
 // PTX: cvt.rn.satfinite.e4m3x2.f32
 // PTX-NOT: .entry
 
-// CPU twin: the same f32 product and sum, then the bf16 rounding.
+// CPU twin: the same f32 products (a group's sixteen), each with its bias
+// element added, then the bf16 rounding.
 // CPU-LABEL: func.func @qkv_bias(
 // CPU-SAME: memref<?xbf16>
 // CPU: %[[S:.*]] = arith.mulf %{{.*}}, %{{.*}} : f32
 // CPU: %[[V:.*]] = arith.mulf %{{.*}}, %[[S]] : f32
+// CPU-COUNT-15: arith.mulf %{{.*}}, %[[S]] : f32
 // CPU-NEXT: %[[L:.*]] = memref.load %{{.*}} : memref<?xbf16>
 // CPU-NEXT: %[[E:.*]] = arith.extf %[[L]] : bf16 to f32
 // CPU-NEXT: %[[Y:.*]] = arith.addf %[[V]], %[[E]] : f32

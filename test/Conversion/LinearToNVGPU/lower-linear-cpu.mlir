@@ -10,23 +10,38 @@
 // TMA-OUT: memref.store %{{.*}}, %[[OUT]]
 
 // The CPU twin keeps the kernel's parameters and manifest record (tensormaps
-// become memrefs of codes) but not its launch rule, and sums decoded FP8
-// products in K order with an f32 FMA chain.
+// become memrefs of codes) but not its launch rule. It decodes both operands
+// to f32 once, then sums each 1x16 output group's products in K order: one
+// loop carrying the group's sixteen f32 FMA chains, A's value loaded once.
 // CHECK-LABEL: func.func @dgrad(
 // CHECK-SAME: %[[A:.*]]: memref<?xi8>, %[[B:.*]]: memref<?xi8>, %[[OUT:.*]]: memref<?xbf16>, %[[SA:.*]]: memref<?xf32>, %[[SB:.*]]: memref<?xf32>, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64)
 // CHECK-SAME: kind = "tensormap", name = "a"
 // CHECK-SAME: config = {a = "e5m2", b = "e4m3"
 // CHECK-NOT: launch =
 // CHECK: arith.mulf
+// CHECK: %[[AV:.*]] = memref.alloc(%{{.*}}) : memref<?xf32>
 // CHECK: scf.for
-// CHECK: scf.for
-// CHECK: scf.for {{.*}} iter_args
+// CHECK: memref.load %[[A]]
 // CHECK: arith.bitcast %{{.*}} : i8 to f8E5M2
 // CHECK: arith.extf %{{.*}} : f8E5M2 to f32
+// CHECK: memref.store %{{.*}}, %[[AV]]
+// CHECK: %[[BV:.*]] = memref.alloc(%{{.*}}) : memref<?xf32>
+// CHECK: memref.load %[[B]]
 // CHECK: arith.bitcast %{{.*}} : i8 to f8E4M3FN
-// CHECK: math.fma
+// CHECK: memref.store %{{.*}}, %[[BV]]
+// CHECK: scf.for
+// CHECK: scf.for
+// CHECK: %{{.*}}:16 = scf.for {{.*}} iter_args
+// CHECK: memref.load %[[AV]]
+// CHECK-NOT: memref.load %[[AV]]
+// CHECK: memref.load %[[BV]]
+// CHECK-NEXT: math.fma
+// CHECK-COUNT-15: memref.load %[[BV]]
+// CHECK: scf.yield
 // CHECK: arith.truncf %{{.*}} : f32 to bf16
 // CHECK: memref.store %{{.*}}, %[[OUT]]
+// CHECK: memref.dealloc %[[AV]]
+// CHECK-NEXT: memref.dealloc %[[BV]]
 // CHECK-NOT: gpu.
 func.func @dgrad(%dy: !coat.qtensor<?x?xf8E5M2, per_tensor>,
                  %wt: !coat.qtensor<?x?xf8E4M3FN, per_tensor>) -> tensor<?x?xbf16> {
