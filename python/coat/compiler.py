@@ -18,6 +18,30 @@ def _looks_like_path(s: str) -> bool:
     return "\n" not in s and len(s) < 4096 and (s.endswith(".mlir") or os.path.exists(s))
 
 
+#: Instruction-set extensions the CPU twins are compiled for where the
+#: compiling CPU has them: /proc/cpuinfo's flag -> clang's option. With
+#: hardware FMA, llvm.fma is one instruction instead of a call to libm's
+#: fmaf (about 9x on the GEMM twins); both round once, so no bit changes.
+CPU_TWIN_FEATURES = {"fma": "-mfma"}
+
+#: The symbol of a CPU-twin object naming the extensions it needs (a
+#: space-separated C string), read before any twin runs.
+CPU_FEATURES_SYMBOL = "coat_cpu_features"
+
+
+def host_cpu_features() -> frozenset:
+    """The extensions of CPU_TWIN_FEATURES this CPU has (/proc/cpuinfo's
+    flags on x86-64 Linux; none where that cannot be read)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split()) & CPU_TWIN_FEATURES.keys()
+    except OSError:
+        pass
+    return frozenset()
+
+
 def shared_library_for(object_path: str) -> str:
     """foo.cpu.o -> foo.cpu.so (a .so is used as is)."""
     if object_path.endswith(".so"):

@@ -12,7 +12,8 @@ import threading
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import _dtypes, _paths, traffic
-from .compiler import link_cpu_object, shared_library_for
+from .compiler import (CPU_FEATURES_SYMBOL, host_cpu_features, link_cpu_object,
+                       shared_library_for)
 from .manifest import KernelSpec, Manifest, load_manifest
 
 #: Scalars reach a launch as doubles (the reader and the runtime refuse
@@ -363,6 +364,22 @@ class Kernel:
         fn(*self.cpu_arguments(n, buffers, scalars))
 
 
+def check_cpu_features(library: ctypes.CDLL, path: str) -> None:
+    """Raises where the loaded CPU-twin ``library`` (at ``path``) was
+    compiled for extensions this CPU lacks (compiler.CPU_TWIN_FEATURES),
+    before any of its code runs: it would die of an illegal instruction."""
+    try:
+        first = ctypes.c_char.in_dll(library, CPU_FEATURES_SYMBOL)
+    except ValueError:  # compiled before the record existed: baseline code
+        return
+    needed = (ctypes.cast(ctypes.addressof(first), ctypes.c_char_p).value or b"").decode()
+    missing = sorted(set(needed.split()) - host_cpu_features())
+    if missing:
+        raise RuntimeError_(f"{path}: its CPU twins were compiled for a CPU with "
+                            f"{', '.join(missing)}, which this CPU lacks; compile the "
+                            f"module again on this machine")
+
+
 class Module:
     """A compiled module: its manifest and its kernels by name."""
 
@@ -426,6 +443,7 @@ class Module:
                                                 os.path.getmtime(path) < os.path.getmtime(spec.cpu_object)):
                     path = link_cpu_object(spec.cpu_object)
                 lib = ctypes.CDLL(path)
+                check_cpu_features(lib, path)
                 self._cpu_libs[spec.cpu_object] = lib
             return lib
 

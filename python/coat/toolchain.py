@@ -24,6 +24,7 @@ from typing import List, Optional, Tuple
 from . import _paths
 from ._compile_error import CompileError, _describe_exit
 from ._compiler_id import COMPILER_ID
+from .compiler import CPU_FEATURES_SYMBOL, CPU_TWIN_FEATURES, host_cpu_features
 from ._version import __version__
 
 LLVM_BIN = Path(os.environ.get("COAT_LLVM_BIN", "/usr/lib/llvm-22/bin"))
@@ -188,11 +189,18 @@ class Toolchain:
         return sorted(p for p in out.iterdir() if p.is_file())
 
     def _link_cpu_twins(self, out: Path) -> None:
-        """coat_cpu.ll -> coat_cpu.o (the manifest's object) and coat_cpu.so."""
+        """coat_cpu.ll -> coat_cpu.o (the manifest's object) and coat_cpu.so,
+        for the extensions of compiler.CPU_TWIN_FEATURES this CPU has, named
+        in the object (compiler.check_cpu_features reads them at load)."""
         ll, obj = out / "coat_cpu.ll", out / "coat_cpu.o"
+        features = sorted(host_cpu_features())
+        record = " ".join(features).encode() + b"\0"
+        with ll.open("a", encoding="utf-8") as f:
+            f.write(f'\n@{CPU_FEATURES_SYMBOL} = constant [{len(record)} x i8] '
+                    f'c"{record[:-1].decode()}\\00"\n')
         clang = str(self.llvm_bin / "clang")
-        self._run([clang, "-O2", "-fPIC", "-w", "-c", str(ll), "-o", str(obj)],
-                  "clang (cpu object)")
+        self._run([clang, "-O2", *(CPU_TWIN_FEATURES[x] for x in features), "-fPIC", "-w",
+                   "-c", str(ll), "-o", str(obj)], "clang (cpu object)")
         self._run([clang, "-shared", "-o", str(out / "coat_cpu.so"), str(obj), "-lm"],
                   "clang (cpu link)")
         ll.unlink()
