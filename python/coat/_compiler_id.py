@@ -3,4 +3,4 @@
 Part of every artifact's source key, so kernels a previous compiler made
 are not taken for this one's."""
 
-COMPILER_ID = "e8e21e951e545db49d3d0da319116ad4"
+COMPILER_ID = "982f3d421ac0dd1a5677f85c8fb6b3bb"

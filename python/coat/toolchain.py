@@ -191,7 +191,7 @@ class Toolchain:
     def _link_cpu_twins(self, out: Path) -> None:
         """coat_cpu.ll -> coat_cpu.o (the manifest's object) and coat_cpu.so,
         for the extensions of compiler.CPU_TWIN_FEATURES this CPU has, named
-        in the object (compiler.check_cpu_features reads them at load)."""
+        in the object (runtime.check_cpu_features reads them at load)."""
         ll, obj = out / "coat_cpu.ll", out / "coat_cpu.o"
         features = sorted(host_cpu_features())
         record = " ".join(features).encode() + b"\0"

@@ -83,10 +83,16 @@ public:
           return storeGroup(row, group, cols, inside, vals, fp8Out);
         Type elem = p.out == OutputKind::F32 ? Type(b.getF32Type())
                                              : Type(b.getBF16Type());
-        if (p.rope)
-          for (int64_t e = 0; e < kOutputGroup; ++e)
-            vals[e] = rotated(row, arith::MinUIOp::create(b, cols[e], lastCol),
-                              vals[e], elem);
+        if (p.rope) {
+          // The partners' values: the other half of each column's head,
+          // a group of its own (head_dim / 2 is a multiple of 16).
+          SmallVector<Value> partners;
+          for (Value col : clamped)
+            partners.push_back(partnerColumn(col));
+          for (auto [v, col, xp] :
+               llvm::zip_equal(vals, clamped, elements(row, partners)))
+            v = rotated(row, col, v, xp, elem);
+        }
         for (int64_t e = 0; e < kOutputGroup; ++e)
           ifThen(inside[e], [&] {
             store(args.out, elem, vals[e],
@@ -229,22 +235,31 @@ private:
     }
     return vs;
   }
-  Value element(Value row, Value col) { return elements(row, col)[0]; }
 
-  /// The fused rope's value of C[row, col] (`x`, as element() forms it):
-  /// x and its partner in the other half of the head, each rounded to the
-  /// result type `elem` as the unfused GEMM stores them, rotated as
-  /// coat.rope computes it where the head is among the rotated ones.
-  Value rotated(Value row, Value col, Value x, Type elem) {
+  /// The column holding the other half of `col`'s rotary pair: d/2 on in
+  /// the head's first half, d/2 back in its second.
+  Value partnerColumn(Value col) {
+    int64_t d = p.rope->headDim;
+    Value firstHalf = arith::CmpIOp::create(
+        b, arith::CmpIPredicate::ult, arith::RemUIOp::create(b, col, c(d)),
+        c(d / 2));
+    return arith::SelectOp::create(b, firstHalf, add(col, c(d / 2)),
+                                   arith::SubIOp::create(b, col, c(d / 2)));
+  }
+
+  /// The fused rope's value of C[row, col] from `x` and its partner's `xp`
+  /// (the other half of the head; both as elements() forms them), each
+  /// rounded to the result type `elem` as the unfused GEMM stores them,
+  /// rotated as coat.rope computes it where the head is among the rotated
+  /// ones.
+  Value rotated(Value row, Value col, Value x, Value xp, Type elem) {
     const FusedRope &r = *p.rope;
     int64_t d = r.headDim;
     Value inHead = arith::RemUIOp::create(b, col, c(d));
     Value firstHalf =
         arith::CmpIOp::create(b, arith::CmpIPredicate::ult, inHead, c(d / 2));
-    Value partner = arith::SelectOp::create(
-        b, firstHalf, add(col, c(d / 2)), arith::SubIOp::create(b, col, c(d / 2)));
     x = f.roundTo(x, elem);
-    Value xp = f.roundTo(element(row, partner), elem);
+    xp = f.roundTo(xp, elem);
     Value idx = add(mul(row, c(d)), inHead);
     Value p1 = f.mul(x, load(args.cos, r.tableElem, idx));
     Value p2 = f.mul(xp, load(args.sin, r.tableElem, idx));

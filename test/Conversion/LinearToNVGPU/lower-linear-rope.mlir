@@ -58,10 +58,15 @@ func.func @qkv_rope(%x: !coat.qtensor<?x256xf8E4M3FN, per_tensor, scale = bf16>,
 // PTX-NOT: fma.rn.f32
 // PTX: cp.async.bulk.tensor.2d.global.shared::cta
 
-// CPU twin: the element and its partner rounded to bf16, the rotation
-// where the column's head is rotated.
+// CPU twin: the group's sixteen sums, then their partners' sixteen (the
+// other half of each head) in a loop of their own, each element and its
+// partner rounded to bf16, the rotation where the column's head is rotated.
 // CPU-LABEL: func.func @qkv_rope(
 // CPU-SAME: %[[COS:[a-z0-9]+]]: memref<?xf32>, %[[SIN:[a-z0-9]+]]: memref<?xf32>
+// CPU: %{{.*}}:16 = scf.for
+// CPU: arith.cmpi ult, %{{.*}}, %c32 : index
+// CPU: %{{.*}}:16 = scf.for
+// CPU-NOT: scf.for
 // CPU: %[[X:.*]] = arith.truncf %{{.*}} : f32 to bf16
 // CPU-NEXT: %[[XW:.*]] = arith.extf %[[X]] : bf16 to f32
 // CPU: %[[C:.*]] = memref.load %[[COS]][%{{.*}}] : memref<?xf32>
