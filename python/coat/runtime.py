@@ -364,16 +364,23 @@ class Kernel:
         fn(*self.cpu_arguments(n, buffers, scalars))
 
 
+def compiled_cpu_features(library: ctypes.CDLL) -> frozenset:
+    """The extensions a loaded CPU-twin ``library`` was compiled for (its
+    CPU_FEATURES_SYMBOL string; none where it has no such record, as
+    libraries compiled before it existed: baseline code)."""
+    try:
+        first = ctypes.c_char.in_dll(library, CPU_FEATURES_SYMBOL)
+    except ValueError:
+        return frozenset()
+    return frozenset((ctypes.cast(ctypes.addressof(first), ctypes.c_char_p).value or b"")
+                     .decode().split())
+
+
 def check_cpu_features(library: ctypes.CDLL, path: str) -> None:
     """Raises where the loaded CPU-twin ``library`` (at ``path``) was
     compiled for extensions this CPU lacks (compiler.CPU_TWIN_FEATURES),
     before any of its code runs: it would die of an illegal instruction."""
-    try:
-        first = ctypes.c_char.in_dll(library, CPU_FEATURES_SYMBOL)
-    except ValueError:  # compiled before the record existed: baseline code
-        return
-    needed = (ctypes.cast(ctypes.addressof(first), ctypes.c_char_p).value or b"").decode()
-    missing = sorted(set(needed.split()) - host_cpu_features())
+    missing = sorted(compiled_cpu_features(library) - host_cpu_features())
     if missing:
         raise RuntimeError_(f"{path}: its CPU twins were compiled for a CPU with "
                             f"{', '.join(missing)}, which this CPU lacks; compile the "
