@@ -26,8 +26,9 @@ persistent ("pinned"): the graph's replays write to that address.
 from __future__ import annotations
 
 import contextlib
+import math
 import weakref
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -112,8 +113,9 @@ class GradBufferMixin:
         views (existing gradients copied in); a lazy bucket registers the
         accumulation hooks and leaves existing gradients where they are (the
         hooks or step() copy them in)."""
-        for p in b.params:
+        for i, p in enumerate(b.params):
             _set_owner(p, self)
+            self._slots[id(p)] = (b.index, i)
         if b.persistent:
             buf = torch.zeros(b.numel, dtype=b.param.dtype, device=b.device)
             b.set_grad(buf, keep=True)
@@ -210,6 +212,80 @@ class GradBufferMixin:
             p.grad = b.grad_for(i, buf)
         return buf
 
+    # ---- gradients their producer writes into the buffer --------------------------
+
+    @torch.no_grad()
+    def grad_destination(self, params: Sequence[torch.Tensor], shape: Sequence[int],
+                         dtype: torch.dtype) -> Optional[torch.Tensor]:
+        """Memory the backward now running may write the gradient of
+        ``params`` into: the parameters' slots of their bucket's gradient
+        buffer, as one ``shape`` ``dtype`` tensor (several parameters: their
+        rows concatenated, a fused q|k|v weight's). The producer writes the
+        gradient there and returns that tensor to autograd as the gradient,
+        which AccumulateGrad then takes as ``.grad`` as it is (the first
+        gradient of a step), so the accumulation hook finds it in its slot
+        and copies nothing. None where that cannot hold, and the gradient
+        takes the usual way: a parameter not in this optimizer's lazy
+        buckets, or in another bucket, out of order or not adjacent; a
+        dtype or shape other than the slots'; a gradient there already (a
+        later micro-batch accumulates into it); a backward that does not
+        accumulate into ``.grad`` (``torch.autograd.grad``, ``inputs=``
+        without them); a CUDA graph capturing."""
+        slots = [self._slot_of(p) for p in params]
+        if not slots or any(s is None for s in slots):
+            return None
+        b = slots[0][0]
+        first = slots[0][1]
+        members = [i for _, i in slots]
+        if (any(s[0] is not b for s in slots) or members != list(range(first, first + len(members)))
+                or self._keeps_buffer(b) or b.param.dtype != dtype or _capturing(b.device)):
+            return None
+        rows = 0
+        for k, i in enumerate(members):
+            p = b.params[i]
+            if (p.grad is not None or not p.requires_grad or b.layouts[i] is not None
+                    or p.dim() == 0 or tuple(p.shape[1:]) != tuple(shape[1:])):
+                return None
+            if k and b.offsets[i] != b.offsets[i - 1] + b.local_numel(i - 1):
+                return None
+            rows += p.shape[0]
+        if len(shape) != b.params[first].dim() or shape[0] != rows:
+            return None
+        if not all(self._backward_accumulates(b, i) for i in members):
+            return None
+        buf = b.grad
+        if buf is None:
+            buf = self._alloc_grad(b)
+        b.set_grad(buf, keep=True)  # until the lent members' gradients arrive
+        b.lent.update(members)
+        o = b.offsets[first]
+        return buf[o:o + math.prod(shape)].view(tuple(shape))
+
+    def _slot_of(self, p: torch.Tensor) -> Optional[Tuple[_Bucket, int]]:
+        slot = self._slots.get(id(p)) if grad_owner(p) is self else None
+        if slot is None:
+            return None
+        b = self._buckets[slot[0]]
+        return (b, slot[1]) if b.params[slot[1]] is p else None
+
+    @staticmethod
+    def _backward_accumulates(b: _Bucket, i: int) -> bool:
+        """Whether the running backward executes member i's AccumulateGrad
+        node (it does not under torch.autograd.grad, or backward(inputs=)
+        without it)."""
+        will_execute = getattr(torch._C, "_will_engine_execute_node", None)
+        if will_execute is None:
+            return False
+        node = b.grad_nodes.get(i)
+        if node is None:
+            with torch.enable_grad():
+                node = b.grad_nodes[i] = b.params[i].view_as(b.params[i]).grad_fn \
+                    .next_functions[0][0]
+        try:
+            return bool(will_execute(node))
+        except RuntimeError:  # torch.autograd.grad() with the parameter as an input
+            return False
+
     def _keeps_buffer(self, b: _Bucket) -> bool:
         return b.persistent or b.pinned
 
@@ -221,6 +297,7 @@ class GradBufferMixin:
             self._zero_kept(b)
             return
         b.set_grad(None)
+        b.lent.clear()
         for p in b.params:
             p.grad = None
 
@@ -378,6 +455,15 @@ class GradBufferMixin:
                 if buf is None:
                     buf = self._alloc_grad(b)
                 self._copy_grad_in(b, i, p.grad, buf)
+            elif i in b.lent:
+                # Written in its slot (grad_destination): AccumulateGrad took
+                # that memory as it is, not as a view of the buffer, which a
+                # lazy bucket needs to find its buffer again.
+                p.grad = b.grad_for(i, b.grad)
+            if i in b.lent:
+                b.lent.discard(i)
+                if not b.lent and not b.persistent and not b.pinned:
+                    b.holder = None  # the views hold it now
         if capturing:
             self._pin(b)
         if stepping:

@@ -114,6 +114,12 @@ class _Bucket:
     arrived: Set[int] = dataclasses.field(default_factory=set)
     expected: int = 0  # members with an accumulation hook (that require grad)
     stepped: bool = False
+    # Members whose slot was lent to the running backward for their gradient
+    # (grad_destination): the bucket holds its buffer until they arrive.
+    lent: Set[int] = dataclasses.field(default_factory=set)
+    # Members' AccumulateGrad nodes, found once (grad_destination asks the
+    # engine whether the running backward executes them).
+    grad_nodes: Dict[int, Any] = dataclasses.field(default_factory=dict, repr=False)
     # The flat gradient buffer. Persistent and pinned buckets hold it
     # (``holder``). A lazy bucket does not: the views its parameters' .grad
     # hold keep it alive, so dropping them all -- as zero_grad(set_to_none=

@@ -141,7 +141,7 @@ class Program:
     # -- running -----------------------------------------------------------
     def run(self, env: Dict[int, Any], phase: Optional[str] = None,
             tokens: Optional[int] = None, *, drop_dead: bool = False,
-            flags: Any = None) -> Dict[int, Any]:
+            flags: Any = None, into: Optional[Dict[int, Any]] = None) -> Dict[int, Any]:
         """Runs the calls of ``phase`` (all when None) on ``env`` (value id ->
         tensor or QTensor), adding their results to it. Returns ``env``.
         Phases: "forward", "backward", and "recompute" (any number of times
@@ -160,7 +160,13 @@ class Program:
 
         The first run of a step for a token count and device kind checks
         every launch (Kernel.bind); later runs replay the recorded launches
-        without checking again (same shapes, dtypes and device)."""
+        without checking again (same shapes, dtypes and device).
+
+        ``into``: value id -> a tensor the call computing that value writes
+        it into, instead of memory of its own (a weight's gradient written
+        straight into an optimizer's buffer); it must be a result the call
+        allocates, of exactly its shape and dtype, contiguous, on the
+        values' device."""
         if tokens is None:
             tokens = self.tokens_of(env)
         streams: Dict[Any, int] = {}  # per device, looked up once a run
@@ -171,7 +177,7 @@ class Program:
                 dead_after = self._dead[phase] = self._dead_after(phase)
         for i, step in enumerate(self.steps):
             if phase is None or step.phase == phase:
-                self._run_step(i, step, env, tokens, streams, flags)
+                self._run_step(i, step, env, tokens, streams, flags, into)
                 # (torch's caching allocator reuses freed memory in stream
                 # order, so a later call may take it at once.)
                 for vid in dead_after.get(i, ()):
@@ -232,7 +238,8 @@ class Program:
         return {i: tuple(vids) for i, vids in dead.items()}
 
     def _run_step(self, index: int, step: Step, env: Dict[int, Any], tokens: int,
-                  streams: Dict[Any, int], flags: Any = None) -> None:
+                  streams: Dict[Any, int], flags: Any = None,
+                  into: Optional[Dict[int, Any]] = None) -> None:
         for vid in step.operands:
             if vid not in env:
                 raise ProgramError(f"program {self.name}: {step.spec} reads value {vid}, "
@@ -244,7 +251,9 @@ class Program:
         plan = self._plans.get(key)
         if plan is None:
             plan = self._plan(index, tokens, like.device if kind == "cuda" else None)
-        new = [_empty(shape, dtype, like.device) for shape, dtype in plan.allocs]
+        given = self._given_buffers(step, plan, into, like.device) if into else {}
+        new = [given[i] if i in given else _empty(shape, dtype, like.device)
+               for i, (shape, dtype) in enumerate(plan.allocs)]
         scratch = [_zeros(extent, dtype, like.device) for extent, dtype in plan.scratch]
         if flags is None and plan.flags:  # written, never read
             flags = self._unread_flags.get(like.device)
@@ -297,6 +306,29 @@ class Program:
                 env[vid] = resolve(srcs[0])
             else:
                 env[vid] = QTensor(resolve(srcs[0]), resolve(srcs[1]))
+
+    def _given_buffers(self, step: Step, plan: "_StepPlan", into: Dict[int, Any],
+                       device) -> Dict[int, Any]:
+        """Alloc index -> the caller's tensor for the results of ``step`` that
+        ``into`` names, each checked against the memory the call would
+        allocate for it."""
+        given = {}
+        for vid, srcs in plan.results:
+            t = into.get(vid)
+            if t is None:
+                continue
+            where = f"program {self.name}: value {vid} ({step.spec})"
+            if len(srcs) != 1 or srcs[0][0] != "alloc" or srcs[0][2]:
+                raise ProgramError(f"{where} is not a tensor its call allocates; it cannot be "
+                                   "written into a given buffer")
+            shape, dtype = plan.allocs[srcs[0][1]]
+            if (tuple(t.shape) != tuple(shape) or t.dtype != dtype or not t.is_contiguous()
+                    or t.device != device):
+                raise ProgramError(f"{where} is {list(shape)} {dtype} on {device}; the buffer "
+                                   f"given for it is {list(t.shape)} {t.dtype} on {t.device}"
+                                   f"{'' if t.is_contiguous() else ', not contiguous'}")
+            given[srcs[0][1]] = t
+        return given
 
     def _plan(self, index: int, tokens: int, gpu=None) -> "_StepPlan":
         """The reader's plan of step ``index`` for ``tokens`` tokens. `gpu`:

@@ -209,6 +209,8 @@ class FP8AdamW(GradBufferMixin, StateDictMixin, FSDPStorageMixin, torch.optim.Op
         self.step_in_backward = bool(step_in_backward)
         self.bucket_max_norm = None if bucket_max_norm is None else float(bucket_max_norm)
         self._grad_hooks: List[Any] = []
+        # id(parameter) -> (bucket index, member index), for grad_destination.
+        self._slots: Dict[int, Tuple[int, int]] = {}
         # Drops the hooks with the optimizer (they hold it only weakly).
         weakref.finalize(self, remove_hooks, self._grad_hooks)
         self._no_step = 0

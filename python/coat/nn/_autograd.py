@@ -4,10 +4,11 @@ calls when autograd asks, keeping exactly the values the launch plan saves."""
 from __future__ import annotations
 
 import weakref
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
+from .. import _dtypes
 from ..executor import FLAG_WORDS, Program, ProgramError, QTensor
 from . import finite
 from .finite import check as _check_finite
@@ -23,6 +24,7 @@ class _Derivation:
     parameter between the forward and the backward."""
 
     def __init__(self, params: Sequence[torch.Tensor], transposed: bool = False):
+        self.sources = list(params)  # the parameters themselves, whose gradient it is
         self.params = [p.detach() for p in params]
         self.versions = [p._version for p in params]
         self.transposed = transposed
@@ -51,7 +53,9 @@ def _derive(params: Sequence[torch.Tensor], transposed: bool = False) -> torch.T
 def program_weight(*params: torch.Tensor, transposed: bool = False) -> torch.Tensor:
     """The bf16 weight a program takes from ``params`` (their rows
     concatenated, e.g. q, k and v projections): the parameter itself when it
-    is one contiguous bf16 tensor; otherwise a copy, differentiable to the
+    is one contiguous bf16 tensor; bf16 parameters adjacent in one storage
+    in order (FP8AdamW's: views of its flat buffer) as one matrix over that
+    memory, without a copy (eagerly); otherwise a copy, differentiable to the
     parameters, that is not kept for the backward: an eager program call
     keeps how to make it again (:class:`_Derivation`); under torch.compile
     the copy is made in a checkpointed region, which the partitioner
@@ -73,6 +77,10 @@ def program_weight(*params: torch.Tensor, transposed: bool = False) -> torch.Ten
         from torch.utils.checkpoint import checkpoint
 
         return checkpoint(_derive_from, transposed, *params, use_reentrant=False)
+    if not transposed and _adjacent_rows(params):
+        w = _AdjacentRows.apply(*params)
+        w._coat_rows_of = list(params)
+        return w
     w = _derive(params, transposed)
     w._coat_derivation = _Derivation(params, transposed)
     return w
@@ -80,6 +88,48 @@ def program_weight(*params: torch.Tensor, transposed: bool = False) -> torch.Ten
 
 def _derive_from(transposed: bool, *params: torch.Tensor) -> torch.Tensor:
     return _derive(params, transposed)
+
+
+def _storage(t: torch.Tensor):
+    return t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+
+
+def _adjacent_rows(params: Sequence[torch.Tensor]) -> bool:
+    """Whether ``params`` (two or more bf16 matrices) lie one after another
+    in one storage, rows continuing rows: FP8AdamW's parameters are views of
+    its flat buffer in parameter order, so a layer's q, k and v are."""
+    first = params[0]
+    if len(params) < 2 or first.dim() != 2 or first.dtype != torch.bfloat16:
+        return False
+    try:
+        ptr = _storage(first).data_ptr()
+        end = first.storage_offset()
+        for p in params:
+            if (p.dtype != first.dtype or p.device != first.device or p.dim() != 2
+                    or p.shape[1] != first.shape[1] or not p.is_contiguous()
+                    or p.storage_offset() != end or _storage(p).data_ptr() != ptr):
+                return False
+            end += p.numel()
+    except (RuntimeError, NotImplementedError):  # tensors without storage (DTensor, fake)
+        return False
+    return True
+
+
+class _AdjacentRows(torch.autograd.Function):
+    """Matrices adjacent in one storage (:func:`_adjacent_rows`) as the one
+    matrix of their rows, without a copy; its gradient is split back by
+    rows (views, which AccumulateGrad may take as they are)."""
+
+    @staticmethod
+    def forward(ctx, *params: torch.Tensor) -> torch.Tensor:
+        ctx.rows = [p.shape[0] for p in params]
+        first = params[0]
+        return first.new_empty(0).set_(_storage(first), first.storage_offset(),
+                                       (sum(ctx.rows), first.shape[1]), first.stride())
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return tuple(grad.split(ctx.rows))
 
 
 def forward_inputs(program: Program) -> List[int]:
@@ -144,11 +194,13 @@ def run_forward(program: Program, module_name: str, inputs):
 
 
 def run_backward(program: Program, module_name: str, kept: Dict[int, Any], grads,
-                 tokens: int, device) -> List[Optional[torch.Tensor]]:
+                 tokens: int, device,
+                 into: Optional[Dict[int, torch.Tensor]] = None) -> List[Optional[torch.Tensor]]:
     """The backward calls from the saved values ``kept`` (consumed: each is
     freed after its last reader) and the gradients of the returned outputs
     (None: zero); the gradient of each forward input, None where the
-    program computes none."""
+    program computes none. ``into``: gradients written into given memory
+    (:func:`gradient_destinations`)."""
     returned = returned_outputs(program)
     env = dict(kept)
     for vid, role, grad_of in program.inputs:
@@ -164,7 +216,7 @@ def run_backward(program: Program, module_name: str, kept: Dict[int, Any], grads
         env[vid] = g.to(torch.bfloat16).contiguous()
     kept.clear()
     words = _flag_words(program, module_name, "backward", device)
-    program.run(env, "backward", tokens, drop_dead=True, flags=words)
+    program.run(env, "backward", tokens, drop_dead=True, flags=words, into=into)
     _read_cpu_words(program, module_name, words)
     position = {v: i for i, v in enumerate(forward_inputs(program))}
     passed_through = {v for v, role, _ in program.inputs if role == "gradient"}
@@ -182,6 +234,57 @@ def run_backward(program: Program, module_name: str, kept: Dict[int, Any], grads
                 _check_finite(x, f"{module_name} gradient of input {grad_of}", "backward")
             out[position[program.inputs[grad_of][0]]] = x
     return out
+
+
+def gradient_owners(program: Program, inputs) -> Dict[int, Tuple[Any, List[torch.Tensor]]]:
+    """Weight input value id -> (the optimizer that owns the gradient of
+    the parameters behind it, those parameters) for each weight input that
+    is a parameter or rows of parameters concatenated (program_weight)
+    whose optimizer keeps gradient buffers (coat.optim.FP8AdamW): the
+    calls whose backward may write the gradient into them."""
+    from .._optim_grads import grad_owner
+
+    roles = {v: role for v, role, _ in program.inputs}
+    out = {}
+    for vid, x in zip(forward_inputs(program), inputs):
+        if roles[vid] != "weight":
+            continue
+        derivation = getattr(x, "_coat_derivation", None)
+        if derivation is not None:
+            if derivation.transposed:
+                continue
+            params = derivation.sources
+        elif getattr(x, "_coat_rows_of", None) is not None:
+            params = x._coat_rows_of
+        elif x.is_leaf and x.requires_grad:
+            params = [x]
+        else:
+            continue
+        owner = grad_owner(params[0])
+        if owner is not None and all(grad_owner(p) is owner for p in params[1:]):
+            out[vid] = (owner, params)
+    return out
+
+
+def gradient_destinations(program: Program, owners, tokens: int) -> Dict[int, torch.Tensor]:
+    """Gradient value id -> the memory its kernel writes it into: the
+    owning optimizer's slots of the parameters (``grad_destination``),
+    where it lends them (``owners``: :func:`gradient_owners`)."""
+    into = {}
+    if not owners:
+        return into
+    for vid, phase, grad_of in program.outputs:
+        if phase != "backward" or grad_of is None:
+            continue
+        owner = owners.get(program.inputs[grad_of][0])
+        t = program.values[vid]
+        if owner is None or t.kind != "tensor":
+            continue
+        dest = owner[0].grad_destination(owner[1], t.shape_for(tokens),
+                                         _dtypes.torch_dtypes(t.dtype)[0])
+        if dest is not None:
+            into[vid] = dest
+    return into
 
 
 def run_recompute(program: Program, kept: Dict[int, Any], tokens: int,
@@ -215,13 +318,18 @@ class _RunProgram(torch.autograd.Function):
                 kept[vid] = derivation
         ctx.program, ctx.tokens, ctx.module_name = program, tokens, module_name
         ctx.kept, ctx.device = kept, inputs[0].device
+        ctx.owners = gradient_owners(program, inputs)
         return tuple(outs)
 
     @staticmethod
     def backward(ctx, *grads):
         kept, ctx.kept = ctx.kept, None
         _derive_kept(ctx, kept)
-        out = run_backward(ctx.program, ctx.module_name, kept, grads, ctx.tokens, ctx.device)
+        into = gradient_destinations(ctx.program, ctx.owners, ctx.tokens)
+        ctx.owners = None
+        out = run_backward(ctx.program, ctx.module_name, kept, grads, ctx.tokens, ctx.device,
+                           into)
+        del into  # the gradients go to autograd as its only references
         return (None, None, *out)
 
     @staticmethod
