@@ -98,6 +98,10 @@ class Program:
         #: finiteness flag (``finite(out<i>)`` bindings, coat.finite_flag).
         self.flagged = frozenset(i for i, o in enumerate(plan["outputs"]) if o["flagged"])
         self._plans: Dict[Tuple[int, int, str], _StepPlan] = {}
+        # (phase, tokens, kind, device) -> (bytes, step index -> [(offset,
+        # extent, dtype)]): where each step's workspaces lie in a run's one
+        # zeroed buffer.
+        self._scratch_layouts: Dict[Tuple[Any, ...], Tuple[int, Dict[int, List[Any]]]] = {}
         self._unread_flags: Dict[Any, Any] = {}  # per device, for runs without flags
         self._dead: Dict[Optional[str], Dict[int, Tuple[int, ...]]] = {}
 
@@ -175,9 +179,10 @@ class Program:
             dead_after = self._dead.get(phase)
             if dead_after is None:
                 dead_after = self._dead[phase] = self._dead_after(phase)
+        scratch = self._scratch_of_run(phase, tokens, env)
         for i, step in enumerate(self.steps):
             if phase is None or step.phase == phase:
-                self._run_step(i, step, env, tokens, streams, flags, into)
+                self._run_step(i, step, env, tokens, streams, flags, into, scratch.get(i))
                 # (torch's caching allocator reuses freed memory in stream
                 # order, so a later call may take it at once.)
                 for vid in dead_after.get(i, ()):
@@ -237,9 +242,53 @@ class Program:
                 dead.setdefault(i, []).append(vid)
         return {i: tuple(vids) for i, vids in dead.items()}
 
+    def _scratch_of_run(self, phase: Optional[str], tokens: int,
+                        env: Dict[int, Any]) -> Dict[int, List[Any]]:
+        """Step index -> its zeroed workspaces, for every step of a run of
+        ``phase`` that has some: views of one buffer zeroed once (one
+        memset a run rather than one a workspace: about a dozen a decoder
+        layer's step, each a launch and a host call). Empty where the run's
+        device cannot be told yet (its first step then reports what is
+        missing)."""
+        indices = [i for i, st in enumerate(self.steps) if phase is None or st.phase == phase]
+        if not indices or not self.steps[indices[0]].operands:
+            return {}
+        like = env.get(self.steps[indices[0]].operands[0])
+        like = like.codes if isinstance(like, QTensor) else like
+        if like is None:
+            return {}
+        kind = "cuda" if like.is_cuda else "cpu"
+        key = (phase, tokens, kind, like.device)
+        layout = self._scratch_layouts.get(key)
+        if layout is None:
+            layout, total = {}, 0
+            for i in indices:
+                plan = self._plan_of(i, tokens, kind, like.device)
+                for extent, dtype in plan.scratch:
+                    layout.setdefault(i, []).append((total, extent, dtype))
+                    total = _aligned(total + extent * _dtypes.ITEMSIZE[dtype])
+            layout = self._scratch_layouts[key] = (total, layout)
+        total, where = layout
+        if not where:
+            return {}
+        arena = _zero_bytes(total, like.device)
+        return {i: [arena[o:o + n * _dtypes.ITEMSIZE[dt]].view(_dtypes.torch_dtypes(dt)[0])
+                    for o, n, dt in parts] for i, parts in where.items()}
+
+    def _plan_of(self, index: int, tokens: int, kind: str, device) -> "_StepPlan":
+        """Step ``index``'s plan for ``tokens`` tokens on ``kind``, made once
+        (checked by its first run)."""
+        key = (index, tokens, kind)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = self._plan(index, tokens,
+                                                 device if kind == "cuda" else None)
+        return plan
+
     def _run_step(self, index: int, step: Step, env: Dict[int, Any], tokens: int,
                   streams: Dict[Any, int], flags: Any = None,
-                  into: Optional[Dict[int, Any]] = None) -> None:
+                  into: Optional[Dict[int, Any]] = None,
+                  scratch: Optional[List[Any]] = None) -> None:
         for vid in step.operands:
             if vid not in env:
                 raise ProgramError(f"program {self.name}: {step.spec} reads value {vid}, "
@@ -247,14 +296,12 @@ class Program:
         like = env[step.operands[0]] if step.operands else None
         like = like.codes if isinstance(like, QTensor) else like
         kind = "cuda" if like.is_cuda else "cpu"
-        key = (index, tokens, kind)
-        plan = self._plans.get(key)
-        if plan is None:
-            plan = self._plan(index, tokens, like.device if kind == "cuda" else None)
+        plan = self._plan_of(index, tokens, kind, like.device)
         given = self._given_buffers(step, plan, into, like.device) if into else {}
         new = [given[i] if i in given else _empty(shape, dtype, like.device)
                for i, (shape, dtype) in enumerate(plan.allocs)]
-        scratch = [_zeros(extent, dtype, like.device) for extent, dtype in plan.scratch]
+        if scratch is None:
+            scratch = [_zeros(extent, dtype, like.device) for extent, dtype in plan.scratch]
         if flags is None and plan.flags:  # written, never read
             flags = self._unread_flags.get(like.device)
             if flags is None:
@@ -275,7 +322,7 @@ class Program:
             stream = streams.get(like.device)
             if stream is None:
                 stream = streams[like.device] = _current_stream(like)
-        if key in self._plans:
+        if plan.runners is not None:
             for run, sources in plan.runners:
                 run([resolve(src) for src in sources], stream)
             if traffic.active is not None:
@@ -283,7 +330,7 @@ class Program:
                     traffic.active.add(*cost)
         else:
             # First run: check every launch, then keep its launcher.
-            runners = []
+            runners, plan.costs = [], []
             for launch in plan.launches:
                 buffers = [_flat(resolve(src)) for src in launch.sources]
                 n, got_kind, _, scalars = launch.kernel.check(launch.n, buffers,
@@ -300,7 +347,6 @@ class Program:
                 if traffic.active is not None:
                     traffic.active.add(*cost)
             plan.runners = runners
-            self._plans[key] = plan
         for vid, srcs in plan.results:
             if len(srcs) == 1:
                 env[vid] = resolve(srcs[0])
@@ -368,7 +414,7 @@ class _StepPlan:
     launches: List[_Launch]
     results: List[Tuple[int, List[Tuple[str, int, str]]]]
     flags: bool = False  # a launch writes a finiteness flag
-    runners: List[Any] = dataclasses.field(default_factory=list)
+    runners: Optional[List[Any]] = None  # set by the first run, which checks every launch
     #: per launch: (kernel, op, bytes, flop), for traffic.count_traffic
     costs: List[Tuple[str, str, int, int]] = dataclasses.field(default_factory=list)
 
@@ -394,6 +440,16 @@ def _zeros(extent, dtype: str, device):
     import torch
 
     return torch.zeros(extent, dtype=_dtypes.torch_dtypes(dtype)[0], device=device)
+
+
+def _zero_bytes(nbytes: int, device):
+    import torch
+
+    return torch.zeros(nbytes, dtype=torch.uint8, device=device)
+
+
+def _aligned(nbytes: int, to: int = 256) -> int:
+    return -(-nbytes // to) * to
 
 
 def _flat(x):

@@ -442,6 +442,60 @@ def test_runs_hold_a_value_only_until_its_last_reader(cpu_cache, monkeypatch):
     assert {r for s in prog.steps if s.phase == "forward" for r in s.results} <= set(env)
 
 
+def test_a_run_zeroes_its_workspaces_with_one_buffer(cpu_cache, monkeypatch):
+    """The workspaces a run's kernels need zeroed are disjoint, aligned
+    slices of one buffer zeroed once a run, not one allocation each; the
+    block's numbers are those of a workspace per call."""
+    from coat import executor
+
+    block = make_block(*TINY, 12, "cpu")
+    prog = block.program
+    h = torch.randn(40, TINY[0]).bfloat16().requires_grad_()
+    dy = torch.randn(40, TINY[0]).bfloat16()
+
+    def step():
+        x = h.detach().clone().requires_grad_()
+        y = block(x)
+        y.backward(dy)
+        out = [y, x.grad] + [p.grad for p in block.parameters()]
+        block.zero_grad()
+        return out
+
+    buffers, workspaces, zeros = [], [], executor._zeros
+    real_bytes, real_step = executor._zero_bytes, prog._run_step
+
+    def counting_bytes(n, device):
+        buffers.append(real_bytes(n, device))
+        return buffers[-1]
+
+    def recording_step(index, st, env, tokens, streams, flags=None, into=None, scratch=None):
+        if scratch:
+            workspaces.append((st.phase, scratch))
+        return real_step(index, st, env, tokens, streams, flags, into, scratch)
+
+    monkeypatch.setattr(executor, "_zero_bytes", counting_bytes)
+    monkeypatch.setattr(executor, "_zeros", lambda *a: pytest.fail("a workspace of its own"))
+    monkeypatch.setattr(prog, "_run_step", recording_step)
+    got = step()
+    phases = {phase for phase, _ in workspaces}
+    assert workspaces and len(buffers) == len(phases)  # one buffer a run that has any
+    for buf in buffers:
+        lo, hi = buf.data_ptr(), buf.data_ptr() + buf.numel()
+        mine = [w for _, ws in workspaces for w in ws if lo <= w.data_ptr() < hi]
+        assert mine
+        spans = sorted((w.data_ptr(), w.data_ptr() + w.numel() * w.element_size())
+                       for w in mine)
+        assert all(a % 64 == 0 for a, _ in spans)
+        assert all(e <= b for (_, e), (b, _) in zip(spans, spans[1:]))  # disjoint
+    monkeypatch.setattr(executor, "_zeros", zeros)
+    monkeypatch.setattr(executor, "_zero_bytes", real_bytes)
+    monkeypatch.setattr(prog, "_run_step", lambda index, st, env, tokens, streams, flags=None,
+                        into=None, scratch=None: real_step(index, st, env, tokens, streams,
+                                                           flags, into, None))
+    for a, b in zip(got, step()):
+        assert torch.equal(a, b)
+
+
 def test_every_backward_operand_is_saved_or_computed_in_the_backward(cpu_cache):
     prog = make_block(*TINY, 6, "cpu").program
     available = set(prog.saved) | set(prog.input_ids("gradient"))

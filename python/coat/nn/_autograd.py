@@ -90,7 +90,8 @@ def _derive_from(transposed: bool, *params: torch.Tensor) -> torch.Tensor:
     return _derive(params, transposed)
 
 
-def _storage(t: torch.Tensor):
+def storage_of(t: torch.Tensor):
+    """``t``'s storage (untyped where this torch has it)."""
     return t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
 
 
@@ -102,12 +103,12 @@ def _adjacent_rows(params: Sequence[torch.Tensor]) -> bool:
     if len(params) < 2 or first.dim() != 2 or first.dtype != torch.bfloat16:
         return False
     try:
-        ptr = _storage(first).data_ptr()
+        ptr = storage_of(first).data_ptr()
         end = first.storage_offset()
         for p in params:
             if (p.dtype != first.dtype or p.device != first.device or p.dim() != 2
                     or p.shape[1] != first.shape[1] or not p.is_contiguous()
-                    or p.storage_offset() != end or _storage(p).data_ptr() != ptr):
+                    or p.storage_offset() != end or storage_of(p).data_ptr() != ptr):
                 return False
             end += p.numel()
     except (RuntimeError, NotImplementedError):  # tensors without storage (DTensor, fake)
@@ -124,7 +125,7 @@ class _AdjacentRows(torch.autograd.Function):
     def forward(ctx, *params: torch.Tensor) -> torch.Tensor:
         ctx.rows = [p.shape[0] for p in params]
         first = params[0]
-        return first.new_empty(0).set_(_storage(first), first.storage_offset(),
+        return first.new_empty(0).set_(storage_of(first), first.storage_offset(),
                                        (sum(ctx.rows), first.shape[1]), first.stride())
 
     @staticmethod
@@ -381,7 +382,7 @@ def _freed(t: torch.Tensor) -> bool:
     unsharded parameter's storage to 0 when it reshards)."""
     if t.numel() == 0:
         return False
-    storage = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+    storage = storage_of(t)
     last = t.storage_offset() + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
     return storage.nbytes() < (last + 1) * t.element_size()
 

@@ -10,7 +10,7 @@ from typing import Dict, Optional
 import torch
 
 from .. import _torch_ops, programs
-from ._autograd import program_weight, recomputed_output
+from ._autograd import program_weight, recomputed_output, storage_of
 from .modules import _ProgramModule, _check_devices, _module_name, _tokens_2d
 
 class _Projections(torch.nn.Module):
@@ -25,8 +25,7 @@ class _Projections(torch.nn.Module):
 
 
 def _storage_ptr(t: torch.Tensor) -> int:
-    storage = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
-    return storage.data_ptr()
+    return storage_of(t).data_ptr()
 
 
 class _SavedView:
