@@ -127,26 +127,38 @@ def test_autograd_grad_and_backward_inputs_leave_grad_alone(cpu_cache, inputs):
     assert in_slot(opt, o)
 
 
-def test_parameters_out_of_order_or_of_another_dtype_take_the_usual_way(cpu_cache, inputs):
+def test_parameters_out_of_order_or_of_another_dtype_take_the_usual_way(cpu_cache, inputs,
+                                                                       monkeypatch):
     layer = build_layer()
     at = layer.self_attn
-    # k and q swapped: the fused q|k|v weight's rows are not their slots' order.
+    qkv = (at.q_proj.weight, at.k_proj.weight, at.v_proj.weight)
+    # k before q: the fused q|k|v weight's rows are not in their slots' order.
     opt = FP8AdamW([at.k_proj.weight, at.q_proj.weight, at.v_proj.weight], kernels=[])
     b, _ = slot_of(opt, at.q_proj.weight)
-    assert opt.grad_destination([at.q_proj.weight, at.k_proj.weight, at.v_proj.weight],
-                                (256, 128), torch.bfloat16) is None
-    rows = sum(p.shape[0] for p in (at.k_proj.weight, at.q_proj.weight, at.v_proj.weight))
-    assert opt.grad_destination([at.k_proj.weight], (128, 128), torch.float32) is None
+    k_shape = tuple(at.k_proj.weight.shape)
     # Outside a backward the engine runs nothing: no slot is lent.
-    assert opt.grad_destination([at.k_proj.weight, at.q_proj.weight, at.v_proj.weight],
-                                (rows, 128), torch.bfloat16) is None
+    assert opt.grad_destination([at.k_proj.weight], k_shape, torch.bfloat16) is None
     assert not b.lent
+    copies = count_copies(monkeypatch)
+    lent = []
+    real = FP8AdamW.grad_destination
+
+    def recording(self, params, shape, dtype):
+        # Inside the backward: another dtype, or rows in another order, get none.
+        assert real(self, params[:1], tuple(params[0].shape), torch.float32) is None
+        got = real(self, params, shape, dtype)
+        lent.append((list(params), got is not None))
+        return got
+
+    monkeypatch.setattr(FP8AdamW, "grad_destination", recording)
     plain = build_layer()
     want = layer_step(plain, *inputs)
     got = layer_step(layer, *inputs)
     for a, w in zip(got, want):
         assert torch.equal(a, w)
-    for p in (at.k_proj.weight, at.q_proj.weight, at.v_proj.weight):
+    assert [ok for params, ok in lent if len(params) == 3] == [False]
+    assert sorted(copies) == [0, 1, 2]  # all three copied into their slots
+    for p in qkv:
         assert in_slot(opt, p)
 
 
