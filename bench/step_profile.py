@@ -253,8 +253,10 @@ def summarize(activities, steps, wall_ms=None, top=8, traffic=None):
 
 def _traffic_by_category(acts, traffic, steps):
     """summarize()'s `traffic` and `uncounted_ms`: per category, and within
-    it per op (the category's detail), the counted kernels' launches,
-    bytes, FLOPs and GPU time a step."""
+    it per op (the category's detail) and per kernel of the op
+    (`by_kernel`: one kernel is one compiled configuration, e.g. one GEMM
+    shape of a program), the counted kernels' launches, bytes, FLOPs and
+    GPU time a step."""
     us_by_name = {}
     for a in acts:
         us_by_name[a.name] = us_by_name.get(a.name, 0.0) + a.dur
@@ -263,7 +265,8 @@ def _traffic_by_category(acts, traffic, steps):
     for name, k in traffic.items():
         cat, op = categorize(name)
         c = by_cat.setdefault(cat, dict(fields(), ops={}))
-        for row in (c, c["ops"].setdefault(op, fields())):
+        o = c["ops"].setdefault(op, dict(fields(), by_kernel={}))
+        for row in (c, o, o["by_kernel"].setdefault(name, fields())):
             row["kernels"] += 1
             row["launches"] += k["launches"]
             row["bytes"] += k["bytes"]
@@ -272,17 +275,24 @@ def _traffic_by_category(acts, traffic, steps):
     uncounted = sum(us for name, us in us_by_name.items()
                     if name not in traffic and coat_op(name) is not None)
     ordered = {cat: by_cat[cat] for cat in CATEGORIES if cat in by_cat}
+    slowest_first = lambda rows: dict(sorted(rows.items(),  # noqa: E731
+                                             key=lambda kv: (-kv[1]["ms"], kv[0])))
     for c in ordered.values():
-        c["ops"] = dict(sorted(c["ops"].items(), key=lambda kv: (-kv[1]["ms"], kv[0])))
-        for row in (c, *c["ops"].values()):
+        c["ops"] = slowest_first(c["ops"])
+        for o in c["ops"].values():
+            o["by_kernel"] = slowest_first(o["by_kernel"])
+        for row in (c, *c["ops"].values(), *(k for o in c["ops"].values()
+                                             for k in o["by_kernel"].values())):
             row["launches"] = round(row["launches"], 2)
             row["ms"] = round(row["ms"], 4)
     return ordered, round(uncounted / 1e3 / steps, 4)
 
 
-def traffic_rows(summary, copy_tbps=None, peak_tflops=FP8_PEAK_TFLOPS, by_op=False):
+def traffic_rows(summary, copy_tbps=None, peak_tflops=FP8_PEAK_TFLOPS, by_op=False,
+                 by_kernel=False):
     """Per category of summary["traffic"] (with `by_op`, each followed by
-    its ops, named "category: op"): (name, launches, GB, TFLOP, ms, TB/s,
+    its ops, named "category: op"; with `by_kernel` too, each op by its
+    kernels, "category: op: kernel"): (name, launches, GB, TFLOP, ms, TB/s,
     % of copy, TFLOP/s, % of peak); a figure that cannot be computed (no
     time, no copy bandwidth, no FLOPs) is None. TB/s is bytes over time; %
     of copy compares it with `copy_tbps`, % of peak the FLOP rate with
@@ -290,8 +300,11 @@ def traffic_rows(summary, copy_tbps=None, peak_tflops=FP8_PEAK_TFLOPS, by_op=Fal
     items = []
     for cat, c in summary.get("traffic", {}).items():
         items.append((cat, c))
-        if by_op:
-            items += [(f"{cat}: {op}", o) for op, o in c.get("ops", {}).items()]
+        for op, o in c.get("ops", {}).items() if by_op or by_kernel else ():
+            items.append((f"{cat}: {op}", o))
+            if by_kernel:
+                items += [(f"{cat}: {op}: {k}", row)
+                          for k, row in o.get("by_kernel", {}).items()]
     rows = []
     for cat, c in items:
         ms = c["ms"]

@@ -39,7 +39,9 @@ a run out of GPU memory is a cell, not a failure of the comparison.
 bench/step_profile.py; the step time is measured before them) and prints a
 second table, also written to OUT/profile.md: per mode the step time,
 GPU-busy time against the step time and against the profiled steps' wall
-time, kernels per step and milliseconds per step by category; then the
+time, kernels per step and milliseconds per step by category; our kernels'
+traffic against the copy bandwidth and the FP8 peak by category and op, and
+each GEMM kernel's rate (one row a compiled shape); then the
 memory view of one step (allocated between steps, after the forward, the
 backward and the optimizer step, the step's peak) and the torch element-wise
 time by aten op. --profile-traces keeps each run's Chrome trace as
@@ -322,6 +324,28 @@ def traffic_table(records: dict) -> str:
                      + ["| " + " | ".join(c) + " |" for c in rows])
 
 
+def gemm_kernel_table(records: dict) -> str:
+    """Per mode, each of our GEMM kernels (one compiled configuration: a
+    program's GEMM of one shape) over its time: which shapes and epilogues
+    fall short of the FP8 peak, where the category's rate averages them."""
+    rows = []
+    for mode, r in records.items():
+        p = r.get("profile") or {}
+        for name, n, _, tf, ms, _, _, tfs, pp in traffic_rows(p, p.get("copy_tbps"),
+                                                              by_kernel=True):
+            parts = name.split(": ")
+            if len(parts) != 3 or parts[0] != "coat gemm":
+                continue
+            rows.append([label(mode, r), parts[2], parts[1], f"{n:.0f}", _cell(tf, "{:.2f}"),
+                         f"{ms:.2f}", _cell(tfs, "{:.0f}"), _cell(pp, "{:.1f}")])
+    if not rows:
+        return ""
+    head = ["mode", "GEMM kernel", "op", "launches/step", "TFLOP/step", "ms/step", "TFLOP/s",
+            "% of FP8 peak"]
+    return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+                     + ["| " + " | ".join(c) + " |" for c in rows])
+
+
 def memory_table(records: dict) -> str:
     """Allocated GiB at the points of one step (the records' `memory`) and
     the run's peak."""
@@ -370,8 +394,8 @@ def profile_report(records: dict) -> str:
     head = (f"Profile: {first.get('config')}, {first.get('batch')}x{first.get('seq')} tokens a "
             f"step, {first.get('device')}, torch {first.get('torch')}; ms per step over the last "
             f"{'/'.join(map(str, steps)) or '-'} steps of each run.")
-    parts = [head, profile_table(records), traffic_table(records), memory_table(records),
-             detail_lines(records)]
+    parts = [head, profile_table(records), traffic_table(records), gemm_kernel_table(records),
+             memory_table(records), detail_lines(records)]
     return "\n\n".join(p for p in parts if p)
 
 

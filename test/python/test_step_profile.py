@@ -187,6 +187,25 @@ def test_summary_per_step():
     json.dumps(s)  # the record stores it as is
 
 
+def test_traffic_per_kernel_splits_an_op_by_configuration():
+    """Two GEMM kernels of one op (two shapes): each its own row, slowest
+    first, their sums the op's."""
+    fwd_a, fwd_b = ("coat_mlp_h1024_f2816_k11_linear_forward",
+                    "coat_mlp_h1024_f2816_k16_linear_forward")
+    acts = [(fwd_a, 100, 0, 100, None), (fwd_b, 300, 100, 400, None)]
+    traffic = {fwd_a: {"op": "linear", "launches": 2.0, "bytes": 1e6, "flop": 2e11},
+               fwd_b: {"op": "linear", "launches": 1.0, "bytes": 1e6, "flop": 3e11}}
+    s = sp.summarize(acts, steps=1, traffic=traffic)
+    op = s["traffic"]["coat gemm"]["ops"]["linear_forward"]
+    assert list(op["by_kernel"]) == [fwd_b, fwd_a]  # 0.3 ms, then 0.1
+    assert (op["launches"], op["flop"], op["ms"]) == (3.0, 5e11, 0.4)
+    rows = {r[0]: r for r in sp.traffic_rows(s, peak_tflops=2000.0, by_kernel=True)}
+    # 2e11 flop in 0.1 ms: 2000 TFLOP/s; 3e11 in 0.3 ms: 1000.
+    assert rows[f"coat gemm: linear_forward: {fwd_a}"][8] == pytest.approx(100.0)
+    assert rows[f"coat gemm: linear_forward: {fwd_b}"][8] == pytest.approx(50.0)
+    assert rows["coat gemm: linear_forward"][8] == pytest.approx(62.5)
+
+
 def test_traffic_per_category_over_the_time_of_the_counted_kernels():
     # Two steps; us. The GEMM and the quantize kernel were counted; the
     # rmsnorm was launched but not counted; a torch kernel has no traffic.
@@ -202,8 +221,10 @@ def test_traffic_per_category_over_the_time_of_the_counted_kernels():
     gemm_row = {"kernels": 1, "launches": 1.0, "bytes": 1e6, "flop": 4e11, "ms": 0.2}
     quant_row = {"kernels": 1, "launches": 1.0, "bytes": 1.5e8, "flop": 0.0, "ms": 0.05}
     assert s["traffic"] == {
-        "coat gemm": dict(gemm_row, ops={"linear_forward": gemm_row}),
-        "coat quantize": dict(quant_row, ops={"quantize_per_group": quant_row})}
+        "coat gemm": dict(gemm_row, ops={"linear_forward": dict(
+            gemm_row, by_kernel={gemm: gemm_row})}),
+        "coat quantize": dict(quant_row, ops={"quantize_per_group": dict(
+            quant_row, by_kernel={quant: quant_row})})}
     assert s["uncounted_ms"] == pytest.approx(0.01)  # the rmsnorm: 20 us over 2 steps
     rows = {r[0]: r for r in sp.traffic_rows(s, copy_tbps=3.0, peak_tflops=2000.0)}
     # 4e11 flop in 0.2 ms: 2000 TFLOP/s, the whole peak; 1e6 B in 0.2 ms: 0.005 TB/s.
@@ -220,6 +241,11 @@ def test_traffic_per_category_over_the_time_of_the_counted_kernels():
         "coat gemm", "coat gemm: linear_forward", "coat quantize",
         "coat quantize: quantize_per_group"]
     assert sp.traffic_rows(s, 3.0, by_op=True)[3][1:] == rows["coat quantize"][1:]
+    # Per kernel: each op followed by its kernels, "category: op: kernel".
+    assert [r[0] for r in sp.traffic_rows(s, by_kernel=True)] == [
+        "coat gemm", "coat gemm: linear_forward", f"coat gemm: linear_forward: {gemm}",
+        "coat quantize", "coat quantize: quantize_per_group",
+        f"coat quantize: quantize_per_group: {quant}"]
     # Without a copy bandwidth there is no % of copy; the text says so.
     assert sp.traffic_rows(s)[1][6] is None
     text = sp.format_summary(s)

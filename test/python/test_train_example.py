@@ -646,6 +646,31 @@ def test_traffic_table_reads_the_counted_bytes(compare):
     assert compare.traffic_table({"bf16": {"params": 1}}) == ""
 
 
+def test_gemm_kernel_table_gives_each_compiled_shape_its_rate(compare):
+    fast, slow = {"kernels": 1, "launches": 20.0, "bytes": 1e9, "flop": 19.79e12, "ms": 10.0}, \
+        {"kernels": 1, "launches": 10.0, "bytes": 1e9, "flop": 9.9e12, "ms": 10.0}
+    op = {"kernels": 2, "launches": 30.0, "bytes": 2e9, "flop": 29.69e12, "ms": 20.0,
+          "by_kernel": {"prog_k1_linear_dgrad": fast, "prog_k2_linear_dgrad": slow}}
+    quant = {"kernels": 1, "launches": 1.0, "bytes": 1e9, "flop": 0.0, "ms": 1.0}
+    coat = {"params": 1e8, "step_time_s": 0.05, "graph": False,
+            "profile": fake_profile(30.0, 80.0, {"coat gemm": 20.0})}
+    coat["profile"].update(copy_tbps=3.0, traffic={
+        "coat gemm": dict(op, ops={"linear_dgrad": op}),
+        "coat quantize": dict(quant, ops={"absmax": dict(quant, by_kernel={"q": quant})})})
+    text = compare.gemm_kernel_table({"coat": coat, "bf16": {"params": 1, "profile": {}}})
+    rows = [[c.strip() for c in row.strip("|").split("|")] for row in text.splitlines()]
+    assert rows[0] == ["mode", "GEMM kernel", "op", "launches/step", "TFLOP/step", "ms/step",
+                       "TFLOP/s", "% of FP8 peak"]
+    # 19.79 TFLOP in 10 ms: 1979 TFLOP/s, the peak; half of it in the same time.
+    assert rows[2] == ["coat", "prog_k1_linear_dgrad", "linear_dgrad", "20", "19.79", "10.00",
+                       "1979", "100.0"]
+    assert rows[3][1:] == ["prog_k2_linear_dgrad", "linear_dgrad", "10", "9.90", "10.00",
+                           "990", "50.0"]
+    assert len(rows) == 4  # no other category's kernels
+    assert compare.gemm_kernel_table({"bf16": {"params": 1}}) == ""
+    assert "| GEMM kernel |" in compare.profile_report({"coat": dict(coat, config="x")})
+
+
 def test_profile_report_heads_the_tables(compare):
     r = {"config": "100m", "batch": 16, "seq": 1024, "device": "NVIDIA H100", "torch": "2.11",
          "step_time_s": 0.05, "profile": fake_profile(40.0, 60.0, {"torch gemm": 30.0})}
