@@ -276,6 +276,11 @@ def _cell(v, fmt):
     return "-" if v is None else fmt.format(v)
 
 
+def _table_head(head: list) -> list:
+    """A Markdown table's header and rule lines for the column names ``head``."""
+    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+
 def profile_table(records: dict) -> str:
     """Per mode: step time, GPU-busy time, kernels per step and milliseconds
     per step by category (the categories some run has, in step_profile's
@@ -286,7 +291,7 @@ def profile_table(records: dict) -> str:
     cats = [c for c in CATEGORIES if any(c in p["categories"] for p in prof.values())]
     head = ["mode", "step ms", "profiled wall ms", "GPU busy ms", "busy % of step",
             "busy % of wall", "kernels/step", *[f"{c} ms" for c in cats]]
-    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows = _table_head(head)
     for mode, p in prof.items():
         r = records[mode]
         step_ms = r["step_time_s"] * 1e3 if "step_time_s" in r else None
@@ -320,8 +325,7 @@ def traffic_table(records: dict) -> str:
         return ""
     head = ["mode", "category", "launches/step", "GB/step", "TFLOP/step", "ms/step", "TB/s",
             "% of copy", "TFLOP/s", "% of FP8 peak", "copy TB/s"]
-    return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-                     + ["| " + " | ".join(c) + " |" for c in rows])
+    return "\n".join(_table_head(head) + ["| " + " | ".join(c) + " |" for c in rows])
 
 
 def gemm_kernel_table(records: dict) -> str:
@@ -342,8 +346,7 @@ def gemm_kernel_table(records: dict) -> str:
         return ""
     head = ["mode", "GEMM kernel", "op", "launches/step", "TFLOP/step", "ms/step", "TFLOP/s",
             "% of FP8 peak"]
-    return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-                     + ["| " + " | ".join(c) + " |" for c in rows])
+    return "\n".join(_table_head(head) + ["| " + " | ".join(c) + " |" for c in rows])
 
 
 def memory_table(records: dict) -> str:
@@ -356,7 +359,7 @@ def memory_table(records: dict) -> str:
               ("after_backward", "after backward"), ("after_optimizer", "after optimizer"),
               ("step_peak", "step peak"))
     head = ["mode", "step", *[f"{name} GiB" for _, name in points], "run peak GiB"]
-    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows = _table_head(head)
     gib = lambda b: None if b is None else b / 2**30  # noqa: E731
     for mode, m in mem.items():
         r = records[mode]

@@ -86,13 +86,19 @@ class _NodeHook:
         self.handle.remove()
 
 
+def accumulate_grad_node(p: torch.Tensor) -> Any:
+    """The AccumulateGrad node of ``p`` (a leaf that requires grad): the
+    node a backward runs to add into ``p.grad``. Alive while referenced."""
+    with torch.enable_grad():
+        return p.view_as(p).grad_fn.next_functions[0][0]
+
+
 def after_accumulation(p: torch.Tensor, fn) -> Any:
     """Calls ``fn()`` each time a backward has accumulated a gradient into
     ``p.grad`` (p a leaf that requires grad). Returns a handle with remove()."""
     if hasattr(p, "register_post_accumulate_grad_hook"):
         return p.register_post_accumulate_grad_hook(lambda _p: fn())
-    with torch.enable_grad():
-        node = p.view_as(p).grad_fn.next_functions[0][0]
+    node = accumulate_grad_node(p)
     return _NodeHook(node, node.register_hook(lambda _inputs, _outputs: fn()))
 
 
@@ -278,9 +284,7 @@ class GradBufferMixin:
             return False
         node = b.grad_nodes.get(i)
         if node is None:
-            with torch.enable_grad():
-                node = b.grad_nodes[i] = b.params[i].view_as(b.params[i]).grad_fn \
-                    .next_functions[0][0]
+            node = b.grad_nodes[i] = accumulate_grad_node(b.params[i])
         try:
             return bool(will_execute(node))
         except RuntimeError:  # torch.autograd.grad() with the parameter as an input
