@@ -33,8 +33,7 @@ GEMM_WEIGHTS = ("self_attn.q_proj.weight", "self_attn.k_proj.weight",
 
 
 def slot_of(opt, p):
-    b, i = _optim_grads.GradBufferMixin._slot_of(opt, p)
-    return b, i
+    return opt._slot_of(p)
 
 
 def in_slot(opt, p) -> bool:
