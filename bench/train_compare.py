@@ -27,7 +27,7 @@ allocated once, as before they became lazy (to compare step times);
 keeping f32 master copies, while the other runs keep --param-dtype's. Options
 of one kind of run go to those runs only: --step-in-backward (every coat
 run steps in the backward) and --bucket-mb to coat runs, --torchao-optim to
-torchao runs. Every other option goes to train_llama.py. A mode that
+torchao and bf16 runs (the baselines share their optimizer). Every other option goes to train_llama.py. A mode that
 cannot run (torchao not installed) or whose torch.compile fails is reported
 as such, with the reason, and left out of the tables.
 
@@ -264,6 +264,7 @@ def label(mode: str, r: dict) -> str:
                              ("q/k/v recomputed", r.get("recompute_attention_inputs")),
                              ("GEMM operands kept", r.get("keep_gemm_operands")),
                              ("attention output reused", r.get("reuse_attention_output")),
+                             ("AdamW8bit", r.get("torchao_optim") == "adamw8bit"),
                              (r.get("param_dtype"), r.get("param_dtype") not in (None, "f32")
                               and not base.endswith(MASTER)),
                              (r.get("compile_mode"), r.get("compile_mode") not in (None, "default")
@@ -458,7 +459,8 @@ def main() -> int:
     ap.add_argument("--keep-gemm-operands", action="store_true",
                     help="coat runs: the backward GEMMs' FP8 operands kept from the forward "
                          "instead of derived again (train_llama.py's flag)")
-    ap.add_argument("--torchao-optim", default=None, help="torchao runs: adamw or adamw8bit")
+    ap.add_argument("--torchao-optim", default=None,
+                    help="torchao and bf16 runs: adamw or adamw8bit")
     ap.add_argument("--batches", type=int, nargs="+", default=None, metavar="B",
                     help="run every mode at each batch size and report the largest that fits")
     args, passthrough = ap.parse_known_args()
@@ -475,6 +477,7 @@ def main() -> int:
                              if args.reuse_attention_output else [])),
                  "torchao": ["--torchao-optim", args.torchao_optim] if args.torchao_optim
                  else []}
+    kind_args["bf16"] = kind_args["torchao"]  # the baselines share their optimizer
     try:
         for mode in args.modes:
             mode_args(mode)

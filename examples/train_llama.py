@@ -41,9 +41,9 @@ before they became lazy (one bucket per group and dtype).
 --param-dtype bf16 keeps the parameters in bf16 (no f32 master weights; the
 optimizers update bf16 parameters, FP8AdamW rounding them to nearest), the
 setting of the 7B-shape memory comparison; bf16-sr the same with the
-parameters rounded stochastically (FP8AdamW's stochastic_params; torchao
-with --torchao-optim adamw8bit, its bf16_stochastic_round; BF16 mode has no
-such optimizer and refuses it):
+parameters rounded stochastically (FP8AdamW's stochastic_params; torchao and
+BF16 with --torchao-optim adamw8bit, its bf16_stochastic_round; torch's
+fused AdamW has no such rounding, so those modes refuse it without):
 
   python examples/train_llama.py --mode coat --config 7b --param-dtype bf16 \
       --batch 4 --seq 2048 --steps 8 --eval-every 0 --warmup-timing 3 \
@@ -68,8 +68,9 @@ deriving them again in the backward: more memory, fewer backward kernels
 (coat.convert's keep_gemm_operands). Its kernels: scripts/compile_model.py
 with --keep-gemm-operands.
 
---torchao-optim adamw8bit gives the torchao mode torchao's AdamW8bit instead
-of torch's fused AdamW.
+--torchao-optim adamw8bit gives the torchao and BF16 modes torchao's
+AdamW8bit instead of torch's fused AdamW (the 7B shape's baselines: BF16's
+fused AdamW does not fit one 80 GB GPU there).
 
 --compile (bf16 and coat; torchao is always compiled) runs the model under
 torch.compile (--compile-mode reduce-overhead: its CUDA graphs, a new
@@ -296,10 +297,10 @@ def build(mode: str, cfg: LlamaConfig, device: str, lr: float, kernels: str | No
     if param_dtype == "bf16-master" and mode != "coat":
         raise SystemExit("--param-dtype bf16-master is FP8AdamW's master_weights (mode coat)")
     stochastic = param_dtype == "bf16-sr"
-    if stochastic and (mode == "bf16" or (mode == "torchao" and torchao_optim != "adamw8bit")):
+    if stochastic and mode != "coat" and torchao_optim != "adamw8bit":
         raise SystemExit("--param-dtype bf16-sr needs an optimizer that rounds stochastically: "
-                         "FP8AdamW (mode coat) or torchao's AdamW8bit (mode torchao "
-                         "--torchao-optim adamw8bit)")
+                         "FP8AdamW (mode coat) or torchao's AdamW8bit (modes torchao and bf16 "
+                         "with --torchao-optim adamw8bit)")
     if on_device and hasattr(torch.device, "__enter__"):  # torch >= 2.0
         with torch.device(device):
             model = LlamaForCausalLM(cfg)
@@ -313,8 +314,12 @@ def build(mode: str, cfg: LlamaConfig, device: str, lr: float, kernels: str | No
     groups = [{"params": decay, "weight_decay": 0.1}, {"params": other, "weight_decay": 0.0}]
     autocast = False
     if mode == "bf16":
-        fused = {"fused": True} if device.startswith("cuda") else {}
-        opt = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), **fused)
+        if torchao_optim == "adamw8bit":
+            opt = torchao_adamw8bit()(groups, lr=lr, betas=(0.9, 0.95),
+                                      **({"bf16_stochastic_round": True} if stochastic else {}))
+        else:
+            fused = {"fused": True} if device.startswith("cuda") else {}
+            opt = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), **fused)
         autocast = True
     elif mode == "coat":
         import coat
@@ -538,8 +543,8 @@ def train(args) -> dict:
     if args.persistent_grads and args.step_in_backward:
         raise SystemExit("--persistent-grads and --step-in-backward do not go together "
                          "(stepping in the backward frees each bucket's gradient)")
-    if args.torchao_optim != "adamw" and args.mode != "torchao":
-        raise SystemExit("--torchao-optim is for mode torchao")
+    if args.torchao_optim != "adamw" and args.mode == "coat":
+        raise SystemExit("--torchao-optim is for modes torchao and bf16")
     if args.recompute_attention_inputs and args.mode != "coat":
         raise SystemExit("--recompute-attention-inputs is coat.nn.DecoderLayer's (mode coat)")
     if args.keep_gemm_operands and args.mode != "coat":
@@ -596,7 +601,7 @@ def train(args) -> dict:
         record["optimizer_buckets"] = len(opt.buckets)
         record["persistent_grads"] = opt.persistent_grads
         record["loss"] = model.coat_report.loss
-    if args.mode == "torchao":
+    if args.mode != "coat":
         record["torchao_optim"] = args.torchao_optim
     graphed = graphed_forward_backward(model, train_data, args, autocast) if args.graph else None
     profiler = memory = None
@@ -803,7 +808,7 @@ def parse_args(argv=None):
                          "forward instead of deriving them again (more memory, fewer backward "
                          "kernels; coat.convert(keep_gemm_operands=True))")
     ap.add_argument("--torchao-optim", choices=("adamw", "adamw8bit"), default="adamw",
-                    help="torchao: torch's fused AdamW or torchao's AdamW8bit")
+                    help="torchao and bf16: torch's fused AdamW or torchao's AdamW8bit")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="profile the last N steps (record: `profile`)")
     ap.add_argument("--profile-trace", default=None, metavar="PATH",

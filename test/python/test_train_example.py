@@ -468,6 +468,11 @@ def test_step_in_backward_modes_and_options_of_one_kind(compare):
     assert compare.mode_args("torchao", kinds) == ["--mode", "torchao", "--torchao-optim",
                                                    "adamw8bit"]
     assert compare.mode_args("bf16-compiled", kinds) == ["--mode", "bf16", "--compile"]
+    kinds["bf16"] = kinds["torchao"]
+    assert compare.mode_args("bf16-compiled", kinds) == ["--mode", "bf16", "--compile",
+                                                         "--torchao-optim", "adamw8bit"]
+    assert compare.label("bf16-compiled", {"torchao_optim": "adamw8bit"}) == \
+        "bf16-compiled (AdamW8bit)"
     assert compare.mode_args("coat-persistent", kinds) == ["--mode", "coat",
                                                            "--persistent-grads", "--bucket-mb",
                                                            "64"]
@@ -520,7 +525,7 @@ def test_seven_b_config_is_llama_2_7b():
     (["--mode", "bf16", "--step-in-backward"], "FP8AdamW's"),
     (["--mode", "coat", "--step-in-backward", "--graph"], "do not go together"),
     (["--mode", "bf16", "--bucket-mb", "64"], "FP8AdamW's"),
-    (["--mode", "coat", "--torchao-optim", "adamw8bit"], "for mode torchao"),
+    (["--mode", "coat", "--torchao-optim", "adamw8bit"], "for modes torchao and bf16"),
     (["--mode", "bf16", "--persistent-grads"], "FP8AdamW's"),
     (["--mode", "coat", "--persistent-grads", "--step-in-backward"], "do not go together"),
     (["--mode", "bf16", "--recompute-attention-inputs"], "mode coat"),
@@ -547,6 +552,14 @@ def test_stochastic_bf16_needs_an_optimizer_that_rounds_stochastically(plain_exa
     with pytest.raises(SystemExit, match="bf16-sr needs an optimizer"):
         plain_example.main(["--mode", mode, *TINY_CPU, "--steps", "1", "--param-dtype",
                             "bf16-sr"])
+
+
+def test_bf16_baseline_takes_torchaos_adamw8bit(example):
+    # The 7B shape's baselines share torchao's 8-bit optimizer.
+    pytest.importorskip("torchao")
+    _, opt, _ = example.build("bf16", example.CONFIGS["tiny"], "cpu", 1e-3, None,
+                              torchao_optim="adamw8bit")
+    assert type(opt) is example.torchao_adamw8bit()
 
 
 def test_stochastic_bf16_builds_fp8adamw_rounding_parameters(example):
