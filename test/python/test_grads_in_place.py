@@ -18,7 +18,8 @@ from conftest import torch_or_skip
 
 torch = torch_or_skip()
 
-from coat import _optim_grads, artifacts  # noqa: E402
+from coat import artifacts
+from coat.optim import _grads as _optim_grads  # noqa: E402
 from coat.executor import ProgramError  # noqa: E402
 from coat.nn import _autograd  # noqa: E402
 from coat.optim import FP8AdamW  # noqa: E402

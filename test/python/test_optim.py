@@ -267,7 +267,7 @@ def test_lr_scheduler_drives_param_groups():
 
 
 def test_stochastic_rounding_seeds_differ_per_bucket_and_shard_not_per_replica():
-    from coat._optim_layout import Rounding
+    from coat.optim._layout import Rounding
     r = Rounding(params=True, seed=Rounding.SEED_LIMIT - 1)
     seeds = {(b, s): r.bucket_seed(b, s) for b in range(4) for s in range(8)}
     assert len(set(seeds.values())) == len(seeds)  # every bucket and shard its own

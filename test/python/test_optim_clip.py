@@ -24,7 +24,8 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed")
 
-from coat import _optim_grads, artifacts  # noqa: E402
+from coat import artifacts
+from coat.optim import _grads as _optim_grads  # noqa: E402
 from coat.optim import FP8AdamW  # noqa: E402
 from test_optim_grads import SMALL_MB, Stack, assert_same_state, loss_of  # noqa: E402
 

@@ -14,8 +14,8 @@ import pytest
 torch = pytest.importorskip("torch", reason="torch is not installed")
 
 from coat import _dtypes, artifacts  # noqa: E402
-from coat._optim_layout import split_by_bytes  # noqa: E402
-from coat._optim_grads import grad_owner  # noqa: E402
+from coat.optim._layout import split_by_bytes  # noqa: E402
+from coat.optim._grads import grad_owner  # noqa: E402
 from coat.optim import FP8AdamW, owns_grad  # noqa: E402
 
 MODULES = [m for m in artifacts.modules() if m.find(op="adamw_step")]
@@ -317,7 +317,7 @@ def test_dtensor_parameters_are_refused_with_step_in_backward(monkeypatch):
 def test_a_buffer_a_capture_accumulates_into_is_kept(monkeypatch):
     """A bucket whose buffer a CUDA graph captured (capture faked: no GPU
     here) is pinned: held by the optimizer, zeroed in place by zero_grad."""
-    from coat import _optim_grads
+    from coat.optim import _grads as _optim_grads
 
     m, _ = models()
     opt = FP8AdamW(m.parameters(), kernels=[], bucket_mb=SMALL_MB)
@@ -337,7 +337,7 @@ def test_a_buffer_a_capture_accumulates_into_is_kept(monkeypatch):
 
 
 def test_step_in_backward_refuses_a_capture(monkeypatch):
-    from coat import _optim_grads
+    from coat.optim import _grads as _optim_grads
 
     m, _ = models()
     opt = FP8AdamW(m.parameters(), kernels=[], step_in_backward=True)

@@ -243,7 +243,7 @@ def gradient_owners(program: Program, inputs) -> Dict[int, Tuple[Any, List[torch
     is a parameter or rows of parameters concatenated (program_weight)
     whose optimizer keeps gradient buffers (coat.optim.FP8AdamW): the
     calls whose backward may write the gradient into them."""
-    from .._optim_grads import grad_owner
+    from ..optim._grads import grad_owner
 
     roles = {v: role for v, role, _ in program.inputs}
     out = {}

@@ -32,8 +32,8 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 
-from . import _dist
-from ._optim_layout import _Bucket, _param_name
+from .. import _dist
+from ._layout import _Bucket, _param_name
 
 # ---- which optimizer owns a parameter's gradient -----------------------------
 

@@ -1,7 +1,7 @@
 """What FP8AdamW is built from: the quantization config, the buckets of flat
-buffers and the torch-convention state keys. Apart from coat.optim so that
-its state_dict and FSDP code (coat._optim_state, coat._optim_fsdp) can use
-them without importing coat.optim, which imports those modules."""
+buffers and the torch-convention state keys. Apart from the optimizer
+(``adamw``) so that its state_dict and FSDP code (``_state``, ``_fsdp``) can
+use them without importing it, which imports those modules."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 import torch
 
-from . import _dist
-from .runtime import I64_SCALAR_LIMIT
+from .. import _dist
+from ..runtime import I64_SCALAR_LIMIT
 
 _MOMENTS = ("m", "v")
 # torch-convention state keys (COAT §2.2) per moment and field

@@ -9,8 +9,8 @@ from typing import Any, Dict
 
 import torch
 
-from . import _dist, _dtypes
-from ._optim_layout import _MOMENTS, _STATE_KEYS, QuantConfig, _Bucket
+from .. import _dist, _dtypes
+from ._layout import _MOMENTS, _STATE_KEYS, QuantConfig, _Bucket
 
 
 class StateDictMixin:

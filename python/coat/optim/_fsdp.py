@@ -7,8 +7,8 @@ from typing import Dict, Tuple
 
 import torch
 
-from . import _dist
-from ._optim_layout import _Bucket, _param_name
+from .. import _dist
+from ._layout import _Bucket, _param_name
 
 
 class FSDPStorageMixin:

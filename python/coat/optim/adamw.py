@@ -11,7 +11,7 @@ expanded moments, k and c -- with every tensor padded to a multiple of
 and is stepped with one launch. At construction every parameter's ``.data``
 is re-pointed into the flat param buffer.
 
-Gradients (coat._optim_grads). A bucket's flat grad buffer exists only while
+Gradients (coat.optim._grads). A bucket's flat grad buffer exists only while
 it holds gradients: a hook after the backward's accumulation copies each
 parameter's gradient into it (allocating it at the bucket's first gradient
 of the step) and makes ``.grad`` its view, so later micro-batches accumulate
@@ -62,13 +62,13 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 import torch
 
-from . import _dist, _dtypes, artifacts
-from ._optim_fsdp import FSDPStorageMixin
-from ._optim_grads import GradBufferMixin, owns_grad, remove_hooks
-from ._optim_layout import (_MOMENTS, _STATE_KEYS, QuantConfig, Rounding, _Bucket, _param_name,
+from .. import _dist, _dtypes, artifacts
+from ._fsdp import FSDPStorageMixin
+from ._grads import GradBufferMixin, owns_grad, remove_hooks
+from ._layout import (_MOMENTS, _STATE_KEYS, QuantConfig, Rounding, _Bucket, _param_name,
                             split_by_bytes)
-from ._optim_state import StateDictMixin
-from .runtime import Kernel, Module
+from ._state import StateDictMixin
+from ..runtime import Kernel, Module
 
 __all__ = ["FP8AdamW", "QuantConfig"]
 
@@ -87,11 +87,10 @@ def _round_up(x: int, g: int) -> int:
 KernelSource = Union[None, str, os.PathLike, Module, Sequence[Union[str, os.PathLike, Module]]]
 
 
-# state_dict / load_state_dict (coat._optim_state), share_fsdp_storage
-# (coat._optim_fsdp) and the gradient buffers, zero_grad and the step in the
-# backward (coat._optim_grads) come from the mixins, which keeps this module
-# to building the buckets and launching their steps. owns_grad is
-# coat._optim_grads'; coat.nn.capture_step imports it from here.
+# state_dict / load_state_dict (_state), share_fsdp_storage (_fsdp) and the
+# gradient buffers, zero_grad and the step in the backward (_grads) come from
+# the mixins, which keeps this module to building the buckets and launching
+# their steps. owns_grad is _grads'; the package exports it for coat.nn.
 __all__ += ["owns_grad"]
 
 #: Default bucket size (MiB of gradient): with lazy buffers a bucket's
