@@ -27,9 +27,10 @@ allocated once, as before they became lazy (to compare step times);
 keeping f32 master copies, while the other runs keep --param-dtype's. Options
 of one kind of run go to those runs only: --step-in-backward (every coat
 run steps in the backward) and --bucket-mb to coat runs, --torchao-optim to
-torchao and bf16 runs (the baselines share their optimizer). Every other option goes to train_llama.py. A mode that
-cannot run (torchao not installed) or whose torch.compile fails is reported
-as such, with the reason, and left out of the tables.
+torchao and bf16 runs (the baselines share their optimizer). Every other
+option goes to train_llama.py. A mode that cannot run (torchao not
+installed) or whose torch.compile fails is reported as such, with the
+reason, and left out of the tables.
 
 --batches B [B ...] runs every mode at each batch size (train_llama.py
 --batch B, into OUT/bB) and ends with the largest batch that fits per mode:
